@@ -1,0 +1,102 @@
+/**
+ * The engine's view of one SQLite connection: the better-sqlite3 handle
+ * behind a Drizzle database or transaction, its prepared statements, and the
+ * schema checks done once for it.
+ * @internal
+ */
+import { resolve } from 'node:path'
+import type Database from 'better-sqlite3'
+import { is } from 'drizzle-orm'
+import { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core'
+import { JobsError } from './errors.js'
+import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, prepareStatements, type Statements } from './sql/statements.js'
+
+/**
+ * A Drizzle SQLite database or transaction on a synchronous driver
+ * (better-sqlite3). Both work wherever the API takes `db` or `tx`.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type SyncDatabase = BaseSQLiteDatabase<'sync', any, any, any>
+
+export interface Connection {
+  readonly client: Database.Database
+  readonly sql: Statements
+  /** Names the database file, so that every connection of this process to it shares wake-ups. */
+  readonly key: string
+  /** Runs `work` in a `BEGIN IMMEDIATE` transaction, or in a savepoint of the one under way. */
+  immediate<T>(work: () => T): T
+}
+
+const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease'] as const
+const MIGRATE_HINT = "add `export * from 'drizzle-jobs/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
+
+const connections = new WeakMap<Database.Database, Connection>()
+let anonymousDatabases = 0
+
+/** The connection behind a Drizzle handle, checked and prepared on first use. */
+export function connectionOf(db: unknown): Connection {
+  const client = clientOf(db)
+  let connection = connections.get(client)
+  if (!connection) {
+    installCounters(client)
+    connection = open(client)
+    connections.set(client, connection)
+  }
+  return connection
+}
+
+function clientOf(db: unknown): Database.Database {
+  if (!is(db, BaseSQLiteDatabase)) {
+    throw new JobsError('INVALID_OPTION', 'db: expected a Drizzle SQLite database or transaction (drizzle(new Database(file)) from drizzle-orm/better-sqlite3)')
+  }
+  const handle = db as unknown as { resultKind?: string; session?: { client?: Database.Database } }
+  const client = handle.session?.client
+  if (handle.resultKind !== 'sync' || !client || typeof client.prepare !== 'function') {
+    throw new JobsError('INVALID_OPTION', 'db: drizzle-jobs needs a synchronous SQLite driver (better-sqlite3); this Drizzle handle is asynchronous')
+  }
+  return client
+}
+
+function open(client: Database.Database): Connection {
+  let sql: Statements
+  try {
+    sql = prepareStatements(client)
+  } catch (error) {
+    throw new JobsError('SCHEMA_MISSING', `the jobs_* tables are not those this version of drizzle-jobs expects (${(error as Error).message}): ${MIGRATE_HINT}`, { cause: error })
+  }
+  const transaction = client.transaction((work: () => unknown) => work())
+  const file = client.memory || !client.name ? `memory:${++anonymousDatabases}` : resolve(client.name)
+  return {
+    client,
+    sql,
+    key: file,
+    immediate: <T>(work: () => T) => transaction.immediate(work) as T,
+  }
+}
+
+/**
+ * Checks that the tables exist and installs the triggers that keep the
+ * queue counters. Where the triggers were missing it recounts, so counts are
+ * right even if jobs were written before. Worker start calls it again in a
+ * transaction of its own, which also repairs an install that a caller's
+ * transaction rolled back.
+ * @internal
+ */
+export function installCounters(client: Database.Database): void {
+  const present = new Set(client.prepare(SQL.tablesPresent).pluck().all() as string[])
+  const missing = TABLES.filter((table) => !present.has(table))
+  if (missing.length > 0) {
+    throw new JobsError('SCHEMA_MISSING', `table ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ${MIGRATE_HINT}`)
+  }
+  if (client.prepare(SQL.triggersPresent).pluck().get() === 3) return
+  client.transaction(() => {
+    client.exec(COUNTER_TRIGGERS)
+    client.exec(RECOUNT_QUEUES)
+  }).immediate()
+}
+
+/** Whether an error is SQLite saying another connection holds the lock. @internal */
+export function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))
+}

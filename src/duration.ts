@@ -1,0 +1,46 @@
+import { JobsError } from './errors.js'
+import { MAX_DURATION_MS } from './limits.js'
+
+/** A number of milliseconds, or a string such as `'500ms'`, `'5s'`, `'10m'`, `'1h'`, `'1d'`. */
+export type Duration = number | `${number}${DurationUnit}`
+type DurationUnit = 'ms' | 's' | 'm' | 'h' | 'd'
+
+const UNIT_MS: Record<DurationUnit, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+const DURATION_PATTERN = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/
+
+/**
+ * Turns a duration into whole milliseconds.
+ * Throws INVALID_OPTION naming `option` when it is not a non-negative finite
+ * duration of at most about 24.8 days.
+ * @internal
+ */
+export function toMs(value: unknown, option: string): number {
+  let ms: number
+  if (typeof value === 'number') {
+    ms = value
+  } else if (typeof value === 'string') {
+    const match = DURATION_PATTERN.exec(value)
+    if (!match) {
+      throw new JobsError('INVALID_OPTION', `${option}: '${value}' is not a duration; write a number of ms or a string such as '500ms', '5s', '10m', '1h', '1d'`)
+    }
+    ms = Number(match[1]) * UNIT_MS[match[2] as DurationUnit]
+  } else {
+    throw new JobsError('INVALID_OPTION', `${option}: expected a duration (ms or a string such as '5s'), got ${describe(value)}`)
+  }
+  if (!Number.isFinite(ms) || ms < 0) {
+    throw new JobsError('INVALID_OPTION', `${option}: a duration must be finite and not negative, got ${String(value)}`)
+  }
+  if (ms > MAX_DURATION_MS) {
+    throw new JobsError('INVALID_OPTION', `${option}: ${String(value)} is longer than the longest duration allowed (${MAX_DURATION_MS} ms)`)
+  }
+  return Math.round(ms)
+}
+
+/** @internal */
+export function describe(value: unknown): string {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'string') return `the string '${value.length > 40 ? value.slice(0, 40) + '…' : value}'`
+  if (typeof value === 'object') return 'an object'
+  return `${typeof value} ${String(value)}`
+}

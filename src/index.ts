@@ -1,0 +1,25 @@
+/**
+ * drizzle-jobs: a durable background-job queue for Drizzle ORM on SQLite.
+ * The tables are in `drizzle-jobs/schema`.
+ */
+
+/** Declaring queues. */
+export { defineQueue } from './queue/define.js'
+export type { Queue, QueueOptions } from './queue/define.js'
+
+/** Adding jobs inside the app's own transaction. */
+export { enqueue, enqueueMany } from './queue/enqueue.js'
+export type { EnqueueItem, EnqueueOptions } from './queue/enqueue.js'
+
+/** Running jobs. */
+export { work } from './worker/worker.js'
+export type { Handler, WorkOptions, Worker } from './worker/worker.js'
+export type { Run } from './worker/run.js'
+export type { Outcome } from './worker/outcome.js'
+
+/** Errors, and the shared types. */
+export { JobsError, isJobsError } from './errors.js'
+export type { JobsErrorCode } from './errors.js'
+export type { Duration } from './duration.js'
+export type { Enqueued, EndedState, JobSnapshot, JobState } from './types.js'
+export type { SyncDatabase } from './connection.js'

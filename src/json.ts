@@ -1,0 +1,82 @@
+import { JobsError } from './errors.js'
+import { MAX_NAME_BYTES } from './limits.js'
+
+/**
+ * Encodes `value` as JSON text, refusing what would not come back the same
+ * from `JSON.parse`: BigInt, symbols, functions, non-finite numbers, cycles,
+ * array holes or undefined elements, and objects that are not plain (a Date,
+ * a Map, a class instance). `undefined` object properties are dropped, as
+ * JSON does. A top-level `undefined` is refused unless `allowUndefined`, in
+ * which case it encodes as `null` SQL (the function returns `null`).
+ *
+ * Throws INVALID_VALUE naming the path of the first bad part, and TOO_LARGE
+ * when the text is longer than `maxBytes` of UTF-8.
+ * @internal
+ */
+export function encodeJson(value: unknown, what: string, maxBytes: number, allowUndefined = false): string | null {
+  if (value === undefined) {
+    if (allowUndefined) return null
+    throw new JobsError('INVALID_VALUE', `${what} is undefined; pass a JSON value (null, a number, a string, an array or a plain object)`)
+  }
+  checkJson(value, what, new Set())
+  const text = JSON.stringify(value)
+  if (text.length > maxBytes / 3 && Buffer.byteLength(text, 'utf8') > maxBytes) {
+    throw new JobsError('TOO_LARGE', `${what} is ${Buffer.byteLength(text, 'utf8')} bytes of JSON; the limit is ${maxBytes}`)
+  }
+  return text
+}
+
+function checkJson(value: unknown, path: string, seen: Set<object>): void {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return
+    case 'number':
+      if (!Number.isFinite(value)) throw bad(path, `the number ${value}, which JSON cannot hold`)
+      return
+    case 'object': {
+      if (value === null) return
+      if (seen.has(value)) throw bad(path, 'a cycle')
+      seen.add(value)
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) {
+          if (!(i in value) || value[i] === undefined) throw bad(`${path}[${i}]`, 'undefined, which JSON turns into null')
+          checkJson(value[i], `${path}[${i}]`, seen)
+        }
+      } else {
+        const proto = Object.getPrototypeOf(value)
+        if (proto !== Object.prototype && proto !== null) {
+          const kind = (value as object).constructor?.name ?? 'object'
+          throw bad(path, `a ${kind}, which does not come back from JSON the same (a Date: pass getTime() or toISOString())`)
+        }
+        for (const key of Object.keys(value)) {
+          const item = (value as Record<string, unknown>)[key]
+          if (item !== undefined) checkJson(item, `${path}.${key}`, seen)
+        }
+      }
+      seen.delete(value)
+      return
+    }
+    default:
+      throw bad(path, `a ${typeof value}, which JSON cannot hold`)
+  }
+}
+
+function bad(path: string, what: string): JobsError {
+  return new JobsError('INVALID_VALUE', `${path} is ${what}`)
+}
+
+/**
+ * Checks a name-like string (a queue name, an id, a group, a step name):
+ * INVALID_OPTION when it is not a non-empty string, TOO_LARGE past 1,024 bytes.
+ * @internal
+ */
+export function checkName(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new JobsError('INVALID_OPTION', `${what} must be a non-empty string, got ${value === '' ? 'an empty string' : typeof value}`)
+  }
+  if (value.length > MAX_NAME_BYTES / 3 && Buffer.byteLength(value, 'utf8') > MAX_NAME_BYTES) {
+    throw new JobsError('TOO_LARGE', `${what} is ${Buffer.byteLength(value, 'utf8')} bytes; the limit is ${MAX_NAME_BYTES}`)
+  }
+  return value
+}

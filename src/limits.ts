@@ -1,0 +1,37 @@
+/** Every limit and default of the engine, with its unit in its name. */
+
+/** A queue name, a job id, a group, a step name: 1 to this many bytes of UTF-8. */
+export const MAX_NAME_BYTES = 1024
+/** A job's value, a step's answer, a handler's result, as JSON text. */
+export const MAX_VALUE_BYTES = 1024 * 1024
+/** A run's progress, as JSON text. */
+export const MAX_PROGRESS_BYTES = 4 * 1024
+/** `ahead` is counted up to this many jobs. */
+export const MAX_AHEAD = 10_000
+
+export const DEFAULT_ATTEMPTS = 10
+export const DEFAULT_BACKOFF_INITIAL_MS = 1_000
+export const DEFAULT_BACKOFF_MAX_MS = 60 * 60_000
+/** The random factor a backoff wait is multiplied by lies in [1 - this, 1 + this]. */
+export const BACKOFF_JITTER = 0.1
+export const DEFAULT_TIMEOUT_MS = 60_000
+export const DEFAULT_MAX_WAITING = 10_000_000
+export const DEFAULT_RETENTION_DONE_MS = 24 * 60 * 60_000
+export const DEFAULT_RETENTION_FAILED_MS = 7 * 24 * 60 * 60_000
+export const DEFAULT_RETENTION_CANCELED_MS = 24 * 60 * 60_000
+
+export const DEFAULT_SLOTS = 10
+export const DEFAULT_POLL_INTERVAL_MS = 50
+export const DEFAULT_LEASE_MS = 30_000
+/** A worker renews its leases this many times per lease. */
+export const LEASE_RENEWALS_PER_LEASE = 3
+/** How often a worker takes back expired leases and prunes ended jobs. */
+export const MAINTENANCE_INTERVAL_MS = 1_000
+/** Ended jobs deleted per pruning transaction. */
+export const PRUNE_BATCH_SIZE = 500
+/** Expired leases taken back per maintenance transaction. */
+export const RESCUE_BATCH_SIZE = 100
+/** How long `stop()` lets aborted handlers settle before it releases their leases. */
+export const STOP_ABORT_GRACE_MS = 1_000
+/** The longest duration any option accepts: about 24.8 days, the most a Node timer can wait. */
+export const MAX_DURATION_MS = 2 ** 31 - 1

@@ -1,0 +1,132 @@
+import { toMs, describe, type Duration } from '../duration.js'
+import { JobsError } from '../errors.js'
+import { checkName } from '../json.js'
+import {
+  DEFAULT_ATTEMPTS,
+  DEFAULT_BACKOFF_INITIAL_MS,
+  DEFAULT_BACKOFF_MAX_MS,
+  DEFAULT_MAX_WAITING,
+  DEFAULT_RETENTION_CANCELED_MS,
+  DEFAULT_RETENTION_DONE_MS,
+  DEFAULT_RETENTION_FAILED_MS,
+  DEFAULT_TIMEOUT_MS,
+} from '../limits.js'
+
+/** The options of {@link defineQueue}. Every one has a default. */
+export interface QueueOptions {
+  /** Runs a job gets before it fails for good, the first included. Defaults to 10. */
+  attempts?: number
+  /** Wait before a retry: `initial × 2^(n−1)` after the n-th failed run, ×[0.9, 1.1], at most `max`. Defaults to `{ initial: '1s', max: '1h' }`. */
+  backoff?: { initial?: Duration; max?: Duration }
+  /** Runs at once across every worker of every process on the database; `{ total, perGroup }` also caps one group. Defaults to no limit. */
+  concurrency?: number | { total?: number; perGroup?: number }
+  /** How long one run may take before its signal aborts and it counts as failed. Defaults to `'1m'`. */
+  timeout?: Duration
+  /** Jobs waiting or scheduled the queue may hold; an add beyond throws QUEUE_FULL. Defaults to 10,000,000. */
+  maxWaiting?: number
+  /** How long ended jobs are kept before workers prune them. Defaults to `{ done: '1d', failed: '7d', canceled: '1d' }`. */
+  retention?: { done?: Duration; failed?: Duration; canceled?: Duration }
+}
+
+declare const valueType: unique symbol
+
+/**
+ * A queue definition: a plain value, like a table, holding no connection.
+ * `T` is the type of its jobs' values; `enqueue` and `work` check against it.
+ */
+export interface Queue<T = unknown> {
+  readonly name: string
+  readonly attempts: number
+  readonly backoff: { readonly initialMs: number; readonly maxMs: number }
+  readonly concurrency: { readonly total: number | null; readonly perGroup: number | null }
+  readonly timeoutMs: number
+  readonly maxWaiting: number
+  readonly retentionMs: { readonly done: number; readonly failed: number; readonly canceled: number }
+  /** Carries `T` for the compiler only; never set. */
+  readonly [valueType]?: T
+}
+
+const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'timeout', 'maxWaiting', 'retention'])
+
+/**
+ * defineQueue declares a queue: its name and how its jobs run.
+ *
+ * Throws INVALID_OPTION naming the option when an option is unknown or out
+ * of range (for example `attempts: 0`, `timeout: 'soon'`), and for a name
+ * that is empty or over 1,024 bytes (TOO_LARGE).
+ *
+ * @example
+ * interface Reply { messageId: number }
+ * export const replies = defineQueue<Reply>('replies', {
+ *   attempts: 5,
+ *   backoff: { initial: '5s', max: '10m' },
+ *   concurrency: { total: 4, perGroup: 1 },
+ *   timeout: '1m',
+ * })
+ */
+export function defineQueue<T = unknown>(name: string, options: QueueOptions = {}): Queue<T> {
+  checkName(name, 'queue name')
+  if (typeof options !== 'object' || options === null) {
+    throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
+  }
+  for (const key of Object.keys(options)) {
+    if (!OPTION_NAMES.has(key)) {
+      throw new JobsError('INVALID_OPTION', `${key}: not an option of defineQueue (known: ${[...OPTION_NAMES].join(', ')})`)
+    }
+  }
+  const backoff = objectOption(options.backoff, 'backoff', ['initial', 'max'])
+  const retention = objectOption(options.retention, 'retention', ['done', 'failed', 'canceled'])
+  return Object.freeze({
+    name,
+    attempts: positiveInteger(options.attempts, 'attempts', DEFAULT_ATTEMPTS),
+    backoff: Object.freeze({
+      initialMs: backoff.initial === undefined ? DEFAULT_BACKOFF_INITIAL_MS : toMs(backoff.initial, 'backoff.initial'),
+      maxMs: backoff.max === undefined ? DEFAULT_BACKOFF_MAX_MS : toMs(backoff.max, 'backoff.max'),
+    }),
+    concurrency: Object.freeze(concurrencyOption(options.concurrency)),
+    timeoutMs: options.timeout === undefined ? DEFAULT_TIMEOUT_MS : positiveMs(options.timeout, 'timeout'),
+    maxWaiting: positiveInteger(options.maxWaiting, 'maxWaiting', DEFAULT_MAX_WAITING),
+    retentionMs: Object.freeze({
+      done: retention.done === undefined ? DEFAULT_RETENTION_DONE_MS : toMs(retention.done, 'retention.done'),
+      failed: retention.failed === undefined ? DEFAULT_RETENTION_FAILED_MS : toMs(retention.failed, 'retention.failed'),
+      canceled: retention.canceled === undefined ? DEFAULT_RETENTION_CANCELED_MS : toMs(retention.canceled, 'retention.canceled'),
+    }),
+  })
+}
+
+function concurrencyOption(value: QueueOptions['concurrency']): { total: number | null; perGroup: number | null } {
+  if (value === undefined) return { total: null, perGroup: null }
+  if (typeof value === 'number') return { total: positiveInteger(value, 'concurrency', 0), perGroup: null }
+  const limits = objectOption(value, 'concurrency', ['total', 'perGroup'])
+  return {
+    total: limits.total === undefined ? null : positiveInteger(limits.total, 'concurrency.total', 0),
+    perGroup: limits.perGroup === undefined ? null : positiveInteger(limits.perGroup, 'concurrency.perGroup', 0),
+  }
+}
+
+function objectOption(value: unknown, option: string, keys: string[]): Record<string, unknown> {
+  if (value === undefined) return {}
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new JobsError('INVALID_OPTION', `${option}: expected an object with ${keys.join(', ')}, got ${describe(value)}`)
+  }
+  for (const key of Object.keys(value)) {
+    if (!keys.includes(key)) throw new JobsError('INVALID_OPTION', `${option}.${key}: not an option (known: ${keys.join(', ')})`)
+  }
+  return value as Record<string, unknown>
+}
+
+/** @internal */
+export function positiveInteger(value: unknown, option: string, fallback: number): number {
+  if (value === undefined) return fallback
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new JobsError('INVALID_OPTION', `${option}: expected a whole number of at least 1, got ${describe(value)}`)
+  }
+  return value
+}
+
+/** @internal */
+export function positiveMs(value: unknown, option: string): number {
+  const ms = toMs(value, option)
+  if (ms < 1) throw new JobsError('INVALID_OPTION', `${option}: must be at least 1 ms`)
+  return ms
+}

@@ -1,0 +1,149 @@
+import { randomUUID } from 'node:crypto'
+import { connectionOf, type Connection, type SyncDatabase } from '../connection.js'
+import { toMs, describe, type Duration } from '../duration.js'
+import { JobsError } from '../errors.js'
+import { checkName, encodeJson } from '../json.js'
+import { MAX_VALUE_BYTES } from '../limits.js'
+import type { Enqueued } from '../types.js'
+import type { Queue } from './define.js'
+import { jobAdded } from './wake.js'
+
+/** The options of one added job. */
+export interface EnqueueOptions {
+  /** The job's id, unique in its queue: 1 to 1,024 bytes. A random UUID when absent. An id the queue holds adds nothing (JOB-03). */
+  id?: string
+  /** The job's group, for `concurrency.perGroup`: 1 to 1,024 bytes. */
+  group?: string
+  /** Lower runs first. Defaults to 0. */
+  priority?: number
+  /** Run no sooner than this long from now. */
+  delay?: Duration
+  /** Run no sooner than this time (a Date or ms since the epoch). */
+  runAt?: Date | number
+}
+
+/** One job of {@link enqueueMany}: its value and its options. */
+export interface EnqueueItem<T> extends EnqueueOptions {
+  value: T
+}
+
+/**
+ * enqueue adds a job to `queue` inside the caller's Drizzle transaction, so
+ * it commits with the app's own writes or not at all (JOB-02), and survives
+ * any crash once committed (JOB-01). It is synchronous: call it inside
+ * `db.transaction((tx) => …)` without awaiting. Given a database rather than
+ * a transaction, it commits on its own.
+ *
+ * An id the queue already holds adds nothing and answers `added: false`,
+ * whatever that job's state (JOB-03). Workers in this process wake at once.
+ *
+ * Throws, writing nothing (JOB-13): INVALID_VALUE for a value that is not
+ * JSON that round-trips; TOO_LARGE for a value over 1 MiB of JSON or an id or
+ * group over 1,024 bytes; INVALID_OPTION for a bad option; QUEUE_FULL when the
+ * queue holds `maxWaiting` jobs waiting or scheduled; SCHEMA_MISSING when the
+ * tables were not migrated.
+ *
+ * @example
+ * db.transaction((tx) => {
+ *   const msg = tx.insert(messages).values({ text }).returning().get()
+ *   enqueue(tx, replies, { messageId: msg.id }, { id: `reply:${msg.id}` })
+ * })
+ */
+export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued {
+  const connection = connectionOf(tx)
+  const row = jobRow(queue, value, options, Date.now())
+  const added = connection.sql.insertJobIfRoom.run(row).changes === 1
+  if (!added && !connection.sql.jobExists.get(queue.name, row.id)) throw queueFull(queue)
+  if (added) jobAdded(connection.key, queue.name)
+  return { id: row.id, added }
+}
+
+/**
+ * enqueueMany adds a batch of jobs in one pass of one prepared statement,
+ * all or none: inside the caller's transaction it uses a savepoint, so a
+ * refused batch leaves the transaction as it was. Every item is checked
+ * before anything is written. Answers one `{ id, added }` per item, in order.
+ *
+ * Throws as {@link enqueue} does; QUEUE_FULL when the batch would take the
+ * queue past `maxWaiting`.
+ */
+export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Enqueued[] {
+  const connection = connectionOf(tx)
+  if (!Array.isArray(items)) throw new JobsError('INVALID_OPTION', `items: expected an array of { value, ...options }, got ${describe(items)}`)
+  const now = Date.now()
+  const rows = items.map((item, i) => {
+    if (typeof item !== 'object' || item === null) throw new JobsError('INVALID_OPTION', `items[${i}]: expected { value, ...options }, got ${describe(item)}`)
+    const { value, ...options } = item
+    return jobRow(queue, value, options, now, `items[${i}]`)
+  })
+  if (rows.length === 0) return []
+  const results = connection.immediate(() => insertAll(connection, queue, rows))
+  if (results.some((result) => result.added)) jobAdded(connection.key, queue.name)
+  return results
+}
+
+function insertAll(connection: Connection, queue: Queue, rows: JobRow[]): Enqueued[] {
+  const results = rows.map((row) => ({ id: row.id, added: connection.sql.insertJob.run(row).changes === 1 }))
+  if (results.some((result) => result.added)) {
+    const held = connection.sql.queueWaitingCount.get(queue.name) as number
+    if (held > queue.maxWaiting) throw queueFull(queue)
+  }
+  return results
+}
+
+function queueFull(queue: Queue): JobsError {
+  return new JobsError('QUEUE_FULL', `queue '${queue.name}' holds its maxWaiting of ${queue.maxWaiting} jobs waiting or scheduled; nothing was added`)
+}
+
+interface JobRow {
+  queue: string
+  id: string
+  grp: string | null
+  value: string
+  state: 'waiting' | 'scheduled'
+  priority: number
+  maxAttempts: number
+  runAt: number
+  now: number
+  maxWaiting: number
+}
+
+const ENQUEUE_OPTIONS = new Set(['id', 'group', 'priority', 'delay', 'runAt'])
+
+/** Checks one job's value and options and turns them into its row; throws before anything is written. */
+function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefined, now: number, where = 'enqueue'): JobRow {
+  const json = encodeJson(value, 'value', MAX_VALUE_BYTES) as string
+  const opts = options ?? {}
+  if (typeof opts !== 'object' || opts === null) throw new JobsError('INVALID_OPTION', `${where}: options must be an object, got ${describe(opts)}`)
+  for (const key of Object.keys(opts)) {
+    if (!ENQUEUE_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of ${where} (known: ${[...ENQUEUE_OPTIONS].join(', ')})`)
+  }
+  const id = opts.id === undefined ? randomUUID() : checkName(opts.id, 'id')
+  const grp = opts.group === undefined ? null : checkName(opts.group, 'group')
+  const priority = opts.priority ?? 0
+  if (!Number.isSafeInteger(priority)) throw new JobsError('INVALID_OPTION', `priority: expected a whole number, got ${describe(priority)}`)
+  if (opts.delay !== undefined && opts.runAt !== undefined) throw new JobsError('INVALID_OPTION', 'delay and runAt: give one or the other')
+  let runAt = now
+  if (opts.delay !== undefined) runAt = now + toMs(opts.delay, 'delay')
+  else if (opts.runAt !== undefined) runAt = timeOption(opts.runAt)
+  return {
+    queue: queue.name,
+    id,
+    grp,
+    value: json,
+    state: runAt > now ? 'scheduled' : 'waiting',
+    priority,
+    maxAttempts: queue.attempts,
+    runAt,
+    now,
+    maxWaiting: queue.maxWaiting,
+  }
+}
+
+function timeOption(value: unknown): number {
+  const ms = value instanceof Date ? value.getTime() : value
+  if (typeof ms !== 'number' || !Number.isFinite(ms)) {
+    throw new JobsError('INVALID_OPTION', `runAt: expected a valid Date or ms since the epoch, got ${describe(value)}`)
+  }
+  return Math.round(ms)
+}

@@ -1,0 +1,94 @@
+/**
+ * The four tables of drizzle-jobs, as Drizzle schema. Merge them into the
+ * app's schema (`export * from 'drizzle-jobs/schema'`) and let drizzle-kit
+ * create them: `drizzle-kit generate`, then `drizzle-kit migrate`.
+ *
+ * The columns are a documented protocol (README, "Tables"): producers and
+ * workers in other languages may use them with plain SQL.
+ */
+import { sql } from 'drizzle-orm'
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
+
+const nowMs = sql`(cast(unixepoch('subsec') * 1000 as integer))`
+
+/** One row per queue: its pause flag and its jobs counted by state (kept by triggers). */
+export const jobsQueue = sqliteTable('jobs_queue', {
+  name: text('name').primaryKey(),
+  paused: integer('paused').notNull().default(0),
+  waiting: integer('waiting').notNull().default(0),
+  scheduled: integer('scheduled').notNull().default(0),
+  running: integer('running').notNull().default(0),
+  done: integer('done').notNull().default(0),
+  failed: integer('failed').notNull().default(0),
+  canceled: integer('canceled').notNull().default(0),
+})
+
+/** One row per job. `seq` is the add order; claims go by priority, run_at, seq. */
+export const jobsJob = sqliteTable(
+  'jobs_job',
+  {
+    seq: integer('seq').primaryKey(),
+    queue: text('queue').notNull(),
+    id: text('id').notNull().default(sql`(lower(hex(randomblob(16))))`),
+    grp: text('grp'),
+    value: text('value').notNull().default('null'),
+    state: text('state', { enum: ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] })
+      .notNull()
+      .default('waiting'),
+    priority: integer('priority').notNull().default(0),
+    attempts: integer('attempts').notNull().default(0),
+    maxAttempts: integer('max_attempts').notNull().default(10),
+    runAt: integer('run_at').notNull().default(nowMs),
+    createdAt: integer('created_at').notNull().default(nowMs),
+    finishedAt: integer('finished_at'),
+    error: text('error'),
+    result: text('result'),
+    /** Internal: the stack of the error that ended the last failed run, for the dashboard. */
+    errorStack: text('error_stack'),
+  },
+  (t) => [
+    uniqueIndex('jobs_job_queue_id').on(t.queue, t.id),
+    index('jobs_job_claim')
+      .on(t.queue, t.priority, t.runAt, t.seq)
+      .where(sql`state in ('waiting', 'scheduled')`),
+    index('jobs_job_scheduled').on(t.queue, t.runAt).where(sql`state = 'scheduled'`),
+    index('jobs_job_ended')
+      .on(t.queue, t.state, t.finishedAt)
+      .where(sql`state in ('done', 'failed', 'canceled')`),
+  ],
+)
+
+/** One row per finished step of a job; deleted when the job ends. */
+export const jobsStep = sqliteTable(
+  'jobs_step',
+  {
+    job: integer('job')
+      .notNull()
+      .references(() => jobsJob.seq, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    answer: text('answer'),
+  },
+  (t) => [primaryKey({ columns: [t.job, t.name] })],
+)
+
+/** One row per running job: who runs it, which attempt, until when. */
+export const jobsLease = sqliteTable(
+  'jobs_lease',
+  {
+    job: integer('job')
+      .primaryKey()
+      .references(() => jobsJob.seq, { onDelete: 'cascade' }),
+    queue: text('queue').notNull(),
+    grp: text('grp'),
+    owner: text('owner').notNull(),
+    attempt: integer('attempt').notNull(),
+    expiresAt: integer('expires_at').notNull(),
+    /** Internal: where the owner process publishes the run's live progress (a local socket path), or null. */
+    channel: text('channel'),
+  },
+  (t) => [
+    index('jobs_lease_queue_grp').on(t.queue, t.grp),
+    index('jobs_lease_queue_expires').on(t.queue, t.expiresAt),
+    index('jobs_lease_owner').on(t.owner),
+  ],
+)

@@ -1,0 +1,140 @@
+/**
+ * Every statement the engine runs, named by what it does, prepared once per
+ * connection. Writes that end a run or keep a step carry the lease fence
+ * (owner, attempt, unexpired) in the same statement, so a run that lost its
+ * lease changes nothing (JOB-16).
+ * @internal
+ */
+import type Database from 'better-sqlite3'
+
+/** The lease fence: the job's lease is still held by this owner, for this attempt, and not expired. */
+const LEASE_HELD = `exists (select 1 from jobs_lease
+  where job = @seq and owner = @owner and attempt = @attempt and expires_at > @validAfter)`
+
+const RUNNABLE = `state in ('waiting', 'scheduled')`
+
+export const SQL = {
+  tablesPresent: `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease')`,
+  triggersPresent: `select count(*) from sqlite_master where type = 'trigger' and name in
+    ('jobs_job_counts_insert_v1', 'jobs_job_counts_update_v1', 'jobs_job_counts_delete_v1')`,
+  dataVersion: `pragma data_version`,
+
+  /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. */
+  insertJobIfRoom: `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at)
+    select @queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now
+    where coalesce((select waiting + scheduled from jobs_queue where name = @queue), 0) < @maxWaiting
+    on conflict (queue, id) do nothing`,
+  insertJob: `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at)
+    values (@queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now)
+    on conflict (queue, id) do nothing`,
+  jobExists: `select 1 from jobs_job where queue = ? and id = ?`,
+  queueWaitingCount: `select waiting + scheduled from jobs_queue where name = ?`,
+
+  /** What a worker reads before it takes the write lock: is there anything it may claim? */
+  queueClaimable: `select paused, running, waiting, scheduled,
+      (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
+    from jobs_queue where name = @queue`,
+  queueRunning: `select paused, running from jobs_queue where name = ?`,
+  /** Claims up to @limit runnable jobs in claim order and counts their attempt (JOB-04, JOB-17). */
+  claimJobs: `update jobs_job set state = 'running', attempts = attempts + 1
+    where seq in (select seq from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
+                  order by priority, run_at, seq limit @limit)
+    returning seq, id, grp, value, attempts, max_attempts as maxAttempts`,
+  /** Candidates for a claim under a per-group cap: groups already at the cap are left out. */
+  claimCandidatesByGroup: `select seq, grp from jobs_job
+    where queue = @queue and ${RUNNABLE} and run_at <= @now
+      and (grp is null or grp not in (select grp from jobs_lease where queue = @queue and grp is not null
+                                      group by grp having count(*) >= @perGroup))
+    order by priority, run_at, seq limit @limit`,
+  groupRunning: `select count(*) from jobs_lease where queue = ? and grp = ?`,
+  claimJob: `update jobs_job set state = 'running', attempts = attempts + 1
+    where seq = ? and ${RUNNABLE}
+    returning seq, id, grp, value, attempts, max_attempts as maxAttempts`,
+  insertLease: `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at, channel)
+    values (@seq, @queue, @grp, @owner, @attempt, @expiresAt, @channel)`,
+
+  /** Ends a run: the job's next state, fenced by the lease. The one write every outcome goes through. */
+  endRun: `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
+      result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund
+    where seq = @seq and ${LEASE_HELD}`,
+  deleteLease: `delete from jobs_lease where job = ?`,
+  deleteSteps: `delete from jobs_step where job = ?`,
+
+  /** Renews every unexpired lease of an owner; the jobs it answers are the ones still held. */
+  renewLeases: `update jobs_lease set expires_at = @expiresAt where owner = @owner and expires_at > @now returning job, attempt`,
+  /** Leases of a queue that have expired, or whose owner is one of the given dead ones (a JSON array). */
+  abandonedLeases: `select l.job as seq, l.owner, l.attempt, l.expires_at as expiresAt, j.attempts, j.max_attempts as maxAttempts
+    from jobs_lease l join jobs_job j on j.seq = l.job
+    where l.queue = @queue and (l.expires_at <= @now or l.owner in (select value from json_each(@deadOwners)))
+    limit @limit`,
+  leaseOwners: `select distinct owner from jobs_lease where queue = ?`,
+
+  readStep: `select answer from jobs_step where job = ? and name = ?`,
+  /** Keeps a step's answer, fenced by the lease (JOB-06, JOB-16). */
+  writeStep: `insert into jobs_step (job, name, answer) select @seq, @name, @answer where ${LEASE_HELD}
+    on conflict (job, name) do nothing`,
+
+  firstPrunable: `select 1 from jobs_job where queue = @queue and state = @state and finished_at < @before limit 1`,
+  /** Deletes up to @limit jobs of a queue that ended in @state before @before. */
+  pruneEnded: `delete from jobs_job where seq in (select seq from jobs_job
+    where queue = @queue and state = @state and finished_at < @before limit @limit)`,
+} as const
+
+export type StatementName = keyof typeof SQL
+
+/** The triggers that keep `jobs_queue`'s counters right whoever writes `jobs_job`, in any language. */
+export const COUNTER_TRIGGERS = `
+create trigger if not exists jobs_job_counts_insert_v1 after insert on jobs_job begin
+  insert into jobs_queue (name, waiting, scheduled, running, done, failed, canceled)
+  values (new.queue, new.state = 'waiting', new.state = 'scheduled', new.state = 'running',
+          new.state = 'done', new.state = 'failed', new.state = 'canceled')
+  on conflict (name) do update set
+    waiting = waiting + excluded.waiting, scheduled = scheduled + excluded.scheduled,
+    running = running + excluded.running, done = done + excluded.done,
+    failed = failed + excluded.failed, canceled = canceled + excluded.canceled;
+end;
+create trigger if not exists jobs_job_counts_update_v1 after update of state on jobs_job
+when old.state is not new.state begin
+  update jobs_queue set
+    waiting = waiting - (old.state = 'waiting') + (new.state = 'waiting'),
+    scheduled = scheduled - (old.state = 'scheduled') + (new.state = 'scheduled'),
+    running = running - (old.state = 'running') + (new.state = 'running'),
+    done = done - (old.state = 'done') + (new.state = 'done'),
+    failed = failed - (old.state = 'failed') + (new.state = 'failed'),
+    canceled = canceled - (old.state = 'canceled') + (new.state = 'canceled')
+  where name = new.queue;
+end;
+create trigger if not exists jobs_job_counts_delete_v1 after delete on jobs_job begin
+  update jobs_queue set
+    waiting = waiting - (old.state = 'waiting'), scheduled = scheduled - (old.state = 'scheduled'),
+    running = running - (old.state = 'running'), done = done - (old.state = 'done'),
+    failed = failed - (old.state = 'failed'), canceled = canceled - (old.state = 'canceled')
+  where name = old.queue;
+end;`
+
+/** Recounts every queue's counters from its jobs: run when the triggers had to be (re)created. */
+export const RECOUNT_QUEUES = `
+insert into jobs_queue (name) select distinct queue from jobs_job where true on conflict (name) do nothing;
+update jobs_queue set
+  waiting = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'waiting'),
+  scheduled = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'scheduled'),
+  running = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'running'),
+  done = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'done'),
+  failed = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'failed'),
+  canceled = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'canceled');`
+
+/** Statements that answer a single column, read with `pluck`. */
+const PLUCKED = new Set<StatementName>(['triggersPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'groupRunning', 'leaseOwners', 'readStep'])
+
+/** The statements of one connection. */
+export type Statements = { readonly [K in StatementName]: Database.Statement }
+
+/** Prepares every statement once for a connection whose tables are in place. @internal */
+export function prepareStatements(client: Database.Database): Statements {
+  const statements = {} as Record<StatementName, Database.Statement>
+  for (const name of Object.keys(SQL) as StatementName[]) {
+    const statement = client.prepare(SQL[name])
+    statements[name] = PLUCKED.has(name) ? statement.pluck() : statement
+  }
+  return statements
+}

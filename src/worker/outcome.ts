@@ -1,0 +1,110 @@
+/**
+ * The one place where the end of a run becomes the job's next state
+ * (SPEC §5, JOB-08): a handler's return or throw, a timeout, a lost worker.
+ * @internal
+ */
+import { JobsError } from '../errors.js'
+import { encodeJson } from '../json.js'
+import { MAX_VALUE_BYTES } from '../limits.js'
+import type { Queue } from '../queue/define.js'
+import type { JobState } from '../types.js'
+import { backoffMs } from './backoff.js'
+
+const OUTCOME = Symbol('drizzle-jobs.outcome')
+
+/** What `run.fail`, `run.retry` and `run.snooze` return; the handler returns it in turn. */
+export interface Outcome {
+  readonly [OUTCOME]: 'fail' | 'retry' | 'snooze'
+  readonly reason?: string
+  readonly delayMs?: number
+}
+
+export function outcome(kind: Outcome[typeof OUTCOME], fields: { reason?: string; delayMs?: number }): Outcome {
+  return Object.freeze({ [OUTCOME]: kind, ...fields })
+}
+
+function isOutcome(value: unknown): value is Outcome {
+  return typeof value === 'object' && value !== null && OUTCOME in value
+}
+
+/** How a run ended, as the executor saw it. */
+export type RunEnd =
+  | { kind: 'returned'; value: unknown }
+  | { kind: 'threw'; error: unknown }
+  /** The run's worker died or lost the lease before recording an outcome. */
+  | { kind: 'abandoned'; why: string }
+
+/** The job's next row values: what `endRun` writes. */
+export interface Transition {
+  state: JobState
+  runAt: number | null
+  finishedAt: number | null
+  result: string | null
+  error: string | null
+  errorStack: string | null
+  /** 1 when the run gives its attempt back (a snooze), else 0. */
+  refund: 0 | 1
+}
+
+export interface RunFacts {
+  attempt: number
+  maxAttempts: number
+}
+
+/** Turns how a run ended into the job's next state. */
+export function transitionFor(queue: Queue, run: RunFacts, end: RunEnd, now: number): Transition {
+  if (end.kind === 'threw') return failedRun(queue, run, errorText(end.error), stackOf(end.error), now)
+  if (end.kind === 'abandoned') {
+    const error = `attempt ${run.attempt} of ${run.maxAttempts} ended without an outcome: ${end.why}`
+    return failedRun(queue, run, error, null, now)
+  }
+  const value = end.value
+  if (!isOutcome(value)) {
+    let result: string | null
+    try {
+      result = encodeJson(value, 'the handler\'s result', MAX_VALUE_BYTES, true)
+    } catch (error) {
+      return failedRun(queue, run, errorText(error), stackOf(error), now)
+    }
+    return ended('done', now, { result })
+  }
+  const kind = value[OUTCOME]
+  if (kind === 'fail') return ended('failed', now, { error: value.reason ?? 'failed by the handler' })
+  if (kind === 'snooze') return scheduled(now + (value.delayMs ?? 0), null, null, 1)
+  if (run.attempt >= run.maxAttempts) {
+    return ended('failed', now, { error: `the handler asked for a retry on the last attempt (${run.attempt} of ${run.maxAttempts})` })
+  }
+  return scheduled(now + (value.delayMs ?? 0), null, null, 0)
+}
+
+function failedRun(queue: Queue, run: RunFacts, error: string, errorStack: string | null, now: number): Transition {
+  if (run.attempt >= run.maxAttempts) return ended('failed', now, { error, errorStack })
+  return scheduled(now + backoffMs(queue.backoff, run.attempt), error, errorStack, 0)
+}
+
+function ended(state: 'done' | 'failed', now: number, fields: Partial<Transition>): Transition {
+  return { state, runAt: null, finishedAt: now, result: null, error: null, errorStack: null, refund: 0, ...fields }
+}
+
+function scheduled(runAt: number, error: string | null, errorStack: string | null, refund: 0 | 1): Transition {
+  return { state: 'scheduled', runAt, finishedAt: null, result: null, error, errorStack, refund }
+}
+
+function errorText(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name
+  if (typeof error === 'string') return error
+  try {
+    return `a non-error was thrown: ${JSON.stringify(error) ?? String(error)}`
+  } catch {
+    return `a non-error was thrown: ${String(error)}`
+  }
+}
+
+function stackOf(error: unknown): string | null {
+  return error instanceof Error && typeof error.stack === 'string' ? error.stack : null
+}
+
+/** The error a run's signal aborts with when it passes its timeout (JOB-10). */
+export function timeoutError(timeoutMs: number): JobsError {
+  return new JobsError('TIMEOUT', `the run took longer than its timeout of ${timeoutMs} ms`)
+}

@@ -1,0 +1,53 @@
+/**
+ * Who holds a lease. An owner names its host, its process (pid and start
+ * time, so a reused pid is not taken for the old process), a random token
+ * per process, and the worker within it. On the same host, a worker can
+ * tell whether an owner's process is gone and end its leases at once.
+ * @internal
+ */
+import { randomBytes } from 'node:crypto'
+import { readFileSync, readlinkSync } from 'node:fs'
+import { hostname } from 'node:os'
+
+/** The host name, with the pid namespace where Linux shows it, so containers sharing a name are not confused. */
+const HOST = `${hostname().replaceAll('/', '_')}${pidNamespace()}`
+const PROCESS_TOKEN = randomBytes(6).toString('hex')
+const START_TIME = processStartTime(process.pid)
+let workersStarted = 0
+
+export function newOwner(): string {
+  return `${HOST}/${process.pid}/${START_TIME}/${PROCESS_TOKEN}/${++workersStarted}`
+}
+
+/** True only when `owner` is a process of this host that is certainly gone. */
+export function isOwnerGone(owner: string): boolean {
+  const [host, pidText, startTime, token] = owner.split('/')
+  if (host !== HOST || !pidText || startTime === undefined) return false
+  const pid = Number(pidText)
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false
+  if (pid === process.pid) return token !== PROCESS_TOKEN
+  try {
+    process.kill(pid, 0)
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ESRCH'
+  }
+  return startTime !== '' && processStartTime(pid) !== startTime
+}
+
+function pidNamespace(): string {
+  try {
+    return `@${readlinkSync('/proc/self/ns/pid').replace(/\D/g, '')}`
+  } catch {
+    return ''
+  }
+}
+
+/** The process's start time in clock ticks since boot (Linux), or '' where it cannot be read. */
+function processStartTime(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? ''
+  } catch {
+    return ''
+  }
+}

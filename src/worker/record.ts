@@ -1,0 +1,32 @@
+/**
+ * Recording how runs ended: each transition is written through the one
+ * fenced `endRun` statement, and only when the lease still held does it
+ * drop the lease and, for an ended job, its steps (JOB-14, JOB-16).
+ * @internal
+ */
+import type { Connection } from '../connection.js'
+import { ENDED_STATES, type EndedState } from '../types.js'
+import type { Transition } from './outcome.js'
+
+export interface RunEndRecord {
+  seq: number
+  owner: string
+  attempt: number
+  transition: Transition
+}
+
+/** A fence that any unexpired-or-not lease passes: used when taking back abandoned leases. */
+export const ANY_EXPIRY = Number.MIN_SAFE_INTEGER
+
+/** Writes each end; answers, per record, whether it landed (false: the lease was lost). */
+export function recordEnds(connection: Connection, records: readonly RunEndRecord[], validAfter: number): boolean[] {
+  const { sql } = connection
+  return records.map(({ seq, owner, attempt, transition }) => {
+    const changed = sql.endRun.run({ ...transition, seq, owner, attempt, validAfter }).changes === 1
+    if (changed) {
+      sql.deleteLease.run(seq)
+      if (ENDED_STATES.includes(transition.state as EndedState)) sql.deleteSteps.run(seq)
+    }
+    return changed
+  })
+}

@@ -1,0 +1,143 @@
+/**
+ * The `run` a handler receives: who the job is, its signal, its durable
+ * steps, its progress, and the outcomes it may return.
+ */
+import type { Connection } from '../connection.js'
+import { toMs, type Duration } from '../duration.js'
+import { JobsError } from '../errors.js'
+import { checkName, encodeJson } from '../json.js'
+import { MAX_PROGRESS_BYTES, MAX_VALUE_BYTES } from '../limits.js'
+import { outcome, type Outcome } from './outcome.js'
+import { clearProgress, progressKey, publishProgress } from './progress.js'
+
+/** What a handler gets beside its job's value. */
+export interface Run {
+  /** The job's id. */
+  readonly id: string
+  /** The queue's name. */
+  readonly queue: string
+  /** The job's group, or null. */
+  readonly group: string | null
+  /** This attempt, 1-based. */
+  readonly attempt: number
+  /** Attempts the job gets in all. */
+  readonly attempts: number
+  /** Aborts on timeout (TIMEOUT), on a lost lease (LEASE_LOST), on cancel, and when `stop` gives up waiting; `signal.reason` says which. */
+  readonly signal: AbortSignal
+  /**
+   * Runs `fn` once per job, not once per attempt (JOB-06): its JSON answer
+   * (at most 1 MiB; `undefined` is kept as such) is kept, and later attempts
+   * get it back without calling `fn`. A step that throws keeps nothing.
+   * Throws LEASE_LOST when the run lost its lease (JOB-16), INVALID_VALUE or
+   * TOO_LARGE for an answer that cannot be kept.
+   */
+  step<A>(name: string, fn: () => A | Promise<A>): Promise<A>
+  /** Sets the run's live progress: JSON of at most 4 KiB (TOO_LARGE beyond), in memory only (JOB-12). */
+  setProgress(progress: unknown): void
+  /** Ends the job `failed` now, with `reason` as its error. Return what it returns. */
+  fail(reason: string): Outcome
+  /** Runs the job again after `delay`, counting this attempt (`failed` if it was the last). Return what it returns. */
+  retry(delay?: Duration): Outcome
+  /** Runs the job again after `delay`, not counting this attempt. Return what it returns. */
+  snooze(delay?: Duration): Outcome
+}
+
+/** A claimed job as the claim statement answers it. @internal */
+export interface ClaimedJob {
+  seq: number
+  id: string
+  grp: string | null
+  value: string
+  attempts: number
+  maxAttempts: number
+}
+
+/** @internal */
+export class RunContext implements Run {
+  readonly id: string
+  readonly queue: string
+  readonly group: string | null
+  readonly attempt: number
+  readonly attempts: number
+  readonly seq: number
+  readonly signal: AbortSignal
+  /** Set once the lease is known lost: nothing this run writes will land. */
+  lost = false
+  timedOut = false
+  private readonly controller = new AbortController()
+  private readonly progressKey: string
+
+  constructor(
+    private readonly connection: Connection,
+    private readonly owner: string,
+    private readonly now: () => number,
+    queue: string,
+    job: ClaimedJob,
+  ) {
+    this.seq = job.seq
+    this.id = job.id
+    this.queue = queue
+    this.group = job.grp
+    this.attempt = job.attempts
+    this.attempts = job.maxAttempts
+    this.signal = this.controller.signal
+    this.progressKey = progressKey(connection.key, queue, job.seq)
+  }
+
+  async step<A>(name: string, fn: () => A | Promise<A>): Promise<A> {
+    checkName(name, 'step name')
+    if (typeof fn !== 'function') throw new JobsError('INVALID_OPTION', `step '${name}': expected a function`)
+    this.assertHeld()
+    const sql = this.connection.sql
+    const kept = sql.readStep.get(this.seq, name) as string | null | undefined
+    if (kept !== undefined) return (kept === null ? undefined : JSON.parse(kept)) as A
+    const answer = await fn()
+    const json = encodeJson(answer, `the answer of step '${name}'`, MAX_VALUE_BYTES, true)
+    this.assertHeld()
+    const written = sql.writeStep.run({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt, validAfter: this.now() })
+    if (written.changes === 0 && sql.readStep.get(this.seq, name) === undefined) {
+      this.loseLease()
+      this.assertHeld()
+    }
+    return (json === null ? undefined : JSON.parse(json)) as A
+  }
+
+  setProgress(progress: unknown): void {
+    const json = encodeJson(progress, 'progress', MAX_PROGRESS_BYTES)
+    if (this.lost || this.signal.aborted) return
+    publishProgress(this.progressKey, JSON.parse(json as string))
+  }
+
+  fail(reason: string): Outcome {
+    return outcome('fail', { reason: typeof reason === 'string' && reason !== '' ? reason : 'failed by the handler' })
+  }
+
+  retry(delay: Duration = 0): Outcome {
+    return outcome('retry', { delayMs: toMs(delay, 'retry delay') })
+  }
+
+  snooze(delay: Duration = 0): Outcome {
+    return outcome('snooze', { delayMs: toMs(delay, 'snooze delay') })
+  }
+
+  /** @internal */
+  abort(reason: JobsError): void {
+    if (!this.signal.aborted) this.controller.abort(reason)
+  }
+
+  /** @internal */
+  loseLease(): void {
+    if (this.lost) return
+    this.lost = true
+    this.abort(new JobsError('LEASE_LOST', `job '${this.id}' of queue '${this.queue}' lost its lease for attempt ${this.attempt}: another worker may run it; this run's writes are refused`))
+  }
+
+  /** @internal */
+  endProgress(): void {
+    clearProgress(this.progressKey)
+  }
+
+  private assertHeld(): void {
+    if (this.lost) throw this.signal.reason as JobsError
+  }
+}

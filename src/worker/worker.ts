@@ -1,0 +1,341 @@
+/**
+ * The worker: claims jobs of one queue under leases, runs its handler, and
+ * records each outcome. One linear pipeline per run — claimed, run, outcome
+ * normalised (outcome.ts), end recorded (record.ts) — with the end riding in
+ * the next claim's transaction, so a busy worker writes claims and ends in
+ * batches.
+ */
+import { connectionOf, installCounters, isBusy, type Connection, type SyncDatabase } from '../connection.js'
+import { toMs, type Duration } from '../duration.js'
+import { JobsError } from '../errors.js'
+import {
+  DEFAULT_LEASE_MS,
+  DEFAULT_POLL_INTERVAL_MS,
+  DEFAULT_SLOTS,
+  LEASE_RENEWALS_PER_LEASE,
+  MAINTENANCE_INTERVAL_MS,
+  STOP_ABORT_GRACE_MS,
+} from '../limits.js'
+import { positiveInteger, positiveMs, type Queue } from '../queue/define.js'
+import { onJobAdded } from '../queue/wake.js'
+import { describe } from '../duration.js'
+import { claimJobs } from './claim.js'
+import { findAbandoned, hasPrunable, pruneEnded, releaseAbandoned } from './maintenance.js'
+import { timeoutError, transitionFor, type Outcome, type RunEnd } from './outcome.js'
+import { newOwner } from './owner.js'
+import { recordEnds, type RunEndRecord } from './record.js'
+import { RunContext, type ClaimedJob, type Run } from './run.js'
+
+/** A handler: given a job's value and its run, does the work. Its return or throw decides the job's next state (SPEC §5). */
+export type Handler<T> = (value: T, run: Run) => unknown | Outcome | Promise<unknown>
+
+/** The options of {@link work}. */
+export interface WorkOptions {
+  /** Runs at once in this worker. Defaults to 10. */
+  slots?: number
+  /** How often to look for jobs written by other processes. Defaults to `'50ms'`. */
+  pollInterval?: Duration
+  /** How long a claim holds without renewal; renewed every third of it. Defaults to `'30s'`. */
+  lease?: Duration
+  /** Where errors the worker cannot hand to a job go (a disk error, say). Defaults to `console.error`. */
+  onError?: (error: unknown) => void
+  /** The clock, in ms since the epoch. Defaults to `Date.now`. @internal for tests of clock jumps. */
+  clock?: () => number
+}
+
+/** A running worker. */
+export interface Worker {
+  /** The queue it works. */
+  readonly queue: string
+  /** Runs under way in this worker now. */
+  readonly running: number
+  /**
+   * Stops claiming at once and waits for the runs under way (JOB-15). With a
+   * `timeout`, aborts their signals when it passes, waits a moment for them
+   * to settle, and ends the rest as failed attempts: either way no lease is
+   * left behind. Safe to call more than once.
+   */
+  stop(options?: { timeout?: Duration }): Promise<void>
+}
+
+const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'onError', 'clock'])
+
+/**
+ * work starts a worker on `queue` at once. It claims in claim order, holds
+ * each run under a lease it renews, and records outcomes as SPEC §5 says.
+ * Jobs added in this process wake it at once; jobs added by other processes
+ * within `pollInterval` (it watches `PRAGMA data_version`, about 2 µs a look).
+ * SQLite's busy errors are retried inside, never surfaced.
+ *
+ * Throws INVALID_OPTION for a bad option, SCHEMA_MISSING when the tables
+ * were not migrated.
+ *
+ * @example
+ * const worker = work(db, replies, async ({ messageId }, run) => {
+ *   const answer = await run.step('answer', () => model.answer(messageId, { signal: run.signal }))
+ *   db.insert(messages).values({ text: answer }).run()
+ * })
+ * process.on('SIGTERM', () => worker.stop({ timeout: '10s' }))
+ */
+export function work<T>(db: SyncDatabase, queue: Queue<T>, handler: Handler<NoInfer<T>>, options: WorkOptions = {}): Worker {
+  for (const key of Object.keys(options)) {
+    if (!WORK_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of work (known: ${[...WORK_OPTIONS].join(', ')})`)
+  }
+  if (typeof handler !== 'function') throw new JobsError('INVALID_OPTION', `handler: expected a function, got ${describe(handler)}`)
+  const connection = connectionOf(db)
+  installCounters(connection.client)
+  return new QueueWorker(connection, queue as Queue, handler as Handler<unknown>, {
+    slots: positiveInteger(options.slots, 'slots', DEFAULT_SLOTS),
+    pollIntervalMs: options.pollInterval === undefined ? DEFAULT_POLL_INTERVAL_MS : positiveMs(options.pollInterval, 'pollInterval'),
+    leaseMs: options.lease === undefined ? DEFAULT_LEASE_MS : positiveMs(options.lease, 'lease'),
+    onError: options.onError ?? ((error) => console.error('drizzle-jobs worker:', error)),
+    clock: options.clock ?? Date.now,
+  })
+}
+
+interface Settings {
+  slots: number
+  pollIntervalMs: number
+  leaseMs: number
+  onError: (error: unknown) => void
+  clock: () => number
+}
+
+/** How long to wait before trying a write again after SQLite said busy. */
+const BUSY_RETRY_MS = 5
+
+class QueueWorker implements Worker {
+  readonly queue: string
+  private readonly owner = newOwner()
+  private readonly active = new Map<number, RunContext>()
+  private readonly pendingEnds: RunEndRecord[] = []
+  private readonly timers: NodeJS.Timeout[] = []
+  private readonly unsubscribe: () => void
+  private flushQueued = false
+  private nextScheduledTimer: NodeJS.Timeout | null = null
+  private lastDataVersion: number
+  private stopping = false
+  private stopped: Promise<void> | null = null
+  private settledWaiters: Array<() => void> = []
+
+  constructor(
+    private readonly connection: Connection,
+    private readonly definition: Queue,
+    private readonly handler: Handler<unknown>,
+    private readonly settings: Settings,
+  ) {
+    this.queue = definition.name
+    this.lastDataVersion = connection.sql.dataVersion.get() as number
+    this.unsubscribe = onJobAdded(connection.key, definition.name, () => this.scheduleFlush())
+    this.timers.push(
+      setInterval(() => this.pollForOtherWriters(), settings.pollIntervalMs),
+      setInterval(() => this.renewLeases(), Math.max(1, Math.floor(settings.leaseMs / LEASE_RENEWALS_PER_LEASE))),
+      setInterval(() => this.maintain(), MAINTENANCE_INTERVAL_MS),
+    )
+    this.maintain()
+    this.scheduleFlush()
+  }
+
+  get running(): number {
+    return this.active.size
+  }
+
+  stop(options: { timeout?: Duration } = {}): Promise<void> {
+    if (!this.stopped) {
+      const timeoutMs = options.timeout === undefined ? null : toMs(options.timeout, 'stop timeout')
+      this.stopping = true
+      this.stopped = this.shutDown(timeoutMs)
+    }
+    return this.stopped
+  }
+
+  private async shutDown(timeoutMs: number | null): Promise<void> {
+    this.unsubscribe()
+    if (this.nextScheduledTimer) clearTimeout(this.nextScheduledTimer)
+    if (timeoutMs !== null && !(await this.settledWithin(timeoutMs))) {
+      const reason = new JobsError('TIMEOUT', `the worker stopped and gave up waiting for this run after ${timeoutMs} ms`)
+      for (const run of this.active.values()) run.abort(reason)
+      await this.settledWithin(STOP_ABORT_GRACE_MS)
+      const now = this.settings.clock()
+      for (const run of this.active.values()) {
+        const transition = transitionFor(this.definition, { attempt: run.attempt, maxAttempts: run.attempts }, { kind: 'abandoned', why: 'the worker stopped before the run ended' }, now)
+        this.pendingEnds.push({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
+        run.loseLease()
+        run.endProgress()
+      }
+      this.active.clear()
+    } else {
+      await this.settledWithin(null)
+    }
+    while (this.pendingEnds.length > 0) {
+      this.flush()
+      if (this.pendingEnds.length > 0) await sleep(BUSY_RETRY_MS)
+    }
+    for (const timer of this.timers) clearInterval(timer)
+  }
+
+  /** Resolves true once no run is under way, or false after `ms` (null: no limit). */
+  private settledWithin(ms: number | null): Promise<boolean> {
+    if (this.active.size === 0) return Promise.resolve(true)
+    return new Promise((resolve) => {
+      const timer = ms === null ? null : setTimeout(() => resolve(false), ms)
+      this.settledWaiters.push(() => {
+        if (timer) clearTimeout(timer)
+        resolve(true)
+      })
+    })
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushQueued) return
+    this.flushQueued = true
+    setImmediate(() => {
+      this.flushQueued = false
+      this.flush()
+    })
+  }
+
+  /** One write transaction: record the ends waiting, then claim for the free slots. */
+  private flush(): void {
+    const free = this.stopping ? 0 : this.settings.slots - this.active.size
+    const ends = this.pendingEnds.splice(0)
+    if (ends.length === 0 && (free <= 0 || !this.mightHaveWork())) return
+    if (this.connection.client.inTransaction) {
+      this.pendingEnds.unshift(...ends)
+      setTimeout(() => this.scheduleFlush(), BUSY_RETRY_MS)
+      return
+    }
+    const now = this.settings.clock()
+    let claimed: ClaimedJob[]
+    try {
+      claimed = this.connection.immediate(() => {
+        recordEnds(this.connection, ends, now)
+        if (free <= 0) return []
+        return claimJobs(this.connection, this.definition, { limit: free, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: null })
+      })
+    } catch (error) {
+      this.pendingEnds.unshift(...ends)
+      if (!isBusy(error)) this.settings.onError(error)
+      setTimeout(() => this.scheduleFlush(), isBusy(error) ? BUSY_RETRY_MS : MAINTENANCE_INTERVAL_MS)
+      return
+    }
+    for (const job of claimed) this.start(job)
+    if (claimed.length > 0 && claimed.length === free) this.scheduleFlush()
+    else if (free > 0) this.mightHaveWork()
+  }
+
+  /** A read before taking the write lock: is anything claimable now? Arms a timer for the next scheduled job either way. */
+  private mightHaveWork(): boolean {
+    const counts = this.connection.sql.queueClaimable.get({ queue: this.queue }) as
+      | { paused: number; running: number; waiting: number; scheduled: number; nextScheduled: number | null }
+      | undefined
+    if (!counts || counts.paused) return false
+    const total = this.definition.concurrency.total
+    if (total !== null && counts.running >= total) return false
+    if (counts.waiting > 0) return true
+    if (counts.nextScheduled === null) return false
+    const wait = counts.nextScheduled - this.settings.clock()
+    if (wait <= 0) return true
+    this.wakeAt(wait)
+    return false
+  }
+
+  private wakeAt(wait: number): void {
+    if (this.nextScheduledTimer) clearTimeout(this.nextScheduledTimer)
+    this.nextScheduledTimer = setTimeout(() => {
+      this.nextScheduledTimer = null
+      this.scheduleFlush()
+    }, Math.min(wait + 1, MAINTENANCE_INTERVAL_MS * 60))
+  }
+
+  private start(job: ClaimedJob): void {
+    const run = new RunContext(this.connection, this.owner, this.settings.clock, this.queue, job)
+    this.active.set(job.seq, run)
+    void this.execute(run, job.value)
+  }
+
+  /** The pipeline of one run: parse, run the handler under its timeout, normalise the outcome, queue the end. */
+  private async execute(run: RunContext, valueText: string): Promise<void> {
+    const timeoutMs = this.definition.timeoutMs
+    const timer = setTimeout(() => {
+      run.timedOut = true
+      run.abort(timeoutError(timeoutMs))
+    }, timeoutMs)
+    let end: RunEnd
+    try {
+      const value = parseValue(valueText)
+      end = value.ok ? { kind: 'returned', value: await this.handler(value.value, run) } : { kind: 'returned', value: run.fail(value.error) }
+    } catch (error) {
+      end = { kind: 'threw', error }
+    }
+    clearTimeout(timer)
+    if (run.timedOut) end = { kind: 'threw', error: timeoutError(timeoutMs) }
+    if (this.active.get(run.seq) !== run) return
+    this.active.delete(run.seq)
+    run.endProgress()
+    if (!run.lost) {
+      const transition = transitionFor(this.definition, { attempt: run.attempt, maxAttempts: run.attempts }, end, this.settings.clock())
+      this.pendingEnds.push({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
+    }
+    if (this.active.size === 0) for (const waiter of this.settledWaiters.splice(0)) waiter()
+    this.scheduleFlush()
+  }
+
+  private pollForOtherWriters(): void {
+    if (this.stopping) return
+    const version = this.connection.sql.dataVersion.get() as number
+    if (version === this.lastDataVersion) return
+    this.lastDataVersion = version
+    this.scheduleFlush()
+  }
+
+  /** Renews this worker's leases; a run whose lease was not renewed has lost it, and is aborted. */
+  private renewLeases(): void {
+    if (this.active.size === 0 || this.connection.client.inTransaction) return
+    const now = this.settings.clock()
+    let held: { job: number; attempt: number }[]
+    try {
+      held = this.connection.immediate(
+        () => this.connection.sql.renewLeases.all({ owner: this.owner, expiresAt: now + this.settings.leaseMs, now }) as { job: number; attempt: number }[],
+      )
+    } catch (error) {
+      if (!isBusy(error)) this.settings.onError(error)
+      return
+    }
+    const renewed = new Set(held.map((lease) => `${lease.job}:${lease.attempt}`))
+    for (const run of this.active.values()) {
+      if (!renewed.has(`${run.seq}:${run.attempt}`)) run.loseLease()
+    }
+  }
+
+  /** Takes back abandoned leases and prunes ended jobs; both read first and take the write lock only when there is work. */
+  private maintain(): void {
+    if (this.stopping || this.connection.client.inTransaction) return
+    const now = this.settings.clock()
+    try {
+      const abandoned = findAbandoned(this.connection, this.definition, now)
+      if (abandoned.length > 0) {
+        const released = this.connection.immediate(() => releaseAbandoned(this.connection, this.definition, abandoned, now))
+        for (const seq of released) this.active.get(seq)?.loseLease()
+      }
+      if (hasPrunable(this.connection, this.definition, now)) {
+        this.connection.immediate(() => pruneEnded(this.connection, this.definition, now))
+      }
+    } catch (error) {
+      if (!isBusy(error)) this.settings.onError(error)
+    }
+    this.scheduleFlush()
+  }
+}
+
+function parseValue(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
+  try {
+    return { ok: true, value: JSON.parse(text) }
+  } catch (error) {
+    return { ok: false, error: `the job's value is not JSON (${(error as Error).message}); it was written by something other than enqueue` }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
