@@ -26,3 +26,21 @@ export function jobAdded(database: string, queue: string): void {
   const set = listeners.get(keyOf(database, queue))
   if (set) for (const listener of set) listener()
 }
+
+const leaseListeners = new Map<string, Set<() => void>>()
+
+/** Calls `listener` whenever this process takes leases away from running jobs on `database` (a cancel, say). */
+export function onLeasesRevoked(database: string, listener: () => void): () => void {
+  let set = leaseListeners.get(database)
+  if (!set) leaseListeners.set(database, (set = new Set()))
+  set.add(listener)
+  return () => {
+    set.delete(listener)
+    if (set.size === 0) leaseListeners.delete(database)
+  }
+}
+
+export function leasesRevoked(database: string): void {
+  const set = leaseListeners.get(database)
+  if (set) for (const listener of set) listener()
+}

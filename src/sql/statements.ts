@@ -67,6 +67,9 @@ export const SQL = {
     from jobs_lease l join jobs_job j on j.seq = l.job
     where l.queue = @queue and (l.expires_at <= @now or l.owner in (select value from json_each(@deadOwners)))
     limit @limit`,
+  /** The leases an owner still holds: a run missing here had its lease taken (a cancel, a rescue). */
+  ownerLeases: `select job, attempt from jobs_lease where owner = ?`,
+  jobState: `select state from jobs_job where seq = ?`,
   leaseOwners: `select distinct owner from jobs_lease where queue = ?`,
 
   readStep: `select answer from jobs_step where job = ? and name = ?`,
@@ -124,7 +127,7 @@ update jobs_queue set
   canceled = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'canceled');`
 
 /** Statements that answer a single column, read with `pluck`. */
-const PLUCKED = new Set<StatementName>(['triggersPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'groupRunning', 'leaseOwners', 'readStep'])
+const PLUCKED = new Set<StatementName>(['triggersPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'groupRunning', 'leaseOwners', 'readStep', 'jobState'])
 
 /** The statements of one connection. */
 export type Statements = { readonly [K in StatementName]: Database.Statement }

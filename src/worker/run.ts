@@ -126,10 +126,11 @@ export class RunContext implements Run {
   }
 
   /** @internal */
-  loseLease(): void {
+  loseLease(why?: string): void {
     if (this.lost) return
     this.lost = true
-    this.abort(new JobsError('LEASE_LOST', `job '${this.id}' of queue '${this.queue}' lost its lease for attempt ${this.attempt}: another worker may run it; this run's writes are refused`))
+    const message = why ?? `job '${this.id}' of queue '${this.queue}' lost its lease for attempt ${this.attempt}: another worker may run it`
+    this.abort(new JobsError('LEASE_LOST', `${message}; this run's writes are refused`))
   }
 
   /** @internal */

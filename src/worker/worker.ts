@@ -17,7 +17,7 @@ import {
   STOP_ABORT_GRACE_MS,
 } from '../limits.js'
 import { positiveInteger, positiveMs, type Queue } from '../queue/define.js'
-import { onJobAdded } from '../queue/wake.js'
+import { onJobAdded, onLeasesRevoked } from '../queue/wake.js'
 import { describe } from '../duration.js'
 import { claimJobs } from './claim.js'
 import { findAbandoned, hasPrunable, pruneEnded, releaseAbandoned } from './maintenance.js'
@@ -110,7 +110,7 @@ class QueueWorker implements Worker {
   private readonly active = new Map<number, RunContext>()
   private readonly pendingEnds: RunEndRecord[] = []
   private readonly timers: NodeJS.Timeout[] = []
-  private readonly unsubscribe: () => void
+  private readonly unsubscribe: Array<() => void>
   private flushQueued = false
   private nextScheduledTimer: NodeJS.Timeout | null = null
   private lastDataVersion: number
@@ -126,7 +126,10 @@ class QueueWorker implements Worker {
   ) {
     this.queue = definition.name
     this.lastDataVersion = connection.sql.dataVersion.get() as number
-    this.unsubscribe = onJobAdded(connection.key, definition.name, () => this.scheduleFlush())
+    this.unsubscribe = [
+      onJobAdded(connection.key, definition.name, () => this.scheduleFlush()),
+      onLeasesRevoked(connection.key, () => this.checkLeases()),
+    ]
     this.timers.push(
       setInterval(() => this.pollForOtherWriters(), settings.pollIntervalMs),
       setInterval(() => this.renewLeases(), Math.max(1, Math.floor(settings.leaseMs / LEASE_RENEWALS_PER_LEASE))),
@@ -150,7 +153,7 @@ class QueueWorker implements Worker {
   }
 
   private async shutDown(timeoutMs: number | null): Promise<void> {
-    this.unsubscribe()
+    for (const unsubscribe of this.unsubscribe) unsubscribe()
     if (this.nextScheduledTimer) clearTimeout(this.nextScheduledTimer)
     if (timeoutMs !== null && !(await this.settledWithin(timeoutMs))) {
       const reason = new JobsError('TIMEOUT', `the worker stopped and gave up waiting for this run after ${timeoutMs} ms`)
@@ -286,7 +289,19 @@ class QueueWorker implements Worker {
     const version = this.connection.sql.dataVersion.get() as number
     if (version === this.lastDataVersion) return
     this.lastDataVersion = version
+    this.checkLeases()
     this.scheduleFlush()
+  }
+
+  /** Aborts runs whose lease another writer took away: canceled, or taken back as abandoned. */
+  private checkLeases(): void {
+    if (this.active.size === 0) return
+    const held = new Set((this.connection.sql.ownerLeases.all(this.owner) as { job: number; attempt: number }[]).map((lease) => `${lease.job}:${lease.attempt}`))
+    for (const run of this.active.values()) {
+      if (held.has(`${run.seq}:${run.attempt}`)) continue
+      const state = this.connection.sql.jobState.get(run.seq)
+      run.loseLease(state === 'canceled' ? `job '${run.id}' was canceled` : undefined)
+    }
   }
 
   /** Renews this worker's leases; a run whose lease was not renewed has lost it, and is aborted. */
