@@ -6,7 +6,7 @@ import { checkName, encodeJson } from '../json.js'
 import { MAX_VALUE_BYTES } from '../limits.js'
 import type { Enqueued } from '../types.js'
 import type { Queue } from './define.js'
-import { jobAdded } from './wake.js'
+import { jobsChanged } from './wake.js'
 
 /** The options of one added job. */
 export interface EnqueueOptions {
@@ -54,7 +54,7 @@ export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>,
   const row = jobRow(queue, value, options, Date.now())
   const added = connection.sql.insertJobIfRoom.run(row).changes === 1
   if (!added && !connection.sql.jobExists.get(queue.name, row.id)) throw queueFull(queue)
-  if (added) jobAdded(connection.key, queue.name)
+  if (added) jobsChanged(connection.key, queue.name, 'added')
   return { id: row.id, added }
 }
 
@@ -78,7 +78,7 @@ export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: Readonl
   })
   if (rows.length === 0) return []
   const results = connection.immediate(() => insertAll(connection, queue, rows))
-  if (results.some((result) => result.added)) jobAdded(connection.key, queue.name)
+  if (results.some((result) => result.added)) jobsChanged(connection.key, queue.name, 'added')
   return results
 }
 

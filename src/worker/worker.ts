@@ -17,7 +17,7 @@ import {
   STOP_ABORT_GRACE_MS,
 } from '../limits.js'
 import { positiveInteger, positiveMs, type Queue } from '../queue/define.js'
-import { onJobAdded, onLeasesRevoked } from '../queue/wake.js'
+import { jobsChanged, onJobsChanged } from '../queue/wake.js'
 import { describe } from '../duration.js'
 import { claimJobs } from './claim.js'
 import { findAbandoned, hasPrunable, pruneEnded, releaseAbandoned } from './maintenance.js'
@@ -110,7 +110,7 @@ class QueueWorker implements Worker {
   private readonly active = new Map<number, RunContext>()
   private readonly pendingEnds: RunEndRecord[] = []
   private readonly timers: NodeJS.Timeout[] = []
-  private readonly unsubscribe: Array<() => void>
+  private readonly unsubscribe: () => void
   private flushQueued = false
   private nextScheduledTimer: NodeJS.Timeout | null = null
   private lastDataVersion: number
@@ -126,10 +126,10 @@ class QueueWorker implements Worker {
   ) {
     this.queue = definition.name
     this.lastDataVersion = connection.sql.dataVersion.get() as number
-    this.unsubscribe = [
-      onJobAdded(connection.key, definition.name, () => this.scheduleFlush()),
-      onLeasesRevoked(connection.key, () => this.checkLeases()),
-    ]
+    this.unsubscribe = onJobsChanged(connection.key, (queue, kind) => {
+      if (kind === 'revoked') this.checkLeases()
+      else if (queue === this.queue && kind !== 'claimed') this.scheduleFlush()
+    })
     this.timers.push(
       setInterval(() => this.pollForOtherWriters(), settings.pollIntervalMs),
       setInterval(() => this.renewLeases(), Math.max(1, Math.floor(settings.leaseMs / LEASE_RENEWALS_PER_LEASE))),
@@ -153,7 +153,7 @@ class QueueWorker implements Worker {
   }
 
   private async shutDown(timeoutMs: number | null): Promise<void> {
-    for (const unsubscribe of this.unsubscribe) unsubscribe()
+    this.unsubscribe()
     if (this.nextScheduledTimer) clearTimeout(this.nextScheduledTimer)
     if (timeoutMs !== null && !(await this.settledWithin(timeoutMs))) {
       const reason = new JobsError('TIMEOUT', `the worker stopped and gave up waiting for this run after ${timeoutMs} ms`)
@@ -222,6 +222,8 @@ class QueueWorker implements Worker {
       setTimeout(() => this.scheduleFlush(), isBusy(error) ? BUSY_RETRY_MS : MAINTENANCE_INTERVAL_MS)
       return
     }
+    if (ends.length > 0) jobsChanged(this.connection.key, this.queue, 'ended')
+    if (claimed.length > 0) jobsChanged(this.connection.key, this.queue, 'claimed')
     for (const job of claimed) this.start(job)
     if (claimed.length > 0 && claimed.length === free) this.scheduleFlush()
     else if (free > 0) this.mightHaveWork()
@@ -332,9 +334,11 @@ class QueueWorker implements Worker {
       if (abandoned.length > 0) {
         const released = this.connection.immediate(() => releaseAbandoned(this.connection, this.definition, abandoned, now))
         for (const seq of released) this.active.get(seq)?.loseLease()
+        if (released.length > 0) jobsChanged(this.connection.key, this.queue, 'ended')
       }
       if (hasPrunable(this.connection, this.definition, now)) {
         this.connection.immediate(() => pruneEnded(this.connection, this.definition, now))
+        jobsChanged(this.connection.key, this.queue, 'other')
       }
     } catch (error) {
       if (!isBusy(error)) this.settings.onError(error)
