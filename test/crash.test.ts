@@ -1,0 +1,80 @@
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, test } from 'vitest'
+import { defineQueue, work } from '../src/index.js'
+import { freshDb, removeTempDirs, tempDir, type TestDb } from './helpers/db.js'
+import { killChildren, startFixture } from './helpers/processes.js'
+import { waitFor } from './helpers/wait.js'
+
+let t: TestDb | undefined
+afterEach(() => {
+  killChildren()
+  t?.close()
+  t = undefined
+  removeTempDirs()
+})
+
+function job(db: TestDb, id: string) {
+  return db.client.prepare('select state, attempts, max_attempts as maxAttempts, error from jobs_job where id = ?').get(id) as
+    | { state: string; attempts: number; maxAttempts: number; error: string | null }
+    | undefined
+}
+
+describe('crashes', () => {
+  test('JOB-01 a job whose add committed survives a SIGKILL of its process before any worker ran it', async () => {
+    t = freshDb()
+    const producer = startFixture('engine-child.ts', ['enqueue', t.file, 'survivor'])
+    await waitFor(() => producer.output().includes('added'), 'the child to add its job')
+    producer.process.kill('SIGKILL')
+    expect(await producer.exited).toBe('SIGKILL')
+
+    expect(job(t, 'survivor')).toMatchObject({ state: 'waiting', attempts: 0 })
+    const ran: string[] = []
+    const worker = work(t.db, defineQueue('crashes'), (_value, run) => void ran.push(run.id))
+    await waitFor(() => job(t!, 'survivor')?.state === 'done', 'the surviving job to run')
+    await worker.stop()
+    expect(ran).toEqual(['survivor'])
+  })
+
+  test('JOB-04 an attempt is counted before its handler starts: a job that SIGKILLs its process every time fails after `attempts`', async () => {
+    t = freshDb()
+    const crashes = defineQueue<{ n: number }>('crashes', { attempts: 3 })
+    t.client.prepare(`insert into jobs_job (queue, id, value, max_attempts) values ('crashes', 'poison', '{"n":1}', 3)`).run()
+    const exits: Array<number | string> = []
+    for (let i = 0; i < 3; i++) {
+      const worker = startFixture('engine-child.ts', ['work', t.file, 'crash'])
+      exits.push(await worker.exited)
+      expect(job(t, 'poison')!.attempts).toBe(i + 1)
+    }
+    expect(exits).toEqual(['SIGKILL', 'SIGKILL', 'SIGKILL'])
+    // A fresh worker on this host finds the last owner gone and ends the job at once, without waiting for the lease.
+    const worker = work(t.db, crashes, () => {
+      throw new Error('the handler must not run a fourth time')
+    })
+    await waitFor(() => job(t!, 'poison')?.state === 'failed', 'the poisoned job to fail for good')
+    await worker.stop()
+    const ended = job(t, 'poison')!
+    expect(ended.attempts).toBe(3)
+    expect(ended.error).toMatch(/attempt 3 of 3 ended without an outcome: its worker process .* is gone/)
+    expect(t.client.prepare('select count(*) as n from jobs_lease').get()).toEqual({ n: 0 })
+  })
+
+  test('JOB-05 JOB-06 a run killed after a step finished runs again, and the finished step is not run again', async () => {
+    t = freshDb()
+    const stepLog = join(tempDir(), 'steps.log')
+    writeFileSync(stepLog, '')
+    t.client.prepare(`insert into jobs_job (queue, id, value, max_attempts) values ('steps', 'resumable', '{"n":1}', 5)`).run()
+    const first = startFixture('engine-child.ts', ['work', t.file, 'step-then-hang'], { STEP_LOG: stepLog })
+    await waitFor(() => first.output().includes('step-done'), 'the first attempt to finish its step')
+    first.process.kill('SIGKILL')
+    await first.exited
+    expect(job(t, 'resumable')).toMatchObject({ state: 'running', attempts: 1 })
+
+    const second = startFixture('engine-child.ts', ['work', t.file, 'steps'], { STEP_LOG: stepLog })
+    await waitFor(() => job(t!, 'resumable')?.state === 'done', 'the job to run again and finish')
+    second.process.kill('SIGKILL')
+    expect(job(t, 'resumable')!.attempts).toBe(2)
+    expect(readFileSync(stepLog, 'utf8').trim().split('\n')).toEqual(['one resumable 1', 'two resumable 2'])
+    expect(t.client.prepare('select count(*) as n from jobs_step').get()).toEqual({ n: 0 })
+  })
+})
