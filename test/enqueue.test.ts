@@ -1,0 +1,242 @@
+import Database from 'better-sqlite3'
+import { drizzle } from 'drizzle-orm/better-sqlite3'
+import { sqliteTable, integer, text } from 'drizzle-orm/sqlite-core'
+import { afterEach, beforeEach, describe, expect, test } from 'vitest'
+import { defineQueue, enqueue, enqueueMany, JobsError, work, type JobsErrorCode } from '../src/index.js'
+import { freshDb, removeTempDirs, tempDir, type TestDb } from './helpers/db.js'
+import { count, dump, jobRow } from './helpers/rows.js'
+import { waitFor } from './helpers/wait.js'
+import { join } from 'node:path'
+
+const notes = sqliteTable('notes', { id: integer('id').primaryKey(), text: text('text').notNull() })
+const replies = defineQueue<{ messageId: number }>('replies')
+
+let t: TestDb
+beforeEach(() => {
+  t = freshDb()
+  t.client.exec('create table notes (id integer primary key, text text not null)')
+})
+afterEach(() => {
+  t.close()
+  removeTempDirs()
+})
+
+function refusal(call: () => unknown): JobsErrorCode {
+  try {
+    call()
+  } catch (error) {
+    expect(error).toBeInstanceOf(JobsError)
+    return (error as JobsError).code
+  }
+  throw new Error('the call was not refused')
+}
+
+describe('enqueue in the app transaction', () => {
+  test('JOB-02 a job added in a transaction commits with it', () => {
+    const id = t.db.transaction((tx) => {
+      const note = tx.insert(notes).values({ text: 'hello' }).returning().get()
+      return enqueue(tx, replies, { messageId: note.id }, { id: `reply:${note.id}` }).id
+    })
+    expect(id).toBe('reply:1')
+    expect(jobRow(t.client, 'reply:1')).toMatchObject({ state: 'waiting', value: '{"messageId":1}', attempts: 0, max_attempts: 10 })
+    expect(count(t.client, 'notes')).toBe(1)
+  })
+
+  test('JOB-02 a job added in a transaction that rolls back is not there, nor is the app row', () => {
+    expect(() =>
+      t.db.transaction((tx) => {
+        tx.insert(notes).values({ text: 'hello' }).run()
+        enqueue(tx, replies, { messageId: 1 }, { id: 'gone' })
+        enqueueMany(tx, replies, [{ value: { messageId: 2 } }, { value: { messageId: 3 } }])
+        throw new Error('the app changes its mind')
+      }),
+    ).toThrow('the app changes its mind')
+    expect(count(t.client, 'notes')).toBe(0)
+    expect(count(t.client, 'jobs_job')).toBe(0)
+    expect(t.client.prepare('select waiting from jobs_queue').all()).toEqual([])
+  })
+
+  test('JOB-02 tx.rollback() takes the job back too', () => {
+    try {
+      t.db.transaction((tx) => {
+        enqueue(tx, replies, { messageId: 1 })
+        tx.rollback()
+      })
+    } catch {
+      // drizzle signals the rollback by throwing
+    }
+    expect(count(t.client, 'jobs_job')).toBe(0)
+  })
+
+  test('JOB-03 a second add with an id the queue holds adds nothing and says so, whatever the state', async () => {
+    expect(enqueue(t.db, replies, { messageId: 1 }, { id: 'once' })).toEqual({ id: 'once', added: true })
+    expect(enqueue(t.db, replies, { messageId: 2 }, { id: 'once' })).toEqual({ id: 'once', added: false })
+    expect(jobRow(t.client, 'once')!.value).toBe('{"messageId":1}')
+    // The same id in another queue is another job.
+    expect(enqueue(t.db, defineQueue('other'), { messageId: 3 }, { id: 'once' }).added).toBe(true)
+    const worker = work(t.db, replies, () => 'ok')
+    await waitFor(() => jobRow(t.client, 'once', 'replies')?.state === 'done', 'the job to be done')
+    await worker.stop()
+    expect(enqueue(t.db, replies, { messageId: 4 }, { id: 'once' })).toEqual({ id: 'once', added: false })
+    expect(enqueueMany(t.db, replies, [{ value: { messageId: 5 }, id: 'once' }, { value: { messageId: 6 }, id: 'fresh' }])).toEqual([
+      { id: 'once', added: false },
+      { id: 'fresh', added: true },
+    ])
+    expect(jobRow(t.client, 'once', 'replies')).toMatchObject({ state: 'done', value: '{"messageId":1}' })
+  })
+
+  test('ids are generated when absent, and options land in their columns', () => {
+    const before = Date.now()
+    const { id } = enqueue(t.db, replies, { messageId: 1 }, { group: 'chat:7', priority: -3, delay: '1h' })
+    expect(id).toMatch(/^[0-9a-f-]{36}$/)
+    const row = jobRow(t.client, id)!
+    expect(row).toMatchObject({ grp: 'chat:7', priority: -3, state: 'scheduled' })
+    expect(row.run_at - row.created_at).toBe(3_600_000)
+    expect(row.created_at).toBeGreaterThanOrEqual(before)
+    const at = new Date(Date.now() + 60_000)
+    expect(jobRow(t.client, enqueue(t.db, replies, { messageId: 2 }, { runAt: at }).id)).toMatchObject({ state: 'scheduled', run_at: at.getTime() })
+    expect(jobRow(t.client, enqueue(t.db, replies, { messageId: 3 }, { runAt: 0 }).id)).toMatchObject({ state: 'waiting', run_at: 0 })
+    expect(t.client.prepare('select waiting, scheduled from jobs_queue where name = ?').get('replies')).toEqual({ waiting: 1, scheduled: 2 })
+  })
+})
+
+describe('JOB-13 limits and bad input give a JobsError with its code and write nothing', () => {
+  const cycle: Record<string, unknown> = {}
+  cycle.self = cycle
+  const badValues: Array<[string, unknown]> = [
+    ['a BigInt', { n: 1n }],
+    ['a cycle', cycle],
+    ['a function', { f: () => 1 }],
+    ['a symbol', { s: Symbol('x') }],
+    ['NaN', { n: Number.NaN }],
+    ['Infinity', [Number.POSITIVE_INFINITY]],
+    ['top-level undefined', undefined],
+    ['a Date', { at: new Date() }],
+    ['a Map', new Map()],
+    ['an array hole', [1, , 3]],
+  ]
+
+  test.each(badValues)('JOB-13 a value with %s is INVALID_VALUE', (_, value) => {
+    const before = dump(t.client)
+    expect(refusal(() => enqueue(t.db, replies, value as never))).toBe('INVALID_VALUE')
+    expect(dump(t.client)).toEqual(before)
+  })
+
+  test('JOB-13 sizes past the limits are TOO_LARGE; bad options are INVALID_OPTION', () => {
+    enqueue(t.db, replies, { messageId: 0 })
+    const before = dump(t.client)
+    const big = { text: 'x'.repeat(1024 * 1024) }
+    expect(refusal(() => enqueue(t.db, replies, big as never))).toBe('TOO_LARGE')
+    // 1 MiB of JSON exactly is allowed: the limit is inclusive.
+    const exact = 'x'.repeat(1024 * 1024 - 2)
+    expect(() => enqueue(t.db, defineQueue<string>('exact'), exact)).not.toThrow()
+    t.client.prepare(`delete from jobs_job where queue = 'exact'`).run()
+    t.client.prepare(`delete from jobs_queue where name = 'exact'`).run()
+    expect(refusal(() => enqueue(t.db, replies, { messageId: 1 }, { id: 'é'.repeat(513) }))).toBe('TOO_LARGE')
+    expect(refusal(() => enqueue(t.db, replies, { messageId: 1 }, { group: 'g'.repeat(1025) }))).toBe('TOO_LARGE')
+    expect(refusal(() => enqueue(t.db, replies, { messageId: 1 }, { id: '' }))).toBe('INVALID_OPTION')
+    expect(refusal(() => enqueue(t.db, replies, { messageId: 1 }, { id: 7 as never }))).toBe('INVALID_OPTION')
+    expect(refusal(() => enqueue(t.db, replies, { messageId: 1 }, { priority: 1.5 }))).toBe('INVALID_OPTION')
+    expect(refusal(() => enqueue(t.db, replies, { messageId: 1 }, { delay: 'soon' as never }))).toBe('INVALID_OPTION')
+    expect(refusal(() => enqueue(t.db, replies, { messageId: 1 }, { delay: -5 }))).toBe('INVALID_OPTION')
+    expect(refusal(() => enqueue(t.db, replies, { messageId: 1 }, { delay: 5, runAt: 5 }))).toBe('INVALID_OPTION')
+    expect(refusal(() => enqueue(t.db, replies, { messageId: 1 }, { runAt: new Date('nope') }))).toBe('INVALID_OPTION')
+    expect(refusal(() => enqueue(t.db, replies, { messageId: 1 }, { colour: 'red' } as never))).toBe('INVALID_OPTION')
+    expect(refusal(() => enqueueMany(t.db, replies, [{ value: { messageId: 1 } }, { value: { messageId: 2n } as never }]))).toBe('INVALID_VALUE')
+    expect(refusal(() => enqueue({} as never, replies, { messageId: 1 }))).toBe('INVALID_OPTION')
+    expect(dump(t.client)).toEqual(before)
+  })
+
+  test('JOB-13 QUEUE_FULL past maxWaiting, answered from the counters, not by counting rows', () => {
+    const small = defineQueue<number>('small', { maxWaiting: 3 })
+    enqueueMany(t.db, small, [{ value: 1 }, { value: 2 }, { value: 3, delay: '1h' }])
+    const before = dump(t.client)
+    expect(refusal(() => enqueue(t.db, small, 4))).toBe('QUEUE_FULL')
+    expect(refusal(() => enqueueMany(t.db, small, [{ value: 5 }]))).toBe('QUEUE_FULL')
+    // A duplicate id of a full queue is still just "not added".
+    const existing = (t.client.prepare(`select id from jobs_job where queue = 'small' limit 1`).get() as { id: string }).id
+    expect(enqueue(t.db, small, 6, { id: existing })).toEqual({ id: existing, added: false })
+    expect(dump(t.client)).toEqual(before)
+    // The counters decide: a queue whose counter says it is full refuses even with no rows.
+    const counted = defineQueue<number>('counted', { maxWaiting: 5 })
+    t.client.prepare(`insert into jobs_queue (name, waiting) values ('counted', 5)`).run()
+    expect(refusal(() => enqueue(t.db, counted, 1))).toBe('QUEUE_FULL')
+    expect(count(t.client, 'jobs_job', `queue = 'counted'`)).toBe(0)
+  })
+
+  test('JOB-13 a refused call leaves the caller\'s transaction usable, and its other writes commit', () => {
+    const small = defineQueue<number>('small', { maxWaiting: 1 })
+    t.db.transaction((tx) => {
+      tx.insert(notes).values({ text: 'kept' }).run()
+      enqueue(tx, small, 1, { id: 'kept' })
+      expect(refusal(() => enqueue(tx, small, 2))).toBe('QUEUE_FULL')
+      expect(refusal(() => enqueueMany(tx, small, [{ value: 3, id: 'a' }, { value: 4, id: 'b' }]))).toBe('QUEUE_FULL')
+      expect(refusal(() => enqueue(tx, replies, { messageId: 1n } as never))).toBe('INVALID_VALUE')
+      tx.insert(notes).values({ text: 'after the refusals' }).run()
+    })
+    expect(count(t.client, 'notes')).toBe(2)
+    expect(t.client.prepare('select id from jobs_job').pluck().all()).toEqual(['kept'])
+  })
+
+  test('JOB-13 defineQueue refuses bad options, naming the option', () => {
+    const cases: Array<[unknown, RegExp]> = [
+      [{ attempts: 0 }, /^attempts/],
+      [{ attempts: 2.5 }, /^attempts/],
+      [{ backoff: { initial: 'later' } }, /^backoff.initial/],
+      [{ backoff: { max: -1 } }, /^backoff.max/],
+      [{ backoff: { jitter: 1 } }, /^backoff.jitter/],
+      [{ concurrency: 0 }, /^concurrency/],
+      [{ concurrency: { total: 2, perGroup: -1 } }, /^concurrency.perGroup/],
+      [{ timeout: '0ms' }, /^timeout/],
+      [{ timeout: '1y' }, /^timeout/],
+      [{ maxWaiting: Number.POSITIVE_INFINITY }, /^maxWaiting/],
+      [{ retention: { done: 'forever' } }, /^retention.done/],
+      [{ retrys: 3 }, /^retrys/],
+    ]
+    for (const [options, message] of cases) {
+      let caught: unknown
+      try {
+        defineQueue('q', options as never)
+      } catch (error) {
+        caught = error
+      }
+      expect(caught, JSON.stringify(options)).toBeInstanceOf(JobsError)
+      expect((caught as JobsError).code).toBe('INVALID_OPTION')
+      expect((caught as JobsError).message).toMatch(message)
+    }
+    expect(refusal(() => defineQueue(''))).toBe('INVALID_OPTION')
+    expect(refusal(() => defineQueue('q'.repeat(1025)))).toBe('TOO_LARGE')
+  })
+
+  test('defaults and durations of defineQueue', () => {
+    expect(defineQueue('d')).toMatchObject({
+      attempts: 10,
+      backoff: { initialMs: 1_000, maxMs: 3_600_000 },
+      concurrency: { total: null, perGroup: null },
+      timeoutMs: 60_000,
+      maxWaiting: 10_000_000,
+      retentionMs: { done: 86_400_000, failed: 604_800_000, canceled: 86_400_000 },
+    })
+    expect(defineQueue('e', { backoff: { initial: '500ms', max: '10m' }, concurrency: 4, timeout: 1500 })).toMatchObject({
+      backoff: { initialMs: 500, maxMs: 600_000 },
+      concurrency: { total: 4, perGroup: null },
+      timeoutMs: 1500,
+    })
+  })
+
+  test('JOB-13 SCHEMA_MISSING says which command to run', () => {
+    const client = new Database(join(tempDir(), 'bare.db'))
+    const db = drizzle(client)
+    let caught: unknown
+    try {
+      enqueue(db, replies, { messageId: 1 })
+    } catch (error) {
+      caught = error
+    }
+    expect(caught).toBeInstanceOf(JobsError)
+    expect((caught as JobsError).code).toBe('SCHEMA_MISSING')
+    expect((caught as JobsError).message).toMatch(/drizzle-kit generate.*drizzle-kit migrate/)
+    expect(refusal(() => work(db, replies, () => {}))).toBe('SCHEMA_MISSING')
+    client.close()
+  })
+})
