@@ -1,0 +1,391 @@
+import { afterEach, beforeEach, describe, expect, test } from 'vitest'
+import { defineQueue, enqueue, enqueueMany, isJobsError, JobsError, work, type Run, type Worker } from '../src/index.js'
+import { backoffMs } from '../src/worker/backoff.js'
+import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
+import { count, jobRow } from './helpers/rows.js'
+import { waitFor } from './helpers/wait.js'
+
+let t: TestDb
+const workers: Worker[] = []
+beforeEach(() => {
+  t = freshDb()
+})
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((worker) => worker.stop({ timeout: 1_000 })))
+  t.close()
+  removeTempDirs()
+})
+
+function start(...args: Parameters<typeof work>): Worker {
+  const worker = work(...args)
+  workers.push(worker)
+  return worker
+}
+
+function gate(): { wait: Promise<void>; open: () => void } {
+  let open!: () => void
+  const wait = new Promise<void>((resolve) => (open = resolve))
+  return { wait, open }
+}
+
+const state = (id: string) => jobRow(t.client, id)?.state
+
+describe('JOB-08 each handler outcome leads to the state SPEC §5 gives', () => {
+  test('JOB-08 returning ends the job done, keeping a JSON result', async () => {
+    const q = defineQueue<{ a: number }>('outcomes')
+    enqueue(t.db, q, { a: 2 }, { id: 'value' })
+    enqueue(t.db, q, { a: 0 }, { id: 'nothing' })
+    start(t.db, q, ({ a }) => (a ? { doubled: a * 2 } : undefined))
+    await waitFor(() => state('value') === 'done' && state('nothing') === 'done', 'both jobs to be done')
+    expect(jobRow(t.client, 'value')).toMatchObject({ result: '{"doubled":4}', attempts: 1, error: null })
+    expect(jobRow(t.client, 'value')!.finished_at).toBeGreaterThan(0)
+    expect(jobRow(t.client, 'nothing')!.result).toBeNull()
+  })
+
+  test('JOB-08 throwing schedules a retry after the backoff, and fails for good after the last attempt', async () => {
+    const q = defineQueue('throws', { attempts: 2, backoff: { initial: 10, max: 10 } })
+    enqueue(t.db, q, null, { id: 'thrower' })
+    const attempts: number[] = []
+    start(t.db, q, (_value, run) => {
+      attempts.push(run.attempt)
+      throw new Error(`broke on attempt ${run.attempt}`)
+    })
+    await waitFor(() => state('thrower') === 'failed', 'the job to fail for good')
+    expect(attempts).toEqual([1, 2])
+    const row = jobRow(t.client, 'thrower')!
+    expect(row).toMatchObject({ attempts: 2, error: 'broke on attempt 2' })
+    expect(t.client.prepare('select error_stack from jobs_job where id = ?').pluck().get('thrower')).toMatch(/Error: broke on attempt 2\n\s+at /)
+  })
+
+  test('JOB-08 a rejected promise is a failed run; the error of a scheduled retry is kept', async () => {
+    const q = defineQueue('rejects', { attempts: 3, backoff: { initial: '1h' } })
+    enqueue(t.db, q, null, { id: 'rejecter' })
+    start(t.db, q, async () => Promise.reject(new Error('network down')))
+    await waitFor(() => state('rejecter') === 'scheduled', 'the job to be scheduled for a retry')
+    const row = jobRow(t.client, 'rejecter')!
+    expect(row).toMatchObject({ attempts: 1, error: 'network down', finished_at: null })
+    expect(row.run_at - Date.now()).toBeGreaterThan(0.9 * 3_600_000 - 60_000)
+  })
+
+  test('JOB-08 run.fail ends the job failed now, whatever attempts remain', async () => {
+    const q = defineQueue('fails', { attempts: 5 })
+    enqueue(t.db, q, null, { id: 'failer' })
+    start(t.db, q, (_value, run) => run.fail('the message was deleted'))
+    await waitFor(() => state('failer') === 'failed', 'the job to fail')
+    expect(jobRow(t.client, 'failer')).toMatchObject({ attempts: 1, error: 'the message was deleted' })
+  })
+
+  test('JOB-08 run.retry schedules the job at now + delay, counting the attempt, and fails on the last', async () => {
+    const q = defineQueue('retries', { attempts: 2 })
+    enqueue(t.db, q, null, { id: 'retrier' })
+    const runs: number[] = []
+    start(t.db, q, (_value, run) => {
+      runs.push(run.attempt)
+      return run.retry(run.attempt === 1 ? '20ms' : '1h')
+    })
+    await waitFor(() => state('retrier') === 'failed', 'the retried job to fail on its last attempt')
+    expect(runs).toEqual([1, 2])
+    expect(jobRow(t.client, 'retrier')!.error).toMatch(/retry on the last attempt/)
+
+    enqueue(t.db, q, null, { id: 'later' })
+    const before = Date.now()
+    await waitFor(() => jobRow(t.client, 'later')?.attempts === 1 && state('later') === 'scheduled', 'the retry to be scheduled')
+    expect(jobRow(t.client, 'later')!.run_at).toBeGreaterThanOrEqual(before + 20)
+  })
+
+  test('JOB-08 run.snooze schedules the job at now + delay without counting the attempt', async () => {
+    const q = defineQueue('snoozes', { attempts: 1 })
+    enqueue(t.db, q, null, { id: 'sleeper' })
+    const seen: number[] = []
+    start(t.db, q, (_value, run) => {
+      seen.push(run.attempt)
+      if (seen.length < 3) return run.snooze('10ms')
+      return 'awake'
+    })
+    await waitFor(() => state('sleeper') === 'done', 'the snoozed job to finish')
+    // Three runs on a queue of one attempt: the snoozes were not counted.
+    expect(seen).toEqual([1, 1, 1])
+    expect(jobRow(t.client, 'sleeper')).toMatchObject({ attempts: 1, result: '"awake"' })
+  })
+
+  test('JOB-08 a result that is not JSON fails the run with INVALID_VALUE', async () => {
+    const q = defineQueue('bad-result', { attempts: 1 })
+    enqueue(t.db, q, null, { id: 'bigint' })
+    start(t.db, q, () => ({ n: 1n }))
+    await waitFor(() => state('bigint') === 'failed', 'the job to fail')
+    expect(jobRow(t.client, 'bigint')!.error).toMatch(/result.*\.n is a bigint/)
+  })
+})
+
+describe('backoff', () => {
+  test('JOB-09 the backoff formula: initial × 2^(n−1), times [0.9, 1.1], capped at max', () => {
+    const policy = { initialMs: 1_000, maxMs: 10_000 }
+    expect(backoffMs(policy, 1, () => 0)).toBe(900)
+    expect(backoffMs(policy, 1, () => 0.5)).toBe(1_000)
+    expect(backoffMs(policy, 1, () => 1)).toBe(1_100)
+    expect(backoffMs(policy, 3, () => 0.5)).toBe(4_000)
+    expect(backoffMs(policy, 4, () => 1)).toBe(8_800)
+    expect(backoffMs(policy, 5, () => 0)).toBe(10_000)
+    expect(backoffMs(policy, 40, () => 0.5)).toBe(10_000)
+  })
+
+  test('JOB-09 every retry wait of a job follows the backoff', async () => {
+    // A frozen clock that the test moves: each wait the engine writes is exactly run_at − now.
+    let now = 1_700_000_000_000
+    const q = defineQueue('backoff', { attempts: 6, backoff: { initial: 40, max: 200 } })
+    t.client.prepare(`insert into jobs_job (queue, id, value, max_attempts, run_at, created_at) values ('backoff', 'b', 'null', 6, ?, ?)`).run(now, now)
+    start(t.db, q, () => {
+      throw new Error('always')
+    }, { clock: () => now })
+    const waits: number[] = []
+    for (let attempt = 1; attempt <= 5; attempt++) {
+      const row = await waitFor(() => {
+        const job = jobRow(t.client, 'b')!
+        return job.state === 'scheduled' && job.attempts === attempt && job
+      }, `attempt ${attempt} to be scheduled`)
+      waits.push(row.run_at - now)
+      now = row.run_at
+    }
+    await waitFor(() => state('b') === 'failed', 'the last attempt to fail')
+    waits.forEach((wait, i) => {
+      const base = Math.min(200, 40 * 2 ** i)
+      expect(wait, `wait after failed run ${i + 1}`).toBeGreaterThanOrEqual(Math.min(200, Math.round(base * 0.9)))
+      expect(wait, `wait after failed run ${i + 1}`).toBeLessThanOrEqual(Math.min(200, Math.round(base * 1.1)))
+    })
+    expect(waits.slice(3)).toEqual([200, 200])
+  })
+})
+
+describe('timeouts', () => {
+  test('JOB-10 a run past its timeout has its signal aborted with TIMEOUT and counts as a failed attempt', async () => {
+    const q = defineQueue('slow', { timeout: 50, attempts: 2, backoff: { initial: '1h' } })
+    enqueue(t.db, q, null, { id: 'slow' })
+    let reason: unknown
+    start(t.db, q, (_value, run) => new Promise((resolve) => run.signal.addEventListener('abort', () => {
+      reason = run.signal.reason
+      resolve('finished anyway')
+    })))
+    await waitFor(() => state('slow') === 'scheduled', 'the timed-out run to be scheduled again')
+    expect(isJobsError(reason, 'TIMEOUT')).toBe(true)
+    expect(jobRow(t.client, 'slow')).toMatchObject({ attempts: 1, result: null })
+    expect(jobRow(t.client, 'slow')!.error).toMatch(/timeout of 50 ms/)
+  })
+
+  test('JOB-10 a handler that ignores its signal keeps its slot until it returns, so concurrency holds', async () => {
+    const q = defineQueue('stubborn', { timeout: 30, concurrency: 1, attempts: 1 })
+    enqueueMany(t.db, q, [{ value: 1, id: 'first' }, { value: 2, id: 'second' }])
+    const release = gate()
+    const started: string[] = []
+    start(t.db, q, async (_value, run) => {
+      started.push(run.id)
+      if (run.id === 'first') await release.wait
+    }, { slots: 4 })
+    await waitFor(() => started.length === 1, 'the first run to start')
+    await new Promise((resolve) => setTimeout(resolve, 150))
+    expect(started).toEqual(['first'])
+    expect(state('first')).toBe('running')
+    release.open()
+    await waitFor(() => state('second') === 'done', 'the second job to run once the first returned')
+    expect(jobRow(t.client, 'first')).toMatchObject({ state: 'failed' })
+    expect(jobRow(t.client, 'first')!.error).toMatch(/timeout/)
+  })
+})
+
+describe('steps', () => {
+  test('JOB-06 a finished step is not run again by later attempts; a step that throws keeps nothing', async () => {
+    const q = defineQueue('stepper', { attempts: 3, backoff: { initial: 1, max: 1 } })
+    enqueue(t.db, q, null, { id: 's' })
+    const calls: string[] = []
+    start(t.db, q, async (_value, run) => {
+      const one = await run.step('one', () => {
+        calls.push(`one@${run.attempt}`)
+        return { got: 'one', at: run.attempt }
+      })
+      const two = await run.step('two', () => {
+        calls.push(`two@${run.attempt}`)
+        if (run.attempt === 1) throw new Error('two broke')
+        return undefined
+      })
+      const three = await run.step('three', async () => {
+        calls.push(`three@${run.attempt}`)
+        return 3
+      })
+      if (run.attempt === 2) throw new Error('after the steps')
+      return { one, two: two ?? 'undefined kept', three }
+    })
+    await waitFor(() => state('s') === 'done', 'the job to be done')
+    expect(calls).toEqual(['one@1', 'two@1', 'two@2', 'three@2'])
+    expect(JSON.parse(jobRow(t.client, 's')!.result!)).toEqual({ one: { got: 'one', at: 1 }, two: 'undefined kept', three: 3 })
+  })
+
+  test('JOB-14 steps end with their job: none outlives a job that is done or failed', async () => {
+    const q = defineQueue('ending', { attempts: 2, backoff: { initial: 1, max: 1 } })
+    enqueueMany(t.db, q, [{ value: 'done', id: 'd' }, { value: 'failed', id: 'f' }, { value: 'gave-up', id: 'g' }])
+    start(t.db, q, async (value, run) => {
+      await run.step('a', () => 1)
+      await run.step('b', () => 2)
+      if (value === 'failed') return run.fail('no')
+      if (value === 'gave-up') throw new Error('always')
+      return 'ok'
+    })
+    await waitFor(() => state('d') === 'done' && state('f') === 'failed' && state('g') === 'failed', 'all three to end')
+    expect(count(t.client, 'jobs_step')).toBe(0)
+  })
+
+  test('a step answer past 1 MiB is TOO_LARGE and keeps nothing; bad step names are refused', async () => {
+    const q = defineQueue('big-step', { attempts: 1 })
+    enqueue(t.db, q, null, { id: 'big' })
+    const errors: string[] = []
+    start(t.db, q, async (_value, run) => {
+      for (const attempt of [() => run.step('big', () => 'x'.repeat(1024 * 1024)), () => run.step('', () => 1), () => run.step('n'.repeat(1025), () => 1)]) {
+        try {
+          await attempt()
+        } catch (error) {
+          errors.push((error as JobsError).code)
+        }
+      }
+      expect(count(t.client, 'jobs_step')).toBe(0)
+    })
+    await waitFor(() => state('big') === 'done', 'the job to finish')
+    expect(errors).toEqual(['TOO_LARGE', 'INVALID_OPTION', 'TOO_LARGE'])
+  })
+})
+
+describe('stop', () => {
+  test('JOB-15 stop() claims nothing more and waits for the runs under way', async () => {
+    const q = defineQueue('stopping')
+    enqueueMany(t.db, q, [{ value: 1, id: 'under-way' }, { value: 2, id: 'left' }])
+    const release = gate()
+    const started: string[] = []
+    const worker = work(t.db, q, async (_value, run) => {
+      started.push(run.id)
+      await release.wait
+    }, { slots: 1 })
+    await waitFor(() => started.length === 1, 'the first run to start')
+    let stopped = false
+    const stopping = worker.stop().then(() => (stopped = true))
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(stopped).toBe(false)
+    release.open()
+    await stopping
+    expect(state('under-way')).toBe('done')
+    expect(state('left')).toBe('waiting')
+    expect(started).toEqual(['under-way'])
+    expect(count(t.client, 'jobs_lease')).toBe(0)
+    enqueue(t.db, q, 3, { id: 'after-stop' })
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(state('after-stop')).toBe('waiting')
+  })
+
+  test('JOB-15 stop({ timeout }) aborts runs that outlast it and leaves no lease behind', async () => {
+    const q = defineQueue('hanging', { attempts: 3, backoff: { initial: '1h' } })
+    enqueue(t.db, q, null, { id: 'hang' })
+    let reason: unknown
+    const worker = work(t.db, q, (_value, run) => new Promise(() => run.signal.addEventListener('abort', () => (reason = run.signal.reason))))
+    await waitFor(() => state('hang') === 'running', 'the run to start')
+    await worker.stop({ timeout: 30 })
+    expect(isJobsError(reason, 'TIMEOUT')).toBe(true)
+    expect(count(t.client, 'jobs_lease')).toBe(0)
+    expect(jobRow(t.client, 'hang')).toMatchObject({ state: 'scheduled', attempts: 1 })
+    expect(jobRow(t.client, 'hang')!.error).toMatch(/worker stopped before the run ended/)
+  })
+})
+
+describe('leases', () => {
+  test('JOB-16 a run that lost its lease cannot write a step or end its job', async () => {
+    const q = defineQueue('fenced')
+    enqueue(t.db, q, null, { id: 'f' })
+    const release = gate()
+    let stepError: unknown
+    let signalReason: unknown
+    start(t.db, q, async (_value, run: Run) => {
+      await release.wait
+      try {
+        await run.step('late', () => 'too late')
+      } catch (error) {
+        stepError = error
+      }
+      signalReason = run.signal.reason
+      return 'done?'
+    })
+    await waitFor(() => state('f') === 'running', 'the run to start')
+    // Another worker takes the job over: its lease now names another owner and attempt.
+    t.client.prepare(`update jobs_lease set owner = 'elsewhere/1/1/x/1', attempt = attempt + 1`).run()
+    t.client.prepare(`update jobs_job set attempts = attempts + 1 where id = 'f'`).run()
+    release.open()
+    await waitFor(() => stepError !== undefined, 'the late step to be refused')
+    expect(isJobsError(stepError, 'LEASE_LOST')).toBe(true)
+    expect(isJobsError(signalReason, 'LEASE_LOST')).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(jobRow(t.client, 'f')).toMatchObject({ state: 'running', attempts: 2, result: null })
+    expect(count(t.client, 'jobs_step')).toBe(0)
+    expect(t.client.prepare('select owner from jobs_lease').pluck().get()).toBe('elsewhere/1/1/x/1')
+  })
+
+  test('JOB-16 a run whose lease expired is refused too, and the job runs again', async () => {
+    let skew = 0
+    const q = defineQueue('expiring', { backoff: { initial: 1, max: 1 } })
+    enqueue(t.db, q, null, { id: 'e' })
+    const release = gate()
+    const runs: number[] = []
+    start(t.db, q, async (_value, run) => {
+      runs.push(run.attempt)
+      if (run.attempt === 1) await release.wait
+      return `attempt ${run.attempt}`
+    }, { clock: () => Date.now() + skew, lease: '1s' })
+    await waitFor(() => state('e') === 'running', 'the first run to start')
+    skew = 5_000
+    release.open()
+    await waitFor(() => state('e') === 'done', 'the job to be run again and finish')
+    expect(runs).toEqual([1, 2])
+    expect(jobRow(t.client, 'e')).toMatchObject({ attempts: 2, result: '"attempt 2"' })
+  })
+})
+
+describe('order', () => {
+  test('JOB-17 waiting jobs run in order of priority, then run_at, then add order', async () => {
+    const q = defineQueue<string>('ordered')
+    const now = Date.now()
+    enqueueMany(t.db, q, [
+      { value: 'p0-late', id: 'p0-late', runAt: now - 1_000 },
+      { value: 'p1-a', id: 'p1-a', priority: 1, runAt: now - 5_000 },
+      { value: 'p0-early-b', id: 'p0-early-b', runAt: now - 2_000 },
+      { value: 'p-1', id: 'p-1', priority: -1 },
+      { value: 'p0-early-c', id: 'p0-early-c', runAt: now - 2_000 },
+      { value: 'p1-b', id: 'p1-b', priority: 1, runAt: now - 5_000 },
+      { value: 'future', id: 'future', priority: -5, delay: '1h' },
+    ])
+    const order: string[] = []
+    start(t.db, q, (value) => void order.push(value), { slots: 1 })
+    await waitFor(() => order.length === 6, 'the six runnable jobs to run')
+    expect(order).toEqual(['p-1', 'p0-early-b', 'p0-early-c', 'p0-late', 'p1-a', 'p1-b'])
+    expect(state('future')).toBe('scheduled')
+  })
+})
+
+describe('waking and pruning', () => {
+  test('a job added in the same process wakes an idle worker without waiting for a poll', async () => {
+    const q = defineQueue('wake')
+    const seen: number[] = []
+    start(t.db, q, () => void seen.push(performance.now()), { pollInterval: '1h' })
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    enqueue(t.db, q, null)
+    await waitFor(() => seen.length === 1, 'the job to be picked up')
+  })
+
+  test('jobs added by another connection are found through the poll', async () => {
+    const q = defineQueue('poll')
+    start(t.db, q, () => 'ok', { pollInterval: '10ms' })
+    const other = t.reopen()
+    enqueue(other.db, q, null, { id: 'from-elsewhere' })
+    await waitFor(() => state('from-elsewhere') === 'done', 'the job from another connection to run')
+  })
+
+  test('ended jobs are pruned after their retention, in small batches', async () => {
+    const q = defineQueue('pruned', { retention: { done: 1, failed: '1h' }, attempts: 1 })
+    enqueueMany(t.db, q, [{ value: 'ok', id: 'ok' }, { value: 'bad', id: 'bad' }])
+    start(t.db, q, (value, run) => (value === 'bad' ? run.fail('kept a while') : 'ok'))
+    await waitFor(() => jobRow(t.client, 'ok') === undefined && state('bad') === 'failed', 'the done job to be pruned')
+    expect(t.client.prepare(`select done, failed from jobs_queue where name = 'pruned'`).get()).toEqual({ done: 0, failed: 1 })
+  })
+})
