@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import { defineQueue, enqueue, enqueueMany, isJobsError, JobsError, work, type Run, type Worker } from '../src/index.js'
+import { defineQueue, enqueue, enqueueMany, isJobsError, JobsError, work, type Handler, type Queue, type Run, type SyncDatabase, type WorkOptions, type Worker } from '../src/index.js'
 import { backoffMs } from '../src/worker/backoff.js'
 import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
 import { count, jobRow } from './helpers/rows.js'
@@ -16,8 +16,8 @@ afterEach(async () => {
   removeTempDirs()
 })
 
-function start(...args: Parameters<typeof work>): Worker {
-  const worker = work(...args)
+function start<T>(db: SyncDatabase, queue: Queue<T>, handler: Handler<T>, options?: WorkOptions): Worker {
+  const worker = work(db, queue, handler, options)
   workers.push(worker)
   return worker
 }

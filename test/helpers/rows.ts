@@ -5,6 +5,7 @@ export interface JobRow {
   id: string
   queue: string
   grp: string | null
+  value: string
   state: string
   priority: number
   attempts: number
