@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import { connectionOf, type Connection, type SyncDatabase } from '../connection.js'
 import { toMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
@@ -6,11 +5,12 @@ import { checkName, encodeJson } from '../json.js'
 import { MAX_VALUE_BYTES } from '../limits.js'
 import type { Enqueued } from '../types.js'
 import type { Queue } from './define.js'
+import { newJobId } from './job-id.js'
 import { jobsChanged } from './wake.js'
 
 /** The options of one added job. */
 export interface EnqueueOptions {
-  /** The job's id, unique in its queue: 1 to 1,024 bytes. A random UUID when absent. An id the queue holds adds nothing (JOB-03). */
+  /** The job's id, unique in its queue: 1 to 1,024 bytes. A time-ordered UUID (v7) when absent. An id the queue holds adds nothing (JOB-03). */
   id?: string
   /** The job's group, for `concurrency.perGroup`: 1 to 1,024 bytes. */
   group?: string
@@ -118,7 +118,7 @@ function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefine
   for (const key of Object.keys(opts)) {
     if (!ENQUEUE_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of ${where} (known: ${[...ENQUEUE_OPTIONS].join(', ')})`)
   }
-  const id = opts.id === undefined ? randomUUID() : checkName(opts.id, 'id')
+  const id = opts.id === undefined ? newJobId(now) : checkName(opts.id, 'id')
   const grp = opts.group === undefined ? null : checkName(opts.group, 'group')
   const priority = opts.priority ?? 0
   if (!Number.isSafeInteger(priority)) throw new JobsError('INVALID_OPTION', `priority: expected a whole number, got ${describe(priority)}`)
