@@ -11,7 +11,9 @@ import type Database from 'better-sqlite3'
 const LEASE_HELD = `exists (select 1 from jobs_lease
   where job = @seq and owner = @owner and attempt = @attempt and expires_at > @validAfter)`
 
+/** Literal state terms, so that SQLite can prove the partial indexes apply. */
 const RUNNABLE = `state in ('waiting', 'scheduled')`
+const ENDED = `state in ('done', 'failed', 'canceled')`
 
 export const SQL = {
   tablesPresent: `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease')`,
@@ -77,10 +79,10 @@ export const SQL = {
   writeStep: `insert into jobs_step (job, name, answer) select @seq, @name, @answer where ${LEASE_HELD}
     on conflict (job, name) do nothing`,
 
-  firstPrunable: `select 1 from jobs_job where queue = @queue and state = @state and finished_at < @before limit 1`,
+  firstPrunable: `select 1 from jobs_job where queue = @queue and ${ENDED} and state = @state and finished_at < @before limit 1`,
   /** Deletes up to @limit jobs of a queue that ended in @state before @before. */
   pruneEnded: `delete from jobs_job where seq in (select seq from jobs_job
-    where queue = @queue and state = @state and finished_at < @before limit @limit)`,
+    where queue = @queue and ${ENDED} and state = @state and finished_at < @before limit @limit)`,
 } as const
 
 export type StatementName = keyof typeof SQL
