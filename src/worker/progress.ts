@@ -1,51 +1,74 @@
 /**
- * Live progress of running jobs, kept in this process's memory only and never
- * written to the database (JOB-12). Watchers in this process subscribe here.
+ * Live progress of the runs of this process, kept in memory only and never
+ * written to the database (JOB-12). A run is named by its lease (owner, job,
+ * attempt), so a new attempt starts with no progress, and a watcher reads
+ * the progress of exactly the attempt the database says is running.
+ *
+ * Watchers of this process subscribe here directly; watchers of other
+ * processes subscribe through this process's progress channel
+ * (src/progress/channel.ts), which subscribes here for them.
  * @internal
  */
-type Listener = (progress: unknown) => void
 
-interface Entry {
-  progress: unknown
-  listeners: Set<Listener>
+/** Progress as kept: its JSON text (what crosses processes) and its parsed, frozen value (what watchers get). */
+export interface ProgressValue {
+  readonly json: string
+  readonly value: unknown
 }
 
-const entries = new Map<string, Entry>()
+type Listener = (progress: ProgressValue) => void
 
-export function progressKey(database: string, queue: string, seq: number): string {
-  return `${database}\u0000${queue}\u0000${seq}`
+const values = new Map<string, ProgressValue>()
+const listeners = new Map<string, Set<Listener>>()
+
+/** Names one run: the lease owner, the job's seq, the attempt. */
+export function runKey(owner: string, seq: number, attempt: number): string {
+  return `${owner}\u0000${seq}\u0000${attempt}`
 }
 
-export function publishProgress(key: string, progress: unknown): void {
-  const entry = entries.get(key)
-  if (entry) {
-    entry.progress = progress
-    for (const listener of entry.listeners) listener(progress)
-  } else if (progress !== null) {
-    entries.set(key, { progress, listeners: new Set() })
-  }
+/** Sets a run's progress from JSON text already checked against the 4 KiB limit, and tells its listeners at once. */
+export function publishProgress(key: string, json: string): void {
+  const progress = toProgressValue(json)
+  values.set(key, progress)
+  const set = listeners.get(key)
+  if (set) for (const listener of set) listener(progress)
 }
 
-export function currentProgress(key: string): unknown {
-  return entries.get(key)?.progress ?? null
+/**
+ * Forgets a run's progress when it ends. Listeners are not told: the end of
+ * the run is a change of the job's row, which watchers read from the
+ * database with the progress of whatever runs next.
+ */
+export function endProgress(key: string): void {
+  values.delete(key)
 }
 
-/** Forgets a run's progress when it ends; listeners are told it is null. */
-export function clearProgress(key: string): void {
-  const entry = entries.get(key)
-  if (!entry) return
-  entry.progress = null
-  for (const listener of entry.listeners) listener(null)
-  if (entry.listeners.size === 0) entries.delete(key)
+/** The run's progress, or undefined when it has set none (or is not a run of this process). */
+export function readProgress(key: string): ProgressValue | undefined {
+  return values.get(key)
 }
 
+/** Calls `listener` on every later progress of the run. Answers the unsubscribe. */
 export function subscribeProgress(key: string, listener: Listener): () => void {
-  let entry = entries.get(key)
-  if (!entry) entries.set(key, (entry = { progress: null, listeners: new Set() }))
-  const held = entry
-  held.listeners.add(listener)
+  let set = listeners.get(key)
+  if (!set) listeners.set(key, (set = new Set()))
+  set.add(listener)
+  const held = set
   return () => {
-    held.listeners.delete(listener)
-    if (held.listeners.size === 0 && held.progress === null) entries.delete(key)
+    held.delete(listener)
+    if (held.size === 0 && listeners.get(key) === held) listeners.delete(key)
   }
+}
+
+/** Parses progress JSON once and freezes it, since every watcher of the run shares the one value. */
+export function toProgressValue(json: string): ProgressValue {
+  return Object.freeze({ json, value: deepFreeze(JSON.parse(json)) })
+}
+
+function deepFreeze(value: unknown): unknown {
+  if (typeof value === 'object' && value !== null) {
+    for (const item of Object.values(value)) deepFreeze(item)
+    Object.freeze(value)
+  }
+  return value
 }

@@ -8,7 +8,7 @@ import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
 import { MAX_PROGRESS_BYTES, MAX_VALUE_BYTES } from '../limits.js'
 import { outcome, type Outcome } from './outcome.js'
-import { clearProgress, progressKey, publishProgress } from './progress.js'
+import { endProgress, publishProgress, runKey } from './progress.js'
 
 /** What a handler gets beside its job's value. */
 export interface Run {
@@ -81,7 +81,7 @@ export class RunContext implements Run {
     this.attempt = job.attempts
     this.attempts = job.maxAttempts
     this.signal = this.controller.signal
-    this.progressKey = progressKey(connection.key, queue, job.seq)
+    this.progressKey = runKey(owner, job.seq, job.attempts)
   }
 
   async step<A>(name: string, fn: () => A | Promise<A>): Promise<A> {
@@ -105,7 +105,7 @@ export class RunContext implements Run {
   setProgress(progress: unknown): void {
     const json = encodeJson(progress, 'progress', MAX_PROGRESS_BYTES)
     if (this.lost || this.signal.aborted) return
-    publishProgress(this.progressKey, JSON.parse(json as string))
+    publishProgress(this.progressKey, json as string)
   }
 
   fail(reason: string): Outcome {
@@ -135,7 +135,7 @@ export class RunContext implements Run {
 
   /** @internal */
   endProgress(): void {
-    clearProgress(this.progressKey)
+    endProgress(this.progressKey)
   }
 
   private assertHeld(): void {

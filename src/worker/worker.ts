@@ -19,6 +19,7 @@ import {
 import { positiveInteger, positiveMs, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../queue/wake.js'
 import { describe } from '../duration.js'
+import { progressChannel } from '../progress/channel.js'
 import { claimJobs } from './claim.js'
 import { findAbandoned, hasPrunable, pruneEnded, releaseAbandoned } from './maintenance.js'
 import { timeoutError, transitionFor, type Outcome, type RunEnd } from './outcome.js'
@@ -214,7 +215,7 @@ class QueueWorker implements Worker {
       claimed = this.connection.immediate(() => {
         recordEnds(this.connection, ends, now)
         if (free <= 0) return []
-        return claimJobs(this.connection, this.definition, { limit: free, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: null })
+        return claimJobs(this.connection, this.definition, { limit: free, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: progressChannel() })
       })
     } catch (error) {
       this.pendingEnds.unshift(...ends)

@@ -1,0 +1,156 @@
+/**
+ * Reading jobs as snapshots: the row, `ahead` for a waiting job, and the
+ * running attempt's live progress.
+ */
+import { connectionOf, type Connection, type SyncDatabase } from '../connection.js'
+import { checkName } from '../json.js'
+import { MAX_AHEAD } from '../limits.js'
+import { readRemoteProgress } from '../progress/remote.js'
+import { isOwnChannel } from '../progress/channel.js'
+import { readStatements } from '../sql/read.js'
+import type { JobSnapshot, JobState } from '../types.js'
+import { readProgress, runKey, type ProgressValue } from '../worker/progress.js'
+import type { Queue } from './define.js'
+
+/** A job's row with its lease, as the read statements answer it. @internal */
+export interface JobRow {
+  seq: number
+  queue: string
+  id: string
+  grp: string | null
+  state: JobState
+  priority: number
+  runAt: number
+  attempts: number
+  maxAttempts: number
+  createdAt: number
+  finishedAt: number | null
+  error: string | null
+  result: string | null
+  owner: string | null
+  leaseAttempt: number | null
+  channel: string | null
+}
+
+/**
+ * getJob answers the job of `queue` with this `id` as it is now, or
+ * undefined when the queue holds no such job. Synchronous, like `enqueue`.
+ *
+ * `ahead` is counted for a waiting job (up to 10,000); `progress` is the
+ * running attempt's progress as this process knows it: set by a run of this
+ * process, or received for a job that a `watch` in this process follows.
+ * For progress set in another process, watch the job.
+ *
+ * Throws INVALID_OPTION for an empty id, TOO_LARGE for one over 1,024
+ * bytes, SCHEMA_MISSING when the tables were not migrated.
+ *
+ * @example
+ * const job = getJob(db, replies, `reply:${messageId}`)
+ * if (job?.state === 'failed') console.log(job.error)
+ */
+export function getJob<Result = unknown>(db: SyncDatabase, queue: Queue<any>, id: string): JobSnapshot<Result> | undefined {
+  const connection = connectionOf(db)
+  checkName(id, 'id')
+  return readStatements(connection).snapshot(() => {
+    const row = readJobRow(connection, queue.name, id)
+    if (!row) return undefined
+    const ahead = row.state === 'waiting' ? countAhead(connection, row) : null
+    const key = runKeyOf(row)
+    return toSnapshot<Result>(row, ahead, key === null ? undefined : progressOf(key, row.channel))
+  })
+}
+
+/** @internal */
+export function readJobRow(connection: Connection, queue: string, id: string): JobRow | undefined {
+  return readStatements(connection).statements.jobById.get(queue, id) as JobRow | undefined
+}
+
+/** The rows of many jobs in one statement. @internal */
+export function readJobRows(connection: Connection, seqs: readonly number[]): JobRow[] {
+  return readStatements(connection).statements.jobsBySeq.all(JSON.stringify(seqs)) as JobRow[]
+}
+
+/** How many runnable jobs (waiting, or scheduled and due) of the job's queue come before it in claim order, up to 10,000. @internal */
+export function countAhead(connection: Connection, row: JobRow, now = Date.now()): number {
+  return readStatements(connection).statements.countAhead.get({ queue: row.queue, priority: row.priority, runAt: row.runAt, seq: row.seq, now, limit: MAX_AHEAD }) as number
+}
+
+/**
+ * `ahead` for many waiting jobs of one queue at once: sorted in claim order,
+ * each one's count is the previous one's plus the jobs between them, so the
+ * index is walked at most 10,000 entries (plus one per job) in all, however
+ * many jobs are asked about. Answers the counts by seq.
+ * @internal
+ */
+export function countAheadOfMany(connection: Connection, rows: readonly JobRow[], now = Date.now()): Map<number, number> {
+  const counts = new Map<number, number>()
+  const sorted = [...rows].sort(byClaimOrder)
+  const { countAheadFrom } = readStatements(connection).statements
+  let previous: JobRow | undefined
+  let ahead = 0
+  for (const row of sorted) {
+    if (previous === undefined) {
+      ahead = countAhead(connection, row, now)
+    } else if (ahead < MAX_AHEAD && previous.seq !== row.seq) {
+      ahead += countAheadFrom.get({
+        queue: row.queue,
+        fromPriority: previous.priority,
+        fromRunAt: previous.runAt,
+        fromSeq: previous.seq,
+        priority: row.priority,
+        runAt: row.runAt,
+        seq: row.seq,
+        now,
+        limit: MAX_AHEAD - ahead,
+      }) as number
+    }
+    counts.set(row.seq, ahead)
+    previous = row
+  }
+  return counts
+}
+
+function byClaimOrder(a: JobRow, b: JobRow): number {
+  return a.priority - b.priority || a.runAt - b.runAt || a.seq - b.seq
+}
+
+/** The run whose progress a snapshot of this row shows: the attempt holding the lease, or null when none runs. @internal */
+export function runKeyOf(row: JobRow): string | null {
+  if (row.state !== 'running' || row.owner === null || row.leaseAttempt !== row.attempts) return null
+  return runKey(row.owner, row.seq, row.leaseAttempt)
+}
+
+/** A run's progress as this process knows it: its own runs' directly, other processes' as received through their channel. @internal */
+export function progressOf(key: string, channel: string | null): ProgressValue | undefined {
+  const local = readProgress(key)
+  if (local !== undefined || channel === null || isOwnChannel(channel)) return local
+  return readRemoteProgress(channel, key)
+}
+
+/** @internal */
+export function toSnapshot<Result = unknown>(row: JobRow, ahead: number | null, progress: ProgressValue | undefined): JobSnapshot<Result> {
+  return {
+    id: row.id,
+    queue: row.queue,
+    group: row.grp,
+    state: row.state,
+    ahead,
+    progress: progress === undefined ? null : progress.value,
+    attempt: row.attempts,
+    attempts: row.maxAttempts,
+    runAt: new Date(row.runAt),
+    createdAt: new Date(row.createdAt),
+    finishedAt: row.finishedAt === null ? null : new Date(row.finishedAt),
+    error: row.error,
+    result: row.result === null ? null : (parseResult(row.result) as Result),
+  }
+}
+
+/** A result is JSON when the engine wrote it; a producer in another language may have written plain text, kept as such. */
+function parseResult(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}

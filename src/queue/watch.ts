@@ -1,0 +1,415 @@
+/**
+ * Watching jobs: `watch` yields a job's snapshot now and on every change.
+ *
+ * All the watchers of one connection share one refresher (WatchedConnection):
+ * in-process changes (wake.ts) refresh the watchers of their queue at once,
+ * synchronously after the commit; other processes' commits are found by one
+ * `PRAGMA data_version` check per connection per poll interval, and then
+ * every watcher of the connection is refreshed with one statement for all
+ * their rows plus the `ahead` counts of the waiting ones. Progress needs no
+ * poll: watchers subscribe to the running attempt, in this process or
+ * through its process's channel.
+ */
+import { connectionOf, isBusy, type Connection, type SyncDatabase } from '../connection.js'
+import { describe } from '../duration.js'
+import { JobsError } from '../errors.js'
+import { checkName } from '../json.js'
+import { DEFAULT_POLL_INTERVAL_MS } from '../limits.js'
+import { isOwnChannel } from '../progress/channel.js'
+import { subscribeRemoteProgress } from '../progress/remote.js'
+import { readStatements } from '../sql/read.js'
+import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
+import { subscribeProgress, type ProgressValue } from '../worker/progress.js'
+import type { Queue } from './define.js'
+import { countAhead, countAheadOfMany, progressOf, readJobRow, readJobRows, runKeyOf, toSnapshot, type JobRow } from './read.js'
+import { onJobsChanged } from './wake.js'
+
+/** The options of {@link watch}. */
+export interface WatchOptions {
+  /** Ends the watch when aborted: the iterator returns, and everything it held is freed. */
+  signal?: AbortSignal
+}
+
+/** What {@link watch} answers: an async iterator of snapshots, to use with `for await`. */
+export interface JobWatch<Result = unknown> extends AsyncIterableIterator<JobSnapshot<Result>> {
+  /** Ends the watch now and frees what it held, as `break` in a `for await` does. */
+  return(): Promise<IteratorResult<JobSnapshot<Result>, undefined>>
+}
+
+/**
+ * watch follows the job of `queue` with this `id`: it yields the job as it
+ * is now, then again each time it changes — its state, attempt, `ahead`,
+ * progress, error — and ends after yielding an ended state (`done`,
+ * `failed`, `canceled`) (JOB-11). Changes made in this process arrive at
+ * once; changes made by other processes within the poll interval (50 ms),
+ * found by one cheap check per connection, not per watcher. Progress set in
+ * another process on this host arrives at once through its progress channel.
+ *
+ * A consumer that falls behind gets every change of state; of a run of
+ * changes to `ahead` or progress alone it gets the latest.
+ *
+ * Throws NOT_FOUND at once when the queue holds no such job (and the
+ * iterator throws NOT_FOUND if the job is deleted while watched);
+ * INVALID_OPTION for a bad id or option; SCHEMA_MISSING when the tables
+ * were not migrated. An aborted `signal`, `break` or `return()` ends it and
+ * frees everything it held.
+ *
+ * @example
+ * for await (const job of watch(db, replies, `reply:${messageId}`, { signal })) {
+ *   send({ state: job.state, ahead: job.ahead, progress: job.progress })
+ * }
+ */
+export function watch<Result = unknown>(db: SyncDatabase, queue: Queue<any>, id: string, options: WatchOptions = {}): JobWatch<Result> {
+  const connection = connectionOf(db)
+  checkName(id, 'id')
+  if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `watch options: expected an object, got ${describe(options)}`)
+  for (const key of Object.keys(options)) {
+    if (key !== 'signal') throw new JobsError('INVALID_OPTION', `${key}: not an option of watch (known: signal)`)
+  }
+  const signal = options.signal
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new JobsError('INVALID_OPTION', `signal: expected an AbortSignal, got ${describe(signal)}`)
+  // The refresher reads data_version before the job is read, so a commit by another process in between is not missed.
+  const watched = watchedConnection(connection)
+  const row = readStatements(connection).snapshot(() => {
+    const found = readJobRow(connection, queue.name, id)
+    return found && { row: found, ahead: found.state === 'waiting' ? countAhead(connection, found) : null }
+  })
+  if (!row) {
+    watched.releaseIfIdle()
+    throw new JobsError('NOT_FOUND', `queue '${queue.name}' holds no job with id '${id}'`)
+  }
+  return new JobWatcher<Result>(watched, row.row, row.ahead, signal)
+}
+
+/** Watchers, and connections with a refresher, in this process. @internal for tests that check a watch frees everything. */
+export function activeWatchers(): { watchers: number; connections: number } {
+  let watchers = 0
+  for (const watched of watchedConnections) watchers += watched.size
+  return { watchers, connections: watchedConnections.size }
+}
+
+const refreshers = new WeakMap<Connection, WatchedConnection>()
+const watchedConnections = new Set<WatchedConnection>()
+
+function watchedConnection(connection: Connection): WatchedConnection {
+  let watched = refreshers.get(connection)
+  if (!watched) refreshers.set(connection, (watched = new WatchedConnection(connection)))
+  return watched
+}
+
+/** Retries a refresh that met a busy database after this long. */
+const BUSY_RETRY_MS = 5
+
+/** The one refresher of a connection's watchers. */
+class WatchedConnection {
+  private readonly byQueue = new Map<string, Set<JobWatcher<unknown>>>()
+  private readonly dirtyQueues = new Set<string>()
+  private allDirty = false
+  private deferred = false
+  private lastDataVersion = 0
+  private timer: NodeJS.Timeout | null = null
+  private unsubscribe: (() => void) | null = null
+  size = 0
+
+  constructor(readonly connection: Connection) {
+    this.start()
+  }
+
+  add(watcher: JobWatcher<unknown>): void {
+    let set = this.byQueue.get(watcher.queue)
+    if (!set) this.byQueue.set(watcher.queue, (set = new Set()))
+    set.add(watcher)
+    this.size++
+    this.start()
+  }
+
+  remove(watcher: JobWatcher<unknown>): void {
+    const set = this.byQueue.get(watcher.queue)
+    if (set?.delete(watcher)) {
+      if (set.size === 0) this.byQueue.delete(watcher.queue)
+      this.size--
+    }
+    this.releaseIfIdle()
+  }
+
+  /** With no watcher left, stops polling and listening. */
+  releaseIfIdle(): void {
+    if (this.size > 0) return
+    if (this.timer) clearInterval(this.timer)
+    this.unsubscribe?.()
+    this.timer = null
+    this.unsubscribe = null
+    watchedConnections.delete(this)
+    refreshers.delete(this.connection)
+  }
+
+  private start(): void {
+    if (this.timer) return
+    watchedConnections.add(this)
+    refreshers.set(this.connection, this)
+    this.lastDataVersion = this.connection.sql.dataVersion.get() as number
+    this.timer = setInterval(() => this.poll(), DEFAULT_POLL_INTERVAL_MS)
+    this.unsubscribe = onJobsChanged(this.connection.key, (queue) => {
+      if (!this.byQueue.has(queue)) return
+      this.dirtyQueues.add(queue)
+      this.refresh()
+    })
+  }
+
+  private poll(): void {
+    let version: number
+    try {
+      version = this.connection.sql.dataVersion.get() as number
+    } catch (error) {
+      if (!isBusy(error)) this.failAll(error)
+      return
+    }
+    if (version === this.lastDataVersion) return
+    this.lastDataVersion = version
+    this.allDirty = true
+    this.refresh()
+  }
+
+  /** Reads every dirty watcher's job in one read transaction and hands each watcher its row. */
+  private refresh(): void {
+    // Inside a transaction of this connection the reads would see uncommitted rows (an enqueue that may yet roll back): wait for its end.
+    if (this.connection.client.inTransaction) return this.refreshLater()
+    const watchers: JobWatcher<unknown>[] = []
+    for (const [queue, set] of this.byQueue) {
+      if (this.allDirty || this.dirtyQueues.has(queue)) for (const watcher of set) watchers.push(watcher)
+    }
+    this.allDirty = false
+    this.dirtyQueues.clear()
+    if (watchers.length === 0) return
+    let rows: Map<number, JobRow>
+    let aheads: Map<number, number>
+    try {
+      ;({ rows, aheads } = readStatements(this.connection).snapshot(() => this.read(watchers)))
+    } catch (error) {
+      if (!isBusy(error)) return this.failAll(error)
+      for (const watcher of watchers) this.dirtyQueues.add(watcher.queue)
+      return this.refreshLater(BUSY_RETRY_MS)
+    }
+    for (const watcher of watchers) {
+      const row = rows.get(watcher.seq)
+      if (row && row.id === watcher.id && row.queue === watcher.queue) watcher.update(row, aheads.get(row.seq) ?? null)
+      else watcher.fail(new JobsError('NOT_FOUND', `job '${watcher.id}' of queue '${watcher.queue}' was deleted while watched`))
+    }
+  }
+
+  private read(watchers: readonly JobWatcher<unknown>[]): { rows: Map<number, JobRow>; aheads: Map<number, number> } {
+    const rows = new Map<number, JobRow>()
+    for (const row of readJobRows(this.connection, [...new Set(watchers.map((watcher) => watcher.seq))])) rows.set(row.seq, row)
+    const waitingByQueue = new Map<string, JobRow[]>()
+    for (const row of rows.values()) {
+      if (row.state !== 'waiting') continue
+      const list = waitingByQueue.get(row.queue)
+      if (list) list.push(row)
+      else waitingByQueue.set(row.queue, [row])
+    }
+    const aheads = new Map<number, number>()
+    for (const list of waitingByQueue.values()) {
+      for (const [seq, ahead] of countAheadOfMany(this.connection, list)) aheads.set(seq, ahead)
+    }
+    return { rows, aheads }
+  }
+
+  private refreshLater(ms = 0): void {
+    if (this.deferred) return
+    this.deferred = true
+    const retry = (): void => {
+      this.deferred = false
+      if (this.size > 0) this.refresh()
+    }
+    if (ms === 0) setImmediate(retry)
+    else setTimeout(retry, ms)
+  }
+
+  private failAll(error: unknown): void {
+    for (const set of [...this.byQueue.values()]) for (const watcher of [...set]) watcher.fail(error)
+  }
+}
+
+interface Buffered<Result> {
+  snapshot: JobSnapshot<Result>
+  /** Differs from the snapshot before it only in `ahead` or progress: a later such change may replace it. */
+  minor: boolean
+}
+
+/** One watch: the job's last state, the progress subscription of its running attempt, and the snapshots not yet taken. */
+class JobWatcher<Result> implements JobWatch<Result> {
+  readonly seq: number
+  readonly id: string
+  readonly queue: string
+  private row: JobRow
+  private ahead: number | null
+  private progress: ProgressValue | undefined
+  private runKey: string | null = null
+  private unsubscribeProgress: (() => void) | null = null
+  private readonly buffer: Buffered<Result>[] = []
+  private waiting: { resolve: (result: IteratorResult<JobSnapshot<Result>, undefined>) => void; reject: (error: unknown) => void } | null = null
+  private failure: { error: unknown } | null = null
+  private attached = true
+
+  constructor(
+    private readonly watched: WatchedConnection,
+    row: JobRow,
+    ahead: number | null,
+    private readonly signal: AbortSignal | undefined,
+  ) {
+    this.seq = row.seq
+    this.id = row.id
+    this.queue = row.queue
+    this.row = row
+    this.ahead = ahead
+    if (signal?.aborted) {
+      this.attached = false
+      watched.remove(this as JobWatcher<unknown>)
+      return
+    }
+    this.followRun(row)
+    this.emit(false)
+    if (!this.attached) return
+    watched.add(this as JobWatcher<unknown>)
+    signal?.addEventListener('abort', this.onAbort, { once: true })
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this
+  }
+
+  next(): Promise<IteratorResult<JobSnapshot<Result>, undefined>> {
+    const buffered = this.buffer.shift()
+    if (buffered) return Promise.resolve({ value: buffered.snapshot, done: false })
+    if (this.failure) {
+      const { error } = this.failure
+      this.failure = null
+      return Promise.reject(error)
+    }
+    if (!this.attached) return Promise.resolve({ value: undefined, done: true })
+    if (this.waiting) return Promise.reject(new JobsError('INVALID_OPTION', 'watch: next() was called again before the previous call settled'))
+    return new Promise((resolve, reject) => {
+      this.waiting = { resolve, reject }
+    })
+  }
+
+  return(): Promise<IteratorResult<JobSnapshot<Result>, undefined>> {
+    this.close()
+    return Promise.resolve({ value: undefined, done: true })
+  }
+
+  /** A fresh row from the refresher. @internal */
+  update(row: JobRow, ahead: number | null): void {
+    if (!this.attached) return
+    const previous = this.row
+    const previousAhead = this.ahead
+    const previousProgress = this.progress?.json ?? 'null'
+    this.row = row
+    this.ahead = ahead
+    this.followRun(row)
+    const major = !sameRun(previous, row)
+    if (major || previousAhead !== ahead || previousProgress !== (this.progress?.json ?? 'null')) this.emit(!major)
+  }
+
+  /** Ends the watch with an error, after the snapshots already taken. @internal */
+  fail(error: unknown): void {
+    if (!this.attached) return
+    if (this.waiting) {
+      const { reject } = this.waiting
+      this.waiting = null
+      reject(error)
+    } else {
+      this.failure = { error }
+    }
+    this.detach()
+  }
+
+  private readonly onAbort = (): void => this.close()
+
+  /** Subscribes to the progress of the attempt the row says is running, and drops the previous one's. */
+  private followRun(row: JobRow): void {
+    const key = runKeyOf(row)
+    if (key === this.runKey) return
+    const previous = this.unsubscribeProgress
+    this.runKey = key
+    this.unsubscribeProgress = null
+    this.progress = undefined
+    if (key !== null) {
+      const onProgress = (progress: ProgressValue): void => this.progressed(key, progress)
+      const local = subscribeProgress(key, onProgress)
+      const channel = row.channel
+      const remote = channel !== null && !isOwnChannel(channel) ? subscribeRemoteProgress(channel, key, onProgress) : null
+      this.unsubscribeProgress = () => {
+        local()
+        remote?.()
+      }
+      this.progress = progressOf(key, channel)
+    }
+    previous?.()
+  }
+
+  private progressed(key: string, progress: ProgressValue): void {
+    if (!this.attached || key !== this.runKey || progress.json === (this.progress?.json ?? 'null')) return
+    this.progress = progress
+    this.emit(true)
+  }
+
+  private emit(minor: boolean): void {
+    const snapshot = toSnapshot<Result>(this.row, this.ahead, this.progress)
+    const ended = ENDED_STATES.includes(snapshot.state as EndedState)
+    if (this.waiting) {
+      const { resolve } = this.waiting
+      this.waiting = null
+      resolve({ value: snapshot, done: false })
+    } else {
+      const last = this.buffer[this.buffer.length - 1]
+      if (minor && last?.minor) last.snapshot = snapshot
+      else this.buffer.push({ snapshot, minor })
+    }
+    if (ended) this.detach()
+  }
+
+  /** Ends the watch: the snapshots not yet taken are dropped. */
+  private close(): void {
+    this.buffer.length = 0
+    this.failure = null
+    this.detach()
+  }
+
+  /** Lets go of the refresher, the progress subscription and the signal; a pending next() ends. */
+  private detach(): void {
+    if (!this.attached) {
+      this.settleWaiting()
+      return
+    }
+    this.attached = false
+    this.watched.remove(this as JobWatcher<unknown>)
+    this.unsubscribeProgress?.()
+    this.unsubscribeProgress = null
+    this.runKey = null
+    this.signal?.removeEventListener('abort', this.onAbort)
+    this.settleWaiting()
+  }
+
+  private settleWaiting(): void {
+    if (this.waiting && this.buffer.length === 0 && !this.failure) {
+      const { resolve } = this.waiting
+      this.waiting = null
+      resolve({ value: undefined, done: true })
+    }
+  }
+}
+
+/** Whether two rows of a job show the same snapshot but for `ahead` and progress. */
+function sameRun(a: JobRow, b: JobRow): boolean {
+  return (
+    a.state === b.state &&
+    a.attempts === b.attempts &&
+    a.maxAttempts === b.maxAttempts &&
+    a.runAt === b.runAt &&
+    a.finishedAt === b.finishedAt &&
+    a.error === b.error &&
+    a.result === b.result &&
+    a.grp === b.grp
+  )
+}
