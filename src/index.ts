@@ -17,6 +17,11 @@ export type { Handler, WorkOptions, Worker } from './worker/worker.js'
 export type { Run } from './worker/run.js'
 export type { Outcome } from './worker/outcome.js'
 
+/** Reading and watching jobs: snapshots with `ahead` and live progress. Server-sent events are in `drizzle-jobs/sse`. */
+export { getJob } from './queue/read.js'
+export { watch } from './queue/watch.js'
+export type { JobWatch, WatchOptions } from './queue/watch.js'
+
 /** Errors, and the shared types. */
 export { JobsError, isJobsError } from './errors.js'
 export type { JobsErrorCode } from './errors.js'
