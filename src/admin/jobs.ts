@@ -1,0 +1,79 @@
+/**
+ * Acting on one job: cancel it, or run a failed or canceled one again.
+ * Each call is one short write transaction.
+ */
+import { connectionOf, type SyncDatabase } from '../connection.js'
+import { checkName } from '../json.js'
+import { jobsChanged } from '../queue/wake.js'
+import { adminStatements } from '../sql/admin.js'
+import type { JobState } from '../types.js'
+import { notFound, queueNameOf, type QueueRef } from './ref.js'
+
+/**
+ * cancel ends a job `canceled`. A waiting or scheduled job never runs. A
+ * running job loses its lease and its steps in the same transaction: its
+ * `run.signal` aborts at once in this process and within the worker's
+ * `pollInterval` in any other, and whatever the run does afterwards (a step,
+ * its outcome) is refused by the lease fence (JOB-16). No step row outlives
+ * the job (JOB-14).
+ *
+ * Answers true when this call canceled the job, false when it had already
+ * ended (`done`, `failed`, `canceled`), which it leaves as it was.
+ *
+ * Throws NOT_FOUND for an id the queue does not hold, INVALID_OPTION or
+ * TOO_LARGE for a bad queue name or id, SCHEMA_MISSING when the tables were
+ * not migrated.
+ *
+ * @example
+ * if (!cancel(db, replies, `reply:${messageId}`)) console.log('it had already ended')
+ */
+export function cancel(db: SyncDatabase, queue: QueueRef, id: string): boolean {
+  const name = queueNameOf(queue)
+  checkName(id, 'id')
+  const connection = connectionOf(db)
+  const sql = adminStatements(connection)
+  const previous = connection.immediate(() => {
+    const job = sql.findJob.get(name, id) as { seq: number; state: JobState } | undefined
+    if (!job) throw notFound(name, id)
+    if (sql.cancelJob.run({ seq: job.seq, now: Date.now() }).changes === 0) return null
+    connection.sql.deleteLease.run(job.seq)
+    connection.sql.deleteSteps.run(job.seq)
+    return job.state
+  })
+  if (previous === null) return false
+  jobsChanged(connection.key, name, previous === 'running' ? 'revoked' : 'ended')
+  return true
+}
+
+/**
+ * retryJob runs a `failed` or `canceled` job again: it becomes `waiting`
+ * with fresh attempts (0 counted of its `max_attempts`), due now, with its
+ * error, result and finish time cleared and no step of its old runs kept,
+ * so every step runs again. Workers in this process wake at once; workers
+ * elsewhere find it within their `pollInterval`.
+ *
+ * Answers true when this call put the job back, false when it is in any
+ * other state (waiting, scheduled, running, done), which it leaves as it was.
+ *
+ * Throws NOT_FOUND for an id the queue does not hold (a pruned job cannot
+ * be retried), INVALID_OPTION or TOO_LARGE for a bad queue name or id,
+ * SCHEMA_MISSING when the tables were not migrated.
+ *
+ * @example
+ * for (const job of listJobs(db, { queue: replies, state: 'failed' }).jobs) retryJob(db, replies, job.id)
+ */
+export function retryJob(db: SyncDatabase, queue: QueueRef, id: string): boolean {
+  const name = queueNameOf(queue)
+  checkName(id, 'id')
+  const connection = connectionOf(db)
+  const sql = adminStatements(connection)
+  const retried = connection.immediate(() => {
+    const job = sql.findJob.get(name, id) as { seq: number; state: JobState } | undefined
+    if (!job) throw notFound(name, id)
+    if (sql.retryJob.run({ seq: job.seq, now: Date.now() }).changes === 0) return false
+    connection.sql.deleteSteps.run(job.seq)
+    return true
+  })
+  if (retried) jobsChanged(connection.key, name, 'added')
+  return retried
+}

@@ -1,0 +1,268 @@
+/** Reading jobs for operators: a keyset-paginated listing, and one job in full. */
+import { connectionOf, type SyncDatabase } from '../connection.js'
+import { describe } from '../duration.js'
+import { JobsError } from '../errors.js'
+import { checkName } from '../json.js'
+import { adminStatements, type AdminStatements } from '../sql/admin.js'
+import type { JobState } from '../types.js'
+import { queueNameOf, type QueueRef } from './ref.js'
+
+/** A job's row as the admin API shows it. */
+export interface JobRecord {
+  /** The job's place in add order (`jobs_job.seq`). */
+  seq: number
+  queue: string
+  id: string
+  group: string | null
+  /** The job's value; a value that is not JSON (written by hand) is given as its text. */
+  value: unknown
+  state: JobState
+  priority: number
+  /** Attempts counted so far (runs started). */
+  attempt: number
+  /** Attempts the job gets before it fails for good. */
+  attempts: number
+  runAt: Date
+  createdAt: Date
+  finishedAt: Date | null
+  error: string | null
+  /** The stack of the error that ended its last failed run, where there was one. */
+  errorStack: string | null
+  result: unknown
+}
+
+/** A job with what only its detail shows: its kept steps, and its lease while it runs. */
+export interface JobDetail extends JobRecord {
+  /** The steps kept so far, in the order they finished (none once the job has ended). */
+  steps: { name: string; answer: unknown }[]
+  /** Who runs it, which attempt, until when; null unless it is running. */
+  lease: { owner: string; attempt: number; expiresAt: Date } | null
+}
+
+/** What {@link listJobs} selects. Every filter is optional. */
+export interface ListJobsOptions {
+  queue?: QueueRef
+  state?: JobState
+  group?: string
+  /** Only the job with this id (one per queue at most). */
+  id?: string
+  /** Jobs per page, 1 to 1,000. Defaults to 50. */
+  limit?: number
+  /** The `next` of the page before, to get the page after it. */
+  cursor?: string
+}
+
+/** One page of {@link listJobs}: its jobs, and the cursor of the next page, or null after the last. */
+export interface JobPage {
+  jobs: JobRecord[]
+  next: string | null
+}
+
+/** @internal */
+export const DEFAULT_LIST_LIMIT = 50
+/** @internal */
+export const MAX_LIST_LIMIT = 1_000
+
+const STATES: readonly JobState[] = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled']
+const LIST_OPTIONS = new Set(['queue', 'state', 'group', 'id', 'limit', 'cursor'])
+
+/** How each listing orders its jobs, and the sort key a cursor carries. */
+type Listing = 'waiting' | 'scheduled' | 'running' | 'ended' | 'newest'
+
+/**
+ * listJobs answers one page of jobs, and a cursor to the next. Pages are
+ * cut by keyset, not by offset, over the index that serves the listing, so
+ * a page is as fast deep in a million jobs as at the start, and jobs added
+ * meanwhile neither shift nor repeat a page.
+ *
+ * Order, with a queue and a state: waiting jobs in claim order (priority,
+ * run_at, seq: the order workers take them, JOB-17); scheduled jobs by the
+ * time they run; running jobs newest first; ended jobs most recently ended
+ * first. Otherwise newest added first (without a queue, the pages walk
+ * every job, which is slower on a large table). A `group` filter is applied
+ * on the way. With an `id`, the page holds that job of each queue selected.
+ *
+ * Throws INVALID_OPTION for an unknown state, a limit out of range or a
+ * cursor that is not the `next` of the same listing; SCHEMA_MISSING when the
+ * tables were not migrated.
+ *
+ * @example
+ * let cursor: string | undefined
+ * do {
+ *   const page = listJobs(db, { queue: replies, state: 'failed', cursor })
+ *   for (const job of page.jobs) console.log(job.id, job.error)
+ *   cursor = page.next ?? undefined
+ * } while (cursor)
+ */
+export function listJobs(db: SyncDatabase, options: ListJobsOptions = {}): JobPage {
+  if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
+  for (const key of Object.keys(options)) {
+    if (!LIST_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of listJobs (known: ${[...LIST_OPTIONS].join(', ')})`)
+  }
+  const queue = options.queue === undefined ? null : queueNameOf(options.queue)
+  const state = options.state ?? null
+  if (state !== null && !STATES.includes(state)) {
+    throw new JobsError('INVALID_OPTION', `state: expected one of ${STATES.join(', ')}, got ${describe(state)}`)
+  }
+  const grp = options.group === undefined ? null : checkName(options.group, 'group')
+  const limit = options.limit ?? DEFAULT_LIST_LIMIT
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+    throw new JobsError('INVALID_OPTION', `limit: expected a whole number from 1 to ${MAX_LIST_LIMIT}, got ${describe(limit)}`)
+  }
+  const connection = connectionOf(db)
+  const sql = adminStatements(connection)
+  if (options.id !== undefined) return { jobs: findById(sql, queue, checkName(options.id, 'id'), state, grp), next: null }
+
+  const listing: Listing =
+    queue === null || state === null ? 'newest' : state === 'waiting' || state === 'scheduled' || state === 'running' ? state : 'ended'
+  const keys = options.cursor === undefined ? firstKeys(listing) : decodeCursor(options.cursor, listing)
+  const params = { queue, state, grp, limit: limit + 1, k1: keys[0], k2: keys[1], k3: keys[2] }
+  const statement = {
+    waiting: sql.listWaiting,
+    scheduled: sql.listScheduled,
+    running: sql.listRunning,
+    ended: sql.listEnded,
+    newest: sql.listNewest,
+  }[listing]
+  const rows = statement.all(params) as JobRow[]
+  const more = rows.length > limit
+  const jobs = rows.slice(0, limit).map(toRecord)
+  const last = rows[limit - 1]
+  return { jobs, next: more && last ? encodeCursor(listing, lastKeys(listing, last)) : null }
+}
+
+/**
+ * inspectJob answers one job in full: its row, its kept steps and its lease,
+ * read in one snapshot; undefined for an id the queue does not hold.
+ *
+ * Throws INVALID_OPTION or TOO_LARGE for a bad queue name or id,
+ * SCHEMA_MISSING when the tables were not migrated.
+ *
+ * @example
+ * const job = inspectJob(db, replies, 'reply:42')
+ * if (job?.state === 'failed') console.error(job.errorStack ?? job.error)
+ */
+export function inspectJob(db: SyncDatabase, queue: QueueRef, id: string): JobDetail | undefined {
+  const name = queueNameOf(queue)
+  checkName(id, 'id')
+  const connection = connectionOf(db)
+  const sql = adminStatements(connection)
+  const read = () => {
+    const row = sql.jobRecord.get(name, id) as JobRow | undefined
+    if (!row) return undefined
+    const steps = (sql.jobSteps.all(row.seq) as { name: string; answer: string | null }[]).map((step) => ({ name: step.name, answer: parseJson(step.answer) }))
+    const lease = sql.jobLease.get(row.seq) as { owner: string; attempt: number; expiresAt: number } | undefined
+    return { ...toRecord(row), steps, lease: lease ? { owner: lease.owner, attempt: lease.attempt, expiresAt: new Date(lease.expiresAt) } : null }
+  }
+  return connection.client.inTransaction ? read() : connection.client.transaction(read).deferred()
+}
+
+function findById(sql: AdminStatements, queue: string | null, id: string, state: JobState | null, grp: string | null): JobRecord[] {
+  const queues = queue === null ? (sql.queueNames.all() as string[]) : [queue]
+  return queues
+    .map((name) => sql.jobRecord.get(name, id) as JobRow | undefined)
+    .filter((row): row is JobRow => row !== undefined && (state === null || row.state === state) && (grp === null || row.grp === grp))
+    .map(toRecord)
+}
+
+/** @internal */
+export interface JobRow {
+  seq: number
+  queue: string
+  id: string
+  grp: string | null
+  value: string
+  state: JobState
+  priority: number
+  attempts: number
+  maxAttempts: number
+  runAt: number
+  createdAt: number
+  finishedAt: number | null
+  error: string | null
+  errorStack: string | null
+  result: string | null
+}
+
+/** @internal */
+export function toRecord(row: JobRow): JobRecord {
+  return {
+    seq: row.seq,
+    queue: row.queue,
+    id: row.id,
+    group: row.grp,
+    value: parseJson(row.value),
+    state: row.state,
+    priority: row.priority,
+    attempt: row.attempts,
+    attempts: row.maxAttempts,
+    runAt: new Date(row.runAt),
+    createdAt: new Date(row.createdAt),
+    finishedAt: row.finishedAt === null ? null : new Date(row.finishedAt),
+    error: row.error,
+    errorStack: row.errorStack,
+    result: parseJson(row.result),
+  }
+}
+
+function parseJson(text: string | null): unknown {
+  if (text === null) return null
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+type Keys = [number, number?, number?]
+
+/** Keys that sort before (or, for descending listings, after) every row. */
+function firstKeys(listing: Listing): Keys {
+  switch (listing) {
+    case 'waiting':
+      return [-Infinity, -Infinity, -Infinity]
+    case 'scheduled':
+      return [-Infinity, -Infinity]
+    case 'ended':
+      return [Infinity, Infinity]
+    default:
+      return [Infinity]
+  }
+}
+
+function lastKeys(listing: Listing, row: JobRow): Keys {
+  switch (listing) {
+    case 'waiting':
+      return [row.priority, row.runAt, row.seq]
+    case 'scheduled':
+      return [row.runAt, row.seq]
+    case 'ended':
+      return [row.finishedAt ?? 0, row.seq]
+    default:
+      return [row.seq]
+  }
+}
+
+const KEY_COUNT: Record<Listing, number> = { waiting: 3, scheduled: 2, running: 1, ended: 2, newest: 1 }
+
+function encodeCursor(listing: Listing, keys: Keys): string {
+  return Buffer.from(JSON.stringify([listing, ...keys])).toString('base64url')
+}
+
+function decodeCursor(cursor: unknown, listing: Listing): Keys {
+  let parsed: unknown
+  try {
+    parsed = typeof cursor === 'string' ? JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) : undefined
+  } catch {
+    parsed = undefined
+  }
+  if (
+    !Array.isArray(parsed) ||
+    parsed[0] !== listing ||
+    parsed.length !== KEY_COUNT[listing] + 1 ||
+    !parsed.slice(1).every((key) => typeof key === 'number' && Number.isFinite(key))
+  ) {
+    throw new JobsError('INVALID_OPTION', 'cursor: not the `next` of a page of this same listing (same queue and state); start again without a cursor')
+  }
+  return parsed.slice(1) as Keys
+}
