@@ -17,6 +17,16 @@ export type { Handler, WorkOptions, Worker } from './worker/worker.js'
 export type { Run } from './worker/run.js'
 export type { Outcome } from './worker/outcome.js'
 
+/** Operating queues: cancel or retry a job, pause a queue, count, list and prune (each one short transaction). */
+export { cancel, retryJob } from './admin/jobs.js'
+export { pauseQueue, resumeQueue, queueCounts } from './admin/queues.js'
+export type { QueueCounts } from './admin/queues.js'
+export { listJobs, inspectJob } from './admin/list.js'
+export type { JobDetail, JobPage, JobRecord, ListJobsOptions } from './admin/list.js'
+export { prune } from './admin/prune.js'
+export type { PruneOptions } from './admin/prune.js'
+export type { QueueRef } from './admin/ref.js'
+
 /** Reading and watching jobs: snapshots with `ahead` and live progress. Server-sent events are in `drizzle-jobs/sse`. */
 export { getJob } from './queue/read.js'
 export { watch } from './queue/watch.js'
