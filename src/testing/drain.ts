@@ -1,0 +1,151 @@
+/**
+ * Running a queue's jobs inline in a test, through the engine's own claim,
+ * outcome and record modules, so a job ends exactly as a worker would end it.
+ */
+import { connectionOf, type SyncDatabase } from '../connection.js'
+import { describe } from '../duration.js'
+import { JobsError } from '../errors.js'
+import { DEFAULT_LEASE_MS } from '../limits.js'
+import { positiveInteger, type Queue } from '../queue/define.js'
+import { jobsChanged, onJobsChanged } from '../queue/wake.js'
+import { adminStatements } from '../sql/admin.js'
+import type { JobState } from '../types.js'
+import { claimJobs } from '../worker/claim.js'
+import { timeoutError, transitionFor, type RunEnd } from '../worker/outcome.js'
+import { newOwner } from '../worker/owner.js'
+import { recordEnds } from '../worker/record.js'
+import { RunContext } from '../worker/run.js'
+import type { Handler } from '../worker/worker.js'
+
+/** The options of {@link drain}. */
+export interface DrainOptions {
+  /** Runs after which drain gives up on a queue that never empties (a handler that snoozes with no delay, say). Defaults to 10,000. */
+  maxRuns?: number
+}
+
+/** One run that {@link drain} made, and the state its job was left in. */
+export interface DrainedRun {
+  id: string
+  attempt: number
+  state: JobState
+  /** The job's error after the run (a failed attempt's message), or null. */
+  error: string | null
+}
+
+/** What {@link drain} did: runs made, jobs left in each state by them, and each run in order. */
+export interface DrainResult {
+  ran: number
+  done: number
+  failed: number
+  /** Runs after which the job was scheduled again: a retry, a snooze, a failed attempt with attempts left. */
+  scheduled: number
+  /** Runs whose job was canceled while they ran. */
+  canceled: number
+  runs: DrainedRun[]
+}
+
+const DRAIN_OPTIONS = new Set(['maxRuns'])
+const DEFAULT_MAX_RUNS = 10_000
+
+/**
+ * drain runs every due job of `queue` with `handler`, one at a time, in
+ * claim order (JOB-17), until none is due, and answers what it did. Jobs
+ * that the handler adds are run too, when due. Each run is claimed, counted
+ * (JOB-04), leased, timed out, and ended exactly as a worker does it
+ * (SPEC §5, JOB-08): steps are kept (JOB-06), `run.signal` aborts on the
+ * queue's `timeout` (JOB-10) and on {@link cancel}, and a failed attempt
+ * with attempts left is scheduled after the backoff — later, so drain does
+ * not run it again (define the test's queue with `backoff: { initial: 0 }`
+ * to drain retries too). A paused queue drains nothing.
+ *
+ * Throws INVALID_OPTION for a bad option; TIMEOUT when jobs are still due
+ * after `maxRuns` runs; SCHEMA_MISSING when the tables were not migrated.
+ * A handler's own errors are not thrown: they fail its job's attempt.
+ *
+ * @example
+ * import { drain } from 'drizzle-jobs/testing'
+ * await postMessage(app, 'hello')
+ * const result = await drain(db, replies, replyHandler)
+ * expect(result.done).toBe(1)
+ */
+export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handler<NoInfer<T>>, options: DrainOptions = {}): Promise<DrainResult> {
+  if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
+  for (const key of Object.keys(options)) {
+    if (!DRAIN_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of drain (known: ${[...DRAIN_OPTIONS].join(', ')})`)
+  }
+  if (typeof handler !== 'function') throw new JobsError('INVALID_OPTION', `handler: expected a function, got ${describe(handler)}`)
+  const maxRuns = positiveInteger(options.maxRuns, 'maxRuns', DEFAULT_MAX_RUNS)
+  const connection = connectionOf(db)
+  const sql = adminStatements(connection)
+  const definition = queue as Queue
+  const owner = newOwner()
+  // The lease outlives the run's timeout, so drain never has to renew it.
+  const leaseMs = definition.timeoutMs + DEFAULT_LEASE_MS
+  const result: DrainResult = { ran: 0, done: 0, failed: 0, scheduled: 0, canceled: 0, runs: [] }
+
+  for (;;) {
+    if (result.ran >= maxRuns) {
+      if (!isDue(connection.sql.queueClaimable.get({ queue: definition.name }) as Claimable | undefined, Date.now())) break
+      throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
+    }
+    const [job] = connection.immediate(() => claimJobs(connection, definition, { limit: 1, owner, leaseMs, now: Date.now(), channel: null }))
+    if (!job) break
+    jobsChanged(connection.key, definition.name, 'claimed')
+    const run = new RunContext(connection, owner, definition.name, job)
+    const unsubscribe = onJobsChanged(connection.key, (_queue, kind) => {
+      if (kind !== 'revoked') return
+      const held = (connection.sql.ownerLeases.all(owner) as { job: number; attempt: number }[]).some((lease) => lease.job === run.seq && lease.attempt === run.attempt)
+      if (!held) run.loseLease(connection.sql.jobState.get(run.seq) === 'canceled' ? `job '${run.id}' was canceled` : undefined)
+    })
+    let end: RunEnd
+    const timer = setTimeout(() => {
+      run.timedOut = true
+      run.abort(timeoutError(definition.timeoutMs))
+    }, definition.timeoutMs)
+    try {
+      const value = parseValue(job.value)
+      end = { kind: 'returned', value: value.ok ? await (handler as Handler<unknown>)(value.value, run) : run.fail(value.error) }
+    } catch (error) {
+      end = { kind: 'threw', error }
+    }
+    clearTimeout(timer)
+    unsubscribe()
+    if (run.timedOut) end = { kind: 'threw', error: timeoutError(definition.timeoutMs) }
+    run.endProgress()
+    if (!run.lost) {
+      const now = Date.now()
+      const transition = transitionFor(definition, { attempt: run.attempt, maxAttempts: run.attempts }, end, now)
+      connection.immediate(() => recordEnds(connection, [{ seq: run.seq, owner, attempt: run.attempt, transition }]))
+      jobsChanged(connection.key, definition.name, 'ended')
+    }
+    tally(result, run, sql.jobOutcome.get(run.seq) as { state: JobState; error: string | null } | undefined)
+  }
+  return result
+}
+
+interface Claimable {
+  paused: number
+  waiting: number
+  nextScheduled: number | null
+}
+
+function isDue(counts: Claimable | undefined, now: number): boolean {
+  if (!counts || counts.paused) return false
+  return counts.waiting > 0 || (counts.nextScheduled !== null && counts.nextScheduled <= now)
+}
+
+/** Counts a run by the state it left its job in (a job pruned or deleted meanwhile counts as canceled). */
+function tally(result: DrainResult, run: RunContext, job: { state: JobState; error: string | null } | undefined): void {
+  result.ran++
+  const state = job?.state ?? 'canceled'
+  if (state === 'done' || state === 'failed' || state === 'scheduled' || state === 'canceled') result[state]++
+  result.runs.push({ id: run.id, attempt: run.attempt, state, error: job?.error ?? null })
+}
+
+function parseValue(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
+  try {
+    return { ok: true, value: JSON.parse(text) }
+  } catch (error) {
+    return { ok: false, error: `the job's value is not JSON (${(error as Error).message}); it was written by something other than enqueue` }
+  }
+}
