@@ -322,23 +322,58 @@ describe('leases', () => {
     expect(t.client.prepare('select owner from jobs_lease').pluck().get()).toBe('elsewhere/1/1/x/1')
   })
 
-  test('JOB-16 a run whose lease expired is refused too, and the job runs again', async () => {
-    let skew = 0
+  test('JOB-16 a run whose lease expired and was taken over is refused, and the job runs again elsewhere', async () => {
     const q = defineQueue('expiring', { backoff: { initial: 1, max: 1 } })
     enqueue(t.db, q, null, { id: 'e' })
     const release = gate()
-    const runs: number[] = []
+    const runs: string[] = []
+    let lateStep: unknown
     start(t.db, q, async (_value, run) => {
-      runs.push(run.attempt)
-      if (run.attempt === 1) await release.wait
-      return `attempt ${run.attempt}`
-    }, { clock: () => Date.now() + skew, lease: '1s' })
+      runs.push(`stalled ${run.attempt}`)
+      await release.wait
+      try {
+        await run.step('late', () => 'too late')
+      } catch (error) {
+        lateStep = error
+      }
+      return 'from the stalled run'
+    }, { lease: '1s' })
     await waitFor(() => state('e') === 'running', 'the first run to start')
-    skew = 5_000
+    // A worker on another connection whose clock is 5 s ahead sees the lease as expired and takes the job back.
+    const other = t.reopen()
+    start(other.db, q, (_value, run) => {
+      runs.push(`rescuer ${run.attempt}`)
+      return 'from the rescuer'
+    }, { clock: () => Date.now() + 5_000 })
+    await waitFor(() => state('e') === 'done', 'the rescuing worker to run the job again')
     release.open()
-    await waitFor(() => state('e') === 'done', 'the job to be run again and finish')
-    expect(runs).toEqual([1, 2])
-    expect(jobRow(t.client, 'e')).toMatchObject({ attempts: 2, result: '"attempt 2"' })
+    await waitFor(() => lateStep !== undefined, 'the stalled run to try a late step')
+    expect(isJobsError(lateStep, 'LEASE_LOST')).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(runs).toEqual(['stalled 1', 'rescuer 2'])
+    expect(jobRow(t.client, 'e')).toMatchObject({ state: 'done', attempts: 2, result: '"from the rescuer"' })
+    expect(jobRow(t.client, 'e')!.error).toBeNull()
+    expect(count(t.client, 'jobs_step')).toBe(0)
+  })
+
+  test('a worker whose own clock jumps an hour, either way, between claim and completion still completes its runs', async () => {
+    for (const jump of [3_600_000, -3_600_000]) {
+      let skew = 0
+      const q = defineQueue(`clock${jump > 0 ? 'forward' : 'back'}`)
+      enqueue(t.db, q, null, { id: `jump${jump}` })
+      const release = gate()
+      const worker = start(t.db, q, async () => {
+        await release.wait
+        return 'done despite the clock'
+      }, { clock: () => Date.now() + skew, lease: '300ms' })
+      await waitFor(() => state(`jump${jump}`) === 'running', 'the run to start')
+      skew = jump
+      await new Promise((resolve) => setTimeout(resolve, 150))
+      release.open()
+      await waitFor(() => state(`jump${jump}`) === 'done', 'the run to complete')
+      expect(jobRow(t.client, `jump${jump}`)).toMatchObject({ attempts: 1, result: '"done despite the clock"' })
+      await worker.stop()
+    }
   })
 })
 

@@ -7,9 +7,12 @@
  */
 import type Database from 'better-sqlite3'
 
-/** The lease fence: the job's lease is still held by this owner, for this attempt, and not expired. */
-const LEASE_HELD = `exists (select 1 from jobs_lease
-  where job = @seq and owner = @owner and attempt = @attempt and expires_at > @validAfter)`
+/**
+ * The lease fence: the job's lease row still names this owner and attempt. Taking a lease over always
+ * replaces the row (a rescue deletes it, a claim inserts one for the next attempt), so a run whose
+ * lease was taken fails this test, whatever the clocks say.
+ */
+const LEASE_HELD = `exists (select 1 from jobs_lease where job = @seq and owner = @owner and attempt = @attempt)`
 
 /** Literal state terms, so that SQLite can prove the partial indexes apply. */
 const RUNNABLE = `state in ('waiting', 'scheduled')`
@@ -62,12 +65,13 @@ export const SQL = {
   deleteLease: `delete from jobs_lease where job = ?`,
   deleteSteps: `delete from jobs_step where job = ?`,
 
-  /** Renews every unexpired lease of an owner; the jobs it answers are the ones still held. */
-  renewLeases: `update jobs_lease set expires_at = @expiresAt where owner = @owner and expires_at > @now returning job, attempt`,
-  /** Leases of a queue that have expired, or whose owner is one of the given dead ones (a JSON array). */
+  /** Renews every lease an owner still holds; the jobs it answers are the ones still held. */
+  renewLeases: `update jobs_lease set expires_at = @expiresAt where owner = @owner returning job, attempt`,
+  /** Leases of a queue, not the asking worker's own, that have expired or whose owner is one of the given dead ones (a JSON array). */
   abandonedLeases: `select l.job as seq, l.owner, l.attempt, l.expires_at as expiresAt, j.attempts, j.max_attempts as maxAttempts
     from jobs_lease l join jobs_job j on j.seq = l.job
-    where l.queue = @queue and (l.expires_at <= @now or l.owner in (select value from json_each(@deadOwners)))
+    where l.queue = @queue and l.owner <> @self
+      and (l.expires_at <= @now or l.owner in (select value from json_each(@deadOwners)))
     limit @limit`,
   /** The leases an owner still holds: a run missing here had its lease taken (a cancel, a rescue). */
   ownerLeases: `select job, attempt from jobs_lease where owner = ?`,

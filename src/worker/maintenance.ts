@@ -9,7 +9,7 @@ import type { Queue } from '../queue/define.js'
 import { ENDED_STATES } from '../types.js'
 import { transitionFor } from './outcome.js'
 import { isOwnerGone } from './owner.js'
-import { ANY_EXPIRY, recordEnds } from './record.js'
+import { recordEnds } from './record.js'
 
 interface AbandonedLease {
   seq: number
@@ -20,11 +20,14 @@ interface AbandonedLease {
   maxAttempts: number
 }
 
-/** Leases of the queue whose time ran out or whose process on this host is gone. Read-only. */
-export function findAbandoned(connection: Connection, queue: Queue, now: number): AbandonedLease[] {
+/**
+ * Leases of the queue, other than `self`'s, whose time ran out or whose process on this host is gone.
+ * A worker never takes back its own leases: it knows its runs are alive, and renews them. Read-only.
+ */
+export function findAbandoned(connection: Connection, queue: Queue, self: string, now: number): AbandonedLease[] {
   const owners = connection.sql.leaseOwners.all(queue.name) as string[]
   const gone = owners.filter(isOwnerGone)
-  return connection.sql.abandonedLeases.all({ queue: queue.name, now, deadOwners: JSON.stringify(gone), limit: RESCUE_BATCH_SIZE }) as AbandonedLease[]
+  return connection.sql.abandonedLeases.all({ queue: queue.name, self, now, deadOwners: JSON.stringify(gone), limit: RESCUE_BATCH_SIZE }) as AbandonedLease[]
 }
 
 /**
@@ -38,7 +41,7 @@ export function releaseAbandoned(connection: Connection, queue: Queue, leases: r
     const transition = transitionFor(queue, { attempt: lease.attempt, maxAttempts: lease.maxAttempts }, { kind: 'abandoned', why }, now)
     return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition }
   })
-  const landed = recordEnds(connection, records, ANY_EXPIRY)
+  const landed = recordEnds(connection, records)
   return records.filter((_, i) => landed[i]).map((record) => record.seq)
 }
 

@@ -15,14 +15,11 @@ export interface RunEndRecord {
   transition: Transition
 }
 
-/** A fence that any unexpired-or-not lease passes: used when taking back abandoned leases. */
-export const ANY_EXPIRY = Number.MIN_SAFE_INTEGER
-
 /** Writes each end; answers, per record, whether it landed (false: the lease was lost). */
-export function recordEnds(connection: Connection, records: readonly RunEndRecord[], validAfter: number): boolean[] {
+export function recordEnds(connection: Connection, records: readonly RunEndRecord[]): boolean[] {
   const { sql } = connection
   return records.map(({ seq, owner, attempt, transition }) => {
-    const changed = sql.endRun.run({ ...transition, seq, owner, attempt, validAfter }).changes === 1
+    const changed = sql.endRun.run({ ...transition, seq, owner, attempt }).changes === 1
     if (changed) {
       sql.deleteLease.run(seq)
       if (ENDED_STATES.includes(transition.state as EndedState)) sql.deleteSteps.run(seq)

@@ -70,7 +70,6 @@ export class RunContext implements Run {
   constructor(
     private readonly connection: Connection,
     private readonly owner: string,
-    private readonly now: () => number,
     queue: string,
     job: ClaimedJob,
   ) {
@@ -94,7 +93,7 @@ export class RunContext implements Run {
     const answer = await fn()
     const json = encodeJson(answer, `the answer of step '${name}'`, MAX_VALUE_BYTES, true)
     this.assertHeld()
-    const written = sql.writeStep.run({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt, validAfter: this.now() })
+    const written = sql.writeStep.run({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt })
     if (written.changes === 0 && sql.readStep.get(this.seq, name) === undefined) {
       this.loseLease()
       this.assertHeld()

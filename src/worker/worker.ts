@@ -213,7 +213,7 @@ class QueueWorker implements Worker {
     let claimed: ClaimedJob[]
     try {
       claimed = this.connection.immediate(() => {
-        recordEnds(this.connection, ends, now)
+        recordEnds(this.connection, ends)
         if (free <= 0) return []
         return claimJobs(this.connection, this.definition, { limit: free, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: progressChannel() })
       })
@@ -255,7 +255,7 @@ class QueueWorker implements Worker {
   }
 
   private start(job: ClaimedJob): void {
-    const run = new RunContext(this.connection, this.owner, this.settings.clock, this.queue, job)
+    const run = new RunContext(this.connection, this.owner, this.queue, job)
     this.active.set(job.seq, run)
     void this.execute(run, job.value)
   }
@@ -310,11 +310,11 @@ class QueueWorker implements Worker {
   /** Renews this worker's leases; a run whose lease was not renewed has lost it, and is aborted. */
   private renewLeases(): void {
     if (this.active.size === 0 || this.connection.client.inTransaction) return
-    const now = this.settings.clock()
+    const expiresAt = this.settings.clock() + this.settings.leaseMs
     let held: { job: number; attempt: number }[]
     try {
       held = this.connection.immediate(
-        () => this.connection.sql.renewLeases.all({ owner: this.owner, expiresAt: now + this.settings.leaseMs, now }) as { job: number; attempt: number }[],
+        () => this.connection.sql.renewLeases.all({ owner: this.owner, expiresAt }) as { job: number; attempt: number }[],
       )
     } catch (error) {
       if (!isBusy(error)) this.settings.onError(error)
@@ -331,10 +331,9 @@ class QueueWorker implements Worker {
     if (this.stopping || this.connection.client.inTransaction) return
     const now = this.settings.clock()
     try {
-      const abandoned = findAbandoned(this.connection, this.definition, now)
+      const abandoned = findAbandoned(this.connection, this.definition, this.owner, now)
       if (abandoned.length > 0) {
         const released = this.connection.immediate(() => releaseAbandoned(this.connection, this.definition, abandoned, now))
-        for (const seq of released) this.active.get(seq)?.loseLease()
         if (released.length > 0) jobsChanged(this.connection.key, this.queue, 'ended')
       }
       if (hasPrunable(this.connection, this.definition, now)) {
