@@ -6,7 +6,7 @@
  * batches.
  */
 import { connectionOf, installCounters, isBusy, type Connection, type SyncDatabase } from '../connection.js'
-import { toMs, type Duration } from '../duration.js'
+import { describe, toMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import {
   DEFAULT_LEASE_MS,
@@ -18,7 +18,6 @@ import {
 } from '../limits.js'
 import { positiveInteger, positiveMs, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../queue/wake.js'
-import { describe } from '../duration.js'
 import { progressChannel } from '../progress/channel.js'
 import { claimJobs } from './claim.js'
 import { findAbandoned, hasPrunable, pruneEnded, releaseAbandoned } from './maintenance.js'
