@@ -1,0 +1,216 @@
+/**
+ * What each command does, given its parsed arguments and an open database:
+ * it answers the text a person reads and the value `--json` prints.
+ * @internal
+ */
+import { cancel, retryJob } from '../admin/jobs.js'
+import { inspectJob, listJobs, type JobDetail, type JobRecord } from '../admin/list.js'
+import { prune } from '../admin/prune.js'
+import { pauseQueue, queueCounts, resumeQueue } from '../admin/queues.js'
+import { endedBetween, oldestDueMs } from '../admin/stats.js'
+import { toMs } from '../duration.js'
+import { isJobsError } from '../errors.js'
+import type { EndedState, JobState } from '../types.js'
+import { CliError, EXIT, usageError } from './exit.js'
+import { json, oneLine, relative, span, table } from './format.js'
+import type { OpenDatabase } from './open.js'
+
+export interface Args {
+  positionals: string[]
+  queue?: string
+  state?: string[]
+  group?: string
+  id?: string
+  limit?: string
+  cursor?: string
+  'older-than'?: string
+}
+
+export interface Output {
+  text: string
+  json: unknown
+}
+
+const STATES: readonly JobState[] = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled']
+const RATE_WINDOW_MS = 60_000
+
+/** `status`: each queue with its counts, what ended in the last minute, and how long its oldest due job has waited. */
+export function status(open: OpenDatabase, args: Args): Output {
+  const now = Date.now()
+  const all = args.queue === undefined ? queueCounts(open.db) : [queueCounts(open.db, args.queue)]
+  const queues = all.map((counts) => ({
+    ...counts,
+    donePerMinute: endedBetween(open.connection, counts.queue, 'done', now - RATE_WINDOW_MS, now + 1),
+    failedPerMinute: endedBetween(open.connection, counts.queue, 'failed', now - RATE_WINDOW_MS, now + 1),
+    oldestDueMs: oldestDueMs(open.connection, counts.queue, now),
+  }))
+  const rows = queues.map((q) => [
+    q.queue,
+    q.paused ? 'paused' : 'active',
+    String(q.waiting),
+    String(q.scheduled),
+    String(q.running),
+    String(q.done),
+    String(q.failed),
+    String(q.canceled),
+    String(q.donePerMinute),
+    String(q.failedPerMinute),
+    q.oldestDueMs === null ? '-' : span(q.oldestDueMs),
+  ])
+  const header = ['queue', 'status', 'waiting', 'scheduled', 'running', 'done', 'failed', 'canceled', 'done/min', 'failed/min', 'oldest due']
+  return {
+    text: queues.length === 0 ? 'no queue yet: no job has been added to this database' : table(header, rows),
+    json: { at: new Date(now), queues },
+  }
+}
+
+/** `list`: one page of jobs, with the cursor of the next. */
+export function list(open: OpenDatabase, args: Args): Output {
+  const state = oneState(args.state)
+  const limit = args.limit === undefined ? undefined : wholeNumber(args.limit, '--limit')
+  const page = listJobs(open.db, {
+    ...(args.queue === undefined ? {} : { queue: args.queue }),
+    ...(state === undefined ? {} : { state }),
+    ...(args.group === undefined ? {} : { group: args.group }),
+    ...(args.id === undefined ? {} : { id: args.id }),
+    ...(limit === undefined ? {} : { limit }),
+    ...(args.cursor === undefined ? {} : { cursor: args.cursor }),
+  })
+  const now = Date.now()
+  const rows = page.jobs.map((job) => [job.queue, job.id, job.state, job.group ?? '', `${job.attempt}/${job.attempts}`, when(job, now), oneLine(job.error, 60)])
+  const lines = [page.jobs.length === 0 ? 'no job matches' : table(['queue', 'id', 'state', 'group', 'attempt', 'when', 'error'], rows)]
+  if (page.next) lines.push('', `more: add --cursor ${page.next}`)
+  return { text: lines.join('\n'), json: page }
+}
+
+function when(job: JobRecord, now: number): string {
+  if (job.finishedAt) return `ended ${relative(job.finishedAt, now)}`
+  if (job.state === 'running') return 'running'
+  return `${job.runAt.getTime() > now ? 'runs' : 'due'} ${relative(job.runAt, now)}`
+}
+
+/** `show ID`: one job in full. */
+export function show(open: OpenDatabase, args: Args): Output {
+  const { queue, id } = jobArgument(open, args, 'show')
+  const job = inspectJob(open.db, queue, id)
+  if (!job) throw notFound(queue, id)
+  return { text: describeJob(job, Date.now()), json: job }
+}
+
+function describeJob(job: JobDetail, now: number): string {
+  const lines = [
+    `job        ${job.id}`,
+    `queue      ${job.queue}`,
+    `state      ${job.state}`,
+    `group      ${job.group ?? '-'}`,
+    `priority   ${job.priority}`,
+    `attempts   ${job.attempt} of ${job.attempts}`,
+    `added      ${job.createdAt.toISOString()} (${relative(job.createdAt, now)})`,
+    `run at     ${job.runAt.toISOString()} (${relative(job.runAt, now)})`,
+    `ended      ${job.finishedAt ? `${job.finishedAt.toISOString()} (${relative(job.finishedAt, now)})` : '-'}`,
+  ]
+  if (job.lease) lines.push(`lease      attempt ${job.lease.attempt} by ${job.lease.owner}, expires ${relative(job.lease.expiresAt, now)}`)
+  lines.push('', 'value', indent(json(job.value)))
+  if (job.result !== null) lines.push('', 'result', indent(json(job.result)))
+  if (job.error !== null) lines.push('', 'error', indent(job.errorStack ?? job.error))
+  if (job.steps.length > 0) {
+    lines.push('', 'steps')
+    for (const step of job.steps) lines.push(`  ${step.name}: ${oneLine(JSON.stringify(step.answer) ?? 'undefined', 100)}`)
+  }
+  return lines.join('\n')
+}
+
+function indent(text: string): string {
+  return text.replace(/^/gm, '  ')
+}
+
+/** `retry ID`: a failed or canceled job runs again with fresh attempts. */
+export function retry(open: OpenDatabase, args: Args): Output {
+  const { queue, id } = jobArgument(open, args, 'retry')
+  if (!retryJob(open.db, queue, id)) {
+    throw new CliError(EXIT.REFUSED, `job '${id}' of queue '${queue}' is ${stateOf(open, queue, id)}: only failed or canceled jobs can be retried; nothing changed`, 'refused')
+  }
+  return { text: `job '${id}' of queue '${queue}' is waiting again, with fresh attempts`, json: { queue, id, retried: true } }
+}
+
+/** `cancel ID`: a job that has not ended ends canceled; a running one has its signal aborted. */
+export function cancelCommand(open: OpenDatabase, args: Args): Output {
+  const { queue, id } = jobArgument(open, args, 'cancel')
+  if (!cancel(open.db, queue, id)) {
+    throw new CliError(EXIT.REFUSED, `job '${id}' of queue '${queue}' has already ended (${stateOf(open, queue, id)}); nothing changed`, 'refused')
+  }
+  return { text: `job '${id}' of queue '${queue}' is canceled`, json: { queue, id, canceled: true } }
+}
+
+/** `pause QUEUE` and `resume QUEUE`. */
+export function pause(open: OpenDatabase, args: Args, paused: boolean): Output {
+  const queue = queueArgument(args, paused ? 'pause' : 'resume')
+  if (paused) pauseQueue(open.db, queue)
+  else resumeQueue(open.db, queue)
+  return {
+    text: paused ? `queue '${queue}' is paused: workers claim nothing more from it until it is resumed` : `queue '${queue}' is resumed`,
+    json: { queue, paused },
+  }
+}
+
+/** `prune --older-than DURATION`: deletes ended jobs that ended longer ago than that. */
+export function pruneCommand(open: OpenDatabase, args: Args): Output {
+  if (args.positionals.length > 0) throw usageError(`prune takes no argument (got ${args.positionals.join(' ')}); say what to delete with --older-than`)
+  if (args['older-than'] === undefined) throw usageError('prune needs --older-than DURATION (for example 7d, 12h, 30m): jobs that ended longer ago than that are deleted')
+  const olderThan = duration(args['older-than'], '--older-than')
+  const states = (args.state ?? []).map((state) => {
+    if (state !== 'done' && state !== 'failed' && state !== 'canceled') throw usageError(`--state for prune: expected done, failed or canceled, got '${state}'`)
+    return state as EndedState
+  })
+  const before = Date.now() - olderThan
+  const deleted = prune(open.db, { before, ...(args.queue === undefined ? {} : { queue: args.queue }), ...(states.length > 0 ? { states } : {}) })
+  return { text: `deleted ${deleted} job${deleted === 1 ? '' : 's'} that ended before ${new Date(before).toISOString()}`, json: { deleted, before: new Date(before) } }
+}
+
+/** The job an ID command acts on: in --queue, or in the one queue that holds that id. */
+function jobArgument(open: OpenDatabase, args: Args, command: string): { queue: string; id: string } {
+  const [id, ...rest] = args.positionals
+  if (id === undefined || id === '') throw usageError(`${command} needs the job's id: drizzle-jobs ${command} ID [--queue QUEUE] --db FILE`)
+  if (rest.length > 0) throw usageError(`${command} takes one id (got ${args.positionals.join(' ')})`)
+  if (args.queue !== undefined) return { queue: args.queue, id }
+  const holders = listJobs(open.db, { id }).jobs.map((job) => job.queue)
+  if (holders.length === 0) throw new CliError(EXIT.NOT_FOUND, `no queue holds a job with id '${id}' (it may have been pruned)`, 'not_found')
+  if (holders.length > 1) throw usageError(`queues ${holders.map((queue) => `'${queue}'`).join(', ')} each hold a job with id '${id}': say which with --queue`)
+  return { queue: holders[0]!, id }
+}
+
+function queueArgument(args: Args, command: string): string {
+  const named = [...args.positionals, ...(args.queue === undefined ? [] : [args.queue])]
+  if (named.length !== 1 || named[0] === '') throw usageError(`${command} needs one queue: drizzle-jobs ${command} QUEUE --db FILE`)
+  return named[0]!
+}
+
+function stateOf(open: OpenDatabase, queue: string, id: string): string {
+  return inspectJob(open.db, queue, id)?.state ?? 'gone'
+}
+
+function notFound(queue: string, id: string): CliError {
+  return new CliError(EXIT.NOT_FOUND, `queue '${queue}' holds no job with id '${id}' (it may have been pruned)`, 'not_found')
+}
+
+function oneState(states: string[] | undefined): JobState | undefined {
+  if (states === undefined || states.length === 0) return undefined
+  if (states.length > 1) throw usageError('--state: give one state for list')
+  const state = states[0] as JobState
+  if (!STATES.includes(state)) throw usageError(`--state: expected one of ${STATES.join(', ')}, got '${state}'`)
+  return state
+}
+
+function wholeNumber(text: string, option: string): number {
+  if (!/^\d+$/.test(text)) throw usageError(`${option}: expected a whole number, got '${text}'`)
+  return Number(text)
+}
+
+function duration(text: string, option: string): number {
+  try {
+    return toMs(/^\d+$/.test(text) ? Number(text) : text, option)
+  } catch (error) {
+    if (isJobsError(error)) throw usageError(error.message)
+    throw error
+  }
+}

@@ -1,0 +1,242 @@
+/** The command-line tool, run as users run it: the package's `bin`, built into dist, in a child process. */
+import { execFile } from 'node:child_process'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import Database from 'better-sqlite3'
+import { afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
+import { defineQueue, enqueue, listJobs, queueCounts, work, type Worker } from '../src/index.js'
+import { freshDb, removeTempDirs, tempDir, type TestDb } from './helpers/db.js'
+import { killChildren, startFixture } from './helpers/processes.js'
+import { count, jobRow } from './helpers/rows.js'
+import { waitFor } from './helpers/wait.js'
+
+const ROOT = resolve(import.meta.dirname, '..')
+const BIN = resolve(ROOT, (JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { bin: Record<string, string> }).bin['drizzle-jobs']!)
+
+interface Ran {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+function cli(...args: string[]): Promise<Ran> {
+  return new Promise((done) => {
+    execFile(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, DRIZZLE_JOBS_DB: '' }, timeout: 30_000 }, (error, stdout, stderr) => {
+      const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0
+      done({ code, stdout, stderr })
+    })
+  })
+}
+
+const json = (ran: Ran) => JSON.parse(ran.stdout) as Record<string, unknown>
+
+let t: TestDb
+const workers: Worker[] = []
+const replies = defineQueue<{ messageId: number }>('replies', { attempts: 1 })
+const digests = defineQueue<{ day: string }>('digests')
+
+beforeAll(() => {
+  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: build first (npm run build; npm test does it)`)
+})
+beforeEach(() => {
+  t = freshDb('chat.db')
+})
+afterEach(async () => {
+  killChildren()
+  await Promise.all(workers.splice(0).map((worker) => worker.stop({ timeout: 1_000 })))
+  t.close()
+  removeTempDirs()
+})
+
+/** Two queues: replies with a done, a failed (with stack and no steps left), two waiting and one scheduled job; digests with one waiting. */
+async function seed(): Promise<void> {
+  enqueue(t.db, replies, { messageId: 1 }, { id: 'reply:1' })
+  enqueue(t.db, replies, { messageId: 2 }, { id: 'reply:2', group: 'chat:7' })
+  const worker = work(t.db, replies, async ({ messageId }, run) => {
+    await run.step('history', () => ['hi'])
+    if (messageId === 2) throw new RangeError('the model is down')
+    return { text: 'hello' }
+  })
+  await waitFor(() => queueCounts(t.db, replies).done + queueCounts(t.db, replies).failed === 2, 'both jobs to end')
+  await worker.stop()
+  enqueue(t.db, replies, { messageId: 3 }, { id: 'reply:3' })
+  enqueue(t.db, replies, { messageId: 4 }, { id: 'reply:4', priority: -1 })
+  enqueue(t.db, replies, { messageId: 5 }, { id: 'reply:5', delay: '1h' })
+  enqueue(t.db, digests, { day: '2026-12-02' }, { id: 'reply:1' })
+}
+
+describe('status', () => {
+  test('shows each queue with its counts, what ended in the last minute and the oldest due age', async () => {
+    await seed()
+    const [text, asJson] = await Promise.all([cli('status', '--db', t.file), cli('status', '--db', t.file, '--json')])
+    expect(text.code).toBe(0)
+    const lines = text.stdout.trim().split('\n')
+    expect(lines[0]).toMatch(/^queue\s+status\s+waiting\s+scheduled\s+running\s+done\s+failed\s+canceled\s+done\/min\s+failed\/min\s+oldest due$/)
+    expect(lines[1]).toMatch(/^digests\s+active\s+1\s+0\s+0\s+0\s+0\s+0\s+0\s+0\s+\d+(ms|s)$/)
+    expect(lines[2]).toMatch(/^replies\s+active\s+2\s+1\s+0\s+1\s+1\s+0\s+1\s+1\s+\d+(ms|s)$/)
+    expect(asJson.code).toBe(0)
+    const queues = json(asJson).queues as Record<string, unknown>[]
+    expect(queues).toHaveLength(2)
+    expect(queues[1]).toMatchObject({ ...queueCounts(t.db, replies), donePerMinute: 1, failedPerMinute: 1 })
+    expect(queues[1]!.oldestDueMs).toBeGreaterThanOrEqual(0)
+  })
+
+  test('an empty migrated database says there is no queue yet', async () => {
+    const ran = await cli('status', '--db', t.file)
+    expect(ran).toMatchObject({ code: 0, stdout: 'no queue yet: no job has been added to this database\n' })
+  })
+})
+
+describe('list', () => {
+  test('prints a page, and the cursor of the next, which --cursor follows', async () => {
+    await seed()
+    const first = await cli('list', '--db', t.file, '--queue', 'replies', '--state', 'waiting', '--limit', '1', '--json')
+    expect(first.code).toBe(0)
+    const page = json(first) as { jobs: { id: string; state: string; value: unknown }[]; next: string }
+    expect(page.jobs.map((job) => job.id)).toEqual(['reply:4'])
+    const second = await cli('list', '--db', t.file, '--queue', 'replies', '--state', 'waiting', '--limit', '1', '--cursor', page.next, '--json')
+    expect((json(second) as typeof page).jobs.map((job) => job.id)).toEqual(['reply:3'])
+
+    const text = await cli('list', '--db', t.file, '--queue', 'replies', '--state', 'waiting', '--limit', '1')
+    expect(text.stdout).toMatch(/^queue\s+id\s+state\s+group\s+attempt\s+when\s+error\nreplies\s+reply:4\s+waiting\s+0\/1\s+due \d+(ms|s) ago\n\nmore: add --cursor \S+\n$/)
+    const failed = await cli('list', '--db', t.file, '--state', 'failed')
+    expect(failed.stdout).toMatch(/replies\s+reply:2\s+failed\s+chat:7\s+1\/1\s+ended \d+(ms|s) ago\s+the model is down/)
+    const none = await cli('list', '--db', t.file, '--group', 'nobody')
+    expect(none).toMatchObject({ code: 0, stdout: 'no job matches\n' })
+  })
+})
+
+describe('show', () => {
+  test('shows a job: value, error with stack, attempts; an id held by two queues needs --queue', async () => {
+    await seed()
+    const text = await cli('show', 'reply:2', '--db', t.file)
+    expect(text.code).toBe(0)
+    expect(text.stdout).toMatch(/^job {8}reply:2\nqueue {6}replies\nstate {6}failed\ngroup {6}chat:7\n/)
+    expect(text.stdout).toContain('attempts   1 of 1')
+    expect(text.stdout).toContain('value\n  {\n    "messageId": 2\n  }')
+    expect(text.stdout).toMatch(/error\n {2}RangeError: the model is down\n {6}at /)
+    const asJson = await cli('show', 'reply:2', '--db', t.file, '--json')
+    expect(json(asJson)).toMatchObject({ id: 'reply:2', state: 'failed', error: 'the model is down', steps: [], lease: null, value: { messageId: 2 } })
+
+    const ambiguous = await cli('show', 'reply:1', '--db', t.file)
+    expect(ambiguous.code).toBe(2)
+    expect(ambiguous.stderr).toBe("drizzle-jobs: queues 'digests', 'replies' each hold a job with id 'reply:1': say which with --queue\n")
+    const chosen = await cli('show', 'reply:1', '--db', t.file, '--queue', 'digests', '--json')
+    expect(json(chosen)).toMatchObject({ queue: 'digests', value: { day: '2026-12-02' } })
+    const missing = await cli('show', 'reply:99', '--db', t.file, '--json')
+    expect(missing.code).toBe(4)
+    expect(JSON.parse(missing.stderr)).toEqual({ error: { kind: 'not_found', exitCode: 4, message: "no queue holds a job with id 'reply:99' (it may have been pruned)" } })
+  })
+
+  test("shows a running job's steps and lease", async () => {
+    const q = defineQueue<{ hold?: boolean }>('admin')
+    const child = startFixture('admin-child.ts', [t.file])
+    enqueue(t.db, q, { hold: true }, { id: 'busy' })
+    await waitFor(() => child.output().includes('running busy'), 'the worker process to run the job')
+    const ran = await cli('show', 'busy', '--db', t.file)
+    expect(ran.stdout).toMatch(/state {6}running\n/)
+    expect(ran.stdout).toMatch(new RegExp(`lease {6}attempt 1 by \\S+/${child.process.pid}/\\S+, expires in \\d+s`))
+    expect(ran.stdout).toContain('steps\n  one: "kept"')
+  })
+})
+
+describe('retry and cancel', () => {
+  test('retry puts a failed job back with fresh attempts; a second retry is refused with exit 5', async () => {
+    await seed()
+    const ran = await cli('retry', 'reply:2', '--db', t.file)
+    expect(ran).toMatchObject({ code: 0, stdout: "job 'reply:2' of queue 'replies' is waiting again, with fresh attempts\n" })
+    expect(jobRow(t.client, 'reply:2')).toMatchObject({ state: 'waiting', attempts: 0, error: null })
+    const again = await cli('retry', 'reply:2', '--db', t.file, '--json')
+    expect(again.code).toBe(5)
+    expect(JSON.parse(again.stderr).error).toMatchObject({ kind: 'refused', message: expect.stringContaining('is waiting: only failed or canceled jobs can be retried; nothing changed') })
+    expect(await cli('retry', 'nope', '--queue', 'replies', '--db', t.file)).toMatchObject({ code: 4 })
+  })
+
+  test('cancel ends a waiting job; a running job in a worker process is aborted within its poll interval', async () => {
+    await seed()
+    expect(await cli('cancel', 'reply:3', '--db', t.file, '--json')).toMatchObject({ code: 0, stdout: expect.stringContaining('"canceled": true') })
+    expect(jobRow(t.client, 'reply:3')!.state).toBe('canceled')
+    const again = await cli('cancel', 'reply:3', '--db', t.file)
+    expect(again).toMatchObject({ code: 5, stderr: "drizzle-jobs: job 'reply:3' of queue 'replies' has already ended (canceled); nothing changed\n" })
+
+    const q = defineQueue<{ hold?: boolean }>('admin')
+    const child = startFixture('admin-child.ts', [t.file])
+    enqueue(t.db, q, { hold: true }, { id: 'long' })
+    await waitFor(() => child.output().includes('running long'), 'the worker process to run the job')
+    expect(await cli('cancel', 'long', '--db', t.file)).toMatchObject({ code: 0, stdout: "job 'long' of queue 'admin' is canceled\n" })
+    await waitFor(() => child.output().includes('aborted long LEASE_LOST'), 'the worker process to abort the run')
+    expect(jobRow(t.client, 'long', 'admin')).toMatchObject({ state: 'canceled', result: null })
+    expect(count(t.client, 'jobs_lease')).toBe(0)
+  })
+})
+
+describe('pause, resume and prune', () => {
+  test('pause and resume set the queue flag that workers obey', async () => {
+    expect(await cli('pause', 'replies', '--db', t.file)).toMatchObject({ code: 0, stdout: "queue 'replies' is paused: workers claim nothing more from it until it is resumed\n" })
+    expect(queueCounts(t.db, replies).paused).toBe(true)
+    const status = await cli('status', '--db', t.file)
+    expect(status.stdout).toMatch(/\nreplies\s+paused\s+0/)
+    expect(json(await cli('resume', '--queue', 'replies', '--db', t.file, '--json'))).toEqual({ queue: 'replies', paused: false })
+    expect(queueCounts(t.db, replies).paused).toBe(false)
+    expect(await cli('pause', '--db', t.file)).toMatchObject({ code: 2 })
+  })
+
+  test('prune deletes jobs that ended longer ago than --older-than, and needs it', async () => {
+    await seed()
+    t.client.prepare("update jobs_job set finished_at = finished_at - 2 * 86400000 where id = 'reply:1' and queue = 'replies'").run()
+    const ran = await cli('prune', '--older-than', '1d', '--db', t.file, '--json')
+    expect(ran.code).toBe(0)
+    expect(json(ran)).toMatchObject({ deleted: 1 })
+    expect(listJobs(t.db, { queue: replies }).jobs.map((job) => job.id).sort()).toEqual(['reply:2', 'reply:3', 'reply:4', 'reply:5'])
+    expect(json(await cli('prune', '--older-than', '0', '--state', 'done', '--db', t.file, '--json'))).toMatchObject({ deleted: 0 })
+    expect(json(await cli('prune', '--older-than', '0ms', '--queue', 'replies', '--state', 'failed', '--db', t.file, '--json'))).toMatchObject({ deleted: 1 })
+    const missing = await cli('prune', '--db', t.file)
+    expect(missing.code).toBe(2)
+    expect(missing.stderr).toContain('prune needs --older-than DURATION')
+    expect(await cli('prune', '--older-than', 'soon', '--db', t.file)).toMatchObject({ code: 2 })
+  })
+})
+
+describe('errors and exit codes', () => {
+  test('a missing file, a file that is not SQLite and an unmigrated database each exit 3 with what to do', async () => {
+    const dir = tempDir()
+    const notSqlite = join(dir, 'notes.txt')
+    writeFileSync(notSqlite, 'these are not the tables you are looking for\n'.repeat(200))
+    const empty = join(dir, 'empty.db')
+    new Database(empty).exec('create table app (id integer primary key)')
+    const [missing, garbage, unmigrated, unmigratedJson] = await Promise.all([
+      cli('status', '--db', join(dir, 'nothing.db')),
+      cli('status', '--db', notSqlite),
+      cli('list', '--db', empty),
+      cli('status', '--db', empty, '--json'),
+    ])
+    expect(missing.code).toBe(3)
+    expect(missing.stderr).toContain(`no database file at ${join(dir, 'nothing.db')}`)
+    expect(existsSync(join(dir, 'nothing.db'))).toBe(false)
+    expect(garbage.code).toBe(3)
+    expect(garbage.stderr).toContain('is not a SQLite database')
+    expect(unmigrated.code).toBe(3)
+    expect(unmigrated.stderr).toMatch(/table jobs_queue, jobs_job, jobs_step, jobs_lease are missing: .*drizzle-kit migrate/)
+    expect(JSON.parse(unmigratedJson.stderr).error).toMatchObject({ kind: 'database', exitCode: 3 })
+  })
+
+  test('usage errors exit 2; help and version exit 0', async () => {
+    const [unknown, badOption, wrongOption, noId, noCommand, help, version] = await Promise.all([
+      cli('frobnicate', '--db', t.file),
+      cli('status', '--db', t.file, '--colour'),
+      cli('status', '--db', t.file, '--older-than', '1d'),
+      cli('show', '--db', t.file),
+      cli(),
+      cli('--help'),
+      cli('--version'),
+    ])
+    expect(unknown).toMatchObject({ code: 2, stderr: expect.stringContaining("unknown command 'frobnicate'") })
+    expect(badOption).toMatchObject({ code: 2, stderr: expect.stringContaining("Unknown option '--colour'") })
+    expect(wrongOption).toMatchObject({ code: 2, stderr: 'drizzle-jobs: status takes no --older-than; see drizzle-jobs --help\n' })
+    expect(noId).toMatchObject({ code: 2, stderr: expect.stringContaining("show needs the job's id") })
+    expect(noCommand.code).toBe(2)
+    expect(help.code).toBe(0)
+    expect(help.stdout).toContain('exit codes\n  0  done')
+    expect(version).toMatchObject({ code: 0, stdout: `${(JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { version: string }).version}\n` })
+  })
+})
