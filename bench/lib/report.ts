@@ -1,0 +1,176 @@
+/**
+ * The figures of one run and how they are shown: every run's value kept,
+ * each cell the median of its runs, ratios drizzle-jobs / best peer and
+ * drizzle-jobs / floor, and the issue's targets checked on the medians.
+ */
+import { median } from './stats.js'
+
+export type Subject = 'drizzle-jobs' | 'plainjob' | 'liteque' | 'floor'
+export const SUBJECTS: readonly Subject[] = ['drizzle-jobs', 'plainjob', 'liteque', 'floor']
+export const PEERS: readonly Subject[] = ['plainjob', 'liteque']
+export const HEADINGS: Record<Subject, string> = {
+  'drizzle-jobs': 'drizzle-jobs',
+  plainjob: 'plainjob 0.0.14',
+  liteque: 'liteque 0.8.0',
+  floor: 'floor',
+}
+
+export interface Sample {
+  value: number
+  /** The run stopped before the whole drain (the subject's drain does not fit the run's time). */
+  capped?: boolean
+}
+
+export class Results {
+  private readonly data = new Map<string, Map<Subject, Sample[]>>()
+
+  add(row: string, subject: Subject, sample: Sample): void {
+    let bySubject = this.data.get(row)
+    if (!bySubject) this.data.set(row, (bySubject = new Map()))
+    let list = bySubject.get(subject)
+    if (!list) bySubject.set(subject, (list = []))
+    list.push(sample)
+  }
+
+  samples(row: string, subject: Subject): Sample[] {
+    return this.data.get(row)?.get(subject) ?? []
+  }
+
+  median(row: string, subject: Subject): number | undefined {
+    const samples = this.samples(row, subject)
+    return samples.length === 0 ? undefined : median(samples.map((sample) => sample.value))
+  }
+
+  capped(row: string, subject: Subject): boolean {
+    return this.samples(row, subject).some((sample) => sample.capped)
+  }
+
+  rows(): string[] {
+    return [...this.data.keys()]
+  }
+}
+
+export type Unit = 'tx/s' | 'jobs/s' | 'ms' | '%' | 'jobs'
+
+export interface RowSpec {
+  key: string
+  figure: string
+  unit: Unit
+  better: 'higher' | 'lower'
+  /** The row whose floor figure fills this row's floor column (the process rows use the batched drain). */
+  floorFrom?: string
+  /** No ratio column for this row. */
+  noRatio?: boolean
+  /** Something to show after a cell's median, e.g. the most jobs seen running at once. */
+  extra?: (results: Results, subject: Subject) => string
+  /** Why a subject has no figure in this row. */
+  na?: Partial<Record<Subject, string>>
+  target?: Target
+}
+
+export interface Target {
+  text: string
+  check: (results: Results) => { met: boolean; detail: string } | undefined
+}
+
+export function formatValue(value: number, unit: Unit): string {
+  if (!Number.isFinite(value)) return '—'
+  if (unit === '%') return `${value >= 0 ? '+' : ''}${(value * 100).toFixed(1)}%`
+  if (unit === 'ms') {
+    if (value < 1) return value.toFixed(3)
+    if (value < 10) return value.toFixed(2)
+    if (value < 100) return value.toFixed(1)
+    return value.toFixed(0)
+  }
+  return Math.round(value).toLocaleString('en-US')
+}
+
+export function formatRatio(ratio: number | undefined): string {
+  if (ratio === undefined || !Number.isFinite(ratio)) return '—'
+  return `${ratio >= 10 ? ratio.toFixed(0) : ratio >= 1 ? ratio.toFixed(2) : ratio.toPrecision(2)}×`
+}
+
+/** The best peer's median in a row: the highest throughput, or the lowest time. */
+export function bestPeer(results: Results, spec: RowSpec): { subject: Subject; value: number } | undefined {
+  let best: { subject: Subject; value: number } | undefined
+  for (const subject of PEERS) {
+    const value = results.median(spec.key, subject)
+    if (value === undefined) continue
+    if (!best || (spec.better === 'higher' ? value > best.value : value < best.value)) best = { subject, value }
+  }
+  return best
+}
+
+export function floorValue(results: Results, spec: RowSpec): number | undefined {
+  return results.median(spec.floorFrom ?? spec.key, 'floor')
+}
+
+export interface Rendered {
+  table: string
+  footnotes: string[]
+  targets: Array<{ figure: string; text: string; met: boolean | undefined; detail: string }>
+}
+
+/** The Markdown table of the medians, its footnotes (n/a reasons, capped runs) and the targets. */
+export function renderTable(results: Results, specs: readonly RowSpec[]): Rendered {
+  const footnotes: string[] = []
+  const note = (text: string): string => {
+    let index = footnotes.indexOf(text)
+    if (index === -1) index = footnotes.push(text) - 1
+    return `[${index + 1}]`
+  }
+  const header = ['figure', ...SUBJECTS.map((subject) => HEADINGS[subject]), 'drizzle-jobs / best peer', 'drizzle-jobs / floor', 'target']
+  const lines = [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`]
+  const targets: Rendered['targets'] = []
+  for (const spec of specs) {
+    const cells = SUBJECTS.map((subject) => {
+      const value = subject === 'floor' ? floorValue(results, spec) : results.median(spec.key, subject)
+      if (value === undefined) {
+        const reason = spec.na?.[subject]
+        return reason ? `n/a ${note(reason)}` : '—'
+      }
+      let cell = formatValue(value, spec.unit)
+      const row = subject === 'floor' ? (spec.floorFrom ?? spec.key) : spec.key
+      if (results.capped(row, subject)) cell += ` ${note(`${HEADINGS[subject]}: the drain was stopped after its time cap; the figure is jobs done / time over that part of the drain (see Notes).`)}`
+      const extra = spec.extra?.(results, subject)
+      if (extra) cell += ` ${extra}`
+      return cell
+    })
+    const ours = results.median(spec.key, 'drizzle-jobs')
+    const best = bestPeer(results, spec)
+    const floor = floorValue(results, spec)
+    const vsPeer = spec.noRatio || ours === undefined || !best ? '—' : `${formatRatio(ours / best.value)} (vs ${best.subject})`
+    const vsFloor = spec.noRatio || ours === undefined || floor === undefined ? '—' : formatRatio(ours / floor)
+    let target = ''
+    if (spec.target) {
+      const checked = spec.target.check(results)
+      targets.push({ figure: spec.figure, text: spec.target.text, met: checked?.met, detail: checked?.detail ?? 'not measured' })
+      target = checked ? `${spec.target.text}: **${checked.met ? 'met' : 'MISSED'}** (${checked.detail})` : `${spec.target.text}: not measured`
+    }
+    lines.push(`| ${[`${spec.figure} (${spec.unit})`, ...cells, vsPeer, vsFloor, target].join(' | ')} |`)
+  }
+  return { table: lines.join('\n'), footnotes, targets }
+}
+
+/** Every run's value, for the noise to be seen. */
+export function renderRuns(results: Results, specs: readonly RowSpec[]): string {
+  const header = ['figure', ...SUBJECTS.map((subject) => HEADINGS[subject])]
+  const lines = [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`]
+  const keys = new Set<string>()
+  for (const spec of specs) {
+    keys.add(spec.key)
+    if (spec.floorFrom) keys.add(spec.floorFrom)
+  }
+  for (const key of results.rows()) keys.add(key)
+  for (const key of keys) {
+    const spec = specs.find((candidate) => candidate.key === key)
+    const unit = spec?.unit ?? (key.endsWith('max') ? 'jobs' : 'jobs/s')
+    const cells = SUBJECTS.map((subject) => {
+      const samples = results.samples(key, subject)
+      return samples.length === 0 ? '' : samples.map((sample) => `${formatValue(sample.value, unit)}${sample.capped ? '†' : ''}`).join(', ')
+    })
+    if (cells.every((cell) => cell === '')) continue
+    lines.push(`| ${[`\`${key}\``, ...cells].join(' | ')} |`)
+  }
+  return lines.join('\n')
+}

@@ -1,0 +1,111 @@
+/**
+ * The measurements every subject (drizzle-jobs, each peer, the floor)
+ * implements as tasks, with their arguments and answers. A subject that
+ * cannot do what a row asks leaves that task out, and the table says why.
+ */
+
+/** `fill`: a closed, checkpointed database file holding `count` waiting jobs, copied by the tasks below. */
+export interface FillArgs {
+  dir: string
+  count: number
+  name: string
+}
+export interface FillResult {
+  template: string
+  ms: number
+  /** The id of the last job added, where the subject's jobs have ids to look up. */
+  lastId?: string
+}
+
+/** `enqueue-app`: `count` transactions, each inserting an app row and adding its job; and the same without the job. */
+export interface EnqueueAppArgs {
+  dir: string
+  count: number
+  warmup: number
+  /** Measure the app-only transactions first (alternated between runs). */
+  appOnlyFirst: boolean
+}
+export interface EnqueueAppResult {
+  txPerSec: number
+  appOnlyTxPerSec: number
+}
+
+/** `enqueue-batch`: `count` jobs added `batch` per transaction through the subject's batch call. */
+export interface EnqueueBatchArgs {
+  dir: string
+  count: number
+  batch: number
+  warmupBatches: number
+}
+export interface EnqueueBatchResult {
+  jobsPerSec: number
+}
+
+/** `process`: drains a copy of `template` (`count` waiting jobs) with a no-op handler. */
+export interface ProcessArgs {
+  dir: string
+  template: string
+  warmTemplate: string
+  count: number
+  slots: number
+  /** Stop early after this long (only for subjects whose full drain does not fit the run's time). */
+  capMs?: number
+  /** The floor's way: 'per-step' (one transaction per claim and per completion) or 'batched' (100 at a time). */
+  mode?: 'per-step' | 'batched'
+}
+export interface ProcessResult {
+  jobsPerSec: number
+  done: number
+  elapsedMs: number
+  capped: boolean
+}
+
+/** `processes`: the same drain by `procs` worker processes on one file. */
+export interface ProcessesArgs extends ProcessArgs {
+  procs: number
+}
+export interface ProcessesResult extends ProcessResult {
+  /** The most jobs seen in the running state at once, polled every few ms from another connection. */
+  maxConcurrent: number
+  perProcess: number[]
+}
+
+/** `pickup`: from the commit of a job's add to its handler's start, worker idle, at the default poll interval. */
+export interface PickupArgs {
+  dir: string
+  samples: number
+  warmup: number
+  /** The wait before each add is uniform in [0, gapMaxMs): a random phase against the worker's timers. */
+  gapMaxMs: number
+  otherProcess: boolean
+}
+export interface PickupResult {
+  medianMs: number
+  p99Ms: number
+  samples: number
+}
+
+/** `scale`: on a copy of a template with 1,000,000 waiting jobs, time `ahead` of the last job, then drain `count`. */
+export interface ScaleArgs extends ProcessArgs {
+  lastId?: string
+  aheadSamples: number
+}
+export interface ScaleResult extends ProcessResult {
+  aheadMedianMs?: number
+  aheadP99Ms?: number
+  ahead?: number
+}
+
+/** `lifecycle` (floor only): add, claim with lease and complete `count` jobs, per step or batched. */
+export interface LifecycleArgs {
+  dir: string
+  count: number
+  mode: 'per-step' | 'batched'
+}
+
+/** `info`: what the subject is, and which SQLite it runs on. */
+export interface InfoResult {
+  name: string
+  version: string
+  sqlite: string
+}
