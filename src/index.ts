@@ -27,6 +27,10 @@ export { prune } from './admin/prune.js'
 export type { PruneOptions } from './admin/prune.js'
 export type { QueueRef } from './admin/ref.js'
 
+/** The web dashboard, as a handler to mount in the app's own server (Hono, node:http, route handlers). */
+export { dashboard } from './dashboard/index.js'
+export type { Dashboard, DashboardOptions } from './dashboard/index.js'
+
 /** Reading and watching jobs: snapshots with `ahead` and live progress. Server-sent events are in `drizzle-jobs/sse`. */
 export { getJob } from './queue/read.js'
 export { watch } from './queue/watch.js'

@@ -1,6 +1,7 @@
 /** The command-line tool, run as users run it: the package's `bin`, built into dist, in a child process. */
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { get } from 'node:http'
 import { join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
@@ -238,5 +239,70 @@ describe('errors and exit codes', () => {
     expect(help.code).toBe(0)
     expect(help.stdout).toContain('exit codes\n  0  done')
     expect(version).toMatchObject({ code: 0, stdout: `${(JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { version: string }).version}\n` })
+  })
+})
+
+describe('dashboard', () => {
+  /** Starts `drizzle-jobs dashboard` and resolves with its URL once printed, and a way to stop it (SIGTERM) that resolves its exit code. */
+  function startDashboard(...args: string[]): Promise<{ url: string; stop: () => Promise<number | null> }> {
+    const child = spawn(process.execPath, [BIN, 'dashboard', ...args], { cwd: ROOT, env: { ...process.env, DRIZZLE_JOBS_TOKEN: '' }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)))
+    let output = ''
+    return new Promise((started, failed) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString()
+        const url = /(http:\/\/\S+)\n/.exec(output)?.[1]
+        if (url) started({ url, stop: () => (child.kill('SIGTERM'), exited) })
+      })
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
+      void exited.then((code) => failed(new Error(`dashboard exited ${code} before printing its URL: ${output}`)))
+    })
+  }
+
+  test('serves on 127.0.0.1, answers only loopback Host headers, and exits 0 on SIGTERM', async () => {
+    await seed()
+    const served = await startDashboard('--db', t.file, '--port', '0')
+    try {
+      expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/)
+      const page = await fetch(served.url)
+      expect(page.status).toBe(200)
+      const text = await page.text()
+      expect(text).toContain('<tr data-queue="replies">')
+      expect(text).toContain('<td class="num" data-count="failed"><a href="/queues/replies?state=failed" class="count-failed">1</a></td>')
+      // fetch cannot set Host: node:http can, as a browser led there by a rebound DNS name would send it.
+      const rebound = await new Promise<number | undefined>((done, failed) =>
+        get(served.url, { headers: { host: 'jobs.example.com' } }, (res) => {
+          res.resume()
+          done(res.statusCode)
+        }).on('error', failed),
+      )
+      expect(rebound).toBe(421)
+    } finally {
+      expect(await served.stop()).toBe(0)
+    }
+  })
+
+  test('refuses any other address without a token, and a short token; with one, every request needs it', async () => {
+    const [open, short] = await Promise.all([cli('dashboard', '--db', t.file, '--host', '0.0.0.0', '--port', '0'), cli('dashboard', '--db', t.file, '--token', 'short', '--port', '0')])
+    expect(open.code).toBe(2)
+    expect(open.stderr).toContain('refusing to listen on 0.0.0.0 without a token')
+    expect(short.code).toBe(2)
+    expect(short.stderr).toContain('token: at least 16 characters')
+    const served = await startDashboard('--db', t.file, '--port', '0', '--token', 'correct-horse-battery-staple')
+    try {
+      expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=correct-horse-battery-staple$/)
+      const bare = new URL(served.url)
+      bare.search = ''
+      expect((await fetch(bare)).status).toBe(401)
+      const entry = await fetch(served.url, { redirect: 'manual' })
+      expect(entry.status).toBe(303)
+      const cookie = entry.headers.get('set-cookie')!.split(';')[0]!
+      expect((await fetch(bare, { headers: { cookie } })).status).toBe(200)
+      const pause = await fetch(new URL('/queues/replies/pause', bare), { method: 'POST', headers: { cookie, 'hx-request': 'true' } })
+      expect(pause.status).toBe(200)
+      expect(queueCounts(t.db, replies).paused).toBe(true)
+    } finally {
+      expect(await served.stop()).toBe(0)
+    }
   })
 })

@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
+import { DEFAULT_DASHBOARD_HOST, DEFAULT_DASHBOARD_PORT, serveDashboard, type ServedDashboard } from '../dashboard/serve.js'
 import { isJobsError } from '../errors.js'
 import { cancelCommand, list, pause, pruneCommand, retry, show, status, type Args, type Output } from './commands.js'
 import { CliError, EXIT, usageError, type ExitCode } from './exit.js'
@@ -82,7 +83,7 @@ const COMMANDS: Record<string, { options: OptionName[]; run: (open: OpenDatabase
   prune: { options: ['older-than', 'queue', 'state'], run: pruneCommand },
 }
 
-function main(argv: string[]): ExitCode {
+async function main(argv: string[]): Promise<ExitCode> {
   let asJson = argv.includes('--json')
   try {
     const { values, positionals } = parse(argv)
@@ -96,6 +97,7 @@ function main(argv: string[]): ExitCode {
       process.stdout.write(HELP)
       return command === undefined && !values.help ? EXIT.USAGE : EXIT.OK
     }
+    if (command === 'dashboard') return await runDashboard(values, rest, asJson)
     const spec = COMMANDS[command]
     if (!spec) throw usageError(`unknown command '${command}' (commands: ${[...Object.keys(COMMANDS), 'dashboard'].join(', ')}); see drizzle-jobs --help`)
     for (const name of Object.keys(values) as OptionName[]) {
@@ -112,6 +114,37 @@ function main(argv: string[]): ExitCode {
   } catch (error) {
     return fail(error, asJson)
   }
+}
+
+/** `dashboard`: serves the web dashboard until SIGINT or SIGTERM. */
+async function runDashboard(values: ReturnType<typeof parse>['values'], rest: string[], asJson: boolean): Promise<ExitCode> {
+  for (const name of Object.keys(values) as OptionName[]) {
+    if (!COMMON.includes(name) && !['host', 'port', 'token'].includes(name)) throw usageError(`dashboard takes no --${name}; see drizzle-jobs --help`)
+  }
+  if (rest.length > 0) throw usageError(`dashboard takes no argument (got ${rest.join(' ')})`)
+  const port = values.port === undefined ? DEFAULT_DASHBOARD_PORT : Number(values.port)
+  if (values.port !== undefined && !/^\d+$/.test(values.port)) throw usageError(`--port: expected a port number, got '${values.port}'`)
+  const token = values.token ?? (process.env.DRIZZLE_JOBS_TOKEN || undefined)
+  const open = openDatabase(values.db ?? process.env.DRIZZLE_JOBS_DB)
+  let served: ServedDashboard
+  try {
+    served = await serveDashboard(open.db, { port, ...(values.host === undefined ? {} : { host: values.host }), ...(token === undefined ? {} : { token }), title: open.file })
+  } catch (error) {
+    open.close()
+    const code = (error as { code?: unknown }).code
+    if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
+      throw new CliError(EXIT.FAILURE, `cannot listen on ${values.host ?? DEFAULT_DASHBOARD_HOST}:${port} (${code}): pass another --port or --host`, 'failure')
+    }
+    throw error
+  }
+  process.stdout.write(asJson ? `${JSON.stringify({ url: served.url })}\n` : `drizzle-jobs dashboard of ${open.file} on ${served.url}\n(stop it with Ctrl-C)\n`)
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve)
+    process.once('SIGTERM', resolve)
+  })
+  await served.close()
+  open.close()
+  return EXIT.OK
 }
 
 function parse(argv: string[]) {
@@ -156,4 +189,4 @@ function version(): string {
   return pkg.version
 }
 
-process.exitCode = main(process.argv.slice(2))
+process.exitCode = await main(process.argv.slice(2))

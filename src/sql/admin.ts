@@ -64,7 +64,7 @@ export const ADMIN_SQL = {
   endedBetween: `select count(*) from jobs_job
     where queue = @queue and ${ENDED} and state = @state and finished_at >= @since and finished_at < @until`,
   /** Ended jobs of a state in [since, until), counted per bucket of @bucketMs. */
-  endedPerBucket: `select finished_at / @bucketMs as bucket, count(*) as count from jobs_job
+  endedPerBucket: `select finished_at / cast(@bucketMs as integer) as bucket, count(*) as count from jobs_job
     where queue = @queue and ${ENDED} and state = @state and finished_at >= @since and finished_at < @until
     group by bucket`,
   /**

@@ -1,0 +1,238 @@
+/**
+ * The web dashboard: queues with live counts and a throughput chart, job
+ * lists by state with search, a job's detail with live progress, and the
+ * actions retry, cancel, pause and resume. Server-rendered HTML with htmx,
+ * updated over server-sent events; nothing for the user to build.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { basename } from 'node:path'
+import { cancel, retryJob } from '../admin/jobs.js'
+import { inspectJob } from '../admin/list.js'
+import { pauseQueue, resumeQueue } from '../admin/queues.js'
+import { connectionOf, type SyncDatabase } from '../connection.js'
+import { describe } from '../duration.js'
+import { JobsError, isJobsError } from '../errors.js'
+import type { JobState } from '../types.js'
+import { CLIENT_JS, STYLE_CSS, htmxSource } from './assets.js'
+import { isOwnAction, sameToken, tokenCookie, tokenOf } from './auth.js'
+import { Throughput } from './chart.js'
+import { html, type Html } from './html.js'
+import { LiveHub } from './live.js'
+import { nodeListener } from './node.js'
+import { flash, jobPath, page, STATES, type View, type ViewContext } from './views.js'
+
+/** The options of {@link dashboard}. */
+export interface DashboardOptions {
+  /** The path the dashboard is mounted under, such as `'/jobs'`; its links are made under it. Defaults to `''` (the root). */
+  basePath?: string
+  /**
+   * When set, every request must carry this token: an `Authorization: Bearer` header, or the cookie
+   * that opening any page with `?token=…` sets. Without it, guard the mount point as the app guards
+   * its own admin pages.
+   */
+  token?: string
+  /** What the header shows. Defaults to the database file's name. */
+  title?: string
+}
+
+/** A mounted dashboard: a fetch handler, the same as a node:http listener, and `close`. */
+export interface Dashboard {
+  /** Answers a request: for Hono (`app.mount('/jobs', jobs.fetch)`), Next.js route handlers, Bun, Deno. */
+  fetch(request: Request): Promise<Response>
+  /** The same as a node:http listener: `http.createServer(jobs.node)`. */
+  readonly node: (req: IncomingMessage, res: ServerResponse) => void
+  /** Ends the live streams and stops listening for changes. */
+  close(): void
+}
+
+const OPTIONS = new Set(['basePath', 'token', 'title'])
+
+const SECURITY_HEADERS = {
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'referrer-policy': 'no-referrer',
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+}
+
+/**
+ * dashboard answers a handler for the web dashboard of the database behind
+ * `db`, to mount in the app's own server. Its pages show every queue with
+ * live counts by state (read from the queue counters, never by counting
+ * jobs), jobs done and failed per 10 seconds over the last 10 minutes, job
+ * lists by state (keyset pages, as {@link listJobs}) with search by id and
+ * group, and a job's detail: value, result, error with its stack, steps,
+ * attempts, lease and live progress. Buttons retry and cancel jobs and pause
+ * and resume queues, as the admin API does. Pages update live over
+ * server-sent events: at once for changes this process makes, within 250 ms
+ * for other processes'.
+ *
+ * Actions only run when sent by the dashboard's own pages (htmx's
+ * `HX-Request` header, which a form on another site cannot send) or with
+ * the bearer token; with `token` set, every request needs the token.
+ *
+ * Throws INVALID_OPTION for a bad option, SCHEMA_MISSING when the tables
+ * were not migrated.
+ *
+ * @example
+ * // Hono
+ * const jobs = dashboard(db, { basePath: '/jobs' })
+ * app.use('/jobs/*', basicAuth({ username: 'ops', password }))
+ * app.mount('/jobs', jobs.fetch)
+ * // node:http
+ * http.createServer(dashboard(db).node).listen(4580, '127.0.0.1')
+ */
+export function dashboard(db: SyncDatabase, options: DashboardOptions = {}): Dashboard {
+  if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
+  for (const key of Object.keys(options)) {
+    if (!OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of dashboard (known: ${[...OPTIONS].join(', ')})`)
+  }
+  const base = (options.basePath ?? '').replace(/\/+$/, '')
+  if (base !== '' && !base.startsWith('/')) throw new JobsError('INVALID_OPTION', `basePath: expected a path starting with '/', such as '/jobs', got ${describe(options.basePath)}`)
+  const token = options.token
+  if (token !== undefined && (typeof token !== 'string' || token === '')) throw new JobsError('INVALID_OPTION', 'token: expected a non-empty string')
+  const connection = connectionOf(db)
+  const ctx: ViewContext = {
+    db,
+    connection,
+    throughput: new Throughput(connection),
+    base,
+    label: options.title ?? (connection.client.memory ? 'in memory' : basename(connection.client.name)),
+  }
+  const hub = new LiveHub(ctx)
+  const fetch = async (request: Request): Promise<Response> => {
+    try {
+      return route(ctx, hub, token, request)
+    } catch (error) {
+      if (isJobsError(error, 'NOT_FOUND')) return htmlResponse(flash(error.message, false), 404)
+      if (isJobsError(error, 'INVALID_OPTION') || isJobsError(error, 'TOO_LARGE')) return htmlResponse(flash(error.message, false), 400)
+      throw error
+    }
+  }
+  return { fetch, node: nodeListener(fetch), close: () => hub.close() }
+}
+
+function route(ctx: ViewContext, hub: LiveHub, token: string | undefined, request: Request): Response {
+  const url = new URL(request.url)
+  let path = url.pathname
+  if (ctx.base !== '' && (path === ctx.base || path.startsWith(`${ctx.base}/`))) path = path.slice(ctx.base.length)
+  let segments: string[]
+  try {
+    segments = path.split('/').filter(Boolean).map(decodeURIComponent)
+  } catch {
+    return htmlResponse(flash('That address is not well formed.', false), 400)
+  }
+
+  if (segments[0] === 'assets' && segments.length === 2 && request.method === 'GET') return asset(segments[1]!)
+  if (token !== undefined) {
+    const given = url.searchParams.get('token')
+    if (given !== null && request.method === 'GET') {
+      if (!sameToken(given, token)) return unauthorized()
+      url.searchParams.delete('token')
+      return new Response(null, { status: 303, headers: { location: `${url.pathname}${url.search}`, 'set-cookie': tokenCookie(token, ctx.base), 'referrer-policy': 'no-referrer' } })
+    }
+    if (!sameToken(tokenOf(request), token)) return unauthorized()
+  }
+
+  const [first, queue, third, id, fifth] = segments
+  if (request.method === 'POST') {
+    if (!isOwnAction(request)) return htmlResponse(flash('Actions are taken from the dashboard’s own pages (or with the bearer token).', false), 403)
+    if (first === 'queues' && queue !== undefined && segments.length === 3 && (third === 'pause' || third === 'resume')) {
+      if (third === 'pause') pauseQueue(ctx.db, queue)
+      else resumeQueue(ctx.db, queue)
+      return htmlResponse(flash(third === 'pause' ? `Queue ${queue} is paused: workers claim nothing more from it.` : `Queue ${queue} is resumed.`, true))
+    }
+    if (first === 'queues' && queue !== undefined && third === 'jobs' && id !== undefined && segments.length === 5 && (fifth === 'retry' || fifth === 'cancel')) {
+      return jobAction(ctx, queue, id, fifth)
+    }
+    return notFound()
+  }
+  if (request.method !== 'GET' && request.method !== 'HEAD') return new Response('method not allowed\n', { status: 405, headers: { allow: 'GET, POST' } })
+
+  if (segments.length === 0) return pageResponse(ctx, { page: 'overview' }, 'Queues')
+  if (first === 'events' && segments.length === 1) {
+    const view = viewOf(url.searchParams)
+    return view ? hub.stream(view, request.signal) : htmlResponse(flash('Unknown view.', false), 400)
+  }
+  if (first === 'queues' && queue !== undefined && segments.length === 2) {
+    const view = queueView(queue, url.searchParams)
+    return view ? pageResponse(ctx, view, `Queue ${queue}`) : htmlResponse(flash(`Unknown state: expected one of ${STATES.join(', ')}.`, false), 400)
+  }
+  if (first === 'queues' && queue !== undefined && third === 'jobs' && id !== undefined && segments.length === 4) {
+    if (!inspectJob(ctx.db, queue, id)) return htmlResponse(pageShell(ctx, flash(`Queue ${queue} holds no job with id ${id}: it may have been pruned.`, false)), 404)
+    return pageResponse(ctx, { page: 'job', queue, id }, `Job ${id}`)
+  }
+  return notFound()
+}
+
+function jobAction(ctx: ViewContext, queue: string, id: string, action: 'retry' | 'cancel'): Response {
+  const link = html`<a href="${jobPath(ctx, queue, id)}">${id}</a>`
+  if (action === 'retry') {
+    if (retryJob(ctx.db, queue, id)) return htmlResponse(html`<p class="flash" data-flash="ok">Job ${link} is waiting again, with fresh attempts.</p>`)
+    return htmlResponse(html`<p class="flash error" data-flash="error">Job ${link} is ${inspectJob(ctx.db, queue, id)?.state ?? 'gone'}: only failed or canceled jobs can be retried. Nothing changed.</p>`, 409)
+  }
+  if (cancel(ctx.db, queue, id)) return htmlResponse(html`<p class="flash" data-flash="ok">Job ${link} is canceled.</p>`)
+  return htmlResponse(html`<p class="flash error" data-flash="error">Job ${link} has already ended (${inspectJob(ctx.db, queue, id)?.state ?? 'gone'}). Nothing changed.</p>`, 409)
+}
+
+/** The view an events stream follows, from its query: the page's own view. */
+function viewOf(params: URLSearchParams): View | null {
+  const view = params.get('view')
+  const queue = params.get('queue')
+  if (view === 'overview') return { page: 'overview' }
+  if (view === 'queue' && queue) return queueView(queue, params)
+  const id = params.get('id')
+  if (view === 'job' && queue && id) return { page: 'job', queue, id }
+  return null
+}
+
+function queueView(queue: string, params: URLSearchParams): Extract<View, { page: 'queue' }> | null {
+  const state = params.get('state') || null
+  if (state !== null && !STATES.includes(state as JobState)) return null
+  return { page: 'queue', queue, state: state as JobState | null, group: params.get('group') || null, id: params.get('id') || null, cursor: params.get('cursor') || null }
+}
+
+function eventsUrl(ctx: ViewContext, view: View): string {
+  const query = new URLSearchParams({ view: view.page })
+  if (view.page !== 'overview') query.set('queue', view.queue)
+  if (view.page === 'job') query.set('id', view.id)
+  if (view.page === 'queue') {
+    if (view.state) query.set('state', view.state)
+    if (view.group) query.set('group', view.group)
+    if (view.id) query.set('id', view.id)
+    if (view.cursor) query.set('cursor', view.cursor)
+  }
+  return `${ctx.base}/events?${query}`
+}
+
+function pageResponse(ctx: ViewContext, view: View, title: string): Response {
+  return htmlResponse(page(ctx, view, title, eventsUrl(ctx, view)))
+}
+
+function pageShell(ctx: ViewContext, content: Html): Html {
+  return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>drizzle-jobs</title><link rel="icon" href="data:,"><link rel="stylesheet" href="${ctx.base}/assets/dashboard.css"></head>
+<body><header><a class="brand" href="${ctx.base || '/'}">drizzle-jobs</a><span class="file">${ctx.label}</span></header><main>${content}</main></body></html>`
+}
+
+function htmlResponse(body: Html, status = 200): Response {
+  return new Response(body.text, { status, headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', ...SECURITY_HEADERS } })
+}
+
+function notFound(): Response {
+  return htmlResponse(flash('Nothing here.', false), 404)
+}
+
+function unauthorized(): Response {
+  return htmlResponse(flash('This dashboard needs its token: open the address it printed when it started (the one ending in ?token=…).', false), 401)
+}
+
+const ASSETS: Record<string, { type: string; body: () => string }> = {
+  'htmx.min.js': { type: 'text/javascript; charset=utf-8', body: htmxSource },
+  'dashboard.js': { type: 'text/javascript; charset=utf-8', body: () => CLIENT_JS },
+  'dashboard.css': { type: 'text/css; charset=utf-8', body: () => STYLE_CSS },
+}
+
+function asset(name: string): Response {
+  const found = ASSETS[name]
+  if (!found) return notFound()
+  return new Response(found.body(), { headers: { 'content-type': found.type, 'cache-control': 'public, max-age=3600', 'x-content-type-options': 'nosniff' } })
+}
