@@ -11,6 +11,7 @@ import { copyFileSync, existsSync, mkdirSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { resolve } from 'node:path'
+import { Hono } from 'hono'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { dashboard, type Dashboard } from '../../src/dashboard/index.js'
@@ -323,6 +324,33 @@ describe('the dashboard handler', () => {
       expect(await htmx.text()).toContain('htmx')
     } finally {
       guarded.close()
+    }
+  })
+
+  test('mounts in Hono under a path, with its links under that path', async () => {
+    const mounted = dashboard(t.db, { basePath: '/jobs' })
+    try {
+      enqueue(t.db, defineQueue('replies'), null, { id: 'reply:1' })
+      const app = new Hono()
+      app.get('/', (c) => c.text('the app'))
+      app.mount('/jobs', mounted.fetch)
+      expect(await (await app.request('/')).text()).toBe('the app')
+      const overview = await app.request('/jobs')
+      expect(overview.status).toBe(200)
+      const text = await overview.text()
+      expect(text).toContain('<a href="/jobs/queues/replies">replies</a>')
+      expect(text).toContain('data-events="/jobs/events?view=overview"')
+      const detail = await app.request(`/jobs/queues/replies/jobs/${encodeURIComponent('reply:1')}`)
+      expect(await detail.text()).toContain('data-state="waiting"')
+      const events = await app.request('/jobs/events?view=overview')
+      expect(events.headers.get('content-type')).toBe('text/event-stream; charset=utf-8')
+      const reader = events.body!.getReader()
+      let received = ''
+      while (!received.includes('"queues"')) received += new TextDecoder().decode((await reader.read()).value)
+      expect(received).toMatch(/^retry: 2000\n\ndata: \{/)
+      await reader.cancel()
+    } finally {
+      mounted.close()
     }
   })
 
