@@ -12,6 +12,7 @@
  * Stages: enqueue, process, processes, pickup, scale, floor.
  * BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof" profiles every child.
  */
+import { execFileSync } from 'node:child_process'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { resolve } from 'node:path'
@@ -248,6 +249,17 @@ async function floorStage(): Promise<void> {
   }
 }
 
+/** Which engine was measured: the commit, and whether src/ had changes not yet committed. */
+function engineVersion(): string {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim()
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: ROOT, encoding: 'utf8' }).trim() !== ''
+    return `src/ at commit ${commit}${dirty ? ' with uncommitted changes' : ''}`
+  } catch {
+    return 'src/ (not a git checkout)'
+  }
+}
+
 function machine(infos: InfoResult[]): string {
   const cpus = os.cpus()
   const sqlite = infos.map((info) => `${info.sqlite} (${info.name})`).join(', ')
@@ -256,7 +268,7 @@ function machine(infos: InfoResult[]): string {
     `- CPU: ${cpus[0]?.model ?? 'unknown'}, ${cpus.length} logical cores`,
     `- memory: ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
     `- OS: ${os.type()} ${os.release()} (${os.arch()})`,
-    `- Node ${process.version}; better-sqlite3 ${driver.version} (liteque: 11.9.1)`,
+    `- Node ${process.version}; better-sqlite3 ${driver.version} (liteque: 11.9.1); drizzle-jobs: ${engineVersion()}, run by tsx`,
     `- SQLite: ${sqlite}`,
     `- date: ${startedAt.toISOString()}; load average before ${loadBefore.map((load) => load.toFixed(2)).join(' ')}, after ${os
       .loadavg()
