@@ -1,12 +1,13 @@
 /** Progress crossing processes: a worker in a real child process, watchers here, the channel between them (JOB-11, JOB-12). */
 import { fork, type ChildProcess } from 'node:child_process'
 import { statSync } from 'node:fs'
-import { dirname, resolve } from 'node:path'
+import { createServer, type Socket } from 'node:net'
+import { dirname, join, resolve } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { defineQueue, enqueue, getJob, watch, type JobSnapshot } from '../src/index.js'
-import { openChannelConnections } from '../src/progress/remote.js'
+import { openChannelConnections, subscribeRemoteProgress } from '../src/progress/remote.js'
 import { activeWatchers } from '../src/queue/watch.js'
-import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
+import { freshDb, removeTempDirs, tempDir, type TestDb } from './helpers/db.js'
 import { waitFor } from './helpers/wait.js'
 
 const CHILD = resolve(import.meta.dirname, 'fixtures/progress-child.ts')
@@ -94,4 +95,31 @@ test('JOB-12 progress set many times with no database write reaches watchers of 
   }
   const row = t.client.prepare(`select * from jobs_job where id = 'b'`).get() as Record<string, unknown>
   expect(JSON.stringify(row)).not.toContain('"i":')
+})
+
+test('a subscriber whose connection to a channel drops connects again and subscribes again to what it follows', async () => {
+  // A channel that drops its first connection, then answers by the protocol: KEY<TAB>PROGRESS per subscription.
+  const path = join(tempDir(), 'flaky.sock')
+  let connections = 0
+  const lines: string[] = []
+  const server = createServer((socket: Socket) => {
+    if (++connections === 1) return socket.destroy()
+    socket.setEncoding('utf8')
+    socket.on('data', (chunk: string) => {
+      for (const line of chunk.split('\n').filter(Boolean)) {
+        lines.push(line)
+        if (line.startsWith('+')) socket.write(`${line.slice(1)}\t{"n":${connections}}\n`)
+      }
+    })
+  })
+  await new Promise<void>((resolveListen) => server.listen(path, resolveListen))
+  const received: unknown[] = []
+  const unsubscribe = subscribeRemoteProgress(path, 'owner\u00007\u00001', (progress) => received.push(progress.value))
+  await waitFor(() => received.length > 0, 'the progress after the reconnect')
+  expect(received).toEqual([{ n: 2 }])
+  expect(connections).toBe(2)
+  unsubscribe()
+  await waitFor(() => lines.includes('-"owner\\u00007\\u00001"'), 'the unsubscribe')
+  await waitFor(() => openChannelConnections() === 0, 'the idle connection to close')
+  server.close()
 })

@@ -63,8 +63,9 @@ function listen(): string {
     failed = true
     if (path === socketPath) path = null
   })
-  // Binding a local socket is synchronous: once listen returns, connects succeed, so the path may go into a lease at once.
-  listening.listen(socketPath)
+  // Bound here and now, also in a cluster worker (`exclusive`; otherwise the cluster primary would listen for it, later):
+  // once listen returns, connects succeed, so the path may go into a lease at once.
+  listening.listen({ path: socketPath, exclusive: true })
   listening.unref()
   if (process.platform !== 'win32') {
     chmodSync(socketPath, 0o600)

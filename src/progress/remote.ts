@@ -19,6 +19,9 @@ interface Subscription {
 const MAX_CHANNEL_LINE_BYTES = 64 * 1024
 /** A connection left with no subscription is kept this long, since a watcher often subscribes again at once (the next attempt). */
 const IDLE_CLOSE_MS = 1_000
+/** A dropped connection to a channel is tried again this many times, waiting this long times the attempt. */
+const RECONNECT_ATTEMPTS = 3
+const RECONNECT_DELAY_MS = 100
 
 const clients = new Map<string, ChannelClient>()
 
@@ -40,19 +43,44 @@ export function openChannelConnections(): number {
 }
 
 class ChannelClient {
-  private readonly socket: Socket
+  private socket: Socket
   private readonly subscriptions = new Map<string, Subscription>()
   private pending = ''
   private idleTimer: NodeJS.Timeout | null = null
+  private failures = 0
+  private closed = false
 
   constructor(private readonly channel: string) {
-    this.socket = createConnection(channel)
-    this.socket.unref()
-    this.socket.setEncoding('utf8')
-    this.socket.on('data', (chunk: string) => this.receive(chunk))
-    // A channel that is gone belongs to a process that is gone: its leases end, and the watchers read that from the database.
-    this.socket.on('error', () => this.forget())
-    this.socket.on('close', () => this.forget())
+    this.socket = this.connect()
+  }
+
+  private connect(): Socket {
+    const socket = createConnection(this.channel)
+    socket.unref()
+    socket.setEncoding('utf8')
+    socket.on('connect', () => (this.failures = 0))
+    socket.on('data', (chunk: string) => this.receive(chunk))
+    socket.on('error', () => {
+      // 'close' follows, and decides.
+    })
+    socket.on('close', () => this.lost(socket))
+    return socket
+  }
+
+  /**
+   * A channel that is gone usually belongs to a process that is gone: its
+   * leases end, and the watchers read that from the database. A hiccup is
+   * retried a few times, subscribing again to every run followed here.
+   */
+  private lost(socket: Socket): void {
+    if (socket !== this.socket || this.closed) return
+    this.pending = ''
+    if (this.subscriptions.size === 0 || ++this.failures > RECONNECT_ATTEMPTS) return this.close()
+    setTimeout(() => {
+      if (this.closed || this.subscriptions.size === 0) return this.close()
+      this.socket = this.connect()
+      for (const key of this.subscriptions.keys()) this.write(`+${JSON.stringify(key)}\n`)
+    }, RECONNECT_DELAY_MS * this.failures).unref()
   }
 
   subscribe(key: string, listener: Listener): () => void {
@@ -115,15 +143,15 @@ class ChannelClient {
   private closeWhenIdle(): void {
     this.idleTimer = setTimeout(() => {
       this.idleTimer = null
-      if (this.subscriptions.size > 0) return
-      this.forget()
-      this.socket.end()
+      if (this.subscriptions.size === 0) this.close()
     }, IDLE_CLOSE_MS)
     this.idleTimer.unref()
   }
 
   /** Later subscriptions to this channel open a new connection; the ones held here stay silent. */
-  private forget(): void {
+  private close(): void {
+    this.closed = true
     if (clients.get(this.channel) === this) clients.delete(this.channel)
+    this.socket.end()
   }
 }

@@ -1,0 +1,194 @@
+/**
+ * The chat example in headless Chromium, against the real app: several web
+ * processes on one SQLite file, replies as jobs watched over server-sent
+ * events. The page must show "N ahead", "thinking" and each reply exactly
+ * once, also when a web process is SIGKILLed in the middle of a reply.
+ */
+import { resolve } from 'node:path'
+import Database from 'better-sqlite3'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
+import { afterAll, afterEach, beforeAll, expect, test } from 'vitest'
+import { launchBrowser, screenshot, startWebProcess, type WebProcess } from '../helpers/browser.js'
+import { removeTempDirs, tempDir } from '../helpers/db.js'
+import { waitFor } from '../helpers/wait.js'
+
+const CHAT = resolve(import.meta.dirname, '../../examples/chat/main.ts')
+
+let browser: Browser
+const chats: WebProcess[] = []
+const contexts: BrowserContext[] = []
+
+beforeAll(async () => {
+  browser = await launchBrowser()
+})
+afterEach(async () => {
+  for (const context of contexts.splice(0)) await context.close()
+  await Promise.all(chats.splice(0).map((chat) => chat.stop()))
+  removeTempDirs()
+})
+afterAll(async () => {
+  await browser?.close()
+})
+
+interface Chat {
+  url: string
+  file: string
+  web: WebProcess
+}
+
+/** Starts the chat with deterministic misbehaviour only (`!fail`, `!slow`), on a fresh file. */
+async function startChat(processes: number, modelMs: string): Promise<Chat> {
+  const file = resolve(tempDir('chat-'), 'chat.db')
+  const web = await startWebProcess(CHAT, [
+    '--port', '0', '--db', file, '--processes', String(processes), '--model-ms', modelMs,
+    '--fail-rate', '0', '--slow-down-rate', '0', '--slow-down-ms', '300', '--backoff', '200ms',
+  ])
+  chats.push(web)
+  return { url: web.url, file, web }
+}
+
+/** A user: a browser context of their own (their own chat), whose page records every status and state each reply shows. */
+async function openUser(url: string): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 900, height: 900 } })
+  contexts.push(context)
+  await context.addInitScript(() => {
+    const seen: { reply: string; status?: string; state?: string }[] = []
+    ;(window as unknown as { seen: typeof seen }).seen = seen
+    new MutationObserver((mutations) => {
+      for (const mutation of mutations) {
+        const target = mutation.target as Element
+        const reply = target.closest?.('[data-reply-to]') as HTMLElement | null
+        if (!reply) continue
+        if (mutation.type === 'attributes') seen.push({ reply: reply.dataset.replyTo!, state: reply.dataset.state! })
+        else if (target.classList?.contains('status') && target.textContent) seen.push({ reply: reply.dataset.replyTo!, status: target.textContent })
+      }
+    }).observe(document, { subtree: true, childList: true, attributes: true, attributeFilter: ['data-state'] })
+  })
+  const page = await context.newPage()
+  await page.goto(url)
+  await page.waitForSelector('body[data-ready="true"]')
+  return page
+}
+
+async function post(page: Page, texts: string[]): Promise<void> {
+  for (const text of texts) {
+    const before = await page.locator('#log li').count()
+    await page.fill('#text', text)
+    await page.press('#text', 'Enter')
+    await page.waitForFunction((n) => document.querySelectorAll('#log li').length > n, before)
+  }
+}
+
+interface Seen {
+  reply: string
+  status?: string
+  state?: string
+}
+
+function seenOn(page: Page): Promise<Seen[]> {
+  return page.evaluate(() => (window as unknown as { seen: Seen[] }).seen)
+}
+
+/** Waits until every reply on the page is done; answers the page's replies by message id. */
+async function allReplied(page: Page, count: number): Promise<Map<string, string>> {
+  await page.waitForFunction((n) => document.querySelectorAll('.reply[data-state="done"]').length === n, count, { timeout: 40_000 })
+  const replies = await page.$$eval('.reply', (nodes) => nodes.map((node) => [(node as HTMLElement).dataset.replyTo!, node.querySelector('.text')!.textContent!] as const))
+  return new Map(replies)
+}
+
+/** The replies in the database: each user message must have exactly one. */
+function storedReplies(file: string): { asked: number[]; replies: Map<string, string>; copies: number[] } {
+  const client = new Database(file, { readonly: true })
+  try {
+    const asked = client.prepare(`select id from messages where role = 'user' order by id`).pluck().all() as number[]
+    const rows = client.prepare(`select reply_to as replyTo, text from messages where role = 'assistant'`).all() as { replyTo: number; text: string }[]
+    const copies = client.prepare(`select count(*) from messages where role = 'assistant' group by reply_to`).pluck().all() as number[]
+    return { asked, replies: new Map(rows.map((row) => [String(row.replyTo), row.text])), copies }
+  } finally {
+    client.close()
+  }
+}
+
+/** Samples the runs under way across every process from the database, to check the queue's concurrency of 4. */
+function sampleRunning(file: string): { max(): number; stop(): void } {
+  const client = new Database(file, { readonly: true })
+  const statement = client.prepare(`select count(*) from jobs_lease where queue = 'replies'`).pluck()
+  let max = 0
+  const timer = setInterval(() => (max = Math.max(max, statement.get() as number)), 15)
+  return { max: () => max, stop: () => (clearInterval(timer), client.close()) }
+}
+
+test('JOB-11 the chat page shows "N ahead", "thinking" and every reply once, with two web processes and concurrency 4 across them', async () => {
+  const chat = await startChat(2, '1000-1400')
+  const running = sampleRunning(chat.file)
+  const [alice, bob] = [await openUser(chat.url), await openUser(chat.url)]
+  const asks = {
+    alice: ['Hello there !fail', 'What is SQLite?', 'Tell me a joke', 'How are you?'],
+    bob: ['Hi !slow', 'What is Drizzle?', 'Why a queue?', 'Thanks'],
+  }
+  await Promise.all([post(alice, asks.alice), post(bob, asks.bob)])
+  // Eight replies, four at once: some wait, and say how many are ahead of them.
+  await waitFor(async () => (await Promise.all([alice, bob].map(seenOn))).flat().some((s) => /\d+ ahead/.test(s.status ?? '')), 'a reply waiting its turn')
+  await screenshot(alice, 'chat-waiting')
+  await waitFor(async () => (await seenOn(bob)).some((s) => s.status === 'thinking…'), 'a reply thinking')
+  await screenshot(bob, 'chat-thinking')
+
+  const shown = await Promise.all([allReplied(alice, 4), allReplied(bob, 4)])
+  running.stop()
+  await screenshot(alice, 'chat-replied')
+  const stored = storedReplies(chat.file)
+  expect(stored.asked).toHaveLength(8)
+  expect(stored.copies).toEqual(Array(8).fill(1))
+  for (const replies of shown) {
+    for (const [messageId, text] of replies) {
+      expect(text.length).toBeGreaterThan(0)
+      expect(text).toBe(stored.replies.get(messageId))
+    }
+  }
+  const seen = [...(await seenOn(alice)), ...(await seenOn(bob))]
+  const byReply = new Map<string, Seen[]>()
+  for (const s of seen) byReply.set(s.reply, [...(byReply.get(s.reply) ?? []), s])
+  expect(byReply.size).toBe(8)
+  for (const [reply, events] of byReply) {
+    // Each reply arrived once: it entered "done" a single time, and showed "thinking" while it ran.
+    expect(events.filter((e) => e.state === 'done'), `reply to ${reply}`).toHaveLength(1)
+    expect(events.some((e) => e.status === 'thinking…'), `reply to ${reply} thinking`).toBe(true)
+  }
+  expect(seen.some((s) => /^\d+ ahead$/.test(s.status ?? '') && s.status !== '0 ahead')).toBe(true)
+  // The reply that failed once shows its retry, and the one told to slow down its snooze.
+  const failedOnce = stored.asked[0]!
+  expect(byReply.get(String(failedOnce))!.some((e) => /attempt 1 of 5 failed \(the model is overloaded.*trying again/.test(e.status ?? ''))).toBe(true)
+  const slowed = (await bob.$$eval('[data-reply-to]', (nodes) => (nodes[0] as HTMLElement).dataset.replyTo!))
+  expect(byReply.get(slowed)!.some((e) => /slow down; trying again/.test(e.status ?? ''))).toBe(true)
+  expect(running.max()).toBe(4)
+})
+
+test('JOB-05 a web process SIGKILLed in the middle of a reply: the reply still arrives, once, on the page', async () => {
+  const chat = await startChat(2, '1800-2200')
+  const carol = await openUser(chat.url)
+  await post(carol, ['First question', 'Second question', 'Third question'])
+  await waitFor(async () => (await seenOn(carol)).filter((s) => s.status === 'thinking…').length >= 2, 'replies thinking')
+  const client = new Database(chat.file, { readonly: true })
+  const lease = await waitFor(
+    () => client.prepare(`select j.id, l.owner from jobs_lease l join jobs_job j on j.seq = l.job order by l.job limit 1`).get() as { id: string; owner: string } | undefined,
+    'a running reply',
+  )
+  const pid = Number(lease.owner.split('/')[1])
+  expect(pid).not.toBe(chat.web.process.pid)
+  process.kill(pid, 'SIGKILL')
+  await screenshot(carol, 'chat-killed')
+  await waitFor(() => chat.web.output().includes(`web process ${pid} ended (SIGKILL)`), 'the chat to notice the killed process')
+
+  const shown = await allReplied(carol, 3)
+  await screenshot(carol, 'chat-recovered')
+  const attempts = client.prepare(`select attempts from jobs_job where id = ?`).pluck().get(lease.id) as number
+  client.close()
+  expect(attempts).toBe(2)
+  const stored = storedReplies(chat.file)
+  expect(stored.copies).toEqual([1, 1, 1])
+  for (const [messageId, text] of shown) expect(text).toBe(stored.replies.get(messageId))
+  const killedReply = lease.id.replace('reply:', '')
+  const events = (await seenOn(carol)).filter((e) => e.reply === killedReply)
+  expect(events.filter((e) => e.state === 'done')).toHaveLength(1)
+  expect(events.filter((e) => e.status === 'thinking…').length).toBeGreaterThanOrEqual(1)
+})
