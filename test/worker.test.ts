@@ -356,6 +356,48 @@ describe('leases', () => {
     expect(count(t.client, 'jobs_step')).toBe(0)
   })
 
+  test('JOB-16 a run whose job was canceled and retried elsewhere loses its lease when its own worker claims the job again', async () => {
+    const q = defineQueue('recycled')
+    enqueue(t.db, q, null, { id: 'r' })
+    const release = gate()
+    const freshGate = gate()
+    const runs: number[] = []
+    let lateStep: unknown
+    start(t.db, q, async (_value, run) => {
+      if (run.id !== 'r') return
+      runs.push(runs.length + 1)
+      if (runs.length === 1) {
+        await release.wait
+        try {
+          await run.step('late', () => 'stale')
+        } catch (error) {
+          lateStep = error
+        }
+        return 'from the stale run'
+      }
+      await freshGate.wait
+      return 'from the fresh run'
+    }, { pollInterval: '1h' })
+    await waitFor(() => state('r') === 'running', 'the first run to start')
+    // Another process cancels the job and retries it, which begins its attempts again at 1.
+    const other = t.reopen()
+    other.client.exec(`delete from jobs_lease; update jobs_job set state = 'canceled' where id = 'r';
+      update jobs_job set state = 'waiting', attempts = 0 where id = 'r'`)
+    // Something local wakes the worker before it polls: it claims the job again, as attempt 1 of the same owner.
+    enqueue(t.db, q, null, { id: 'wake' })
+    await waitFor(() => runs.length === 2, 'the fresh run to start')
+    // The stale run goes on while the fresh one holds a lease with the same owner and attempt.
+    release.open()
+    await waitFor(() => lateStep !== undefined, 'the stale run to try its step')
+    expect(isJobsError(lateStep, 'LEASE_LOST')).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(state('r')).toBe('running')
+    freshGate.open()
+    await waitFor(() => state('r') === 'done', 'the fresh run to finish the job')
+    expect(jobRow(t.client, 'r')).toMatchObject({ state: 'done', result: '"from the fresh run"' })
+    expect(count(t.client, 'jobs_step')).toBe(0)
+  })
+
   test('a worker whose own clock jumps an hour, either way, between claim and completion still completes its runs', async () => {
     for (const jump of [3_600_000, -3_600_000]) {
       let skew = 0

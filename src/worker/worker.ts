@@ -254,6 +254,9 @@ class QueueWorker implements Worker {
   }
 
   private start(job: ClaimedJob): void {
+    // Claiming a job this worker still runs means the old run's lease was taken (a cancel, then a retry
+    // that began the attempts again): the old run has lost it, even though owner and attempt match again.
+    this.active.get(job.seq)?.loseLease()
     const run = new RunContext(this.connection, this.owner, this.queue, job)
     this.active.set(job.seq, run)
     void this.execute(run, job.value)
