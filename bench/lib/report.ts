@@ -112,7 +112,7 @@ export interface Rendered {
 }
 
 /** The Markdown table of the medians, its footnotes (n/a reasons, capped runs) and the targets. */
-export function renderTable(results: Results, specs: readonly RowSpec[]): Rendered {
+export function renderTable(results: Results, specs: readonly RowSpec[], cappedNote: (subject: Subject) => string): Rendered {
   const footnotes: string[] = []
   const note = (text: string): string => {
     let index = footnotes.indexOf(text)
@@ -131,7 +131,7 @@ export function renderTable(results: Results, specs: readonly RowSpec[]): Render
       }
       let cell = formatValue(value, spec.unit)
       const row = subject === 'floor' ? (spec.floorFrom ?? spec.key) : spec.key
-      if (results.capped(row, subject)) cell += ` ${note(`${HEADINGS[subject]}: the drain was stopped after its time cap; the figure is jobs done / time over that part of the drain (see Notes).`)}`
+      if (results.capped(row, subject)) cell += ` ${note(cappedNote(subject))}`
       const extra = spec.extra?.(results, subject)
       if (extra) cell += ` ${extra}`
       return cell
