@@ -1,0 +1,182 @@
+"""A producer and a worker for drizzle-jobs in Python, with nothing but the sqlite3 module.
+
+It follows the table layout and the protocol of the README ("Tables"), which
+is all another language needs:
+
+  add       adds jobs in one transaction; an id the queue holds adds nothing
+  claim     claims the first runnable job in claim order (priority, run_at,
+            seq), counting its attempt, and leases it; a paused queue and a
+            group at its cap are skipped
+  step      keeps a step's answer, fenced by the lease
+  complete  ends the job done, fenced by the lease; only then drops the lease
+            and the job's steps
+
+The counters in jobs_queue are kept by the engine's triggers: nothing here
+touches them. Times are integer milliseconds since the Unix epoch. Each
+command prints one JSON line.
+
+Usage:
+  python3 jobs.py add <db> <queue> <items json: [{id, value, group?, priority?, delay_ms?, max_attempts?}]>
+  python3 jobs.py claim <db> <queue> <owner> <lease ms> [<per-group cap>]
+  python3 jobs.py step <db> <seq> <owner> <attempt> <name> <answer json>
+  python3 jobs.py complete <db> <seq> <owner> <attempt> <result json>
+"""
+
+import json
+import sqlite3
+import sys
+import time
+
+RUNNABLE = "state in ('waiting', 'scheduled')"
+LEASE_HELD = "exists (select 1 from jobs_lease where job = :seq and owner = :owner and attempt = :attempt)"
+
+
+def to_json(value):
+    """JSON text as JavaScript's JSON.stringify writes it: no spaces."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def connect(path):
+    # Autocommit mode: every transaction below is an explicit BEGIN IMMEDIATE, so it takes the write
+    # lock first and waits (up to the timeout) instead of failing when another process holds it.
+    connection = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+    connection.execute("pragma journal_mode = wal")
+    return connection
+
+
+def immediate(connection, work):
+    connection.execute("begin immediate")
+    try:
+        result = work()
+        connection.execute("commit")
+        return result
+    except BaseException:
+        connection.execute("rollback")
+        raise
+
+
+def add(path, queue, items):
+    connection = connect(path)
+
+    def insert_all():
+        now = now_ms()
+        answers = []
+        for item in items:
+            run_at = now + item.get("delay_ms", 0)
+            # run_at and created_at are given: the column defaults use unixepoch('subsec'), which SQLite
+            # before 3.42 does not know.
+            cursor = connection.execute(
+                """insert into jobs_job (queue, id, grp, value, state, priority, max_attempts, run_at, created_at)
+                   values (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   on conflict (queue, id) do nothing""",
+                (
+                    queue,
+                    item["id"],
+                    item.get("group"),
+                    to_json(item["value"]),
+                    "scheduled" if run_at > now else "waiting",
+                    item.get("priority", 0),
+                    item.get("max_attempts", 10),
+                    run_at,
+                    now,
+                ),
+            )
+            answers.append({"id": item["id"], "added": cursor.rowcount == 1})
+        return answers
+
+    return immediate(connection, insert_all)
+
+
+def claim(path, queue, owner, lease_ms, per_group=None):
+    connection = connect(path)
+
+    def claim_one():
+        now = now_ms()
+        paused = connection.execute("select paused from jobs_queue where name = ?", (queue,)).fetchone()
+        if paused and paused[0]:
+            return None
+        capped = ""
+        params = {"queue": queue, "now": now, "per_group": per_group}
+        if per_group is not None:
+            capped = """and (grp is null or grp not in (select grp from jobs_lease where queue = :queue and grp is not null
+                                                        group by grp having count(*) >= :per_group))"""
+        candidate = connection.execute(
+            f"""select seq from jobs_job where queue = :queue and {RUNNABLE} and run_at <= :now {capped}
+                order by priority, run_at, seq limit 1""",
+            params,
+        ).fetchone()
+        if candidate is None:
+            return None
+        row = connection.execute(
+            f"""update jobs_job set state = 'running', attempts = attempts + 1
+                where seq = ? and {RUNNABLE}
+                returning seq, id, grp, value, attempts, max_attempts""",
+            (candidate[0],),
+        ).fetchone()
+        seq, job_id, grp, value, attempt, max_attempts = row
+        connection.execute(
+            "insert into jobs_lease (job, queue, grp, owner, attempt, expires_at) values (?, ?, ?, ?, ?, ?)",
+            (seq, queue, grp, owner, attempt, now + lease_ms),
+        )
+        return {"seq": seq, "id": job_id, "group": grp, "value": json.loads(value), "attempt": attempt, "max_attempts": max_attempts}
+
+    return immediate(connection, claim_one)
+
+
+def step(path, seq, owner, attempt, name, answer):
+    connection = connect(path)
+
+    def keep():
+        cursor = connection.execute(
+            f"""insert into jobs_step (job, name, answer) select :seq, :name, :answer where {LEASE_HELD}
+                on conflict (job, name) do nothing""",
+            {"seq": seq, "name": name, "answer": to_json(answer), "owner": owner, "attempt": attempt},
+        )
+        return {"written": cursor.rowcount == 1}
+
+    return immediate(connection, keep)
+
+
+def complete(path, seq, owner, attempt, result):
+    connection = connect(path)
+
+    def end():
+        cursor = connection.execute(
+            f"""update jobs_job set state = 'done', finished_at = :now, result = :result, error = null
+                where seq = :seq and {LEASE_HELD}""",
+            {"seq": seq, "now": now_ms(), "result": to_json(result), "owner": owner, "attempt": attempt},
+        )
+        landed = cursor.rowcount == 1
+        if landed:
+            connection.execute("delete from jobs_lease where job = ?", (seq,))
+            connection.execute("delete from jobs_step where job = ?", (seq,))
+        return {"landed": landed}
+
+    return immediate(connection, end)
+
+
+def main(argv):
+    command, path, *rest = argv
+    if command == "add":
+        queue, items = rest
+        answer = add(path, queue, json.loads(items))
+    elif command == "claim":
+        queue, owner, lease_ms, *cap = rest
+        answer = claim(path, queue, owner, int(lease_ms), int(cap[0]) if cap else None)
+    elif command == "step":
+        seq, owner, attempt, name, answer_json = rest
+        answer = step(path, int(seq), owner, int(attempt), name, json.loads(answer_json))
+    elif command == "complete":
+        seq, owner, attempt, result = rest
+        answer = complete(path, int(seq), owner, int(attempt), json.loads(result))
+    else:
+        raise SystemExit(f"unknown command {command}: expected add, claim, step or complete")
+    print(to_json(answer))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
