@@ -184,6 +184,22 @@ describe('watch', () => {
     expect(seen.every((snapshots) => path(snapshots).slice(-2).join() === 'running,done')).toBe(true)
   })
 
+  test('JOB-11 ahead counts a more urgent scheduled job only once it is due, in one count and in many', async () => {
+    const t = db()
+    const q = defineQueue<number>('due')
+    enqueue(t.db, q, 0, { id: 'a' })
+    enqueue(t.db, q, 0, { id: 'b' })
+    enqueue(t.db, q, 0, { id: 'urgent', priority: -5, delay: '1h' })
+    expect([getJob(t.db, q, 'a')?.ahead, getJob(t.db, q, 'b')?.ahead]).toEqual([0, 1])
+    const iterators = [watch(t.db, q, 'a'), watch(t.db, q, 'b')]
+    expect((await Promise.all(iterators.map((i) => i.next()))).map((r) => r.value?.ahead)).toEqual([0, 1])
+    // Its time comes (another writer moves it): now it is claimed first.
+    t.reopen().client.prepare(`update jobs_job set run_at = ? where id = 'urgent'`).run(Date.now() - 1)
+    expect((await Promise.all(iterators.map((i) => i.next()))).map((r) => r.value?.ahead)).toEqual([1, 2])
+    expect([getJob(t.db, q, 'a')?.ahead, getJob(t.db, q, 'b')?.ahead]).toEqual([1, 2])
+    for (const iterator of iterators) await iterator.return()
+  })
+
   test('JOB-11 ahead is counted up to 10,000, for one job and for many watched at once', async () => {
     const t = db()
     const q = defineQueue<number>('deep')

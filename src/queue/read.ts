@@ -72,46 +72,39 @@ export function readJobRows(connection: Connection, seqs: readonly number[]): Jo
 
 /** How many runnable jobs (waiting, or scheduled and due) of the job's queue come before it in claim order, up to 10,000. @internal */
 export function countAhead(connection: Connection, row: JobRow, now = Date.now()): number {
-  return readStatements(connection).statements.countAhead.get({ queue: row.queue, priority: row.priority, runAt: row.runAt, seq: row.seq, now, limit: MAX_AHEAD }) as number
+  const { aheadByPriority, aheadByRunAt, aheadBySeq } = readStatements(connection).statements
+  const at = { queue: row.queue, priority: row.priority, runAt: row.runAt, seq: row.seq, now, limit: MAX_AHEAD }
+  let ahead = aheadByPriority.get(at) as number
+  if (ahead < MAX_AHEAD) ahead += aheadByRunAt.get({ queue: row.queue, priority: row.priority, before: Math.min(row.runAt, now + 1), limit: MAX_AHEAD - ahead }) as number
+  if (ahead < MAX_AHEAD) ahead += aheadBySeq.get({ ...at, limit: MAX_AHEAD - ahead }) as number
+  return ahead
 }
 
 /**
- * `ahead` for many waiting jobs of one queue at once: sorted in claim order,
- * each one's count is the previous one's plus the jobs between them, so the
- * index is walked at most 10,000 entries (plus one per job) in all, however
- * many jobs are asked about. Answers the counts by seq.
+ * `ahead` for many waiting jobs of one queue at once: one walk down the
+ * line in claim order, stopped after the last of them or at 10,000 jobs,
+ * gives each its place. However many jobs are asked about, the index is
+ * walked at most 10,000 entries. Answers the counts by seq.
  * @internal
  */
 export function countAheadOfMany(connection: Connection, rows: readonly JobRow[], now = Date.now()): Map<number, number> {
   const counts = new Map<number, number>()
-  const sorted = [...rows].sort(byClaimOrder)
-  const { countAheadFrom } = readStatements(connection).statements
-  let previous: JobRow | undefined
-  let ahead = 0
-  for (const row of sorted) {
-    if (previous === undefined) {
-      ahead = countAhead(connection, row, now)
-    } else if (ahead < MAX_AHEAD && previous.seq !== row.seq) {
-      ahead += countAheadFrom.get({
-        queue: row.queue,
-        fromPriority: previous.priority,
-        fromRunAt: previous.runAt,
-        fromSeq: previous.seq,
-        priority: row.priority,
-        runAt: row.runAt,
-        seq: row.seq,
-        now,
-        limit: MAX_AHEAD - ahead,
-      }) as number
-    }
-    counts.set(row.seq, ahead)
-    previous = row
+  if (rows.length === 1) {
+    counts.set(rows[0]!.seq, countAhead(connection, rows[0]!, now))
+    return counts
   }
+  const wanted = new Set(rows.map((row) => row.seq))
+  let place = 0
+  for (const seq of readStatements(connection).statements.lineHead.iterate({ queue: rows[0]!.queue, now, limit: MAX_AHEAD }) as IterableIterator<number>) {
+    if (wanted.delete(seq)) {
+      counts.set(seq, place)
+      if (wanted.size === 0) break
+    }
+    place++
+  }
+  // Not met in the first 10,000: at least that many are ahead (or, run_at still to come, none is runnable before it).
+  for (const seq of wanted) counts.set(seq, place)
   return counts
-}
-
-function byClaimOrder(a: JobRow, b: JobRow): number {
-  return a.priority - b.priority || a.runAt - b.runAt || a.seq - b.seq
 }
 
 /** The run whose progress a snapshot of this row shows: the attempt holding the lease, or null when none runs. @internal */

@@ -13,23 +13,29 @@ const JOB_COLUMNS = `j.seq, j.queue, j.id, j.grp, j.state, j.priority, j.run_at 
   l.owner, l.attempt as leaseAttempt, l.channel`
 
 /**
- * Jobs claimed before a waiting one come first in the claim index (jobs_job_claim: queue, priority, run_at, seq).
- * Of those, only the runnable ones count: a job scheduled for later, though more urgent, is not claimed before it now.
+ * `ahead` walks the claim index (jobs_job_claim: queue, priority, run_at, seq, over the runnable states) in
+ * claim order. A row-value bound `(priority, run_at, seq) < (?, ?, ?)` is not exact there: SQLite seeks on
+ * `(priority, run_at) <= (?, ?)` and filters `seq`, so the jobs added in one batch (one run_at) are all
+ * walked for each count (measured: 0.8 ms for ahead 0 in a batch of 10,000). Three exact ranges are
+ * walked instead — more urgent priorities, then earlier run_at, then earlier seq — each counted up to what
+ * the limit leaves. Only runnable jobs count: one scheduled for later, though more urgent, is not claimed
+ * before this one now.
  */
-const CLAIM_ORDER_BEFORE = `(priority, run_at, seq) < (@priority, @runAt, @seq) and run_at <= @now`
+const RUNNABLE_NOW = `queue = @queue and state in ('waiting', 'scheduled') and run_at <= @now`
 
 export const READ_SQL = {
   jobById: `select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq where j.queue = ? and j.id = ?`,
   /** The rows of many watched jobs in one pass: @seqs is a JSON array. */
   jobsBySeq: `select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq
     where j.seq in (select value from json_each(?))`,
-  /** Runnable jobs of the queue before this position in claim order, counted up to @limit through the claim index. */
-  countAhead: `select count(*) from (select 1 from jobs_job
-    where queue = @queue and state in ('waiting', 'scheduled') and ${CLAIM_ORDER_BEFORE} limit @limit)`,
-  /** The same between two positions: from @from* (included) to the given one (excluded). */
-  countAheadFrom: `select count(*) from (select 1 from jobs_job
-    where queue = @queue and state in ('waiting', 'scheduled')
-      and (priority, run_at, seq) >= (@fromPriority, @fromRunAt, @fromSeq) and ${CLAIM_ORDER_BEFORE} limit @limit)`,
+  aheadByPriority: `select count(*) from (select 1 from jobs_job where ${RUNNABLE_NOW} and priority < @priority limit @limit)`,
+  /** One upper bound on run_at, `@before` = min(its run_at, now + 1): given two, SQLite may seek on the wrong one and walk the rest. */
+  aheadByRunAt: `select count(*) from (select 1 from jobs_job
+    where queue = @queue and state in ('waiting', 'scheduled') and priority = @priority and run_at < @before limit @limit)`,
+  aheadBySeq: `select count(*) from (select 1 from jobs_job
+    where ${RUNNABLE_NOW} and priority = @priority and run_at = @runAt and seq < @seq limit @limit)`,
+  /** The head of the line in claim order, for the `ahead` of many watched jobs at once: one walk serves them all. */
+  lineHead: `select seq from jobs_job where ${RUNNABLE_NOW} order by priority, run_at, seq limit @limit`,
 } as const
 
 type ReadStatementName = keyof typeof READ_SQL
@@ -40,7 +46,7 @@ export interface ReadStatements {
   readonly snapshot: <T>(work: () => T) => T
 }
 
-const PLUCKED = new Set<ReadStatementName>(['countAhead', 'countAheadFrom'])
+const PLUCKED = new Set<ReadStatementName>(['aheadByPriority', 'aheadByRunAt', 'aheadBySeq', 'lineHead'])
 const prepared = new WeakMap<Connection, ReadStatements>()
 
 /** The read statements of a connection, prepared on first use. */
