@@ -9,7 +9,7 @@ import type Database from 'better-sqlite3'
 import { is } from 'drizzle-orm'
 import { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core'
 import { JobsError } from './errors.js'
-import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, prepareStatements, type Statements } from './sql/statements.js'
+import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements, type Statements } from './sql/statements.js'
 
 /**
  * A Drizzle SQLite database or transaction on a synchronous driver
@@ -25,6 +25,11 @@ export interface Connection {
   readonly key: string
   /** Runs `work` in a `BEGIN IMMEDIATE` transaction, or in a savepoint of the one under way. */
   immediate<T>(work: () => T): T
+  /**
+   * Runs `work` in a `BEGIN IMMEDIATE` transaction of its own (the connection must not be in one) and
+   * answers how long taking the write lock took, in ms: more than a moment means another writer held it.
+   */
+  immediateTimed<T>(work: () => T): { value: T; lockWaitMs: number }
 }
 
 const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease'] as const
@@ -66,11 +71,27 @@ function open(client: Database.Database): Connection {
   }
   const transaction = client.transaction((work: () => unknown) => work())
   const file = client.memory || !client.name ? `memory:${++anonymousDatabases}` : resolve(client.name)
+  const begin = client.prepare('begin immediate')
+  const commit = client.prepare('commit')
+  const rollback = client.prepare('rollback')
   return {
     client,
     sql,
     key: file,
     immediate: <T>(work: () => T) => transaction.immediate(work) as T,
+    immediateTimed<T>(work: () => T) {
+      const asked = performance.now()
+      begin.run()
+      const lockWaitMs = performance.now() - asked
+      try {
+        const value = work()
+        commit.run()
+        return { value, lockWaitMs }
+      } catch (error) {
+        if (client.inTransaction) rollback.run()
+        throw error
+      }
+    },
   }
 }
 
@@ -88,7 +109,7 @@ export function installCounters(client: Database.Database): void {
   if (missing.length > 0) {
     throw new JobsError('SCHEMA_MISSING', `table ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ${MIGRATE_HINT}`)
   }
-  if (client.prepare(SQL.triggersPresent).pluck().get() === 3) return
+  if (client.prepare(SQL.triggersPresent).pluck().get() === TRIGGER_COUNT) return
   client.transaction(() => {
     client.exec(COUNTER_TRIGGERS)
     client.exec(RECOUNT_QUEUES)

@@ -68,12 +68,15 @@ function bad(path: string, what: string): JobsError {
 
 /**
  * Checks a name-like string (a queue name, an id, a group, a step name):
- * INVALID_OPTION when it is not a non-empty string, TOO_LARGE past 1,024 bytes.
+ * INVALID_OPTION when it is not a non-empty, well-formed string, TOO_LARGE past 1,024 bytes.
  * @internal
  */
 export function checkName(value: unknown, what: string): string {
   if (typeof value !== 'string' || value.length === 0) {
     throw new JobsError('INVALID_OPTION', `${what} must be a non-empty string, got ${value === '' ? 'an empty string' : typeof value}`)
+  }
+  if (!(value as string & { isWellFormed(): boolean }).isWellFormed()) {
+    throw new JobsError('INVALID_OPTION', `${what} holds a lone surrogate (half of a UTF-16 pair), which SQLite cannot store as text`)
   }
   if (value.length > MAX_NAME_BYTES / 3 && Buffer.byteLength(value, 'utf8') > MAX_NAME_BYTES) {
     throw new JobsError('TOO_LARGE', `${what} is ${Buffer.byteLength(value, 'utf8')} bytes; the limit is ${MAX_NAME_BYTES}`)

@@ -35,3 +35,12 @@ export const RESCUE_BATCH_SIZE = 100
 export const STOP_ABORT_GRACE_MS = 1_000
 /** The longest duration any option accepts: about 24.8 days, the most a Node timer can wait. */
 export const MAX_DURATION_MS = 2 ** 31 - 1
+
+/** How long to wait before trying a write again after SQLite said busy. */
+export const BUSY_RETRY_MS = 5
+/** Taking the write lock longer than this means another writer held it. */
+export const CONTENDED_LOCK_WAIT_MS = 0.5
+/** After such a wait, flushes leave a gap for this long... */
+export const CONTENDED_SPELL_MS = 1_000
+/** ...of this many ms, so that other writers, the app's among them, get the lock in between. */
+export const CONTENDED_GAP_MS = 2

@@ -497,3 +497,44 @@ describe('JOB-13 inside a run: step names and answers, progress, outcome argumen
     )
   })
 })
+
+describe('JOB-13 inputs at the edge of what the tables can hold', () => {
+  /** Strings with a lone surrogate: no UTF-8 encodes them, so SQLite cannot keep them as given. */
+  const notWellFormed = fc
+    .tuple(fc.string({ maxLength: 8 }), fc.integer({ min: 0xd800, max: 0xdfff }), fc.string({ maxLength: 8 }))
+    .map(([head, unit, tail]) => `${head}${String.fromCharCode(unit)}${tail}`)
+    .filter((text) => /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text))
+
+  test('JOB-13 an id, a group or a queue name with a lone surrogate is refused with INVALID_OPTION, or kept so that it reads back the same', () => {
+    let n = 0
+    fc.assert(
+      fc.property(notWellFormed, fc.constantFrom('id', 'group', 'queue'), (text, where) => {
+        const queueName = where === 'queue' ? text : `edge-${n++}`
+        const defined = attempt(() => defineQueue(queueName))
+        if ('error' in defined) return void expect(defined.error.code).toBe('INVALID_OPTION')
+        const before = jobsTables(t)
+        const added = attempt(() => enqueue(t.db, defined.value, 1, where === 'id' ? { id: text } : where === 'group' ? { group: text } : {}))
+        if ('error' in added) {
+          expect(added.error.code).toBe('INVALID_OPTION')
+          expect(jobsTables(t)).toEqual(before)
+          return
+        }
+        const row = t.client.prepare('select queue, id, grp from jobs_job where queue = ? and id = ?').get(queueName, added.value.id) as { queue: string; id: string; grp: string | null }
+        expect(row[where === 'group' ? 'grp' : where]).toBe(text)
+      }),
+      { numRuns: 60 },
+    )
+  })
+
+  test('JOB-13 a runAt beyond the range of a Date is refused with INVALID_OPTION, writing nothing', () => {
+    const queue = defineQueue('edge-run-at')
+    fc.assert(
+      fc.property(fc.oneof(fc.double({ min: 8.64e15 + 1, max: 1e300, noNaN: true }), fc.double({ min: -1e300, max: -8.64e15 - 1, noNaN: true })), (ms) => {
+        const before = jobsTables(t)
+        expect(attempt(() => enqueue(t.db, queue, 1, { runAt: ms }))).toMatchObject({ error: { code: 'INVALID_OPTION' } })
+        expect(jobsTables(t)).toEqual(before)
+      }),
+      { numRuns: 40 },
+    )
+  })
+})

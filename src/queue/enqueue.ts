@@ -140,10 +140,13 @@ function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefine
   }
 }
 
+/** The range of a JavaScript Date, in ms either side of the epoch. */
+const MAX_DATE_MS = 8.64e15
+
 function timeOption(value: unknown): number {
   const ms = value instanceof Date ? value.getTime() : value
-  if (typeof ms !== 'number' || !Number.isFinite(ms)) {
-    throw new JobsError('INVALID_OPTION', `runAt: expected a valid Date or ms since the epoch, got ${describe(value)}`)
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || Math.abs(ms) > MAX_DATE_MS) {
+    throw new JobsError('INVALID_OPTION', `runAt: expected a valid Date or ms since the epoch (within ±${MAX_DATE_MS}), got ${describe(value)}`)
   }
   return Math.round(ms)
 }

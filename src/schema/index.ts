@@ -9,7 +9,8 @@
 import { sql } from 'drizzle-orm'
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
 
-const nowMs = sql`(cast(unixepoch('subsec') * 1000 as integer))`
+/** Now in ms, in an expression every SQLite version understands (unixepoch('subsec') needs 3.42). */
+const nowMs = sql`(cast((julianday('now') - 2440587.5) * 86400000 as integer))`
 
 /** One row per queue: its pause flag and its jobs counted by state (kept by triggers). */
 export const jobsQueue = sqliteTable('jobs_queue', {
@@ -45,6 +46,8 @@ export const jobsJob = sqliteTable(
     result: text('result'),
     /** Internal: the stack of the error that ended the last failed run, for the dashboard. */
     errorStack: text('error_stack'),
+    /** Internal: 1 when the last run ended without an outcome (its worker died, or its lease expired); such a job next runs alone in its worker, so a job that kills its process takes no other job down with it. */
+    abandoned: integer('abandoned').notNull().default(0),
   },
   (t) => [
     uniqueIndex('jobs_job_queue_id').on(t.queue, t.id),
@@ -52,6 +55,9 @@ export const jobsJob = sqliteTable(
       .on(t.queue, t.priority, t.runAt, t.seq)
       .where(sql`state in ('waiting', 'scheduled')`),
     index('jobs_job_scheduled').on(t.queue, t.runAt).where(sql`state = 'scheduled'`),
+    index('jobs_job_abandoned')
+      .on(t.queue, t.priority, t.runAt, t.seq)
+      .where(sql`abandoned = 1 and state in ('waiting', 'scheduled')`),
     index('jobs_job_ended')
       .on(t.queue, t.state, t.finishedAt)
       .where(sql`state in ('done', 'failed', 'canceled')`),

@@ -21,7 +21,8 @@ const ENDED = `state in ('done', 'failed', 'canceled')`
 export const SQL = {
   tablesPresent: `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease')`,
   triggersPresent: `select count(*) from sqlite_master where type = 'trigger' and name in
-    ('jobs_job_counts_insert_v1', 'jobs_job_counts_update_v1', 'jobs_job_counts_delete_v1')`,
+    ('jobs_job_counts_insert_v1', 'jobs_job_counts_update_v1', 'jobs_job_counts_delete_v1',
+     'jobs_job_unknown_state_insert_v1', 'jobs_job_unknown_state_update_v1')`,
   dataVersion: `pragma data_version`,
 
   /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. */
@@ -45,6 +46,10 @@ export const SQL = {
     where seq in (select seq from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
                   order by priority, run_at, seq limit @limit)
     returning seq, id, grp, value, attempts, max_attempts as maxAttempts`,
+  /** The first due job whose last run was abandoned: it runs alone in its worker. */
+  firstAbandoned: `select seq, grp from jobs_job
+    where queue = @queue and abandoned = 1 and ${RUNNABLE} and run_at <= @now
+    order by priority, run_at, seq limit 1`,
   /** Candidates for a claim under a per-group cap: groups already at the cap are left out. */
   claimCandidatesByGroup: `select seq, grp from jobs_job
     where queue = @queue and ${RUNNABLE} and run_at <= @now
@@ -60,7 +65,7 @@ export const SQL = {
 
   /** Ends a run: the job's next state, fenced by the lease. The one write every outcome goes through. */
   endRun: `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
-      result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund
+      result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned
     where seq = @seq and ${LEASE_HELD}`,
   deleteLease: `delete from jobs_lease where job = ?`,
   deleteSteps: `delete from jobs_step where job = ?`,
@@ -91,8 +96,29 @@ export const SQL = {
 
 export type StatementName = keyof typeof SQL
 
-/** The triggers that keep `jobs_queue`'s counters right whoever writes `jobs_job`, in any language. */
+/** How many triggers the engine installs; fewer present means some are to be created. */
+export const TRIGGER_COUNT = 5
+
+const KNOWN_STATES = `('waiting', 'scheduled', 'running', 'done', 'failed', 'canceled')`
+const NOW_MS = `cast((julianday('now') - 2440587.5) * 86400000 as integer)`
+
+/**
+ * The triggers that keep `jobs_queue`'s counters right whoever writes `jobs_job`, in any language, and
+ * that fail at once a job written in a state the engine does not know, saying so in its error.
+ */
 export const COUNTER_TRIGGERS = `
+create trigger if not exists jobs_job_unknown_state_insert_v1 after insert on jobs_job
+when new.state not in ${KNOWN_STATES} begin
+  update jobs_job set state = 'failed', finished_at = ${NOW_MS},
+    error = 'the job was written in the unknown state ''' || coalesce(new.state, 'null') || '''; known states: waiting, scheduled, running, done, failed, canceled'
+  where seq = new.seq;
+end;
+create trigger if not exists jobs_job_unknown_state_update_v1 after update of state on jobs_job
+when new.state not in ${KNOWN_STATES} begin
+  update jobs_job set state = 'failed', finished_at = ${NOW_MS},
+    error = 'the job was set to the unknown state ''' || coalesce(new.state, 'null') || '''; known states: waiting, scheduled, running, done, failed, canceled'
+  where seq = new.seq;
+end;
 create trigger if not exists jobs_job_counts_insert_v1 after insert on jobs_job begin
   insert into jobs_queue (name, waiting, scheduled, running, done, failed, canceled)
   values (new.queue, new.state = 'waiting', new.state = 'scheduled', new.state = 'running',
@@ -121,8 +147,14 @@ create trigger if not exists jobs_job_counts_delete_v1 after delete on jobs_job 
   where name = old.queue;
 end;`
 
-/** Recounts every queue's counters from its jobs: run when the triggers had to be (re)created. */
+/**
+ * Run when the triggers had to be (re)created: fails the jobs written in unknown states before the
+ * triggers were there, then recounts every queue's counters from its jobs.
+ */
 export const RECOUNT_QUEUES = `
+update jobs_job set state = 'failed', finished_at = ${NOW_MS},
+  error = 'the job was written in the unknown state ''' || state || '''; known states: waiting, scheduled, running, done, failed, canceled'
+where state not in ${KNOWN_STATES};
 insert into jobs_queue (name) select distinct queue from jobs_job where true on conflict (name) do nothing;
 update jobs_queue set
   waiting = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'waiting'),

@@ -88,7 +88,7 @@ export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handl
       if (!isDue(connection.sql.queueClaimable.get({ queue: definition.name }) as Claimable | undefined, Date.now())) break
       throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
     }
-    const [job] = connection.immediate(() => claimJobs(connection, definition, { limit: 1, owner, leaseMs, now: Date.now(), channel: null }))
+    const [job] = connection.immediate(() => claimJobs(connection, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }))
     if (!job) break
     jobsChanged(connection.key, definition.name, 'claimed')
     const run = new RunContext(connection, owner, definition.name, job)

@@ -3,6 +3,12 @@
  * `limit` runnable jobs in claim order (priority, run_at, seq — JOB-17),
  * count their attempt (JOB-04), and lease them. The queue's concurrency is
  * decided here, from the database, so it holds across processes (JOB-07).
+ *
+ * A due job whose last run was abandoned (its worker died, or its lease
+ * expired) runs alone: a worker claims it only when it runs nothing else,
+ * and claims nothing else meanwhile, so a job that kills its process takes
+ * no innocent job down with it. While such a job is due, busy workers claim
+ * nothing new until one of them is idle and takes it.
  * @internal
  */
 import type { Connection } from '../connection.js'
@@ -11,6 +17,8 @@ import type { ClaimedJob } from './run.js'
 
 export interface ClaimRequest {
   limit: number
+  /** Whether the claiming worker runs nothing now: only then may it take an abandoned job. */
+  idle: boolean
   owner: string
   leaseMs: number
   now: number
@@ -24,8 +32,10 @@ export function claimJobs(connection: Connection, queue: Queue, request: ClaimRe
   let limit = request.limit
   if (queue.concurrency.total !== null) limit = Math.min(limit, queue.concurrency.total - (counts?.running ?? 0))
   if (limit <= 0) return []
-  const claimed =
-    queue.concurrency.perGroup === null
+  const abandoned = sql.firstAbandoned.get({ queue: queue.name, now: request.now }) as { seq: number; grp: string | null } | undefined
+  const claimed = abandoned
+    ? claimAlone(connection, queue, abandoned, request.idle)
+    : queue.concurrency.perGroup === null
       ? (sql.claimJobs.all({ queue: queue.name, now: request.now, limit }) as ClaimedJob[])
       : claimUnderGroupCap(connection, queue, queue.concurrency.perGroup, limit, request.now)
   const expiresAt = request.now + request.leaseMs
@@ -33,6 +43,15 @@ export function claimJobs(connection: Connection, queue: Queue, request: ClaimRe
     sql.insertLease.run({ seq: job.seq, queue: queue.name, grp: job.grp, owner: request.owner, attempt: job.attempts, expiresAt, channel: request.channel })
   }
   return claimed
+}
+
+function claimAlone(connection: Connection, queue: Queue, job: { seq: number; grp: string | null }, idle: boolean): ClaimedJob[] {
+  const { sql } = connection
+  if (!idle) return []
+  const perGroup = queue.concurrency.perGroup
+  if (perGroup !== null && job.grp !== null && (sql.groupRunning.get(queue.name, job.grp) as number) >= perGroup) return []
+  const claimed = sql.claimJob.get(job.seq) as ClaimedJob | undefined
+  return claimed ? [claimed] : []
 }
 
 /** Walks candidates in claim order, skipping jobs whose group is at its cap, counting the ones taken here too. */

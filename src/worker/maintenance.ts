@@ -38,7 +38,7 @@ export function findAbandoned(connection: Connection, queue: Queue, self: string
 export function releaseAbandoned(connection: Connection, queue: Queue, leases: readonly AbandonedLease[], now: number): number[] {
   const records = leases.map((lease) => {
     const why = lease.expiresAt <= now ? `its lease expired (worker ${lease.owner} stopped renewing it)` : `its worker process (${lease.owner}) is gone`
-    const transition = transitionFor(queue, { attempt: lease.attempt, maxAttempts: lease.maxAttempts }, { kind: 'abandoned', why }, now)
+    const transition = transitionFor(queue, { attempt: lease.attempt, maxAttempts: lease.maxAttempts }, { kind: 'abandoned', why, isolate: true }, now)
     return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition }
   })
   const landed = recordEnds(connection, records)

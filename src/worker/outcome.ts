@@ -32,7 +32,7 @@ export type RunEnd =
   | { kind: 'returned'; value: unknown }
   | { kind: 'threw'; error: unknown }
   /** The run's worker died or lost the lease before recording an outcome. */
-  | { kind: 'abandoned'; why: string }
+  | { kind: 'abandoned'; why: string; isolate: boolean }
 
 /** The job's next row values: what `endRun` writes. */
 export interface Transition {
@@ -44,6 +44,8 @@ export interface Transition {
   errorStack: string | null
   /** 1 when the run gives its attempt back (a snooze), else 0. */
   refund: 0 | 1
+  /** 1 when the run ended without an outcome (its worker died or its lease expired): the next run goes alone. */
+  abandoned: 0 | 1
 }
 
 export interface RunFacts {
@@ -56,7 +58,7 @@ export function transitionFor(queue: Queue, run: RunFacts, end: RunEnd, now: num
   if (end.kind === 'threw') return failedRun(queue, run, errorText(end.error), stackOf(end.error), now)
   if (end.kind === 'abandoned') {
     const error = `attempt ${run.attempt} of ${run.maxAttempts} ended without an outcome: ${end.why}`
-    return failedRun(queue, run, error, null, now)
+    return { ...failedRun(queue, run, error, null, now), abandoned: end.isolate ? 1 : 0 }
   }
   const value = end.value
   if (!isOutcome(value)) {
@@ -83,11 +85,11 @@ function failedRun(queue: Queue, run: RunFacts, error: string, errorStack: strin
 }
 
 function ended(state: 'done' | 'failed', now: number, fields: Partial<Transition>): Transition {
-  return { state, runAt: null, finishedAt: now, result: null, error: null, errorStack: null, refund: 0, ...fields }
+  return { state, runAt: null, finishedAt: now, result: null, error: null, errorStack: null, refund: 0, abandoned: 0, ...fields }
 }
 
 function scheduled(runAt: number, error: string | null, errorStack: string | null, refund: 0 | 1): Transition {
-  return { state: 'scheduled', runAt, finishedAt: null, result: null, error, errorStack, refund }
+  return { state: 'scheduled', runAt, finishedAt: null, result: null, error, errorStack, refund, abandoned: 0 }
 }
 
 function errorText(error: unknown): string {

@@ -15,6 +15,10 @@ import {
   LEASE_RENEWALS_PER_LEASE,
   MAINTENANCE_INTERVAL_MS,
   STOP_ABORT_GRACE_MS,
+  BUSY_RETRY_MS,
+  CONTENDED_GAP_MS,
+  CONTENDED_LOCK_WAIT_MS,
+  CONTENDED_SPELL_MS,
 } from '../limits.js'
 import { positiveInteger, positiveMs, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../queue/wake.js'
@@ -101,8 +105,6 @@ interface Settings {
   clock: () => number
 }
 
-/** How long to wait before trying a write again after SQLite said busy. */
-const BUSY_RETRY_MS = 5
 
 class QueueWorker implements Worker {
   readonly queue: string
@@ -112,6 +114,8 @@ class QueueWorker implements Worker {
   private readonly timers: NodeJS.Timeout[] = []
   private readonly unsubscribe: () => void
   private flushQueued = false
+  /** Until when (performance.now() ms) flushes leave a gap, because taking the lock had to wait. */
+  private contendedUntil = 0
   private nextScheduledTimer: NodeJS.Timeout | null = null
   private lastDataVersion: number
   private stopping = false
@@ -161,7 +165,7 @@ class QueueWorker implements Worker {
       await this.settledWithin(STOP_ABORT_GRACE_MS)
       const now = this.settings.clock()
       for (const run of this.active.values()) {
-        const transition = transitionFor(this.definition, { attempt: run.attempt, maxAttempts: run.attempts }, { kind: 'abandoned', why: 'the worker stopped before the run ended' }, now)
+        const transition = transitionFor(this.definition, { attempt: run.attempt, maxAttempts: run.attempts }, { kind: 'abandoned', why: 'the worker stopped before the run ended', isolate: false }, now)
         this.pendingEnds.push({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
         run.loseLease()
         run.endProgress()
@@ -189,13 +193,20 @@ class QueueWorker implements Worker {
     })
   }
 
+  /**
+   * Flushes soon: on the next turn of the event loop, or, while other writers contend for the lock,
+   * after a short gap. SQLite's busy handler lets a waiting writer retry only now and then, so a
+   * worker that takes the lock back to back would starve the app's own transactions.
+   */
   private scheduleFlush(): void {
     if (this.flushQueued) return
     this.flushQueued = true
-    setImmediate(() => {
+    const run = () => {
       this.flushQueued = false
       this.flush()
-    })
+    }
+    if (performance.now() < this.contendedUntil) setTimeout(run, CONTENDED_GAP_MS)
+    else setImmediate(run)
   }
 
   /** One write transaction: record the ends waiting, then claim for the free slots. */
@@ -211,11 +222,13 @@ class QueueWorker implements Worker {
     const now = this.settings.clock()
     let claimed: ClaimedJob[]
     try {
-      claimed = this.connection.immediate(() => {
+      const written = this.connection.immediateTimed(() => {
         recordEnds(this.connection, ends)
         if (free <= 0) return []
-        return claimJobs(this.connection, this.definition, { limit: free, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: progressChannel() })
+        return claimJobs(this.connection, this.definition, { limit: free, idle: this.active.size === 0, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: progressChannel() })
       })
+      claimed = written.value
+      if (written.lockWaitMs > CONTENDED_LOCK_WAIT_MS) this.contendedUntil = performance.now() + CONTENDED_SPELL_MS
     } catch (error) {
       this.pendingEnds.unshift(...ends)
       if (!isBusy(error)) this.settings.onError(error)

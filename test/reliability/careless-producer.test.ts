@@ -77,3 +77,17 @@ test('JOB-13 a value that is not JSON fails its job at once with an error saying
   expect(t.client.prepare(`select waiting, scheduled, running, done, failed from jobs_queue where name = ?`).get(queue.name)).toEqual({ waiting: 0, scheduled: 0, running: 0, done: 6, failed: 2 })
   expect(t.client.prepare('pragma integrity_check').pluck().get()).toBe('ok')
 })
+
+test('JOB-13 a row in an unknown state is failed by the worker with an error naming the state, and the others go on', async () => {
+  insertRaw({ id: 'pending', value: '{"n": 1}', state: 'pending' })
+  insertRaw({ id: 'shouting', value: '{"n": 2}', state: 'WAITING' })
+  enqueue(t.db, queue, { n: 3 }, { id: 'good' })
+  startWorker()
+
+  await waitFor('the good job to be done', () => jobOf('good').state === 'done', 20_000)
+  await waitFor('the rows in unknown states to be failed', () => jobOf('pending').state === 'failed' && jobOf('shouting').state === 'failed', 5_000)
+  expect(jobOf('pending').error).toMatch(/pending/)
+  expect(jobOf('shouting').error).toMatch(/WAITING/)
+  expect(ran).toEqual(['good'])
+  expect(surfaced).toEqual([])
+})

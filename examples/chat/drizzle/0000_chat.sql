@@ -19,12 +19,13 @@ CREATE TABLE `jobs_job` (
 	`priority` integer DEFAULT 0 NOT NULL,
 	`attempts` integer DEFAULT 0 NOT NULL,
 	`max_attempts` integer DEFAULT 10 NOT NULL,
-	`run_at` integer DEFAULT (cast(unixepoch('subsec') * 1000 as integer)) NOT NULL,
-	`created_at` integer DEFAULT (cast(unixepoch('subsec') * 1000 as integer)) NOT NULL,
+	`run_at` integer DEFAULT (cast((julianday('now') - 2440587.5) * 86400000 as integer)) NOT NULL,
+	`created_at` integer DEFAULT (cast((julianday('now') - 2440587.5) * 86400000 as integer)) NOT NULL,
 	`finished_at` integer,
 	`error` text,
 	`result` text,
-	`error_stack` text
+	`error_stack` text,
+	`abandoned` integer DEFAULT 0 NOT NULL
 );
 --> statement-breakpoint
 CREATE UNIQUE INDEX `jobs_job_queue_id` ON `jobs_job` (`queue`,`id`);--> statement-breakpoint
