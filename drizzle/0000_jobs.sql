@@ -20,6 +20,7 @@ CREATE TABLE `jobs_job` (
 CREATE UNIQUE INDEX `jobs_job_queue_id` ON `jobs_job` (`queue`,`id`);--> statement-breakpoint
 CREATE INDEX `jobs_job_claim` ON `jobs_job` (`queue`,`priority`,`run_at`,`seq`) WHERE state in ('waiting', 'scheduled');--> statement-breakpoint
 CREATE INDEX `jobs_job_scheduled` ON `jobs_job` (`queue`,`run_at`) WHERE state = 'scheduled';--> statement-breakpoint
+CREATE INDEX `jobs_job_abandoned` ON `jobs_job` (`queue`,`priority`,`run_at`,`seq`) WHERE abandoned = 1 and state in ('waiting', 'scheduled');--> statement-breakpoint
 CREATE INDEX `jobs_job_ended` ON `jobs_job` (`queue`,`state`,`finished_at`) WHERE state in ('done', 'failed', 'canceled');--> statement-breakpoint
 CREATE TABLE `jobs_lease` (
 	`job` integer PRIMARY KEY NOT NULL,
@@ -33,8 +34,6 @@ CREATE TABLE `jobs_lease` (
 );
 --> statement-breakpoint
 CREATE INDEX `jobs_lease_queue_grp` ON `jobs_lease` (`queue`,`grp`);--> statement-breakpoint
-CREATE INDEX `jobs_lease_queue_expires` ON `jobs_lease` (`queue`,`expires_at`);--> statement-breakpoint
-CREATE INDEX `jobs_lease_owner` ON `jobs_lease` (`owner`);--> statement-breakpoint
 CREATE TABLE `jobs_queue` (
 	`name` text PRIMARY KEY NOT NULL,
 	`paused` integer DEFAULT 0 NOT NULL,

@@ -92,9 +92,7 @@ export const jobsLease = sqliteTable(
     /** Internal: where the owner process publishes the run's live progress (a local socket path), or null. */
     channel: text('channel'),
   },
-  (t) => [
-    index('jobs_lease_queue_grp').on(t.queue, t.grp),
-    index('jobs_lease_queue_expires').on(t.queue, t.expiresAt),
-    index('jobs_lease_owner').on(t.owner),
-  ],
+  // One index: the table holds only running jobs, so the other look-ups (by owner, by expiry) scan a few
+  // rows, and each index more would cost every claim and every end.
+  (t) => [index('jobs_lease_queue_grp').on(t.queue, t.grp)],
 )

@@ -12,6 +12,7 @@
  * @internal
  */
 import type { Connection } from '../connection.js'
+import { BATCH_CLAIM_MIN } from '../limits.js'
 import type { Queue } from '../queue/define.js'
 import type { ClaimedJob } from './run.js'
 
@@ -36,11 +37,22 @@ export function claimJobs(connection: Connection, queue: Queue, request: ClaimRe
   const claimed = abandoned
     ? claimAlone(connection, queue, abandoned, request.idle)
     : queue.concurrency.perGroup === null
-      ? (sql.claimJobs.all({ queue: queue.name, now: request.now, limit }) as ClaimedJob[])
+      ? claimInOrder(connection, queue, limit, request.now)
       : claimUnderGroupCap(connection, queue, queue.concurrency.perGroup, limit, request.now)
   const expiresAt = request.now + request.leaseMs
   for (const job of claimed) {
     sql.insertLease.run({ seq: job.seq, queue: queue.name, grp: job.grp, owner: request.owner, attempt: job.attempts, expiresAt, channel: request.channel })
+  }
+  return claimed
+}
+
+function claimInOrder(connection: Connection, queue: Queue, limit: number, now: number): ClaimedJob[] {
+  const { sql } = connection
+  if (limit >= BATCH_CLAIM_MIN) return sql.claimJobs.all({ queue: queue.name, now, limit }) as ClaimedJob[]
+  const claimed: ClaimedJob[] = []
+  for (const seq of sql.claimCandidates.all({ queue: queue.name, now, limit }) as number[]) {
+    const job = sql.claimJob.get(seq) as ClaimedJob | undefined
+    if (job) claimed.push(job)
   }
   return claimed
 }
