@@ -33,7 +33,6 @@ CREATE TABLE `jobs_lease` (
 	FOREIGN KEY (`job`) REFERENCES `jobs_job`(`seq`) ON UPDATE no action ON DELETE cascade
 );
 --> statement-breakpoint
-CREATE INDEX `jobs_lease_queue_grp` ON `jobs_lease` (`queue`,`grp`);--> statement-breakpoint
 CREATE TABLE `jobs_queue` (
 	`name` text PRIMARY KEY NOT NULL,
 	`paused` integer DEFAULT 0 NOT NULL,

@@ -92,7 +92,6 @@ export const jobsLease = sqliteTable(
     /** Internal: where the owner process publishes the run's live progress (a local socket path), or null. */
     channel: text('channel'),
   },
-  // One index: the table holds only running jobs, so the other look-ups (by owner, by expiry) scan a few
-  // rows, and each index more would cost every claim and every end.
-  (t) => [index('jobs_lease_queue_grp').on(t.queue, t.grp)],
+  // No index beyond the primary key: the table holds running jobs only, so look-ups by queue, group, owner
+  // or expiry scan a few rows, while each index would cost every claim and every end a page write.
 )

@@ -58,7 +58,8 @@ export const SQL = {
       and (grp is null or grp not in (select grp from jobs_lease where queue = @queue and grp is not null
                                       group by grp having count(*) >= @perGroup))
     order by priority, run_at, seq limit @limit`,
-  groupRunning: `select count(*) from jobs_lease where queue = ? and grp = ?`,
+  /** Runs under way per group of a queue, in one pass over the leases. */
+  groupsRunning: `select grp, count(*) as running from jobs_lease where queue = ? and grp is not null group by grp`,
   claimJob: `update jobs_job set state = 'running', attempts = attempts + 1
     where seq = ? and ${RUNNABLE}
     returning seq, id, grp, value, attempts, max_attempts as maxAttempts`,
@@ -168,7 +169,7 @@ update jobs_queue set
   canceled = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'canceled');`
 
 /** Statements that answer a single column, read with `pluck`. */
-const PLUCKED = new Set<StatementName>(['triggersPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'groupRunning', 'leaseOwners', 'readStep', 'jobState', 'claimCandidates'])
+const PLUCKED = new Set<StatementName>(['triggersPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'leaseOwners', 'readStep', 'jobState', 'claimCandidates'])
 
 /** The statements of one connection. */
 export type Statements = { readonly [K in StatementName]: Database.Statement }

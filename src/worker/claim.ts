@@ -61,7 +61,7 @@ function claimAlone(connection: Connection, queue: Queue, job: { seq: number; gr
   const { sql } = connection
   if (!idle) return []
   const perGroup = queue.concurrency.perGroup
-  if (perGroup !== null && job.grp !== null && (sql.groupRunning.get(queue.name, job.grp) as number) >= perGroup) return []
+  if (perGroup !== null && job.grp !== null && (groupsRunning(connection, queue).get(job.grp) ?? 0) >= perGroup) return []
   const claimed = sql.claimJob.get(job.seq) as ClaimedJob | undefined
   return claimed ? [claimed] : []
 }
@@ -70,12 +70,12 @@ function claimAlone(connection: Connection, queue: Queue, job: { seq: number; gr
 function claimUnderGroupCap(connection: Connection, queue: Queue, perGroup: number, limit: number, now: number): ClaimedJob[] {
   const { sql } = connection
   const candidates = sql.claimCandidatesByGroup.all({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 }) as { seq: number; grp: string | null }[]
-  const running = new Map<string, number>()
+  const running = groupsRunning(connection, queue)
   const claimed: ClaimedJob[] = []
   for (const candidate of candidates) {
     if (claimed.length === limit) break
     if (candidate.grp !== null) {
-      const inGroup = running.get(candidate.grp) ?? (sql.groupRunning.get(queue.name, candidate.grp) as number)
+      const inGroup = running.get(candidate.grp) ?? 0
       if (inGroup >= perGroup) continue
       running.set(candidate.grp, inGroup + 1)
     }
@@ -83,4 +83,9 @@ function claimUnderGroupCap(connection: Connection, queue: Queue, perGroup: numb
     if (job) claimed.push(job)
   }
   return claimed
+}
+
+function groupsRunning(connection: Connection, queue: Queue): Map<string, number> {
+  const rows = connection.sql.groupsRunning.all(queue.name) as { grp: string; running: number }[]
+  return new Map(rows.map((row) => [row.grp, row.running]))
 }
