@@ -44,3 +44,15 @@ export function describe(value: unknown): string {
   if (typeof value === 'object') return 'an object'
   return `${typeof value} ${String(value)}`
 }
+
+/** A span of milliseconds the way a person reads it: 850ms, 12s, 4m 05s, 3h 20m, 2d 4h. @internal */
+export function humanSpan(ms: number): string {
+  if (ms < 1_000) return `${Math.max(0, Math.round(ms))}ms`
+  const s = Math.floor(ms / 1_000)
+  if (s < 60) return `${s}s`
+  const m = Math.floor(s / 60)
+  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`
+  const h = Math.floor(m / 60)
+  if (h < 24) return `${h}h ${String(m % 60).padStart(2, '0')}m`
+  return `${Math.floor(h / 24)}d ${h % 24}h`
+}

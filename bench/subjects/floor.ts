@@ -17,7 +17,7 @@ import { nowMs } from '../lib/clock.js'
 import { copyDb, freshPath } from '../lib/files.js'
 import { coordinateWorkers } from '../lib/procs.js'
 import { median, quantile } from '../lib/stats.js'
-import { uuid7 } from '../lib/uuid7.js'
+import { newJobId as uuid7 } from '../../src/queue/job-id.js'
 import type {
   EnqueueAppArgs,
   EnqueueAppResult,

@@ -1,4 +1,5 @@
 /** Text output of the command-line tool: aligned tables, ages, JSON with dates as ISO strings. @internal */
+import { humanSpan } from '../duration.js'
 
 /** Lays rows out in columns under a header, two spaces apart. */
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
@@ -8,16 +9,7 @@ export function table(header: readonly string[], rows: readonly (readonly string
 }
 
 /** A span of milliseconds the way a person reads it: 850ms, 12s, 4m 05s, 3h 20m, 2d 4h. */
-export function span(ms: number): string {
-  if (ms < 1_000) return `${Math.max(0, Math.round(ms))}ms`
-  const s = Math.floor(ms / 1_000)
-  if (s < 60) return `${s}s`
-  const m = Math.floor(s / 60)
-  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`
-  const h = Math.floor(m / 60)
-  if (h < 24) return `${h}h ${String(m % 60).padStart(2, '0')}m`
-  return `${Math.floor(h / 24)}d ${h % 24}h`
-}
+export const span = humanSpan
 
 /** A time relative to now: "in 5s", "3m 02s ago". */
 export function relative(date: Date | null, now: number): string {

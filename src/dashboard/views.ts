@@ -10,6 +10,7 @@ import type { QueueCounts } from '../admin/queues.js'
 import { queueCounts } from '../admin/queues.js'
 import { oldestDueMs } from '../admin/stats.js'
 import type { Connection, SyncDatabase } from '../connection.js'
+import { humanSpan } from '../duration.js'
 import { defineQueue } from '../queue/define.js'
 import { getJob } from '../queue/read.js'
 import type { JobState } from '../types.js'
@@ -104,7 +105,7 @@ function queuesTable(ctx: ViewContext, all: QueueCounts[], series: Map<string, S
 ${STATES.map((state) => html`<td class="num" data-count="${state}"><a href="${`${queuePath(ctx, counts.queue)}?state=${state}`}" class="${state === 'failed' && counts.failed > 0 ? 'count-failed' : ''}">${counts[state]}</a></td>`)}
 <td class="num">${lastMinute(series.get(counts.queue), 'done')}</td>
 <td class="num">${lastMinute(series.get(counts.queue), 'failed')}</td>
-<td class="num">${due === null ? '–' : span(due)}</td>
+<td class="num">${due === null ? '–' : humanSpan(due)}</td>
 <td>${pauseButton(ctx, counts.queue, counts.paused)}</td>
 </tr>`
   })
@@ -219,18 +220,9 @@ function stateBadge(state: JobState): Html {
 
 function time(date: Date, now: number): Html {
   const ms = date.getTime() - now
-  return html`<time datetime="${date.toISOString()}" title="${date.toISOString()}">${ms > 0 ? `in ${span(ms)}` : `${span(-ms)} ago`}</time>`
+  return html`<time datetime="${date.toISOString()}" title="${date.toISOString()}">${ms > 0 ? `in ${humanSpan(ms)}` : `${humanSpan(-ms)} ago`}</time>`
 }
 
-function span(ms: number): string {
-  if (ms < 1_000) return `${Math.max(0, Math.round(ms))}ms`
-  const s = Math.floor(ms / 1_000)
-  if (s < 60) return `${s}s`
-  const m = Math.floor(s / 60)
-  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`
-  const h = Math.floor(m / 60)
-  return h < 24 ? `${h}h ${String(m % 60).padStart(2, '0')}m` : `${Math.floor(h / 24)}d ${h % 24}h`
-}
 
 function oneLine(text: string | null, max: number): string {
   if (text === null) return ''
