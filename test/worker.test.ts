@@ -419,6 +419,40 @@ describe('leases', () => {
   })
 })
 
+describe('abandoned runs', () => {
+  test('JOB-05 a job whose last run was abandoned runs alone in its worker; a busy worker passes over it meanwhile', async () => {
+    const q = defineQueue<string>('alone')
+    const insert = t.client.prepare(`insert into jobs_job (queue, id, value, abandoned) values ('alone', ?, ?, ?)`)
+    const gates = new Map([['x', gate()], ['y', gate()]])
+    const running = new Set<string>()
+    const beside = new Map<string, string[]>()
+    start(t.db, q, async (value) => {
+      beside.set(value, [...running])
+      running.add(value)
+      await gates.get(value)?.wait
+      running.delete(value)
+    }, { slots: 4 })
+    enqueue(t.db, q, 'x', { id: 'x' })
+    await waitFor(() => running.has('x'), 'x to start')
+    // While x runs, a job that must run alone and a plain one arrive: the busy worker takes the plain one.
+    insert.run('y', '"y"', 1)
+    insert.run('z', '"z"', 0)
+    await waitFor(() => state('z') === 'done', 'z to run beside x, passing over y')
+    expect(state('y')).toBe('waiting')
+    gates.get('x')!.open()
+    // Idle again, the worker takes y alone, and claims nothing beside it until it ends.
+    await waitFor(() => running.has('y'), 'y to start alone')
+    enqueue(t.db, q, 'w', { id: 'w' })
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(state('w')).toBe('waiting')
+    gates.get('y')!.open()
+    await waitFor(() => state('w') === 'done', 'w to run once y ended')
+    expect(beside.get('y')).toEqual([])
+    expect(beside.get('w')).toEqual([])
+    expect(t.client.prepare(`select abandoned from jobs_job where id = 'y'`).pluck().get()).toBe(0)
+  })
+})
+
 describe('order', () => {
   test('JOB-17 waiting jobs run in order of priority, then run_at, then add order', async () => {
     const q = defineQueue<string>('ordered')

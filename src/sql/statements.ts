@@ -44,17 +44,21 @@ export const SQL = {
   claimJobs: `update jobs_job set state = 'running', attempts = attempts + 1
     where seq in (select seq from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
                   order by priority, run_at, seq limit @limit)
-    returning seq, id, grp, value, attempts, max_attempts as maxAttempts`,
+    returning seq, id, grp, value, attempts, max_attempts as maxAttempts, abandoned`,
   /** Runnable jobs in claim order: for small claims, taken one by one with claimJob (cheaper than claimJobs there). */
   claimCandidates: `select seq from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
     order by priority, run_at, seq limit @limit`,
+  /** Like claimCandidates, leaving out the jobs that must run alone. */
+  claimCandidatesNotAbandoned: `select seq from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now and abandoned = 0
+    order by priority, run_at, seq limit @limit`,
   /** The first due job whose last run was abandoned: it runs alone in its worker. */
-  firstAbandoned: `select seq, grp from jobs_job
+  firstAbandoned: `select seq, grp, run_at as runAt from jobs_job
     where queue = @queue and abandoned = 1 and ${RUNNABLE} and run_at <= @now
     order by priority, run_at, seq limit 1`,
   /** Candidates for a claim under a per-group cap: groups already at the cap are left out. */
   claimCandidatesByGroup: `select seq, grp from jobs_job
     where queue = @queue and ${RUNNABLE} and run_at <= @now
+      and (@skipAbandoned = 0 or abandoned = 0)
       and (grp is null or grp not in (select grp from jobs_lease where queue = @queue and grp is not null
                                       group by grp having count(*) >= @perGroup))
     order by priority, run_at, seq limit @limit`,
@@ -62,7 +66,7 @@ export const SQL = {
   groupsRunning: `select grp, count(*) as running from jobs_lease where queue = ? and grp is not null group by grp`,
   claimJob: `update jobs_job set state = 'running', attempts = attempts + 1
     where seq = ? and ${RUNNABLE}
-    returning seq, id, grp, value, attempts, max_attempts as maxAttempts`,
+    returning seq, id, grp, value, attempts, max_attempts as maxAttempts, abandoned`,
   insertLease: `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at, channel)
     values (@seq, @queue, @grp, @owner, @attempt, @expiresAt, @channel)`,
 
@@ -169,7 +173,7 @@ update jobs_queue set
   canceled = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'canceled');`
 
 /** Statements that answer a single column, read with `pluck`. */
-const PLUCKED = new Set<StatementName>(['triggersPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'leaseOwners', 'readStep', 'jobState', 'claimCandidates'])
+const PLUCKED = new Set<StatementName>(['triggersPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'leaseOwners', 'readStep', 'jobState', 'claimCandidates', 'claimCandidatesNotAbandoned'])
 
 /** The statements of one connection. */
 export type Statements = { readonly [K in StatementName]: Database.Statement }

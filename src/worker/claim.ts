@@ -7,12 +7,13 @@
  * A due job whose last run was abandoned (its worker died, or its lease
  * expired) runs alone: a worker claims it only when it runs nothing else,
  * and claims nothing else meanwhile, so a job that kills its process takes
- * no innocent job down with it. While such a job is due, busy workers claim
+ * no innocent job down with it. Busy workers meanwhile claim the other jobs,
+ * passing over it; once it has waited `ABANDONED_PATIENCE_MS` they claim
  * nothing new until one of them is idle and takes it.
  * @internal
  */
 import type { Connection } from '../connection.js'
-import { BATCH_CLAIM_MIN } from '../limits.js'
+import { ABANDONED_PATIENCE_MS, BATCH_CLAIM_MIN } from '../limits.js'
 import type { Queue } from '../queue/define.js'
 import type { ClaimedJob } from './run.js'
 
@@ -33,12 +34,16 @@ export function claimJobs(connection: Connection, queue: Queue, request: ClaimRe
   let limit = request.limit
   if (queue.concurrency.total !== null) limit = Math.min(limit, queue.concurrency.total - (counts?.running ?? 0))
   if (limit <= 0) return []
-  const abandoned = sql.firstAbandoned.get({ queue: queue.name, now: request.now }) as { seq: number; grp: string | null } | undefined
-  const claimed = abandoned
-    ? claimAlone(connection, queue, abandoned, request.idle)
-    : queue.concurrency.perGroup === null
-      ? claimInOrder(connection, queue, limit, request.now)
-      : claimUnderGroupCap(connection, queue, queue.concurrency.perGroup, limit, request.now)
+  const abandoned = sql.firstAbandoned.get({ queue: queue.name, now: request.now }) as { seq: number; grp: string | null; runAt: number } | undefined
+  let claimed: ClaimedJob[] = []
+  if (abandoned && request.idle) claimed = claimAlone(connection, queue, abandoned)
+  if (claimed.length === 0 && !(abandoned && request.now - abandoned.runAt >= ABANDONED_PATIENCE_MS)) {
+    const skipAbandoned = abandoned !== undefined
+    claimed =
+      queue.concurrency.perGroup === null
+        ? claimInOrder(connection, queue, limit, request.now, skipAbandoned)
+        : claimUnderGroupCap(connection, queue, queue.concurrency.perGroup, limit, request.now, skipAbandoned)
+  }
   const expiresAt = request.now + request.leaseMs
   for (const job of claimed) {
     sql.insertLease.run({ seq: job.seq, queue: queue.name, grp: job.grp, owner: request.owner, attempt: job.attempts, expiresAt, channel: request.channel })
@@ -46,20 +51,20 @@ export function claimJobs(connection: Connection, queue: Queue, request: ClaimRe
   return claimed
 }
 
-function claimInOrder(connection: Connection, queue: Queue, limit: number, now: number): ClaimedJob[] {
+function claimInOrder(connection: Connection, queue: Queue, limit: number, now: number, skipAbandoned: boolean): ClaimedJob[] {
   const { sql } = connection
-  if (limit >= BATCH_CLAIM_MIN) return sql.claimJobs.all({ queue: queue.name, now, limit }) as ClaimedJob[]
+  if (limit >= BATCH_CLAIM_MIN && !skipAbandoned) return sql.claimJobs.all({ queue: queue.name, now, limit }) as ClaimedJob[]
+  const candidates = skipAbandoned ? sql.claimCandidatesNotAbandoned : sql.claimCandidates
   const claimed: ClaimedJob[] = []
-  for (const seq of sql.claimCandidates.all({ queue: queue.name, now, limit }) as number[]) {
+  for (const seq of candidates.all({ queue: queue.name, now, limit }) as number[]) {
     const job = sql.claimJob.get(seq) as ClaimedJob | undefined
     if (job) claimed.push(job)
   }
   return claimed
 }
 
-function claimAlone(connection: Connection, queue: Queue, job: { seq: number; grp: string | null }, idle: boolean): ClaimedJob[] {
+function claimAlone(connection: Connection, queue: Queue, job: { seq: number; grp: string | null }): ClaimedJob[] {
   const { sql } = connection
-  if (!idle) return []
   const perGroup = queue.concurrency.perGroup
   if (perGroup !== null && job.grp !== null && (groupsRunning(connection, queue).get(job.grp) ?? 0) >= perGroup) return []
   const claimed = sql.claimJob.get(job.seq) as ClaimedJob | undefined
@@ -67,9 +72,9 @@ function claimAlone(connection: Connection, queue: Queue, job: { seq: number; gr
 }
 
 /** Walks candidates in claim order, skipping jobs whose group is at its cap, counting the ones taken here too. */
-function claimUnderGroupCap(connection: Connection, queue: Queue, perGroup: number, limit: number, now: number): ClaimedJob[] {
+function claimUnderGroupCap(connection: Connection, queue: Queue, perGroup: number, limit: number, now: number, skipAbandoned: boolean): ClaimedJob[] {
   const { sql } = connection
-  const candidates = sql.claimCandidatesByGroup.all({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 }) as { seq: number; grp: string | null }[]
+  const candidates = sql.claimCandidatesByGroup.all({ queue: queue.name, now, perGroup, limit: limit * 4 + 16, skipAbandoned: skipAbandoned ? 1 : 0 }) as { seq: number; grp: string | null }[]
   const running = groupsRunning(connection, queue)
   const claimed: ClaimedJob[] = []
   for (const candidate of candidates) {

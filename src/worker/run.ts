@@ -50,6 +50,8 @@ export interface ClaimedJob {
   value: string
   attempts: number
   maxAttempts: number
+  /** 1 when the job's last run was abandoned: this run goes alone in its worker. */
+  abandoned: number
 }
 
 /** @internal */

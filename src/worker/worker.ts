@@ -116,6 +116,8 @@ class QueueWorker implements Worker {
   private flushQueued = false
   /** Until when (performance.now() ms) flushes leave a gap, because taking the lock had to wait. */
   private contendedUntil = 0
+  /** The job this worker runs alone, its last run having been abandoned: until it ends, the worker claims nothing. */
+  private aloneWith: number | null = null
   /** `PRAGMA data_version` inside the last flush's transaction: it moves only when other connections write. */
   private versionAtLastFlush = -1
   private nextScheduledTimer: NodeJS.Timeout | null = null
@@ -213,7 +215,7 @@ class QueueWorker implements Worker {
 
   /** One write transaction: record the ends waiting, then claim for the free slots. */
   private flush(): void {
-    const free = this.stopping ? 0 : this.settings.slots - this.active.size
+    const free = this.stopping || this.aloneWith !== null ? 0 : this.settings.slots - this.active.size
     const ends = this.pendingEnds.splice(0)
     if (ends.length === 0 && (free <= 0 || !this.mightHaveWork())) return
     if (this.connection.client.inTransaction) {
@@ -278,6 +280,7 @@ class QueueWorker implements Worker {
     // Claiming a job this worker still runs means the old run's lease was taken (a cancel, then a retry
     // that began the attempts again): the old run has lost it, even though owner and attempt match again.
     this.active.get(job.seq)?.loseLease()
+    if (job.abandoned) this.aloneWith = job.seq
     const run = new RunContext(this.connection, this.owner, this.queue, job)
     this.active.set(job.seq, run)
     void this.execute(run, job.value)
@@ -301,6 +304,7 @@ class QueueWorker implements Worker {
     if (run.timedOut) end = { kind: 'threw', error: timeoutError(timeoutMs) }
     if (this.active.get(run.seq) !== run) return
     this.active.delete(run.seq)
+    if (this.aloneWith === run.seq) this.aloneWith = null
     run.endProgress()
     if (!run.lost) {
       const transition = transitionFor(this.definition, { attempt: run.attempt, maxAttempts: run.attempts }, end, this.settings.clock())
