@@ -1,5 +1,5 @@
 /** The command-line tool, run as users run it: the package's `bin`, built into dist, in a child process. */
-import { execFile, spawn } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { get } from 'node:http'
 import { join, resolve } from 'node:path'
@@ -9,6 +9,7 @@ import { defineQueue, enqueue, listJobs, queueCounts, work, type Worker } from '
 import { freshDb, removeTempDirs, tempDir, type TestDb } from './helpers/db.js'
 import { killChildren, startFixture } from './helpers/processes.js'
 import { count, jobRow } from './helpers/rows.js'
+import { startDashboardCommand } from './helpers/dashboard.js'
 import { waitFor } from './helpers/wait.js'
 
 const ROOT = resolve(import.meta.dirname, '..')
@@ -243,25 +244,9 @@ describe('errors and exit codes', () => {
 })
 
 describe('dashboard', () => {
-  /** Starts `drizzle-jobs dashboard` and resolves with its URL once printed, and a way to stop it (SIGTERM) that resolves its exit code. */
-  function startDashboard(...args: string[]): Promise<{ url: string; stop: () => Promise<number | null> }> {
-    const child = spawn(process.execPath, [BIN, 'dashboard', ...args], { cwd: ROOT, env: { ...process.env, DRIZZLE_JOBS_TOKEN: '' }, stdio: ['ignore', 'pipe', 'pipe'] })
-    const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)))
-    let output = ''
-    return new Promise((started, failed) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        output += chunk.toString()
-        const url = /(http:\/\/\S+)\n/.exec(output)?.[1]
-        if (url) started({ url, stop: () => (child.kill('SIGTERM'), exited) })
-      })
-      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
-      void exited.then((code) => failed(new Error(`dashboard exited ${code} before printing its URL: ${output}`)))
-    })
-  }
-
   test('serves on 127.0.0.1, answers only loopback Host headers, and exits 0 on SIGTERM', async () => {
     await seed()
-    const served = await startDashboard('--db', t.file, '--port', '0')
+    const served = await startDashboardCommand('--db', t.file, '--port', '0')
     try {
       expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/)
       const page = await fetch(served.url)
@@ -288,7 +273,7 @@ describe('dashboard', () => {
     expect(open.stderr).toContain('refusing to listen on 0.0.0.0 without a token')
     expect(short.code).toBe(2)
     expect(short.stderr).toContain('token: at least 16 characters')
-    const served = await startDashboard('--db', t.file, '--port', '0', '--token', 'correct-horse-battery-staple')
+    const served = await startDashboardCommand('--db', t.file, '--port', '0', '--token', 'correct-horse-battery-staple')
     try {
       expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=correct-horse-battery-staple$/)
       const bare = new URL(served.url)

@@ -6,7 +6,6 @@
  * buttons act. Screenshots go to test-artifacts/; the overview also becomes
  * docs/dashboard.png when that file is missing or UPDATE_DOCS_SCREENSHOT=1.
  */
-import { spawn } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -18,11 +17,11 @@ import { dashboard, type Dashboard } from '../../src/dashboard/index.js'
 import { defineQueue, enqueue, queueCounts, work, type JobState, type Worker } from '../../src/index.js'
 import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
 import { jobRow } from '../helpers/rows.js'
+import { startDashboardCommand } from '../helpers/dashboard.js'
 import { waitFor } from '../helpers/wait.js'
 
 const DOCS_SCREENSHOT = resolve(import.meta.dirname, '../../docs/dashboard.png')
 const ARTIFACTS = resolve(import.meta.dirname, '../../test-artifacts')
-const BIN = resolve(import.meta.dirname, '../../dist/cli/main.js')
 const CHROMIUM = '/usr/bin/chromium'
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run']
 
@@ -39,22 +38,6 @@ async function screenshot(page: Page, name: string): Promise<string> {
   return path
 }
 
-/** `drizzle-jobs dashboard` from dist, as users run it; resolves with the URL it prints, and a stop (SIGTERM) that resolves its exit code. */
-function startDashboardCommand(...args: string[]): Promise<{ url: string; stop: () => Promise<number | null> }> {
-  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: build first (npm run build; npm test does it)`)
-  const child = spawn(process.execPath, [BIN, 'dashboard', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)))
-  let output = ''
-  return new Promise((started, failed) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += chunk.toString()
-      const url = /(http:\/\/\S+)\n/.exec(output)?.[1]
-      if (url) started({ url, stop: () => (child.kill('SIGTERM'), exited) })
-    })
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
-    void exited.then((code) => failed(new Error(`the dashboard exited ${code} before printing its URL: ${output}`)))
-  })
-}
 const STATES: JobState[] = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled']
 
 let browser: Browser
