@@ -4,31 +4,18 @@ import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { adminStatements, type AdminStatements } from '../sql/admin.js'
-import type { JobState } from '../types.js'
+import type { JobSnapshot, JobState } from '../types.js'
 import { queueNameOf, type QueueRef } from './ref.js'
 
-/** A job's row as the admin API shows it. */
-export interface JobRecord {
+/** A job's row as the admin API shows it: a snapshot's fields (without the live ones) and the row's own. */
+export interface JobRecord extends Omit<JobSnapshot, 'ahead' | 'progress'> {
   /** The job's place in add order (`jobs_job.seq`). */
   seq: number
-  queue: string
-  id: string
-  group: string | null
   /** The job's value; a value that is not JSON (written by hand) is given as its text. */
   value: unknown
-  state: JobState
   priority: number
-  /** Attempts counted so far (runs started). */
-  attempt: number
-  /** Attempts the job gets before it fails for good. */
-  attempts: number
-  runAt: Date
-  createdAt: Date
-  finishedAt: Date | null
-  error: string | null
   /** The stack of the error that ended its last failed run, where there was one. */
   errorStack: string | null
-  result: unknown
 }
 
 /** A job with what only its detail shows: its kept steps, and its lease while it runs. */

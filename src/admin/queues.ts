@@ -54,16 +54,8 @@ function setPaused(db: SyncDatabase, queue: QueueRef, paused: boolean): void {
   jobsChanged(connection.key, name, paused ? 'other' : 'added')
 }
 
-interface CountsRow {
-  name: string
-  paused: number
-  waiting: number
-  scheduled: number
-  running: number
-  done: number
-  failed: number
-  canceled: number
-}
+/** A `jobs_queue` row: the counts, under the table's column names. */
+type CountsRow = Omit<QueueCounts, 'queue' | 'paused'> & { name: string; paused: number }
 
 /**
  * queueCounts answers a queue's jobs by state, or with no queue, every
