@@ -81,7 +81,7 @@ class Floor {
     this.insertApp = this.client.prepare('insert into bench_message (chat_id, body, created_at) values (?, ?, ?)')
     this.insertJob = this.client.prepare('insert into job (queue, id, value, run_at, created_at) values (?, ?, ?, ?, ?)')
     this.claimJobs = this.client.prepare(`update job set state = 'running', attempts = attempts + 1
-      where seq in (select seq from job where queue = ? and state = 'waiting' and run_at <= ? order by priority, run_at, seq limit ?)
+      where seq in (select seq from job where queue = ? and state = 'waiting' and run_at <= ? order by priority, run_at, seq limit ? + 0)
       returning seq, value, attempts`)
     this.insertLease = this.client.prepare('insert into lease (job, owner, attempt, expires_at) values (?, ?, ?, ?)')
     this.dropLease = this.client.prepare('delete from lease where job = ? and owner = ? and attempt = ?')

@@ -6,15 +6,13 @@
  * @internal
  */
 import type Database from 'better-sqlite3'
+import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 import type { Connection } from '../connection.js'
 
 /** The columns of a job as the admin API answers it. */
 const JOB = `seq, queue, id, grp, value, state, priority, attempts, max_attempts as maxAttempts, run_at as runAt,
   created_at as createdAt, finished_at as finishedAt, error, error_stack as errorStack, result`
 
-/** Written exactly as the partial indexes' own conditions, so that SQLite sees it may use them. */
-const RUNNABLE = `state in ('waiting', 'scheduled')`
-const ENDED = `state in ('done', 'failed', 'canceled')`
 const IN_GROUP = `(@grp is null or grp = @grp)`
 
 export const ADMIN_SQL = {
@@ -42,23 +40,23 @@ export const ADMIN_SQL = {
   listWaiting: `select ${JOB} from jobs_job
     where queue = @queue and ${RUNNABLE} and state = 'waiting' and ${IN_GROUP}
       and (priority, run_at, seq) > (@k1, @k2, @k3)
-    order by priority, run_at, seq limit @limit`,
+    order by priority, run_at, seq ${LIMIT}`,
   /** Scheduled jobs by the time they run, over the scheduled index. */
   listScheduled: `select ${JOB} from jobs_job
     where queue = @queue and state = 'scheduled' and ${IN_GROUP} and (run_at, seq) > (@k1, @k2)
-    order by run_at, seq limit @limit`,
+    order by run_at, seq ${LIMIT}`,
   /** Running jobs, found through their leases (few: at most the queue's concurrency), newest first. */
   listRunning: `select ${JOB} from jobs_job
     where seq in (select job from jobs_lease where queue = @queue) and state = 'running' and ${IN_GROUP} and seq < @k1
-    order by seq desc limit @limit`,
+    order by seq desc ${LIMIT}`,
   /** Ended jobs of one state, most recently ended first, over the ended index. */
   listEnded: `select ${JOB} from jobs_job
     where queue = @queue and ${ENDED} and state = @state and ${IN_GROUP} and (finished_at, seq) < (@k1, @k2)
-    order by finished_at desc, seq desc limit @limit`,
+    order by finished_at desc, seq desc ${LIMIT}`,
   /** Any other listing, newest added first, walking the primary key (the `+` keeps SQLite off the queue index). */
   listNewest: `select ${JOB} from jobs_job
     where (@queue is null or +queue = @queue) and (@state is null or state = @state) and ${IN_GROUP} and seq < @k1
-    order by seq desc limit @limit`,
+    order by seq desc ${LIMIT}`,
 
   /** Jobs of a queue that ended in a state within [since, until). */
   endedBetween: `select count(*) from jobs_job

@@ -4,6 +4,7 @@
  * @internal
  */
 import type Database from 'better-sqlite3'
+import { LIMIT, RUNNABLE } from './terms.js'
 import type { Connection } from '../connection.js'
 
 /** A job's row with its lease, as snapshots are built from. The result is read only once the job has ended. */
@@ -21,21 +22,21 @@ const JOB_COLUMNS = `j.seq, j.queue, j.id, j.grp, j.state, j.priority, j.run_at 
  * the limit leaves. Only runnable jobs count: one scheduled for later, though more urgent, is not claimed
  * before this one now.
  */
-const RUNNABLE_NOW = `queue = @queue and state in ('waiting', 'scheduled') and run_at <= @now`
+const RUNNABLE_NOW = `queue = @queue and ${RUNNABLE} and run_at <= @now`
 
 export const READ_SQL = {
   jobById: `select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq where j.queue = ? and j.id = ?`,
   /** The rows of many watched jobs in one pass: @seqs is a JSON array. */
   jobsBySeq: `select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq
     where j.seq in (select value from json_each(?))`,
-  aheadByPriority: `select count(*) from (select 1 from jobs_job where ${RUNNABLE_NOW} and priority < @priority limit @limit)`,
+  aheadByPriority: `select count(*) from (select 1 from jobs_job where ${RUNNABLE_NOW} and priority < @priority ${LIMIT})`,
   /** One upper bound on run_at, `@before` = min(its run_at, now + 1): given two, SQLite may seek on the wrong one and walk the rest. */
   aheadByRunAt: `select count(*) from (select 1 from jobs_job
-    where queue = @queue and state in ('waiting', 'scheduled') and priority = @priority and run_at < @before limit @limit)`,
+    where queue = @queue and ${RUNNABLE} and priority = @priority and run_at < @before ${LIMIT})`,
   aheadBySeq: `select count(*) from (select 1 from jobs_job
-    where ${RUNNABLE_NOW} and priority = @priority and run_at = @runAt and seq < @seq limit @limit)`,
+    where ${RUNNABLE_NOW} and priority = @priority and run_at = @runAt and seq < @seq ${LIMIT})`,
   /** The head of the line in claim order, for the `ahead` of many watched jobs at once: one walk serves them all. */
-  lineHead: `select seq from jobs_job where ${RUNNABLE_NOW} order by priority, run_at, seq limit @limit`,
+  lineHead: `select seq from jobs_job where ${RUNNABLE_NOW} order by priority, run_at, seq ${LIMIT}`,
 } as const
 
 type ReadStatementName = keyof typeof READ_SQL

@@ -6,6 +6,7 @@
  * @internal
  */
 import type Database from 'better-sqlite3'
+import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 
 /**
  * The lease fence: the job's lease row still names this owner and attempt. Taking a lease over always
@@ -14,9 +15,6 @@ import type Database from 'better-sqlite3'
  */
 const LEASE_HELD = `exists (select 1 from jobs_lease where job = @seq and owner = @owner and attempt = @attempt)`
 
-/** Literal state terms, so that SQLite can prove the partial indexes apply. */
-const RUNNABLE = `state in ('waiting', 'scheduled')`
-const ENDED = `state in ('done', 'failed', 'canceled')`
 
 export const SQL = {
   tablesPresent: `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease')`,
@@ -43,14 +41,14 @@ export const SQL = {
   /** Claims up to @limit runnable jobs in claim order and counts their attempt (JOB-04, JOB-17). */
   claimJobs: `update jobs_job set state = 'running', attempts = attempts + 1
     where seq in (select seq from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
-                  order by priority, run_at, seq limit @limit)
+                  order by priority, run_at, seq ${LIMIT})
     returning seq, id, grp, value, attempts, max_attempts as maxAttempts, abandoned`,
   /** Runnable jobs in claim order: for small claims, taken one by one with claimJob (cheaper than claimJobs there). */
   claimCandidates: `select seq from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
-    order by priority, run_at, seq limit @limit`,
+    order by priority, run_at, seq ${LIMIT}`,
   /** Like claimCandidates, leaving out the jobs that must run alone. */
   claimCandidatesNotAbandoned: `select seq from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now and abandoned = 0
-    order by priority, run_at, seq limit @limit`,
+    order by priority, run_at, seq ${LIMIT}`,
   /** The first due job whose last run was abandoned: it runs alone in its worker. */
   firstAbandoned: `select seq, grp, run_at as runAt from jobs_job
     where queue = @queue and abandoned = 1 and ${RUNNABLE} and run_at <= @now
@@ -61,7 +59,7 @@ export const SQL = {
       and (@skipAbandoned = 0 or abandoned = 0)
       and (grp is null or grp not in (select grp from jobs_lease where queue = @queue and grp is not null
                                       group by grp having count(*) >= @perGroup))
-    order by priority, run_at, seq limit @limit`,
+    order by priority, run_at, seq ${LIMIT}`,
   /** Runs under way per group of a queue, in one pass over the leases. */
   groupsRunning: `select grp, count(*) as running from jobs_lease where queue = ? and grp is not null group by grp`,
   claimJob: `update jobs_job set state = 'running', attempts = attempts + 1
@@ -84,7 +82,7 @@ export const SQL = {
     from jobs_lease l join jobs_job j on j.seq = l.job
     where l.queue = @queue and l.owner <> @self
       and (l.expires_at <= @now or l.owner in (select value from json_each(@deadOwners)))
-    limit @limit`,
+    ${LIMIT}`,
   /** The leases an owner still holds: a run missing here had its lease taken (a cancel, a rescue). */
   ownerLeases: `select job, attempt from jobs_lease where owner = ?`,
   jobState: `select state from jobs_job where seq = ?`,
@@ -98,7 +96,7 @@ export const SQL = {
   firstPrunable: `select 1 from jobs_job where queue = @queue and ${ENDED} and state = @state and finished_at < @before limit 1`,
   /** Deletes up to @limit jobs of a queue that ended in @state before @before. */
   pruneEnded: `delete from jobs_job where seq in (select seq from jobs_job
-    where queue = @queue and ${ENDED} and state = @state and finished_at < @before limit @limit)`,
+    where queue = @queue and ${ENDED} and state = @state and finished_at < @before ${LIMIT})`,
 } as const
 
 export type StatementName = keyof typeof SQL
