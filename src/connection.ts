@@ -109,6 +109,9 @@ export function installCounters(client: Database.Database): void {
   if (missing.length > 0) {
     throw new JobsError('SCHEMA_MISSING', `table ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ${MIGRATE_HINT}`)
   }
+  if (client.prepare(SQL.latestColumnPresent).pluck().get() === 0) {
+    throw new JobsError('SCHEMA_MISSING', `the jobs_* tables are an older version's (jobs_job has no engine_writes column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``)
+  }
   if (client.prepare(SQL.triggersPresent).pluck().get() === TRIGGER_COUNT) return
   client.transaction(() => {
     client.exec(COUNTER_TRIGGERS)

@@ -44,7 +44,5 @@ export const CONTENDED_LOCK_WAIT_MS = 1
 export const CONTENDED_SPELL_MS = 1_000
 /** ...of this many ms, so that other writers, the app's among them, get the lock in between. */
 export const CONTENDED_GAP_MS = 2
-/** Claims of fewer jobs than this take them one by one: one `update … where seq in (subquery)` costs more than a few single updates. */
-export const BATCH_CLAIM_MIN = 16
 /** How long a due job that must run alone may wait while workers are busy before they stop claiming so that one of them frees up for it. */
 export const ABANDONED_PATIENCE_MS = 5_000

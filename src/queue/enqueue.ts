@@ -5,6 +5,7 @@ import { checkName, encodeJson } from '../json.js'
 import { MAX_VALUE_BYTES } from '../limits.js'
 import type { Enqueued } from '../types.js'
 import type { Queue } from './define.js'
+import { noShift, shift, writeShift } from './counts.js'
 import { newJobId } from './job-id.js'
 import { jobsChanged } from './wake.js'
 
@@ -52,7 +53,15 @@ export interface EnqueueItem<T> extends EnqueueOptions {
 export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued {
   const connection = connectionOf(tx)
   const row = jobRow(queue, value, options, Date.now())
-  const added = connection.sql.insertJobIfRoom.run(row).changes === 1
+  const add = (): boolean => {
+    if (connection.sql.insertJobIfRoom.run(row).changes === 0) return false
+    const counts = noShift()
+    shift(counts, null, row.state)
+    writeShift(connection, queue.name, counts)
+    return true
+  }
+  // The row and its count commit together: in the caller's transaction, or in one of their own.
+  const added = connection.client.inTransaction ? add() : connection.immediate(add)
   if (!added && !connection.sql.jobExists.get(queue.name, row.id)) throw queueFull(queue)
   if (added) jobsChanged(connection.key, queue.name, 'added')
   return { id: row.id, added }
@@ -83,7 +92,13 @@ export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: Readonl
 }
 
 function insertAll(connection: Connection, queue: Queue, rows: JobRow[]): Enqueued[] {
-  const results = rows.map((row) => ({ id: row.id, added: connection.sql.insertJob.run(row).changes === 1 }))
+  const counts = noShift()
+  const results = rows.map((row) => {
+    const added = connection.sql.insertJob.run(row).changes === 1
+    if (added) shift(counts, null, row.state)
+    return { id: row.id, added }
+  })
+  writeShift(connection, queue.name, counts)
   if (results.some((result) => result.added)) {
     const held = connection.sql.queueWaitingCount.get(queue.name) as number
     if (held > queue.maxWaiting) throw queueFull(queue)

@@ -12,7 +12,7 @@ import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'driz
 /** Now in ms, in an expression every SQLite version understands (unixepoch('subsec') needs 3.42). */
 const nowMs = sql`(cast((julianday('now') - 2440587.5) * 86400000 as integer))`
 
-/** One row per queue: its pause flag and its jobs counted by state (kept by triggers). */
+/** One row per queue: its pause flag and its jobs counted by state (kept by the engine, and by triggers for other writers). */
 export const jobsQueue = sqliteTable('jobs_queue', {
   name: text('name').primaryKey(),
   paused: integer('paused').notNull().default(0),
@@ -48,6 +48,11 @@ export const jobsJob = sqliteTable(
     errorStack: text('error_stack'),
     /** Internal: 1 when the last run ended without an outcome (its worker died, or its lease expired); such a job next runs alone in its worker, so a job that kills its process takes no other job down with it. */
     abandoned: integer('abandoned').notNull().default(0),
+    /**
+     * Internal: bumped by each state change the engine makes, which counts it in `jobs_queue` itself;
+     * the triggers count the writes that leave it as it was (other writers': leave it alone).
+     */
+    engineWrites: integer('engine_writes').notNull().default(0),
   },
   (t) => [
     uniqueIndex('jobs_job_queue_id').on(t.queue, t.id),

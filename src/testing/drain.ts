@@ -115,7 +115,7 @@ export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handl
     if (!run.lost) {
       const now = Date.now()
       const transition = transitionFor(definition, { attempt: run.attempt, maxAttempts: run.attempts }, end, now)
-      connection.immediate(() => recordEnds(connection, [{ seq: run.seq, owner, attempt: run.attempt, transition }]))
+      connection.immediate(() => recordEnds(connection, definition.name, [{ seq: run.seq, owner, attempt: run.attempt, transition }]))
       jobsChanged(connection.key, definition.name, 'ended')
     }
     tally(result, run, sql.jobOutcome.get(run.seq) as { state: JobState; error: string | null } | undefined)

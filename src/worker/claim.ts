@@ -13,7 +13,8 @@
  * @internal
  */
 import type { Connection } from '../connection.js'
-import { ABANDONED_PATIENCE_MS, BATCH_CLAIM_MIN } from '../limits.js'
+import { ABANDONED_PATIENCE_MS } from '../limits.js'
+import { noShift, shift, writeShift } from '../queue/counts.js'
 import type { Queue } from '../queue/define.js'
 import type { ClaimedJob } from './run.js'
 
@@ -34,7 +35,7 @@ export function claimJobs(connection: Connection, queue: Queue, request: ClaimRe
   let limit = request.limit
   if (queue.concurrency.total !== null) limit = Math.min(limit, queue.concurrency.total - (counts?.running ?? 0))
   if (limit <= 0) return []
-  const abandoned = sql.firstAbandoned.get({ queue: queue.name, now: request.now }) as { seq: number; grp: string | null; runAt: number } | undefined
+  const abandoned = sql.firstAbandoned.get({ queue: queue.name, now: request.now }) as (ClaimedJob & { runAt: number }) | undefined
   let claimed: ClaimedJob[] = []
   if (abandoned && request.idle) claimed = claimAlone(connection, queue, abandoned)
   if (claimed.length === 0 && !(abandoned && request.now - abandoned.runAt >= ABANDONED_PATIENCE_MS)) {
@@ -45,30 +46,24 @@ export function claimJobs(connection: Connection, queue: Queue, request: ClaimRe
         : claimUnderGroupCap(connection, queue, queue.concurrency.perGroup, limit, request.now, skipAbandoned)
   }
   const expiresAt = request.now + request.leaseMs
+  const moved = noShift()
   for (const job of claimed) {
     sql.insertLease.run({ seq: job.seq, queue: queue.name, grp: job.grp, owner: request.owner, attempt: job.attempts, expiresAt, channel: request.channel })
+    shift(moved, job.claimedFrom, 'running')
   }
+  writeShift(connection, queue.name, moved)
   return claimed
 }
 
 function claimInOrder(connection: Connection, queue: Queue, limit: number, now: number, skipAbandoned: boolean): ClaimedJob[] {
-  const { sql } = connection
-  if (limit >= BATCH_CLAIM_MIN && !skipAbandoned) return sql.claimJobs.all({ queue: queue.name, now, limit }) as ClaimedJob[]
-  const candidates = skipAbandoned ? sql.claimCandidatesNotAbandoned : sql.claimCandidates
-  const claimed: ClaimedJob[] = []
-  for (const seq of candidates.all({ queue: queue.name, now, limit }) as number[]) {
-    const job = sql.claimJob.get(seq) as ClaimedJob | undefined
-    if (job) claimed.push(job)
-  }
-  return claimed
+  const candidates = skipAbandoned ? connection.sql.claimCandidatesNotAbandoned : connection.sql.claimCandidates
+  return (candidates.all({ queue: queue.name, now, limit }) as ClaimedJob[]).filter((job) => markRunning(connection, job.seq))
 }
 
-function claimAlone(connection: Connection, queue: Queue, job: { seq: number; grp: string | null }): ClaimedJob[] {
-  const { sql } = connection
+function claimAlone(connection: Connection, queue: Queue, job: ClaimedJob): ClaimedJob[] {
   const perGroup = queue.concurrency.perGroup
   if (perGroup !== null && job.grp !== null && (groupsRunning(connection, queue).get(job.grp) ?? 0) >= perGroup) return []
-  const claimed = sql.claimJob.get(job.seq) as ClaimedJob | undefined
-  return claimed ? [claimed] : []
+  return markRunning(connection, job.seq) ? [job] : []
 }
 
 /** Walks candidates in claim order, skipping jobs whose group is at its cap, counting the ones taken here too. */
@@ -84,10 +79,15 @@ function claimUnderGroupCap(connection: Connection, queue: Queue, perGroup: numb
       if (inGroup >= perGroup) continue
       running.set(candidate.grp, inGroup + 1)
     }
-    const job = sql.claimJob.get(candidate.seq) as ClaimedJob | undefined
-    if (job) claimed.push(job)
+    const job = sql.claimCandidate.get(candidate.seq) as ClaimedJob | undefined
+    if (job && markRunning(connection, job.seq)) claimed.push(job)
   }
   return claimed
+}
+
+/** Marks a job read in this transaction as running, counting its attempt; false when it was no longer runnable. */
+function markRunning(connection: Connection, seq: number): boolean {
+  return connection.sql.markRunning.run(seq).changes === 1
 }
 
 function groupsRunning(connection: Connection, queue: Queue): Map<string, number> {

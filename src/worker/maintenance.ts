@@ -41,7 +41,7 @@ export function releaseAbandoned(connection: Connection, queue: Queue, leases: r
     const transition = transitionFor(queue, { attempt: lease.attempt, maxAttempts: lease.maxAttempts }, { kind: 'abandoned', why, isolate: true }, now)
     return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition }
   })
-  const landed = recordEnds(connection, records)
+  const landed = recordEnds(connection, queue.name, records)
   return records.filter((_, i) => landed[i]).map((record) => record.seq)
 }
 

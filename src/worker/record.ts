@@ -5,6 +5,7 @@
  * @internal
  */
 import type { Connection } from '../connection.js'
+import { noShift, shift, writeShift } from '../queue/counts.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import type { Transition } from './outcome.js'
 
@@ -15,15 +16,19 @@ export interface RunEndRecord {
   transition: Transition
 }
 
-/** Writes each end; answers, per record, whether it landed (false: the lease was lost). */
-export function recordEnds(connection: Connection, records: readonly RunEndRecord[]): boolean[] {
+/** Writes each end of runs of `queue`, and counts them; answers, per record, whether it landed (false: the lease was lost). */
+export function recordEnds(connection: Connection, queue: string, records: readonly RunEndRecord[]): boolean[] {
   const { sql } = connection
-  return records.map(({ seq, owner, attempt, transition }) => {
+  const counts = noShift()
+  const landed = records.map(({ seq, owner, attempt, transition }) => {
     const changed = sql.endRun.run({ ...transition, seq, owner, attempt }).changes === 1
     if (changed) {
       sql.deleteLease.run(seq)
       if (ENDED_STATES.includes(transition.state as EndedState)) sql.deleteSteps.run(seq)
+      shift(counts, 'running', transition.state)
     }
     return changed
   })
+  writeShift(connection, queue, counts)
+  return landed
 }

@@ -48,6 +48,8 @@ export interface ClaimedJob {
   id: string
   grp: string | null
   value: string
+  /** The state the claim took it from. */
+  claimedFrom: 'waiting' | 'scheduled'
   attempts: number
   maxAttempts: number
   /** 1 when the job's last run was abandoned: this run goes alone in its worker. */

@@ -231,7 +231,7 @@ class QueueWorker implements Worker {
         const version = this.connection.sql.dataVersion.get() as number
         othersWrote = version !== this.versionAtLastFlush
         this.versionAtLastFlush = version
-        recordEnds(this.connection, ends)
+        recordEnds(this.connection, this.queue, ends)
         if (free <= 0) return []
         return claimJobs(this.connection, this.definition, { limit: free, idle: this.active.size === 0, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: progressChannel() })
       })

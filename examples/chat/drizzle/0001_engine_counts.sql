@@ -1,0 +1,1 @@
+ALTER TABLE `jobs_job` ADD `engine_writes` integer DEFAULT 0 NOT NULL;

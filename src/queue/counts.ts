@@ -1,0 +1,32 @@
+/**
+ * The engine's own account of the jobs it moves between states, written to
+ * `jobs_queue`'s counters once per transaction, in the transaction that
+ * moved them. Writes from elsewhere are counted by triggers instead (see
+ * COUNTER_TRIGGERS).
+ * @internal
+ */
+import type { Connection } from '../connection.js'
+import type { JobState } from '../types.js'
+
+/** How many jobs of one queue entered (positive) or left (negative) each state. */
+export type CountShift = Record<JobState, number>
+
+export function noShift(): CountShift {
+  return { waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }
+}
+
+/** Counts one job moved from `from` (null: added) to `to`. */
+export function shift(counts: CountShift, from: JobState | null, to: JobState): void {
+  if (from !== null) counts[from]--
+  counts[to]++
+}
+
+/** Writes the shift to the queue's counters, inside the caller's transaction; nothing when nothing moved. */
+export function writeShift(connection: Connection, queue: string, counts: CountShift): void {
+  for (const state in counts) {
+    if (counts[state as JobState] !== 0) {
+      connection.sql.shiftCounts.run({ queue, ...counts })
+      return
+    }
+  }
+}
