@@ -1,7 +1,8 @@
 /**
  * Recording how runs ended: each transition is written through the one
  * fenced `endRun` statement, and only when the lease still held does it
- * drop the lease and, for an ended job, its steps (JOB-14, JOB-16).
+ * drop the lease and, for an ended job, its steps (JOB-14, JOB-16). The
+ * ends that landed are counted in one write to the queue's counters.
  * @internal
  */
 import type { Connection } from '../connection.js'
