@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import { defineQueue, enqueue, enqueueMany, isJobsError, JobsError, work, type Handler, type Queue, type Run, type SyncDatabase, type WorkOptions, type Worker } from '../src/index.js'
+import { defineQueue, enqueue, enqueueMany, isJobsError, queueCounts, JobsError, work, type Handler, type Queue, type Run, type SyncDatabase, type WorkOptions, type Worker } from '../src/index.js'
 import { backoffMs } from '../src/worker/backoff.js'
 import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
 import { count, jobRow } from './helpers/rows.js'
@@ -320,6 +320,32 @@ describe('leases', () => {
     expect(jobRow(t.client, 'f')).toMatchObject({ state: 'running', attempts: 2, result: null })
     expect(count(t.client, 'jobs_step')).toBe(0)
     expect(t.client.prepare('select owner from jobs_lease').pluck().get()).toBe('elsewhere/1/1/x/1')
+  })
+
+  test('JOB-16 ends written together in one transaction land only for the runs that still hold their lease', async () => {
+    const q = defineQueue('fenced-together')
+    enqueueMany(t.db, q, ['a', 'b', 'c', 'd'].map((id) => ({ value: id, id })))
+    const release = gate()
+    start(t.db, q, async (id, run: Run) => {
+      await run.step('first', () => `kept by ${id}`)
+      await release.wait
+      return `ended ${id}`
+    }, { slots: 4 })
+    await waitFor(() => count(t.client, 'jobs_step') === 4, 'all four runs to keep their step')
+    // Another worker takes b and d over; a and c still hold their leases.
+    t.client.prepare(`update jobs_lease set owner = 'elsewhere/1/1/x/1', attempt = attempt + 1 where job in (select seq from jobs_job where id in ('b', 'd'))`).run()
+    t.client.prepare(`update jobs_job set attempts = attempts + 1 where id in ('b', 'd')`).run()
+    release.open()
+    await waitFor(() => state('a') === 'done' && state('c') === 'done', 'the runs that hold their lease to end')
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(jobRow(t.client, 'a')).toMatchObject({ state: 'done', result: '"ended a"', attempts: 1 })
+    expect(jobRow(t.client, 'c')).toMatchObject({ state: 'done', result: '"ended c"', attempts: 1 })
+    for (const id of ['b', 'd']) expect(jobRow(t.client, id)).toMatchObject({ state: 'running', result: null, attempts: 2, finished_at: null })
+    const leases = t.client.prepare('select j.id, l.owner from jobs_lease l join jobs_job j on j.seq = l.job order by j.id').all()
+    expect(leases).toEqual([{ id: 'b', owner: 'elsewhere/1/1/x/1' }, { id: 'd', owner: 'elsewhere/1/1/x/1' }])
+    const steps = t.client.prepare('select j.id from jobs_step s join jobs_job j on j.seq = s.job order by j.id').pluck().all()
+    expect(steps).toEqual(['b', 'd'])
+    expect(queueCounts(t.db, q)).toMatchObject({ running: 2, done: 2, waiting: 0 })
   })
 
   test('JOB-16 a run whose lease expired and was taken over is refused, and the job runs again elsewhere', async () => {

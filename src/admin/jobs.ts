@@ -36,8 +36,8 @@ export function cancel(db: SyncDatabase, queue: QueueRef, id: string): boolean {
     const job = sql.findJob.get(name, id) as { seq: number; state: JobState } | undefined
     if (!job) throw notFound(name, id)
     if (sql.cancelJob.run({ seq: job.seq, now: Date.now() }).changes === 0) return null
-    connection.sql.deleteLease.run(job.seq)
-    connection.sql.deleteSteps.run(job.seq)
+    connection.sql.deleteLease.run({ seq: job.seq })
+    connection.sql.deleteSteps.run({ seq: job.seq })
     return job.state
   })
   if (previous === null) return false
@@ -71,7 +71,7 @@ export function retryJob(db: SyncDatabase, queue: QueueRef, id: string): boolean
     const job = sql.findJob.get(name, id) as { seq: number; state: JobState } | undefined
     if (!job) throw notFound(name, id)
     if (sql.retryJob.run({ seq: job.seq, now: Date.now() }).changes === 0) return false
-    connection.sql.deleteSteps.run(job.seq)
+    connection.sql.deleteSteps.run({ seq: job.seq })
     return true
   })
   if (retried) jobsChanged(connection.key, name, 'added')

@@ -21,6 +21,14 @@ export function shift(counts: CountShift, from: JobState | null, to: JobState): 
   counts[to]++
 }
 
+/** Runs `write`, which counts in `moved` the jobs of `queue` it moves, then writes those counts once. */
+export function counting<R>(connection: Connection, queue: string, write: (moved: CountShift) => R): R {
+  const moved = noShift()
+  const result = write(moved)
+  writeShift(connection, queue, moved)
+  return result
+}
+
 /** Writes the shift to the queue's counters, inside the caller's transaction; nothing when nothing moved. */
 export function writeShift(connection: Connection, queue: string, counts: CountShift): void {
   for (const state in counts) {

@@ -18,6 +18,21 @@ const CLAIMED = `seq, id, grp, value, state as claimedFrom, attempts + 1 as atte
  */
 const LEASE_HELD = `exists (select 1 from jobs_lease where job = @seq and owner = @owner and attempt = @attempt)`
 
+/** Which jobs a statement for one job, or for several, writes. */
+const IN_SEQS = `in (select value from json_each(@seqs))`
+const ONE = `seq = @seq`
+const ALL = `seq ${IN_SEQS}`
+
+function markRunning(jobs: string): string {
+  return `update jobs_job set state = 'running', attempts = attempts + 1, engine_writes = engine_writes + 1
+    where ${jobs} and ${RUNNABLE}`
+}
+
+function insertLease(jobs: string): string {
+  return `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at, channel)
+    select seq, queue, grp, @owner, attempts, @expiresAt, @channel from jobs_job where ${jobs}`
+}
+
 export const SQL = {
   tablesPresent: `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease')`,
   triggersPresent: `select count(*) from sqlite_master where type = 'trigger' and name in
@@ -53,8 +68,9 @@ export const SQL = {
   queueRunning: `select paused, running from jobs_queue where name = ?`,
   /**
    * Runnable jobs in claim order (priority, run_at, seq — JOB-17), with what a claim answers. A claim is
-   * this select, then markRunning per job: an UPDATE … RETURNING costs about 3 µs more per statement
-   * than the two, inside the write transaction that keeps what was read true.
+   * this select, then markRunning and insertLeases for all the jobs read, inside the write transaction
+   * that keeps what was read true: two set-wise statements cost less than one UPDATE … RETURNING, and
+   * far less than two statements per job.
    */
   claimCandidates: `select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
     order by priority, run_at, seq ${LIMIT}`,
@@ -76,19 +92,37 @@ export const SQL = {
   claimCandidate: `select ${CLAIMED} from jobs_job where seq = ? and ${RUNNABLE}`,
   /** Runs under way per group of a queue, in one pass over the leases. */
   groupsRunning: `select grp, count(*) as running from jobs_lease where queue = ? and grp is not null group by grp`,
-  /** Claims one job read by a claimCandidates statement in this transaction, counting its attempt (JOB-04). */
-  markRunning: `update jobs_job set state = 'running', attempts = attempts + 1, engine_writes = engine_writes + 1
-    where seq = ? and ${RUNNABLE}`,
-  insertLease: `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at, channel)
-    values (@seq, @queue, @grp, @owner, @attempt, @expiresAt, @channel)`,
+  /**
+   * Claims jobs read by a claim's select in this transaction, counting their attempt (JOB-04), and
+   * leases them for that attempt. Each comes in two forms, as the end statements below: for one job
+   * (`@seq`) and for several (`@seqs`, a JSON array): json_each costs about 3 µs a statement, while
+   * one statement for many jobs saves about 5 µs a job over one statement each.
+   */
+  markRunning: markRunning(ONE),
+  markRunningAll: markRunning(ALL),
+  insertLease: insertLease(ONE),
+  insertLeases: insertLease(ALL),
 
-  /** Ends a run: the job's next state, fenced by the lease. The one write every outcome goes through. */
+  /** Ends a run: the job's next state, fenced by the lease. Every outcome goes through it or through endRuns. */
   endRun: `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
       result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       engine_writes = engine_writes + 1
     where seq = @seq and state = 'running' and ${LEASE_HELD}`,
-  deleteLease: `delete from jobs_lease where job = ?`,
-  deleteSteps: `delete from jobs_step where job = ?`,
+  /**
+   * endRun for several runs of one owner whose ends differ only in when they finished and what they
+   * returned: `@runs` is a JSON array of [seq, attempt, finishedAt, result]. Answers the jobs it ended.
+   */
+  endRuns: `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = r.value ->> 2,
+      result = r.value ->> 3, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
+      engine_writes = engine_writes + 1
+    from json_each(@runs) r
+    where jobs_job.seq = r.value ->> 0 and jobs_job.state = 'running'
+      and exists (select 1 from jobs_lease l where l.job = jobs_job.seq and l.owner = @owner and l.attempt = r.value ->> 1)
+    returning jobs_job.seq`,
+  deleteLease: `delete from jobs_lease where job = @seq`,
+  deleteLeases: `delete from jobs_lease where job ${IN_SEQS}`,
+  deleteSteps: `delete from jobs_step where job = @seq`,
+  deleteStepsOfAll: `delete from jobs_step where job ${IN_SEQS}`,
 
   /** Renews every lease an owner still holds; the jobs it answers are the ones still held. */
   renewLeases: `update jobs_lease set expires_at = @expiresAt where owner = @owner returning job, attempt`,
@@ -204,4 +238,12 @@ export function prepareStatements(client: Database.Database): Statements {
     statements[name] = PLUCKED.has(name) ? statement.pluck() : statement
   }
   return statements
+}
+
+/**
+ * Runs a statement pair's form for one job (`@seq`) or for several (`@seqs`, as JSON) over `seqs`,
+ * with the other parameters `params`. @internal
+ */
+export function runForJobs(one: Database.Statement, all: Database.Statement, seqs: readonly number[], params: Record<string, unknown> = {}): Database.RunResult {
+  return seqs.length === 1 ? one.run({ ...params, seq: seqs[0] }) : all.run({ ...params, seqs: JSON.stringify(seqs) })
 }

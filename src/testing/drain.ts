@@ -6,6 +6,7 @@ import { connectionOf, type SyncDatabase } from '../connection.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { DEFAULT_LEASE_MS } from '../limits.js'
+import { counting } from '../queue/counts.js'
 import { positiveInteger, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../queue/wake.js'
 import { adminStatements } from '../sql/admin.js'
@@ -88,7 +89,9 @@ export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handl
       if (!isDue(connection.sql.queueClaimable.get({ queue: definition.name }) as Claimable | undefined, Date.now())) break
       throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
     }
-    const [job] = connection.immediate(() => claimJobs(connection, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }))
+    const [job] = connection.immediate(() =>
+      counting(connection, definition.name, (moved) => claimJobs(connection, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }, moved)),
+    )
     if (!job) break
     jobsChanged(connection.key, definition.name, 'claimed')
     const run = new RunContext(connection, owner, definition.name, job)
@@ -115,7 +118,7 @@ export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handl
     if (!run.lost) {
       const now = Date.now()
       const transition = transitionFor(definition, { attempt: run.attempt, maxAttempts: run.attempts }, end, now)
-      connection.immediate(() => recordEnds(connection, definition.name, [{ seq: run.seq, owner, attempt: run.attempt, transition }]))
+      connection.immediate(() => counting(connection, definition.name, (moved) => recordEnds(connection, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)))
       jobsChanged(connection.key, definition.name, 'ended')
     }
     tally(result, run, sql.jobOutcome.get(run.seq) as { state: JobState; error: string | null } | undefined)

@@ -13,8 +13,9 @@
  * @internal
  */
 import type { Connection } from '../connection.js'
+import { runForJobs } from '../sql/statements.js'
 import { ABANDONED_PATIENCE_MS } from '../limits.js'
-import { noShift, shift, writeShift } from '../queue/counts.js'
+import { shift, type CountShift } from '../queue/counts.js'
 import type { Queue } from '../queue/define.js'
 import type { ClaimedJob } from './run.js'
 
@@ -28,7 +29,7 @@ export interface ClaimRequest {
   channel: string | null
 }
 
-export function claimJobs(connection: Connection, queue: Queue, request: ClaimRequest): ClaimedJob[] {
+export function claimJobs(connection: Connection, queue: Queue, request: ClaimRequest, moved: CountShift): ClaimedJob[] {
   const { sql } = connection
   const counts = sql.queueRunning.get(queue.name) as { paused: number; running: number } | undefined
   if (counts?.paused) return []
@@ -45,25 +46,27 @@ export function claimJobs(connection: Connection, queue: Queue, request: ClaimRe
         ? claimInOrder(connection, queue, limit, request.now, skipAbandoned)
         : claimUnderGroupCap(connection, queue, queue.concurrency.perGroup, limit, request.now, skipAbandoned)
   }
-  const expiresAt = request.now + request.leaseMs
-  const moved = noShift()
-  for (const job of claimed) {
-    sql.insertLease.run({ seq: job.seq, queue: queue.name, grp: job.grp, owner: request.owner, attempt: job.attempts, expiresAt, channel: request.channel })
-    shift(moved, job.claimedFrom, 'running')
-  }
-  writeShift(connection, queue.name, moved)
+  if (claimed.length === 0) return claimed
+  const seqs = claimed.map((job) => job.seq)
+  const marked = runForJobs(sql.markRunning, sql.markRunningAll, seqs).changes
+  // What was read in this write transaction is still runnable: nothing else can write meanwhile.
+  if (marked !== claimed.length) throw new Error(`drizzle-jobs: only ${marked} of ${claimed.length} jobs read for a claim were runnable within the same transaction`)
+  runForJobs(sql.insertLease, sql.insertLeases, seqs, { owner: request.owner, expiresAt: request.now + request.leaseMs, channel: request.channel })
+  for (const job of claimed) shift(moved, job.claimedFrom, 'running')
   return claimed
 }
 
+/** The runnable jobs to claim, in claim order. */
 function claimInOrder(connection: Connection, queue: Queue, limit: number, now: number, skipAbandoned: boolean): ClaimedJob[] {
   const candidates = skipAbandoned ? connection.sql.claimCandidatesNotAbandoned : connection.sql.claimCandidates
-  return (candidates.all({ queue: queue.name, now, limit }) as ClaimedJob[]).filter((job) => markRunning(connection, job.seq))
+  return candidates.all({ queue: queue.name, now, limit }) as ClaimedJob[]
 }
 
+/** The abandoned job, unless its group is at its cap. */
 function claimAlone(connection: Connection, queue: Queue, job: ClaimedJob): ClaimedJob[] {
   const perGroup = queue.concurrency.perGroup
   if (perGroup !== null && job.grp !== null && (groupsRunning(connection, queue).get(job.grp) ?? 0) >= perGroup) return []
-  return markRunning(connection, job.seq) ? [job] : []
+  return [job]
 }
 
 /** Walks candidates in claim order, skipping jobs whose group is at its cap, counting the ones taken here too. */
@@ -80,14 +83,9 @@ function claimUnderGroupCap(connection: Connection, queue: Queue, perGroup: numb
       running.set(candidate.grp, inGroup + 1)
     }
     const job = sql.claimCandidate.get(candidate.seq) as ClaimedJob | undefined
-    if (job && markRunning(connection, job.seq)) claimed.push(job)
+    if (job) claimed.push(job)
   }
   return claimed
-}
-
-/** Marks a job read in this transaction as running, counting its attempt; false when it was no longer runnable. */
-function markRunning(connection: Connection, seq: number): boolean {
-  return connection.sql.markRunning.run(seq).changes === 1
 }
 
 function groupsRunning(connection: Connection, queue: Queue): Map<string, number> {

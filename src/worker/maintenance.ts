@@ -5,6 +5,7 @@
  */
 import type { Connection } from '../connection.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'
+import { counting } from '../queue/counts.js'
 import type { Queue } from '../queue/define.js'
 import { ENDED_STATES } from '../types.js'
 import { transitionFor } from './outcome.js'
@@ -41,7 +42,7 @@ export function releaseAbandoned(connection: Connection, queue: Queue, leases: r
     const transition = transitionFor(queue, { attempt: lease.attempt, maxAttempts: lease.maxAttempts }, { kind: 'abandoned', why, isolate: true }, now)
     return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition }
   })
-  const landed = recordEnds(connection, queue.name, records)
+  const landed = counting(connection, queue.name, (moved) => recordEnds(connection, records, moved))
   return records.filter((_, i) => landed[i]).map((record) => record.seq)
 }
 

@@ -1,12 +1,14 @@
 /**
- * Recording how runs ended: each transition is written through the one
- * fenced `endRun` statement, and only when the lease still held does it
- * drop the lease and, for an ended job, its steps (JOB-14, JOB-16). The
- * ends that landed are counted in one write to the queue's counters.
+ * Recording how runs ended: each transition is written through one of the
+ * fenced end statements (`endRun`, or `endRuns` for ends that share all
+ * but their finish time and result), and only where the lease still held
+ * does it drop the lease and, for an ended job, its steps (JOB-14, JOB-16).
+ * The caller writes the counts of the ends that landed (queue/counts.ts).
  * @internal
  */
 import type { Connection } from '../connection.js'
-import { noShift, shift, writeShift } from '../queue/counts.js'
+import { runForJobs } from '../sql/statements.js'
+import { shift, type CountShift } from '../queue/counts.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import type { Transition } from './outcome.js'
 
@@ -17,19 +19,42 @@ export interface RunEndRecord {
   transition: Transition
 }
 
-/** Writes each end of runs of `queue`, and counts them; answers, per record, whether it landed (false: the lease was lost). */
-export function recordEnds(connection: Connection, queue: string, records: readonly RunEndRecord[]): boolean[] {
+/** Writes each end of runs, counting in `moved` the ones that landed; answers, per record, whether it landed (false: the lease was lost). */
+export function recordEnds(connection: Connection, records: readonly RunEndRecord[], moved: CountShift): boolean[] {
   const { sql } = connection
-  const counts = noShift()
-  const landed = records.map(({ seq, owner, attempt, transition }) => {
-    const changed = sql.endRun.run({ ...transition, seq, owner, attempt }).changes === 1
-    if (changed) {
-      sql.deleteLease.run(seq)
-      if (ENDED_STATES.includes(transition.state as EndedState)) sql.deleteSteps.run(seq)
-      shift(counts, 'running', transition.state)
+  const landed = records.map(() => false)
+  for (const group of alike(records)) {
+    if (group.length === 1) {
+      const { seq, owner, attempt, transition } = records[group[0]!]!
+      landed[group[0]!] = sql.endRun.run({ ...transition, seq, owner, attempt }).changes === 1
+      continue
     }
-    return changed
+    const { owner, transition } = records[group[0]!]!
+    const runs = JSON.stringify(group.map((i) => [records[i]!.seq, records[i]!.attempt, records[i]!.transition.finishedAt, records[i]!.transition.result]))
+    const ended = new Set((sql.endRuns.all({ ...transition, owner, runs }) as { seq: number }[]).map((row) => row.seq))
+    for (const i of group) landed[i] = ended.has(records[i]!.seq)
+  }
+  const released: number[] = []
+  const finished: number[] = []
+  records.forEach(({ seq, transition }, i) => {
+    if (!landed[i]) return
+    released.push(seq)
+    if (ENDED_STATES.includes(transition.state as EndedState)) finished.push(seq)
+    shift(moved, 'running', transition.state)
   })
-  writeShift(connection, queue, counts)
+  if (released.length > 0) runForJobs(sql.deleteLease, sql.deleteLeases, released)
+  if (finished.length > 0) runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, finished)
   return landed
+}
+
+/** The records' indexes, grouped where one endRuns statement may write them all: same owner, same transition but for finish time and result. */
+function alike(records: readonly RunEndRecord[]): number[][] {
+  const groups = new Map<string, number[]>()
+  records.forEach(({ owner, transition: t }, i) => {
+    const key = JSON.stringify([owner, t.state, t.runAt, t.error, t.errorStack, t.refund, t.abandoned])
+    const group = groups.get(key)
+    if (group) group.push(i)
+    else groups.set(key, [i])
+  })
+  return [...groups.values()]
 }

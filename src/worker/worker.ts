@@ -22,6 +22,7 @@ import {
 } from '../limits.js'
 import { positiveInteger, positiveMs, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../queue/wake.js'
+import { counting } from '../queue/counts.js'
 import { progressChannel } from '../progress/channel.js'
 import { claimJobs } from './claim.js'
 import { findAbandoned, hasPrunable, pruneEnded, releaseAbandoned } from './maintenance.js'
@@ -231,9 +232,12 @@ class QueueWorker implements Worker {
         const version = this.connection.sql.dataVersion.get() as number
         othersWrote = version !== this.versionAtLastFlush
         this.versionAtLastFlush = version
-        recordEnds(this.connection, this.queue, ends)
-        if (free <= 0) return []
-        return claimJobs(this.connection, this.definition, { limit: free, idle: this.active.size === 0, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: progressChannel() })
+        return counting(this.connection, this.queue, (moved) => {
+          recordEnds(this.connection, ends, moved)
+          if (free <= 0) return []
+          const request = { limit: free, idle: this.active.size === 0, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: progressChannel() }
+          return claimJobs(this.connection, this.definition, request, moved)
+        })
       })
       claimed = written.value
       // Contended: the lock took a while, and another connection did write since our last transaction
