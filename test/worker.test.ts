@@ -1,9 +1,11 @@
-import { afterEach, beforeEach, describe, expect, test } from 'vitest'
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { defineQueue, enqueue, enqueueMany, isJobsError, queueCounts, JobsError, work, type Handler, type Queue, type Run, type SyncDatabase, type WorkOptions, type Worker } from '../src/index.js'
 import { backoffMs } from '../src/worker/backoff.js'
 import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
 import { count, jobRow } from './helpers/rows.js'
 import { waitFor } from './helpers/wait.js'
+import { killChildren, startFixture, type Child } from './helpers/processes.js'
+import { MAINTENANCE_INTERVAL_MS } from '../src/limits.js'
 
 let t: TestDb
 const workers: Worker[] = []
@@ -11,6 +13,7 @@ beforeEach(() => {
   t = freshDb()
 })
 afterEach(async () => {
+  killChildren()
   await Promise.all(workers.splice(0).map((worker) => worker.stop({ timeout: 1_000 })))
   t.close()
   removeTempDirs()
@@ -29,6 +32,15 @@ function gate(): { wait: Promise<void>; open: () => void } {
 }
 
 const state = (id: string) => jobRow(t.client, id)?.state
+
+/** Resolves once the child has printed `text`: by its output events, so it also works while timers are frozen. */
+function printed(child: Child, text: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (child.output().includes(text)) return resolve()
+    child.process.stdout!.on('data', () => child.output().includes(text) && resolve())
+    void child.exited.then((code) => reject(new Error(`the child ended (${code}) before printing ${text}`)))
+  })
+}
 
 describe('JOB-08 each handler outcome leads to the state SPEC §5 gives', () => {
   test('JOB-08 returning ends the job done, keeping a JSON result', async () => {
@@ -501,21 +513,47 @@ describe('order', () => {
 })
 
 describe('waking and pruning', () => {
+  // Timers are frozen in these two tests and moved by hand: the worker's maintenance tick (every
+  // second) would otherwise pick the job up too, and the test could not tell the mechanisms apart.
+  const FROZEN_TIMERS = { toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'clearImmediate'] as const }
+
   test('a job added in the same process wakes an idle worker without waiting for a poll', async () => {
-    const q = defineQueue('wake')
-    const seen: number[] = []
-    start(t.db, q, () => void seen.push(performance.now()), { pollInterval: '1h' })
-    await new Promise((resolve) => setTimeout(resolve, 20))
-    enqueue(t.db, q, null)
-    await waitFor(() => seen.length === 1, 'the job to be picked up')
+    vi.useFakeTimers({ toFake: [...FROZEN_TIMERS.toFake] })
+    try {
+      const q = defineQueue('wake')
+      let ran = 0
+      const worker = work(t.db, q, () => void ran++, { pollInterval: '1h' })
+      await vi.advanceTimersByTimeAsync(0)
+      enqueue(t.db, q, null, { id: 'woken' })
+      // At most 20 ms pass, in 1 ms moves: no poll (1 h) and no maintenance tick (1 s) can fire; only the wake-up runs the job.
+      for (let turn = 0; turn < 20 && state('woken') !== 'done'; turn++) await vi.advanceTimersByTimeAsync(1)
+      expect(ran).toBe(1)
+      expect(state('woken')).toBe('done')
+      await worker.stop()
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
-  test('jobs added by another connection are found through the poll', async () => {
-    const q = defineQueue('poll')
-    start(t.db, q, () => 'ok', { pollInterval: '10ms' })
-    const other = t.reopen()
-    enqueue(other.db, q, null, { id: 'from-elsewhere' })
-    await waitFor(() => state('from-elsewhere') === 'done', 'the job from another connection to run')
+  test('jobs added by another process are found through the poll', async () => {
+    vi.useFakeTimers({ toFake: [...FROZEN_TIMERS.toFake] })
+    try {
+      const q = defineQueue('crashes')
+      const worker = work(t.db, q, () => 'ok', { pollInterval: '10ms' })
+      await vi.advanceTimersByTimeAsync(0)
+      const producer = startFixture('engine-child.ts', ['enqueue', t.file, 'from-elsewhere'])
+      await printed(producer, 'added')
+      // Half of the maintenance interval, in poll-sized moves: only the poll can find the job in it.
+      for (let elapsed = 0; elapsed < MAINTENANCE_INTERVAL_MS / 2 && state('from-elsewhere') !== 'done'; elapsed += 10) {
+        await vi.advanceTimersByTimeAsync(10)
+      }
+      expect(state('from-elsewhere')).toBe('done')
+      producer.process.kill('SIGKILL')
+      await producer.exited
+      await worker.stop()
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   test('ended jobs are pruned after their retention, in small batches', async () => {
