@@ -33,6 +33,14 @@ function gate(): { wait: Promise<void>; open: () => void } {
 
 const state = (id: string) => jobRow(t.client, id)?.state
 
+/**
+ * Resolves after this process's worker has acted on what just happened: a wake-up flushes on the next
+ * turn of the event loop (setImmediate), so two turns later its claims and ends are written.
+ */
+async function workerTurns(): Promise<void> {
+  for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve))
+}
+
 /** Resolves once the child has printed `text`: by its output events, so it also works while timers are frozen. */
 function printed(child: Child, text: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -188,16 +196,22 @@ describe('timeouts', () => {
     enqueueMany(t.db, q, [{ value: 1, id: 'first' }, { value: 2, id: 'second' }])
     const release = gate()
     const started: string[] = []
+    let firstSignal: AbortSignal | undefined
     start(t.db, q, async (_value, run) => {
       started.push(run.id)
-      if (run.id === 'first') await release.wait
+      if (run.id === 'first') {
+        firstSignal = run.signal
+        await release.wait
+      }
     }, { slots: 4 })
-    await waitFor(() => started.length === 1, 'the first run to start')
-    await new Promise((resolve) => setTimeout(resolve, 150))
+    await waitFor(() => firstSignal?.aborted, 'the first run to time out')
+    // Past the timeout, a job added in this process wakes the worker: it looks, and claims nothing.
+    enqueue(t.db, q, 3, { id: 'third' })
+    await workerTurns()
     expect(started).toEqual(['first'])
     expect(state('first')).toBe('running')
     release.open()
-    await waitFor(() => state('second') === 'done', 'the second job to run once the first returned')
+    await waitFor(() => state('second') === 'done' && state('third') === 'done', 'the others to run once the first returned')
     expect(jobRow(t.client, 'first')).toMatchObject({ state: 'failed' })
     expect(jobRow(t.client, 'first')!.error).toMatch(/timeout/)
   })
@@ -276,8 +290,10 @@ describe('stop', () => {
     await waitFor(() => started.length === 1, 'the first run to start')
     let stopped = false
     const stopping = worker.stop().then(() => (stopped = true))
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    // stop() can resolve only once the run settles, and its gate is shut: a few turns show it waiting.
+    await workerTurns()
     expect(stopped).toBe(false)
+    expect(worker.running).toBe(1)
     release.open()
     await stopping
     expect(state('under-way')).toBe('done')
@@ -285,7 +301,7 @@ describe('stop', () => {
     expect(started).toEqual(['under-way'])
     expect(count(t.client, 'jobs_lease')).toBe(0)
     enqueue(t.db, q, 3, { id: 'after-stop' })
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await workerTurns()
     expect(state('after-stop')).toBe('waiting')
   })
 
@@ -310,7 +326,7 @@ describe('leases', () => {
     const release = gate()
     let stepError: unknown
     let signalReason: unknown
-    start(t.db, q, async (_value, run: Run) => {
+    const worker = start(t.db, q, async (_value, run: Run) => {
       await release.wait
       try {
         await run.step('late', () => 'too late')
@@ -328,7 +344,8 @@ describe('leases', () => {
     await waitFor(() => stepError !== undefined, 'the late step to be refused')
     expect(isJobsError(stepError, 'LEASE_LOST')).toBe(true)
     expect(isJobsError(signalReason, 'LEASE_LOST')).toBe(true)
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    // stop() waits for the run to settle and writes every end it has: none may land for a lost lease.
+    await worker.stop()
     expect(jobRow(t.client, 'f')).toMatchObject({ state: 'running', attempts: 2, result: null })
     expect(count(t.client, 'jobs_step')).toBe(0)
     expect(t.client.prepare('select owner from jobs_lease').pluck().get()).toBe('elsewhere/1/1/x/1')
@@ -338,7 +355,7 @@ describe('leases', () => {
     const q = defineQueue('fenced-together')
     enqueueMany(t.db, q, ['a', 'b', 'c', 'd'].map((id) => ({ value: id, id })))
     const release = gate()
-    start(t.db, q, async (id, run: Run) => {
+    const worker = start(t.db, q, async (id, run: Run) => {
       await run.step('first', () => `kept by ${id}`)
       await release.wait
       return `ended ${id}`
@@ -349,7 +366,7 @@ describe('leases', () => {
     t.client.prepare(`update jobs_job set attempts = attempts + 1 where id in ('b', 'd')`).run()
     release.open()
     await waitFor(() => state('a') === 'done' && state('c') === 'done', 'the runs that hold their lease to end')
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await worker.stop()
     expect(jobRow(t.client, 'a')).toMatchObject({ state: 'done', result: '"ended a"', attempts: 1 })
     expect(jobRow(t.client, 'c')).toMatchObject({ state: 'done', result: '"ended c"', attempts: 1 })
     for (const id of ['b', 'd']) expect(jobRow(t.client, id)).toMatchObject({ state: 'running', result: null, attempts: 2, finished_at: null })
@@ -366,7 +383,7 @@ describe('leases', () => {
     const release = gate()
     const runs: string[] = []
     let lateStep: unknown
-    start(t.db, q, async (_value, run) => {
+    const stalled = start(t.db, q, async (_value, run) => {
       runs.push(`stalled ${run.attempt}`)
       await release.wait
       try {
@@ -387,7 +404,7 @@ describe('leases', () => {
     release.open()
     await waitFor(() => lateStep !== undefined, 'the stalled run to try a late step')
     expect(isJobsError(lateStep, 'LEASE_LOST')).toBe(true)
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await stalled.stop()
     expect(runs).toEqual(['stalled 1', 'rescuer 2'])
     expect(jobRow(t.client, 'e')).toMatchObject({ state: 'done', attempts: 2, result: '"from the rescuer"' })
     expect(jobRow(t.client, 'e')!.error).toBeNull()
@@ -428,7 +445,8 @@ describe('leases', () => {
     release.open()
     await waitFor(() => lateStep !== undefined, 'the stale run to try its step')
     expect(isJobsError(lateStep, 'LEASE_LOST')).toBe(true)
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    // The stale run is no longer the worker's: once it returned, nothing of it is written.
+    await workerTurns()
     expect(state('r')).toBe('running')
     freshGate.open()
     await waitFor(() => state('r') === 'done', 'the fresh run to finish the job')
@@ -448,7 +466,8 @@ describe('leases', () => {
       }, { clock: () => Date.now() + skew, lease: '300ms' })
       await waitFor(() => state(`jump${jump}`) === 'running', 'the run to start')
       skew = jump
-      await new Promise((resolve) => setTimeout(resolve, 150))
+      // The lease is renewed under the jumped clock before the run completes.
+      await waitFor(() => Math.abs((t.client.prepare('select expires_at from jobs_lease').pluck().get() as number) - Date.now() - jump) < 60_000, 'a renewal under the jumped clock')
       release.open()
       await waitFor(() => state(`jump${jump}`) === 'done', 'the run to complete')
       expect(jobRow(t.client, `jump${jump}`)).toMatchObject({ attempts: 1, result: '"done despite the clock"' })
@@ -481,7 +500,7 @@ describe('abandoned runs', () => {
     // Idle again, the worker takes y alone, and claims nothing beside it until it ends.
     await waitFor(() => running.has('y'), 'y to start alone')
     enqueue(t.db, q, 'w', { id: 'w' })
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    await workerTurns()
     expect(state('w')).toBe('waiting')
     gates.get('y')!.open()
     await waitFor(() => state('w') === 'done', 'w to run once y ended')
