@@ -6,7 +6,7 @@
  * description to bench/RESULTS.md.
  *
  *   npm run bench                       the whole run (about 10 minutes)
- *   npm run bench -- --readme           also rewrite the README's "## Benchmarks"
+ *   npm run bench -- --docs             also rewrite the last run in docs/benchmarks.md
  *   npm run bench -- --only process,scale --subjects drizzle-jobs,floor --reps 1
  *                                       a part of it, printed only
  * Stages: enqueue, process, processes, pickup, scale, floor.
@@ -20,6 +20,7 @@ import { parseArgs } from 'node:util'
 import { ROOT, runTask } from './lib/child.js'
 import { nowMs } from './lib/clock.js'
 import { runDir } from './lib/files.js'
+import { lastRunSection, spliceLastRun } from './lib/docs.js'
 import { ensureLiteque } from './lib/install.js'
 import { HEADINGS, renderRuns, renderTable, Results, SUBJECTS, type Subject } from './lib/report.js'
 import type {
@@ -49,7 +50,7 @@ const { values: flags } = parseArgs({
     only: { type: 'string' },
     subjects: { type: 'string' },
     reps: { type: 'string', default: '3' },
-    readme: { type: 'boolean', default: false },
+    docs: { type: 'boolean', default: false },
   },
 })
 const reps = Number(flags.reps)
@@ -301,11 +302,9 @@ async function main(): Promise<void> {
   }
   rmSync(dir, { recursive: true, force: true })
 
-  const rendered = renderTable(
-    results,
-    ROWS,
-    (subject) => `${HEADINGS[subject]}: its drains stop after ${COUNTS.litequeCapMs / 1000} s (a full drain would not fit the run's time); the figure is the jobs done over that time.`,
-  )
+  const cappedNote = (subject: Subject): string =>
+    `${HEADINGS[subject]}: its drains stop after ${COUNTS.litequeCapMs / 1000} s (a full drain would not fit the run's time); the figure is the jobs done over that time.`
+  const rendered = renderTable(results, ROWS, cappedNote)
   const minutes = ((nowMs() - started) / 60_000).toFixed(1)
   const notes = [
     ...rendered.footnotes.map((text, i) => `[${i + 1}] ${text}`),
@@ -322,7 +321,7 @@ async function main(): Promise<void> {
   ].join('\n')
   console.log(`\n${body}\n\nTargets (issue 4):\n${targets.join('\n')}\n\nMachine:\n${description}\n\n${minutes} minutes in all.`)
   if (!complete) {
-    console.log('\n(a partial run: bench/RESULTS.md and the README are left as they were)')
+    console.log('\n(a partial run: bench/RESULTS.md and docs/benchmarks.md are left as they were)')
     return
   }
   const results_md = [
@@ -359,59 +358,18 @@ async function main(): Promise<void> {
   ].join('\n')
   writeFileSync(resolve(ROOT, 'bench/RESULTS.md'), results_md)
   log('wrote bench/RESULTS.md')
-  if (flags.readme) {
-    writeReadmeSection(body, description, targets)
-    log('rewrote the README section "## Benchmarks"')
+  if (flags.docs) {
+    const table = renderTable(results, ROWS, cappedNote, { targetColumn: false }).table
+    const docsBody = [table, '', ratioLegend(), '', ...notes.map((line) => `${line}  `)].join('\n')
+    const file = resolve(ROOT, 'docs/benchmarks.md')
+    const section = lastRunSection({ description, body: docsBody, method: METHOD, configurations: CONFIGURATIONS })
+    writeFileSync(file, spliceLastRun(readFileSync(file, 'utf8'), section))
+    log('rewrote the last run in docs/benchmarks.md')
   }
 }
 
 function ratioLegend(): string {
   return 'Ratios are drizzle-jobs / the other: above 1× is faster for throughput (tx/s, jobs/s), below 1× is faster for times (ms).'
-}
-
-/** Replaces the README's "## Benchmarks" section (up to the next "## " heading) and nothing else. */
-function writeReadmeSection(body: string, description: string, targets: string[]): void {
-  const file = resolve(ROOT, 'README.md')
-  const readme = readFileSync(file, 'utf8')
-  const section = [
-    '## Benchmarks',
-    '',
-    '`npm run bench` (not part of `npm test`; about 10 minutes) measures drizzle-jobs side by side with plainjob',
-    '0.0.14 and liteque 0.8.0, the other durable queues on SQLite for Node, and with a floor: the same job',
-    'lifecycle written by hand with prepared better-sqlite3 statements, what SQLite itself allows on the machine.',
-    'It prints the table below and writes it, with every run and the machine, to [bench/RESULTS.md](bench/RESULTS.md).',
-    'The first run installs bench/liteque (its own package.json and lockfile: liteque needs better-sqlite3 11,',
-    'compiled from source there). `npm run bench -- --only process,scale --subjects drizzle-jobs,floor --reps 1`',
-    'runs a part and only prints it; `--readme` also rewrites this section.',
-    '',
-    `Last run, on a shared machine whose other work adds noise:`,
-    '',
-    description,
-    '',
-    body,
-    '',
-    'Targets of the benchmark issue:',
-    '',
-    ...targets,
-    '',
-    '### How each figure is measured',
-    '',
-    METHOD,
-    '',
-    '### Configurations',
-    '',
-    CONFIGURATIONS,
-    '',
-  ].join('\n')
-  const start = readme.search(/^## Benchmarks\s*$/m)
-  let next: number
-  if (start === -1) {
-    writeFileSync(file, `${readme.trimEnd()}\n\n${section}`)
-    return
-  }
-  const rest = readme.slice(start + 1).search(/^## /m)
-  next = rest === -1 ? readme.length : start + 1 + rest
-  writeFileSync(file, `${readme.slice(0, start)}${section}${next < readme.length ? '\n' : ''}${readme.slice(next)}`)
 }
 
 await main()

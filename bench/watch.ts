@@ -6,7 +6,7 @@
  *             queue drained while every waiting job is watched
  *   remote    watchers in this process, runs in a child process: progress over the channel
  *
- * Each part prints Markdown lines; the README's "Watching a job" section quotes them.
+ * Each part prints Markdown lines; docs/benchmarks.md ("Reading and watching") quotes them.
  */
 import { fork } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'

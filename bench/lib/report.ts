@@ -111,15 +111,24 @@ export interface Rendered {
   targets: Array<{ figure: string; text: string; met: boolean | undefined; detail: string }>
 }
 
-/** The Markdown table of the medians, its footnotes (n/a reasons, capped runs) and the targets. */
-export function renderTable(results: Results, specs: readonly RowSpec[], cappedNote: (subject: Subject) => string): Rendered {
+/**
+ * The Markdown table of the medians, its footnotes (n/a reasons, capped runs) and the targets. With
+ * `targetColumn: false` the table has no target column (the docs state figures, not the issue's targets);
+ * the footnotes are the same either way.
+ */
+export function renderTable(
+  results: Results,
+  specs: readonly RowSpec[],
+  cappedNote: (subject: Subject) => string,
+  { targetColumn = true }: { targetColumn?: boolean } = {},
+): Rendered {
   const footnotes: string[] = []
   const note = (text: string): string => {
     let index = footnotes.indexOf(text)
     if (index === -1) index = footnotes.push(text) - 1
     return `[${index + 1}]`
   }
-  const header = ['figure', ...SUBJECTS.map((subject) => HEADINGS[subject]), 'drizzle-jobs / best peer', 'drizzle-jobs / floor', 'target']
+  const header = ['figure', ...SUBJECTS.map((subject) => HEADINGS[subject]), 'drizzle-jobs / best peer', 'drizzle-jobs / floor', ...(targetColumn ? ['target'] : [])]
   const lines = [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`]
   const targets: Rendered['targets'] = []
   for (const spec of specs) {
@@ -147,7 +156,7 @@ export function renderTable(results: Results, specs: readonly RowSpec[], cappedN
       targets.push({ figure: spec.figure, text: spec.target.text, met: checked?.met, detail: checked?.detail ?? 'not measured' })
       target = checked ? `${spec.target.text}: **${checked.met ? 'met' : 'MISSED'}** (${checked.detail})` : `${spec.target.text}: not measured`
     }
-    lines.push(`| ${[`${spec.figure} (${spec.unit})`, ...cells, vsPeer, vsFloor, target].join(' | ')} |`)
+    lines.push(`| ${[`${spec.figure} (${spec.unit})`, ...cells, vsPeer, vsFloor, ...(targetColumn ? [target] : [])].join(' | ')} |`)
   }
   return { table: lines.join('\n'), footnotes, targets }
 }

@@ -15,7 +15,7 @@ export interface Reply {
   messageId: number
 }
 
-/** The reply queue, as SPEC's example defines it; `backoff` can be shortened (the tests do). */
+/** The reply queue, as the README defines it; `backoff` can be shortened (the tests do). */
 export function replyQueue(backoff: Duration = '5s') {
   return defineQueue<Reply>('replies', {
     attempts: 5,

@@ -1,6 +1,6 @@
 /**
  * The chat's Drizzle schema: the queue's tables merged in with `export *`,
- * as SPEC §1 says an app does, next to the chat's own messages.
+ * as any app adopts them, next to the chat's own messages.
  */
 import { integer, sqliteTable, text, uniqueIndex, type AnySQLiteColumn } from 'drizzle-orm/sqlite-core'
 
