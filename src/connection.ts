@@ -110,7 +110,7 @@ export function installCounters(client: Database.Database): void {
     throw new JobsError('SCHEMA_MISSING', `table ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ${MIGRATE_HINT}`)
   }
   if (client.prepare(SQL.latestColumnPresent).pluck().get() === 0) {
-    throw new JobsError('SCHEMA_MISSING', `the jobs_* tables are an older version's (jobs_job has no engine_writes column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``)
+    throw new JobsError('SCHEMA_MISSING', `the jobs_* tables are an older version's (jobs_queue has no limits_set_at column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``)
   }
   if (client.prepare(SQL.triggersPresent).pluck().get() === TRIGGER_COUNT) return
   client.transaction(() => {

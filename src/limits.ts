@@ -6,6 +6,10 @@ export const MAX_NAME_BYTES = 1024
 export const MAX_VALUE_BYTES = 1024 * 1024
 /** A run's progress, as JSON text. */
 export const MAX_PROGRESS_BYTES = 4 * 1024
+/** A kept error message, as UTF-8: a longer one is cut, ending with a marker saying how much was. */
+export const MAX_ERROR_BYTES = 64 * 1024
+/** A kept stack, as UTF-8, cut as an error message is. */
+export const MAX_STACK_BYTES = 64 * 1024
 /** `ahead` is counted up to this many jobs. */
 export const MAX_AHEAD = 10_000
 

@@ -18,7 +18,10 @@ export interface QueueOptions {
   attempts?: number
   /** Wait before a retry: `initial × 2^(n−1)` after the n-th failed run, ×[0.9, 1.1], at most `max`. Defaults to `{ initial: '1s', max: '1h' }`. */
   backoff?: { initial?: Duration; max?: Duration }
-  /** Runs at once across every worker of every process on the database; `{ total, perGroup }` also caps one group. Defaults to no limit. */
+  /**
+   * Runs at once across every worker of every process on the database; `{ total, perGroup }` also caps one group. Defaults to no limit.
+   * A worker stores it in `jobs_queue` as it starts, and every worker follows the one started last (JOB-19).
+   */
   concurrency?: number | { total?: number; perGroup?: number }
   /** How long one run may take before its signal aborts and it counts as failed. Defaults to `'1m'`. */
   timeout?: Duration

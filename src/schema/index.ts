@@ -12,10 +12,19 @@ import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'driz
 /** Now in ms, in an expression every SQLite version understands (unixepoch('subsec') needs 3.42). */
 const nowMs = sql`(cast((julianday('now') - 2440587.5) * 86400000 as integer))`
 
-/** One row per queue: its pause flag and its jobs counted by state (kept by the engine, and by triggers for other writers). */
+/**
+ * One row per queue: its pause flag, its limits across every process, and its jobs counted by state
+ * (kept by the engine, and by triggers for other writers).
+ */
 export const jobsQueue = sqliteTable('jobs_queue', {
   name: text('name').primaryKey(),
   paused: integer('paused').notNull().default(0),
+  /** Runs at once across every worker of every process, or null for no limit: stored by the worker started last, enforced by every claim. */
+  concurrency: integer('concurrency'),
+  /** Runs at once of one group, likewise, or null for no limit. */
+  concurrencyPerGroup: integer('concurrency_per_group'),
+  /** When a worker last stored the limits (ms), or null if none ever did. */
+  limitsSetAt: integer('limits_set_at'),
   waiting: integer('waiting').notNull().default(0),
   scheduled: integer('scheduled').notNull().default(0),
   running: integer('running').notNull().default(0),

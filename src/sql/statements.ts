@@ -38,7 +38,7 @@ export const SQL = {
   triggersPresent: `select count(*) from sqlite_master where type = 'trigger' and name in
     ('jobs_job_counts_insert_v3', 'jobs_job_counts_update_v3', 'jobs_job_counts_delete_v1')`,
   /** The column that the latest migration adds: without it the tables are an older version's. */
-  latestColumnPresent: `select count(*) from pragma_table_info('jobs_job') where name = 'engine_writes'`,
+  latestColumnPresent: `select count(*) from pragma_table_info('jobs_queue') where name = 'limits_set_at'`,
   dataVersion: `pragma data_version`,
 
   /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. */
@@ -61,11 +61,18 @@ export const SQL = {
       running = running + excluded.running, done = done + excluded.done, failed = failed + excluded.failed,
       canceled = canceled + excluded.canceled`,
 
-  /** What a worker reads before it takes the write lock: is there anything it may claim? */
-  queueClaimable: `select paused, running, waiting, scheduled,
+  /** What a worker reads before it takes the write lock: is there anything it may claim, under the stored limit? */
+  queueClaimable: `select paused, running, waiting, scheduled, concurrency,
       (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
     from jobs_queue where name = @queue`,
-  queueRunning: `select paused, running from jobs_queue where name = ?`,
+  /** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19). */
+  queueClaimLimits: `select paused, running, concurrency, concurrency_per_group as perGroup from jobs_queue where name = ?`,
+  /** The limits a queue holds, and when a worker stored them (null: never). */
+  queueLimits: `select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt from jobs_queue where name = ?`,
+  /** Stores a queue's limits, replacing any others: the worker started last wins. */
+  storeQueueLimits: `insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at) values (@queue, @total, @perGroup, @now)
+    on conflict (name) do update set concurrency = excluded.concurrency, concurrency_per_group = excluded.concurrency_per_group,
+      limits_set_at = excluded.limits_set_at`,
   /**
    * Runnable jobs in claim order (priority, run_at, seq — JOB-17), with what a claim answers. A claim is
    * this select, then markRunning and insertLeases for all the jobs read, inside the write transaction

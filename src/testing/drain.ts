@@ -14,6 +14,7 @@ import type { JobState } from '../types.js'
 import { claimJobs } from '../worker/claim.js'
 import { timeoutError, transitionFor, type RunEnd } from '../worker/outcome.js'
 import { newOwner } from '../worker/owner.js'
+import { storeLimits } from '../worker/queue-limits.js'
 import { recordEnds } from '../worker/record.js'
 import { RunContext } from '../worker/run.js'
 import type { Handler } from '../worker/worker.js'
@@ -83,6 +84,9 @@ export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handl
   // The lease outlives the run's timeout, so drain never has to renew it.
   const leaseMs = definition.timeoutMs + DEFAULT_LEASE_MS
   const result: DrainResult = { ran: 0, done: 0, failed: 0, scheduled: 0, canceled: 0, runs: [] }
+  // As a worker's start does: the definition's limits become the queue's (JOB-19), and claims follow them.
+  const replaced = connection.immediate(() => storeLimits(connection, definition, Date.now()))
+  if (replaced !== null) console.warn(replaced)
 
   for (;;) {
     if (result.ran >= maxRuns) {

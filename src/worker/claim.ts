@@ -2,7 +2,9 @@
  * Claiming: inside the caller's `BEGIN IMMEDIATE` transaction, take up to
  * `limit` runnable jobs in claim order (priority, run_at, seq — JOB-17),
  * count their attempt (JOB-04), and lease them. The queue's concurrency is
- * decided here, from the database, so it holds across processes (JOB-07).
+ * decided here, from the database: the limits stored in `jobs_queue` (the
+ * last started worker's, JOB-19, not the claiming process's definition) and
+ * the runs under way, so it holds across processes (JOB-07).
  *
  * A due job whose last run was abandoned (its worker died, or its lease
  * expired) runs alone: a worker claims it only when it runs nothing else,
@@ -17,6 +19,7 @@ import { runForJobs } from '../sql/statements.js'
 import { ABANDONED_PATIENCE_MS } from '../limits.js'
 import { shift, type CountShift } from '../queue/counts.js'
 import type { Queue } from '../queue/define.js'
+import type { QueueLimits } from './queue-limits.js'
 import type { ClaimedJob } from './run.js'
 
 export interface ClaimRequest {
@@ -31,20 +34,21 @@ export interface ClaimRequest {
 
 export function claimJobs(connection: Connection, queue: Queue, request: ClaimRequest, moved: CountShift): ClaimedJob[] {
   const { sql } = connection
-  const counts = sql.queueRunning.get(queue.name) as { paused: number; running: number } | undefined
+  const counts = sql.queueClaimLimits.get(queue.name) as { paused: number; running: number; concurrency: number | null; perGroup: number | null } | undefined
   if (counts?.paused) return []
+  const limits: QueueLimits = { total: counts?.concurrency ?? null, perGroup: counts?.perGroup ?? null }
   let limit = request.limit
-  if (queue.concurrency.total !== null) limit = Math.min(limit, queue.concurrency.total - (counts?.running ?? 0))
+  if (limits.total !== null) limit = Math.min(limit, limits.total - (counts?.running ?? 0))
   if (limit <= 0) return []
   const abandoned = sql.firstAbandoned.get({ queue: queue.name, now: request.now }) as (ClaimedJob & { runAt: number }) | undefined
   let claimed: ClaimedJob[] = []
-  if (abandoned && request.idle) claimed = claimAlone(connection, queue, abandoned)
+  if (abandoned && request.idle) claimed = claimAlone(connection, queue, limits.perGroup, abandoned)
   if (claimed.length === 0 && !(abandoned && request.now - abandoned.runAt >= ABANDONED_PATIENCE_MS)) {
     const skipAbandoned = abandoned !== undefined
     claimed =
-      queue.concurrency.perGroup === null
+      limits.perGroup === null
         ? claimInOrder(connection, queue, limit, request.now, skipAbandoned)
-        : claimUnderGroupCap(connection, queue, queue.concurrency.perGroup, limit, request.now, skipAbandoned)
+        : claimUnderGroupCap(connection, queue, limits.perGroup, limit, request.now, skipAbandoned)
   }
   if (claimed.length === 0) return claimed
   const seqs = claimed.map((job) => job.seq)
@@ -63,8 +67,7 @@ function claimInOrder(connection: Connection, queue: Queue, limit: number, now: 
 }
 
 /** The abandoned job, unless its group is at its cap. */
-function claimAlone(connection: Connection, queue: Queue, job: ClaimedJob): ClaimedJob[] {
-  const perGroup = queue.concurrency.perGroup
+function claimAlone(connection: Connection, queue: Queue, perGroup: number | null, job: ClaimedJob): ClaimedJob[] {
   if (perGroup !== null && job.grp !== null && (groupsRunning(connection, queue).get(job.grp) ?? 0) >= perGroup) return []
   return [job]
 }

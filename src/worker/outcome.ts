@@ -5,8 +5,9 @@
  */
 import { JobsError } from '../errors.js'
 import { encodeJson } from '../json.js'
-import { MAX_VALUE_BYTES } from '../limits.js'
+import { MAX_ERROR_BYTES, MAX_STACK_BYTES, MAX_VALUE_BYTES } from '../limits.js'
 import type { Queue } from '../queue/define.js'
+import { cutToBytes } from '../text.js'
 import type { JobState } from '../types.js'
 import { backoffMs } from './backoff.js'
 
@@ -71,7 +72,7 @@ export function transitionFor(queue: Queue, run: RunFacts, end: RunEnd, now: num
     return ended('done', now, { result })
   }
   const kind = value[OUTCOME]
-  if (kind === 'fail') return ended('failed', now, { error: value.reason ?? 'failed by the handler' })
+  if (kind === 'fail') return ended('failed', now, { error: cutToBytes(value.reason ?? 'failed by the handler', MAX_ERROR_BYTES) })
   if (kind === 'snooze') return scheduled(now + (value.delayMs ?? 0), null, null, 1)
   if (run.attempt >= run.maxAttempts) {
     return ended('failed', now, { error: `the handler asked for a retry on the last attempt (${run.attempt} of ${run.maxAttempts})` })
@@ -79,7 +80,10 @@ export function transitionFor(queue: Queue, run: RunFacts, end: RunEnd, now: num
   return scheduled(now + (value.delayMs ?? 0), null, null, 0)
 }
 
-function failedRun(queue: Queue, run: RunFacts, error: string, errorStack: string | null, now: number): Transition {
+function failedRun(queue: Queue, run: RunFacts, message: string, stack: string | null, now: number): Transition {
+  // Kept errors and stacks are cut to their limits here, where every failed run passes.
+  const error = cutToBytes(message, MAX_ERROR_BYTES)
+  const errorStack = stack === null ? null : cutToBytes(stack, MAX_STACK_BYTES)
   if (run.attempt >= run.maxAttempts) return ended('failed', now, { error, errorStack })
   return scheduled(now + backoffMs(queue.backoff, run.attempt), error, errorStack, 0)
 }

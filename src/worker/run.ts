@@ -34,7 +34,7 @@ export interface Run {
   step<A>(name: string, fn: () => A | Promise<A>): Promise<A>
   /** Sets the run's live progress: JSON of at most 4 KiB (TOO_LARGE beyond), in memory only (JOB-12). */
   setProgress(progress: unknown): void
-  /** Ends the job `failed` now, with `reason` as its error. Return what it returns. */
+  /** Ends the job `failed` now, with `reason` as its error (at most 64 KiB of UTF-8 is kept, cut with a marker beyond). Return what it returns. */
   fail(reason: string): Outcome
   /** Runs the job again after `delay`, counting this attempt (`failed` if it was the last). Return what it returns. */
   retry(delay?: Duration): Outcome

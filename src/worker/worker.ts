@@ -28,6 +28,7 @@ import { claimJobs } from './claim.js'
 import { findAbandoned, hasPrunable, pruneEnded, releaseAbandoned } from './maintenance.js'
 import { timeoutError, transitionFor, type Outcome, type RunEnd } from './outcome.js'
 import { newOwner } from './owner.js'
+import { storeLimits } from './queue-limits.js'
 import { recordEnds, type RunEndRecord } from './record.js'
 import { RunContext, type ClaimedJob, type Run } from './run.js'
 
@@ -71,6 +72,13 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'onError', 'cloc
  * Jobs added in this process wake it at once; jobs added by other processes
  * within `pollInterval` (it watches `PRAGMA data_version`, about 2 µs a look).
  * SQLite's busy errors are retried inside, never surfaced.
+ *
+ * The queue's limits are one value across every process (JOB-19): in its
+ * first transaction the worker stores its definition's `concurrency` in
+ * `jobs_queue`, replacing what a worker started earlier stored (the last
+ * started wins, as in a rolling deploy; when they differ it warns once,
+ * through `console.warn`, naming both), and every claim of every worker
+ * follows the stored value, whatever its own definition says.
  *
  * Throws INVALID_OPTION for a bad option, SCHEMA_MISSING when the tables
  * were not migrated.
@@ -123,6 +131,8 @@ class QueueWorker implements Worker {
   private versionAtLastFlush = -1
   private nextScheduledTimer: NodeJS.Timeout | null = null
   private lastDataVersion: number
+  /** Whether this worker's first transaction stored its definition's limits as the queue's (JOB-19). */
+  private limitsStored = false
   private stopping = false
   private stopped: Promise<void> | null = null
   private settledWaiters: Array<() => void> = []
@@ -214,11 +224,12 @@ class QueueWorker implements Worker {
     else setImmediate(run)
   }
 
-  /** One write transaction: record the ends waiting, then claim for the free slots. */
+  /** One write transaction: store the limits (the first time), record the ends waiting, then claim for the free slots. */
   private flush(): void {
     const free = this.stopping || this.aloneWith !== null ? 0 : this.settings.slots - this.active.size
     const ends = this.pendingEnds.splice(0)
-    if (ends.length === 0 && (free <= 0 || !this.mightHaveWork())) return
+    const storing = !this.limitsStored && !this.stopping
+    if (ends.length === 0 && !storing && (free <= 0 || !this.mightHaveWork())) return
     if (this.connection.client.inTransaction) {
       this.pendingEnds.unshift(...ends)
       setTimeout(() => this.scheduleFlush(), BUSY_RETRY_MS)
@@ -227,11 +238,13 @@ class QueueWorker implements Worker {
     const now = this.settings.clock()
     let claimed: ClaimedJob[]
     let othersWrote = false
+    let replaced = null as string | null
     try {
       const written = this.connection.immediateTimed(() => {
         const version = this.connection.sql.dataVersion.get() as number
         othersWrote = version !== this.versionAtLastFlush
         this.versionAtLastFlush = version
+        if (storing) replaced = storeLimits(this.connection, this.definition, now)
         return counting(this.connection, this.queue, (moved) => {
           recordEnds(this.connection, ends, moved)
           if (free <= 0) return []
@@ -249,6 +262,10 @@ class QueueWorker implements Worker {
       setTimeout(() => this.scheduleFlush(), isBusy(error) ? BUSY_RETRY_MS : MAINTENANCE_INTERVAL_MS)
       return
     }
+    if (storing) {
+      this.limitsStored = true
+      if (replaced !== null) console.warn(replaced)
+    }
     if (ends.length > 0) jobsChanged(this.connection.key, this.queue, 'ended')
     if (claimed.length > 0) jobsChanged(this.connection.key, this.queue, 'claimed')
     for (const job of claimed) this.start(job)
@@ -259,11 +276,11 @@ class QueueWorker implements Worker {
   /** A read before taking the write lock: is anything claimable now? Arms a timer for the next scheduled job either way. */
   private mightHaveWork(): boolean {
     const counts = this.connection.sql.queueClaimable.get({ queue: this.queue }) as
-      | { paused: number; running: number; waiting: number; scheduled: number; nextScheduled: number | null }
+      | { paused: number; running: number; waiting: number; scheduled: number; concurrency: number | null; nextScheduled: number | null }
       | undefined
     if (!counts || counts.paused) return false
-    const total = this.definition.concurrency.total
-    if (total !== null && counts.running >= total) return false
+    // The stored limit, not this process's definition: another worker's start may have replaced it (JOB-19).
+    if (counts.concurrency !== null && counts.running >= counts.concurrency) return false
     if (counts.waiting > 0) return true
     if (counts.nextScheduled === null) return false
     const wait = counts.nextScheduled - this.settings.clock()

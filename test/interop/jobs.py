@@ -5,8 +5,9 @@ is all another language needs:
 
   add       adds jobs in one transaction; an id the queue holds adds nothing
   claim     claims the first runnable job in claim order (priority, run_at,
-            seq), counting its attempt, and leases it; a paused queue and a
-            group at its cap are skipped
+            seq), counting its attempt, and leases it, under the limits the
+            queue's row holds: a paused queue, a queue at its concurrency and
+            a group at its per-group cap are skipped
   step      keeps a step's answer, fenced by the lease
   complete  ends the job done, fenced by the lease; only then drops the lease
             and the job's steps
@@ -17,7 +18,7 @@ command prints one JSON line.
 
 Usage:
   python3 jobs.py add <db> <queue> <items json: [{id, value, group?, priority?, delay_ms?, max_attempts?}]>
-  python3 jobs.py claim <db> <queue> <owner> <lease ms> [<per-group cap>]
+  python3 jobs.py claim <db> <queue> <owner> <lease ms>
   python3 jobs.py step <db> <seq> <owner> <attempt> <name> <answer json>
   python3 jobs.py complete <db> <seq> <owner> <attempt> <result json>
 """
@@ -91,13 +92,17 @@ def add(path, queue, items):
     return immediate(connection, insert_all)
 
 
-def claim(path, queue, owner, lease_ms, per_group=None):
+def claim(path, queue, owner, lease_ms):
     connection = connect(path)
 
     def claim_one():
         now = now_ms()
-        paused = connection.execute("select paused from jobs_queue where name = ?", (queue,)).fetchone()
-        if paused and paused[0]:
+        # The limits the Node worker started last stored; null is no limit. Read inside the transaction.
+        row = connection.execute(
+            "select paused, running, concurrency, concurrency_per_group from jobs_queue where name = ?", (queue,)
+        ).fetchone()
+        paused, running, total, per_group = row if row else (0, 0, None, None)
+        if paused or (total is not None and running >= total):
             return None
         capped = ""
         params = {"queue": queue, "now": now, "per_group": per_group}
@@ -165,8 +170,8 @@ def main(argv):
         queue, items = rest
         answer = add(path, queue, json.loads(items))
     elif command == "claim":
-        queue, owner, lease_ms, *cap = rest
-        answer = claim(path, queue, owner, int(lease_ms), int(cap[0]) if cap else None)
+        queue, owner, lease_ms = rest
+        answer = claim(path, queue, owner, int(lease_ms))
     elif command == "step":
         seq, owner, attempt, name, answer_json = rest
         answer = step(path, int(seq), owner, int(attempt), name, json.loads(answer_json))

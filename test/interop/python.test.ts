@@ -83,7 +83,7 @@ test('JOB-16 a Python worker claims a job by the protocol, keeps a step, complet
   enqueue(t.db, queue, { n: 2 }, { id: 'second', group: 'g' })
   const owner = `python/${process.pid}`
 
-  const claimed = python('claim', t.file, 'pyq', owner, '30000', '1') as { seq: number; id: string; group: string; value: unknown; attempt: number }
+  const claimed = python('claim', t.file, 'pyq', owner, '30000') as { seq: number; id: string; group: string; value: unknown; attempt: number }
   expect(claimed).toMatchObject({ id: 'first', group: 'g', value: { n: 1 }, attempt: 1, max_attempts: 10 })
   expect(python('step', t.file, String(claimed.seq), owner, '1', 'fetch', JSON.stringify({ fetched: true }))).toEqual({ written: true })
   expect(python('step', t.file, String(claimed.seq), owner, '2', 'stale', '1')).toEqual({ written: false })
@@ -107,4 +107,28 @@ test('JOB-16 a Python worker claims a job by the protocol, keeps a step, complet
   expect(rowOf('pyq', 'first').result).toBe(JSON.stringify({ byPython: true }))
   expect(t.client.prepare('select count(*) from jobs_lease').pluck().get()).toBe(0)
   countersAgree('pyq')
+})
+
+test('JOB-19 a Python worker follows the limits the Node worker stored at its start: a group at its cap is skipped, and at the total it claims nothing', async () => {
+  const queue = defineQueue<{ n: number }>('pylimits', { concurrency: { total: 2, perGroup: 1 } })
+  enqueue(t.db, queue, { n: 1 }, { id: 'g1', group: 'g' })
+  enqueue(t.db, queue, { n: 2 }, { id: 'g2', group: 'g' })
+  enqueue(t.db, queue, { n: 3 }, { id: 'h1', group: 'h' })
+  enqueue(t.db, queue, { n: 4 }, { id: 'k1', group: 'k' })
+  let release!: () => void
+  const released = new Promise<void>((resolve) => (release = resolve))
+  workers.push(work(t.db, queue, () => released, { slots: 1 }))
+  await waitFor('the Node worker to run g1', () => rowOf('pylimits', 'g1').state === 'running', 10_000)
+  expect(t.client.prepare(`select concurrency, concurrency_per_group as perGroup from jobs_queue where name = 'pylimits'`).get()).toEqual({ concurrency: 2, perGroup: 1 })
+
+  const owner = `python/${process.pid}`
+  const claimed = python('claim', t.file, 'pylimits', owner, '30000') as { seq: number; id: string }
+  expect(claimed).toMatchObject({ id: 'h1' })
+  expect(python('claim', t.file, 'pylimits', owner, '30000')).toBeNull()
+  expect(rowOf('pylimits', 'k1').state).toBe('waiting')
+
+  expect(python('complete', t.file, String(claimed.seq), owner, '1', 'null')).toEqual({ landed: true })
+  release()
+  await waitFor('the Node worker to run the rest', () => rowsOf('pylimits').every((row) => row.state === 'done'), 10_000)
+  countersAgree('pylimits')
 })

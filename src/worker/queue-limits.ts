@@ -1,0 +1,39 @@
+/**
+ * A queue's limits across processes, one value for all (JOB-19): the worker
+ * that starts stores its definition's limits in `jobs_queue`, replacing any
+ * others (the last started wins, as in a rolling deploy), and every claim
+ * reads them there, in its own transaction, whatever the claiming process's
+ * definition says. Null stored means no limit.
+ * @internal
+ */
+import type { Connection } from '../connection.js'
+import type { Queue } from '../queue/define.js'
+
+export interface QueueLimits {
+  total: number | null
+  perGroup: number | null
+}
+
+/**
+ * Stores the definition's limits as the queue's, in the caller's transaction. Answers the warning to give
+ * once it commits when they replaced other limits that a worker had stored, else null.
+ */
+export function storeLimits(connection: Connection, queue: Queue, now: number): string | null {
+  const { sql } = connection
+  const stored = sql.queueLimits.get(queue.name) as { concurrency: number | null; perGroup: number | null; setAt: number | null } | undefined
+  const next = queue.concurrency
+  sql.storeQueueLimits.run({ queue: queue.name, total: next.total, perGroup: next.perGroup, now })
+  if (!stored || stored.setAt === null) return null
+  const before = { total: stored.concurrency, perGroup: stored.perGroup }
+  if (before.total === next.total && before.perGroup === next.perGroup) return null
+  return `drizzle-jobs: queue '${queue.name}' ran with ${describeLimits(before)}, stored by a worker started earlier; `
+    + `this worker's definition replaces it with ${describeLimits(next)}, which every worker of the queue now follows`
+}
+
+/** Limits as a definition writes them: `concurrency { total: 4, perGroup: 1 }`, or `no concurrency limit`. */
+function describeLimits(limits: QueueLimits): string {
+  const parts: string[] = []
+  if (limits.total !== null) parts.push(`total: ${limits.total}`)
+  if (limits.perGroup !== null) parts.push(`perGroup: ${limits.perGroup}`)
+  return parts.length === 0 ? 'no concurrency limit' : `concurrency { ${parts.join(', ')} }`
+}
