@@ -16,6 +16,7 @@ import type { JobState } from '../types.js'
 import { CLIENT_JS, STYLE_CSS, htmxSource } from './assets.js'
 import { isOwnAction, sameToken, tokenCookie, tokenOf } from './auth.js'
 import { Throughput } from './chart.js'
+import { allowedHostsOption, isAllowedHost, requestHost, type AllowedHost } from './hosts.js'
 import { html, type Html } from './html.js'
 import { LiveHub } from './live.js'
 import { nodeListener } from './node.js'
@@ -31,6 +32,13 @@ export interface DashboardOptions {
    * its own admin pages.
    */
   token?: string
+  /**
+   * Host names, besides loopback ones, that a dashboard without a token answers, such as
+   * `['jobs.internal']` behind a proxy that keeps the Host header. A name matches whatever its case
+   * and port; one with a leading dot (`'.example.com'`) also matches every subdomain; one with a port
+   * (`'jobs.internal:8080'`) matches that port only. Defaults to none.
+   */
+  allowedHosts?: string[]
   /** What the header shows. Defaults to the database file's name. */
   title?: string
 }
@@ -45,7 +53,7 @@ export interface Dashboard {
   close(): void
 }
 
-const OPTIONS = new Set(['basePath', 'token', 'title'])
+const OPTIONS = new Set(['basePath', 'token', 'allowedHosts', 'title'])
 
 const SECURITY_HEADERS = {
   'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
@@ -69,6 +77,11 @@ const SECURITY_HEADERS = {
  * Actions only run when sent by the dashboard's own pages (htmx's
  * `HX-Request` header, which a form on another site cannot send) or with
  * the bearer token; with `token` set, every request needs the token.
+ * Without a token, it answers only requests addressed (by their Host
+ * header) to a loopback name or address — `localhost` and its subdomains,
+ * 127.0.0.0/8, `[::1]`, with any port — or to a host `allowedHosts` names,
+ * and refuses others with 421: a web page that points its own DNS name at
+ * 127.0.0.1 cannot read jobs or act through it.
  *
  * Throws INVALID_OPTION for a bad option, SCHEMA_MISSING when the tables
  * were not migrated.
@@ -90,6 +103,7 @@ export function dashboard(db: SyncDatabase, options: DashboardOptions = {}): Das
   if (base !== '' && !base.startsWith('/')) throw new JobsError('INVALID_OPTION', `basePath: expected a path starting with '/', such as '/jobs', got ${describe(options.basePath)}`)
   const token = options.token
   if (token !== undefined && (typeof token !== 'string' || token === '')) throw new JobsError('INVALID_OPTION', 'token: expected a non-empty string')
+  const allowedHosts = allowedHostsOption(options.allowedHosts)
   const connection = connectionOf(db)
   const ctx: ViewContext = {
     db,
@@ -101,7 +115,7 @@ export function dashboard(db: SyncDatabase, options: DashboardOptions = {}): Das
   const hub = new LiveHub(ctx)
   const fetch = async (request: Request): Promise<Response> => {
     try {
-      return route(ctx, hub, token, request)
+      return route(ctx, hub, { token, allowedHosts }, request)
     } catch (error) {
       if (isJobsError(error, 'NOT_FOUND')) return htmlResponse(flash(error.message, false), 404)
       if (isJobsError(error, 'INVALID_OPTION') || isJobsError(error, 'TOO_LARGE')) return htmlResponse(flash(error.message, false), 400)
@@ -111,7 +125,16 @@ export function dashboard(db: SyncDatabase, options: DashboardOptions = {}): Das
   return { fetch, node: nodeListener(fetch), close: () => hub.close() }
 }
 
-function route(ctx: ViewContext, hub: LiveHub, token: string | undefined, request: Request): Response {
+/** Who may reach a dashboard: with a token, whoever brings it; without, requests addressed to a loopback or allowed host. */
+interface Access {
+  token: string | undefined
+  allowedHosts: readonly AllowedHost[]
+}
+
+function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Request): Response {
+  const { token } = access
+  const host = requestHost(request)
+  if (token === undefined && !isAllowedHost(host, access.allowedHosts)) return misdirected()
   const url = new URL(request.url)
   let path = url.pathname
   if (ctx.base !== '' && (path === ctx.base || path.startsWith(`${ctx.base}/`))) path = path.slice(ctx.base.length)
@@ -219,6 +242,10 @@ function htmlResponse(body: Html, status = 200): Response {
 
 function notFound(): Response {
   return htmlResponse(flash('Nothing here.', false), 404)
+}
+
+function misdirected(): Response {
+  return htmlResponse(flash('This dashboard answers only requests addressed to a loopback name or address (localhost, 127.0.0.1, [::1]) or to a host its allowedHosts option names.', false), 421)
 }
 
 function unauthorized(): Response {
