@@ -2,7 +2,7 @@
  * The mounted dashboard against requests a hostile page or a neighbour on the
  * host can make, over real sockets: through node:http and through Hono
  * (@hono/node-server), with the Host headers a browser sends after a DNS
- * name was rebound to 127.0.0.1.
+ * name was rebound to 127.0.0.1, and the cookies another local service sets.
  */
 import { createServer, request, type OutgoingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -172,6 +172,29 @@ describe.each(MOUNTS)('mounted through %s', (_name, how) => {
     expect(bare.body).not.toContain('diagnosis')
     expect((await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}/cancel`, { method: 'POST', headers: { host: evil, 'hx-request': 'true' } })).status).toBe(401)
     expect(jobRow(t.client, 'reply:1')?.state).toBe('waiting')
+  })
+
+  test('the token cookie is named for its dashboard: another dashboard or service on the host does not lock the user out', async () => {
+    const first = await mount(how, { token: 'the-first-dashboard-secret' })
+    const second = await mount(how, { token: 'the-second-dashboard-secret' })
+    const cookieOf = async (board: Mounted, token: string) => {
+      const entry = await send(`${board.root}/queues/replies?state=waiting&token=${token}`)
+      expect(entry.status).toBe(303)
+      expect(entry.headers.location).toBe(`${board.root.replace(/^http:\/\/[^/]+/, '')}/queues/replies?state=waiting`)
+      const cookie = (entry.headers['set-cookie'] as string[])[0]!
+      expect(cookie).toMatch(/^drizzle_jobs_token_[0-9a-f]{12}=[^;]+; Path=\/[^;]*; HttpOnly; SameSite=Strict$/)
+      return cookie.split(';')[0]!
+    }
+    const one = await cookieOf(first, 'the-first-dashboard-secret')
+    const two = await cookieOf(second, 'the-second-dashboard-secret')
+    expect(one.split('=')[0]).not.toBe(two.split('=')[0])
+    // A browser sends every cookie of the host to every port; one another service set comes along too.
+    const jar = [`drizzle_jobs_token=another-service`, two, one, 'drizzle_jobs_token_000000000000=x'].join('; ')
+    for (const board of [first, second]) {
+      const page = await send(`${board.root}/queues/replies`, { headers: { cookie: jar } })
+      expect(page.status).toBe(200)
+      expect((await send(`${board.root}/queues/replies`, { headers: { cookie: 'drizzle_jobs_token=another-service' } })).status).toBe(401)
+    }
   })
 
 })

@@ -14,7 +14,7 @@ import { describe } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
 import type { JobState } from '../types.js'
 import { CLIENT_JS, STYLE_CSS, htmxSource } from './assets.js'
-import { isOwnAction, sameToken, tokenCookie, tokenOf } from './auth.js'
+import { carriesToken, isOwnAction, sameToken, tokenCookie, tokenCookieName } from './auth.js'
 import { Throughput } from './chart.js'
 import { allowedHostsOption, isAllowedHost, requestHost, type AllowedHost } from './hosts.js'
 import { html, type Html } from './html.js'
@@ -147,13 +147,15 @@ function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Request)
 
   if (segments[0] === 'assets' && segments.length === 2 && request.method === 'GET') return asset(segments[1]!)
   if (token !== undefined) {
+    const cookieName = tokenCookieName(ctx.base, host?.port ?? null)
     const given = url.searchParams.get('token')
     if (given !== null && request.method === 'GET') {
       if (!sameToken(given, token)) return unauthorized()
       url.searchParams.delete('token')
-      return new Response(null, { status: 303, headers: { location: `${url.pathname}${url.search}`, 'set-cookie': tokenCookie(token, ctx.base), 'referrer-policy': 'no-referrer' } })
+      const location = `${ctx.base}${path}${url.search}` || '/'
+      return new Response(null, { status: 303, headers: { location, 'set-cookie': tokenCookie(cookieName, token, ctx.base), 'referrer-policy': 'no-referrer' } })
     }
-    if (!sameToken(tokenOf(request), token)) return unauthorized()
+    if (!carriesToken(request, token, cookieName)) return unauthorized()
   }
 
   const [first, queue, third, id, fifth] = segments
