@@ -2,7 +2,8 @@
  * The mounted dashboard against requests a hostile page or a neighbour on the
  * host can make, over real sockets: through node:http and through Hono
  * (@hono/node-server), with the Host headers a browser sends after a DNS
- * name was rebound to 127.0.0.1, and the cookies another local service sets.
+ * name was rebound to 127.0.0.1, the cookies another local service sets, and
+ * asset names that are properties of every object.
  */
 import { createServer, request, type OutgoingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -197,6 +198,14 @@ describe.each(MOUNTS)('mounted through %s', (_name, how) => {
     }
   })
 
+  test('asset names that are properties of every object are not found', async () => {
+    const board = await mount(how)
+    for (const name of ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__']) {
+      const answer = await send(`${board.root}/assets/${name}`)
+      expect(answer.status, name).toBe(404)
+    }
+    expect((await send(`${board.root}/assets/dashboard.css`)).status).toBe(200)
+  })
 })
 
 describe('dashboard options', () => {

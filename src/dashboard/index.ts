@@ -254,14 +254,14 @@ function unauthorized(): Response {
   return htmlResponse(flash('This dashboard needs its token: open the address it printed when it started (the one ending in ?token=…).', false), 401)
 }
 
-const ASSETS: Record<string, { type: string; body: () => string }> = {
-  'htmx.min.js': { type: 'text/javascript; charset=utf-8', body: htmxSource },
-  'dashboard.js': { type: 'text/javascript; charset=utf-8', body: () => CLIENT_JS },
-  'dashboard.css': { type: 'text/css; charset=utf-8', body: () => STYLE_CSS },
-}
+const ASSETS = new Map<string, { type: string; body: () => string }>([
+  ['htmx.min.js', { type: 'text/javascript; charset=utf-8', body: htmxSource }],
+  ['dashboard.js', { type: 'text/javascript; charset=utf-8', body: () => CLIENT_JS }],
+  ['dashboard.css', { type: 'text/css; charset=utf-8', body: () => STYLE_CSS }],
+])
 
 function asset(name: string): Response {
-  const found = ASSETS[name]
+  const found = ASSETS.get(name)
   if (!found) return notFound()
   return new Response(found.body(), { headers: { 'content-type': found.type, 'cache-control': 'public, max-age=3600', 'x-content-type-options': 'nosniff' } })
 }
