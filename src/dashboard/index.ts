@@ -20,7 +20,8 @@ import { allowedHostsOption, isAllowedHost, requestHost, type AllowedHost } from
 import { html, type Html } from './html.js'
 import { LiveHub } from './live.js'
 import { nodeListener } from './node.js'
-import { flash, jobPath, page, STATES, type View, type ViewContext } from './views.js'
+import { jobPath, segmentText } from './paths.js'
+import { flash, page, STATES, type View, type ViewContext } from './views.js'
 
 /** The options of {@link dashboard}. */
 export interface DashboardOptions {
@@ -140,7 +141,7 @@ function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Request)
   if (ctx.base !== '' && (path === ctx.base || path.startsWith(`${ctx.base}/`))) path = path.slice(ctx.base.length)
   let segments: string[]
   try {
-    segments = path.split('/').filter(Boolean).map(decodeURIComponent)
+    segments = path.split('/').filter(Boolean).map(segmentText)
   } catch {
     return htmlResponse(flash('That address is not well formed.', false), 400)
   }
