@@ -10,7 +10,7 @@ import { DEFAULT_DASHBOARD_HOST, DEFAULT_DASHBOARD_PORT, serveDashboard, type Se
 import { isJobsError } from '../errors.js'
 import { cancelCommand, list, pause, pruneCommand, retry, show, status, type Args, type Output } from './commands.js'
 import { CliError, EXIT, usageError, type ExitCode } from './exit.js'
-import { json } from './format.js'
+import { json, printable, printableLines } from './format.js'
 import { openDatabase, type OpenDatabase } from './open.js'
 
 const HELP = `drizzle-jobs: look at and act on the job queues of a SQLite database
@@ -137,7 +137,7 @@ async function runDashboard(values: ReturnType<typeof parse>['values'], rest: st
     }
     throw error
   }
-  process.stdout.write(asJson ? `${JSON.stringify({ url: served.url })}\n` : `drizzle-jobs dashboard of ${open.file} on ${served.url}\n(stop it with Ctrl-C)\n`)
+  process.stdout.write(asJson ? `${json({ url: served.url }, 0)}\n` : `drizzle-jobs dashboard of ${printable(open.file)} on ${served.url}\n(stop it with Ctrl-C)\n`)
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve)
     process.once('SIGTERM', resolve)
@@ -160,9 +160,9 @@ function fail(error: unknown, asJson: boolean): ExitCode {
   const known = asCliError(error)
   if (asJson) {
     const body = known ? { kind: known.kind, message: known.message, exitCode: known.exitCode } : { kind: 'failure', message: (error as Error)?.message ?? String(error), exitCode: EXIT.FAILURE }
-    process.stderr.write(`${JSON.stringify({ error: body })}\n`)
+    process.stderr.write(`${json({ error: body }, 0)}\n`)
   } else {
-    process.stderr.write(known ? `drizzle-jobs: ${known.message}\n` : `drizzle-jobs: unexpected failure: ${(error as Error)?.stack ?? String(error)}\n`)
+    process.stderr.write(known ? `drizzle-jobs: ${printable(known.message)}\n` : `drizzle-jobs: unexpected failure: ${printableLines((error as Error)?.stack ?? String(error))}\n`)
   }
   return known ? known.exitCode : EXIT.FAILURE
 }
