@@ -243,6 +243,13 @@ describe('errors and exit codes', () => {
   })
 })
 
+describe('commands', () => {
+  test('names every object has are no commands', async () => {
+    const runs = await Promise.all(['constructor', 'toString', '__proto__', 'hasOwnProperty'].map((name) => cli(name, '--db', t.file)))
+    for (const ran of runs) expect(ran).toMatchObject({ code: 2, stderr: expect.stringContaining('unknown command') })
+  })
+})
+
 describe('text stored in jobs, printed for a person', () => {
   /** What a terminal would act on: C0 controls but the line break, DEL, C1 controls, line and paragraph separators, bidirectional overrides. */
   const CONTROL = /[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u

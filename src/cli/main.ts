@@ -72,16 +72,16 @@ type OptionName = keyof typeof OPTIONS
 const COMMON: OptionName[] = ['db', 'json', 'help']
 
 /** Each command, the options it takes beside --db and --json, and what it runs. */
-const COMMANDS: Record<string, { options: OptionName[]; run: (open: OpenDatabase, args: Args) => Output }> = {
-  status: { options: ['queue'], run: status },
-  list: { options: ['queue', 'state', 'group', 'id', 'limit', 'cursor'], run: list },
-  show: { options: ['queue'], run: show },
-  retry: { options: ['queue'], run: retry },
-  cancel: { options: ['queue'], run: cancelCommand },
-  pause: { options: ['queue'], run: (open, args) => pause(open, args, true) },
-  resume: { options: ['queue'], run: (open, args) => pause(open, args, false) },
-  prune: { options: ['older-than', 'queue', 'state'], run: pruneCommand },
-}
+const COMMANDS = new Map<string, { options: OptionName[]; run: (open: OpenDatabase, args: Args) => Output }>([
+  ['status', { options: ['queue'], run: status }],
+  ['list', { options: ['queue', 'state', 'group', 'id', 'limit', 'cursor'], run: list }],
+  ['show', { options: ['queue'], run: show }],
+  ['retry', { options: ['queue'], run: retry }],
+  ['cancel', { options: ['queue'], run: cancelCommand }],
+  ['pause', { options: ['queue'], run: (open, args) => pause(open, args, true) }],
+  ['resume', { options: ['queue'], run: (open, args) => pause(open, args, false) }],
+  ['prune', { options: ['older-than', 'queue', 'state'], run: pruneCommand }],
+])
 
 async function main(argv: string[]): Promise<ExitCode> {
   let asJson = argv.includes('--json')
@@ -98,8 +98,8 @@ async function main(argv: string[]): Promise<ExitCode> {
       return command === undefined && !values.help ? EXIT.USAGE : EXIT.OK
     }
     if (command === 'dashboard') return await runDashboard(values, rest, asJson)
-    const spec = COMMANDS[command]
-    if (!spec) throw usageError(`unknown command '${command}' (commands: ${[...Object.keys(COMMANDS), 'dashboard'].join(', ')}); see drizzle-jobs --help`)
+    const spec = COMMANDS.get(command)
+    if (!spec) throw usageError(`unknown command '${command}' (commands: ${[...COMMANDS.keys(), 'dashboard'].join(', ')}); see drizzle-jobs --help`)
     for (const name of Object.keys(values) as OptionName[]) {
       if (!COMMON.includes(name) && !spec.options.includes(name)) throw usageError(`${command} takes no --${name}; see drizzle-jobs --help`)
     }
