@@ -117,6 +117,7 @@ describe.each(MOUNTS)('mounted through %s', (_name, how) => {
     const evil = `evil.example:${board.port}`
     const page = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}`, { headers: { host: evil } })
     expect(page.status).toBe(421)
+    expect(page.body).toContain('not to evil.example. To serve it under that name, list the name in the dashboard&#39;s allowedHosts option')
     expect(page.body).not.toContain('reply:1')
     expect(page.body).not.toContain('diagnosis')
     for (const path of ['/', '/queues/replies', `/events?view=job&queue=replies&id=${encodeURIComponent('reply:1')}`, '/assets/dashboard.js']) {

@@ -16,7 +16,7 @@ import type { JobState } from '../types.js'
 import { CLIENT_JS, STYLE_CSS, htmxSource } from './assets.js'
 import { carriesToken, isOwnAction, sameToken, tokenCookie, tokenCookieName } from './auth.js'
 import { Throughput } from './chart.js'
-import { allowedHostsOption, isAllowedHost, requestHost, type AllowedHost } from './hosts.js'
+import { allowedHostsOption, isAllowedHost, requestHost, type AllowedHost, type Host } from './hosts.js'
 import { html, type Html } from './html.js'
 import { LiveHub } from './live.js'
 import { nodeListener } from './node.js'
@@ -135,7 +135,7 @@ interface Access {
 function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Request): Response {
   const { token } = access
   const host = requestHost(request)
-  if (token === undefined && !isAllowedHost(host, access.allowedHosts)) return misdirected()
+  if (token === undefined && !isAllowedHost(host, access.allowedHosts)) return misdirected(host)
   const url = new URL(request.url)
   let path = url.pathname
   if (ctx.base !== '' && (path === ctx.base || path.startsWith(`${ctx.base}/`))) path = path.slice(ctx.base.length)
@@ -247,8 +247,9 @@ function notFound(): Response {
   return htmlResponse(flash('Nothing here.', false), 404)
 }
 
-function misdirected(): Response {
-  return htmlResponse(flash('This dashboard answers only requests addressed to a loopback name or address (localhost, 127.0.0.1, [::1]) or to a host its allowedHosts option names.', false), 421)
+function misdirected(host: Host | null): Response {
+  const named = host === null ? 'a host that is not well formed' : host.name
+  return htmlResponse(flash(`This dashboard answers requests addressed to localhost, 127.0.0.1 or [::1], not to ${named}. To serve it under that name, list the name in the dashboard's allowedHosts option, or give the dashboard a token.`, false), 421)
 }
 
 function unauthorized(): Response {
