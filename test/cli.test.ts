@@ -243,6 +243,93 @@ describe('errors and exit codes', () => {
   })
 })
 
+describe('commands', () => {
+  test('names every object has are no commands', async () => {
+    const runs = await Promise.all(['constructor', 'toString', '__proto__', 'hasOwnProperty'].map((name) => cli(name, '--db', t.file)))
+    for (const ran of runs) expect(ran).toMatchObject({ code: 2, stderr: expect.stringContaining('unknown command') })
+  })
+})
+
+describe('text stored in jobs, printed for a person', () => {
+  /** What a terminal would act on: C0 controls but the line break, DEL, C1 controls, line and paragraph separators, bidirectional overrides. */
+  const CONTROL = /[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u
+  const TITLE = '\x1b]0;you have been owned\x07'
+  const LINK = '\x1b]8;;https://evil.example/\x1b\\click me\x1b]8;;\x1b\\'
+  const COLOUR = '\x1b[31mred\x1b[0m\x1b[2J'
+  const queue = `q${TITLE}`
+  const id = `job${LINK}`
+  const group = `${COLOUR}\u202eexe.txt`
+  const reason = `the model said ${TITLE}${COLOUR}\u009b31m C1\x7f\u2028${LINK}`
+
+  test('every human-readable output escapes control characters; --json stays exact', async () => {
+    const evil = defineQueue<{ text: string }>(queue, { attempts: 2, backoff: { initial: '1h', max: '1h' } })
+    enqueue(t.db, evil, { text: `\u009b2J${TITLE}\u202e` }, { id, group })
+    const worker = work(t.db, evil, async (_value, run) => {
+      await run.step(`step${COLOUR}`, () => `\u009b${TITLE}`)
+      throw new Error(reason)
+    }, { slots: 1 })
+    workers.push(worker)
+    await waitFor(() => jobRow(t.client, id, queue)?.state === 'scheduled', 'the first attempt to fail')
+    await worker.stop()
+    enqueue(t.db, evil, { text: 'waits' }, { id: `${id}:2`, group })
+
+    const runs = await Promise.all([
+      cli('status', '--db', t.file),
+      cli('list', '--db', t.file),
+      cli('list', '--db', t.file, '--state', 'scheduled'),
+      cli('show', id, '--db', t.file),
+      cli('show', id, '--queue', queue, '--db', t.file),
+      cli('show', `nope${TITLE}`, '--queue', queue, '--db', t.file),
+      cli('status', '--queue', `nowhere${TITLE}`, '--db', t.file),
+    ])
+    for (const ran of runs) {
+      expect(ran.stdout, ran.stdout).not.toMatch(CONTROL)
+      expect(ran.stderr, ran.stderr).not.toMatch(CONTROL)
+    }
+    const [status, list, failed, show, shown, missing, nowhere] = runs
+    expect(status!.code).toBe(0)
+    expect(status!.stdout).toContain('q\\x1b]0;you have been owned\\x07  active')
+    expect(list!.stdout).toContain('job\\x1b]8;;https://evil.example/\\x1b\\click me\\x1b]8;;\\x1b\\')
+    expect(list!.stdout).toContain('\\x1b[31mred\\x1b[0m\\x1b[2J\\u202eexe.txt')
+    expect(failed!.stdout).toContain('the model said \\x1b]0;you have been owned\\x07\\x1b[31mred')
+    expect(show!.code).toBe(0)
+    expect(shown!.code).toBe(0)
+    expect(show!.stdout).toContain(`job        job\\x1b]8;;https://evil.example/\\x1b\\click me\\x1b]8;;\\x1b\\\n`)
+    expect(show!.stdout).toContain('Error: the model said \\x1b]0;you have been owned\\x07')
+    expect(show!.stdout).toContain('\\x7f\\u2028\\x1b]8;;')
+    expect(show!.stdout).toContain('"text": "\\u009b2J\\u001b]0;you have been owned\\u0007\\u202e"')
+    expect(show!.stdout).toContain('  step\\x1b[31mred\\x1b[0m\\x1b[2J: "\\u009b\\u001b]0;you have been owned\\u0007"')
+    expect(missing!.code).toBe(4)
+    expect(missing!.stderr).toContain("job with id 'nope\\x1b]0;you have been owned\\x07'")
+    expect(nowhere!.code).toBe(0)
+    expect(nowhere!.stdout).toContain('nowhere\\x1b]0;you have been owned\\x07  active')
+
+    const asJson = await Promise.all([cli('list', '--db', t.file, '--json'), cli('show', id, '--db', t.file, '--json'), cli('status', '--db', t.file, '--json'), cli('show', `nope${TITLE}`, '--queue', queue, '--db', t.file, '--json')])
+    for (const ran of asJson) {
+      expect(ran.stdout).not.toMatch(CONTROL)
+      expect(ran.stderr).not.toMatch(CONTROL)
+    }
+    const page = JSON.parse(asJson[0]!.stdout) as { jobs: { id: string; queue: string; group: string; error: string | null }[] }
+    expect(page.jobs.map((job) => [job.queue, job.id, job.group]).sort()).toEqual([[queue, id, group], [queue, `${id}:2`, group]])
+    expect(page.jobs.find((job) => job.id === id)!.error).toBe(reason)
+    const detail = JSON.parse(asJson[1]!.stdout) as { value: unknown; errorStack: string }
+    expect(detail.value).toEqual({ text: `\u009b2J${TITLE}\u202e` })
+    expect(detail.errorStack.startsWith(`Error: ${reason}\n`)).toBe(true)
+    expect((JSON.parse(asJson[2]!.stdout) as { queues: { queue: string }[] }).queues.map((q) => q.queue)).toEqual([queue])
+    expect(JSON.parse(asJson[3]!.stderr).error.message).toContain(`nope${TITLE}`)
+
+    const acted = [await cli('cancel', `${id}:2`, '--db', t.file), await cli('retry', `${id}:2`, '--queue', queue, '--db', t.file), await cli('pause', queue, '--db', t.file)]
+    for (const ran of acted) {
+      expect(ran.code, ran.stderr).toBe(0)
+      expect(ran.stdout).not.toMatch(CONTROL)
+    }
+    expect(acted[0]!.stdout).toBe("job 'job\\x1b]8;;https://evil.example/\\x1b\\click me\\x1b]8;;\\x1b\\:2' of queue 'q\\x1b]0;you have been owned\\x07' is canceled\n")
+    expect(acted[1]!.stdout).toContain("' is waiting again")
+    expect(jobRow(t.client, `${id}:2`, queue)?.state).toBe('waiting')
+    expect(queueCounts(t.db, queue).paused).toBe(true)
+  })
+})
+
 describe('dashboard', () => {
   test('serves on 127.0.0.1, answers only loopback Host headers, and exits 0 on SIGTERM', async () => {
     await seed()

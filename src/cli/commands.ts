@@ -1,6 +1,7 @@
 /**
  * What each command does, given its parsed arguments and an open database:
- * it answers the text a person reads and the value `--json` prints.
+ * it answers the text a person reads, where every stored or given name and
+ * error is {@link printable}, and the value `--json` prints.
  * @internal
  */
 import { cancel, retryJob } from '../admin/jobs.js'
@@ -12,7 +13,7 @@ import { toMs } from '../duration.js'
 import { isJobsError } from '../errors.js'
 import type { EndedState, JobState } from '../types.js'
 import { CliError, EXIT, usageError } from './exit.js'
-import { json, oneLine, relative, span, table } from './format.js'
+import { json, oneLine, printable, printableLines, relative, span, table } from './format.js'
 import type { OpenDatabase } from './open.js'
 
 export interface Args {
@@ -99,25 +100,29 @@ export function show(open: OpenDatabase, args: Args): Output {
 
 function describeJob(job: JobDetail, now: number): string {
   const lines = [
-    `job        ${job.id}`,
-    `queue      ${job.queue}`,
-    `state      ${job.state}`,
-    `group      ${job.group ?? '-'}`,
+    `job        ${printable(job.id)}`,
+    `queue      ${printable(job.queue)}`,
+    `state      ${printable(job.state)}`,
+    `group      ${job.group === null ? '-' : printable(job.group)}`,
     `priority   ${job.priority}`,
     `attempts   ${job.attempt} of ${job.attempts}`,
     `added      ${job.createdAt.toISOString()} (${relative(job.createdAt, now)})`,
     `run at     ${job.runAt.toISOString()} (${relative(job.runAt, now)})`,
     `ended      ${job.finishedAt ? `${job.finishedAt.toISOString()} (${relative(job.finishedAt, now)})` : '-'}`,
   ]
-  if (job.lease) lines.push(`lease      attempt ${job.lease.attempt} by ${job.lease.owner}, expires ${relative(job.lease.expiresAt, now)}`)
+  if (job.lease) lines.push(`lease      attempt ${job.lease.attempt} by ${printable(job.lease.owner)}, expires ${relative(job.lease.expiresAt, now)}`)
   lines.push('', 'value', indent(json(job.value)))
   if (job.result !== null) lines.push('', 'result', indent(json(job.result)))
-  if (job.error !== null) lines.push('', 'error', indent(job.errorStack ?? job.error))
+  if (job.error !== null) lines.push('', 'error', indent(printableLines(job.errorStack ?? job.error)))
   if (job.steps.length > 0) {
     lines.push('', 'steps')
-    for (const step of job.steps) lines.push(`  ${step.name}: ${oneLine(JSON.stringify(step.answer) ?? 'undefined', 100)}`)
+    for (const step of job.steps) lines.push(`  ${printable(step.name)}: ${oneLine(json(step.answer, 0), 100)}`)
   }
   return lines.join('\n')
+}
+
+function quoted(name: string): string {
+  return `'${printable(name)}'`
 }
 
 function indent(text: string): string {
@@ -130,7 +135,7 @@ export function retry(open: OpenDatabase, args: Args): Output {
   if (!retryJob(open.db, queue, id)) {
     throw new CliError(EXIT.REFUSED, `job '${id}' of queue '${queue}' is ${stateOf(open, queue, id)}: only failed or canceled jobs can be retried; nothing changed`, 'refused')
   }
-  return { text: `job '${id}' of queue '${queue}' is waiting again, with fresh attempts`, json: { queue, id, retried: true } }
+  return { text: `job ${quoted(id)} of queue ${quoted(queue)} is waiting again, with fresh attempts`, json: { queue, id, retried: true } }
 }
 
 /** `cancel ID`: a job that has not ended ends canceled; a running one has its signal aborted. */
@@ -139,7 +144,7 @@ export function cancelCommand(open: OpenDatabase, args: Args): Output {
   if (!cancel(open.db, queue, id)) {
     throw new CliError(EXIT.REFUSED, `job '${id}' of queue '${queue}' has already ended (${stateOf(open, queue, id)}); nothing changed`, 'refused')
   }
-  return { text: `job '${id}' of queue '${queue}' is canceled`, json: { queue, id, canceled: true } }
+  return { text: `job ${quoted(id)} of queue ${quoted(queue)} is canceled`, json: { queue, id, canceled: true } }
 }
 
 /** `pause QUEUE` and `resume QUEUE`. */
@@ -148,7 +153,7 @@ export function pause(open: OpenDatabase, args: Args, paused: boolean): Output {
   if (paused) pauseQueue(open.db, queue)
   else resumeQueue(open.db, queue)
   return {
-    text: paused ? `queue '${queue}' is paused: workers claim nothing more from it until it is resumed` : `queue '${queue}' is resumed`,
+    text: paused ? `queue ${quoted(queue)} is paused: workers claim nothing more from it until it is resumed` : `queue ${quoted(queue)} is resumed`,
     json: { queue, paused },
   }
 }

@@ -10,7 +10,7 @@ import { DEFAULT_DASHBOARD_HOST, DEFAULT_DASHBOARD_PORT, serveDashboard, type Se
 import { isJobsError } from '../errors.js'
 import { cancelCommand, list, pause, pruneCommand, retry, show, status, type Args, type Output } from './commands.js'
 import { CliError, EXIT, usageError, type ExitCode } from './exit.js'
-import { json } from './format.js'
+import { json, printable, printableLines } from './format.js'
 import { openDatabase, type OpenDatabase } from './open.js'
 
 const HELP = `drizzle-jobs: look at and act on the job queues of a SQLite database
@@ -72,16 +72,16 @@ type OptionName = keyof typeof OPTIONS
 const COMMON: OptionName[] = ['db', 'json', 'help']
 
 /** Each command, the options it takes beside --db and --json, and what it runs. */
-const COMMANDS: Record<string, { options: OptionName[]; run: (open: OpenDatabase, args: Args) => Output }> = {
-  status: { options: ['queue'], run: status },
-  list: { options: ['queue', 'state', 'group', 'id', 'limit', 'cursor'], run: list },
-  show: { options: ['queue'], run: show },
-  retry: { options: ['queue'], run: retry },
-  cancel: { options: ['queue'], run: cancelCommand },
-  pause: { options: ['queue'], run: (open, args) => pause(open, args, true) },
-  resume: { options: ['queue'], run: (open, args) => pause(open, args, false) },
-  prune: { options: ['older-than', 'queue', 'state'], run: pruneCommand },
-}
+const COMMANDS = new Map<string, { options: OptionName[]; run: (open: OpenDatabase, args: Args) => Output }>([
+  ['status', { options: ['queue'], run: status }],
+  ['list', { options: ['queue', 'state', 'group', 'id', 'limit', 'cursor'], run: list }],
+  ['show', { options: ['queue'], run: show }],
+  ['retry', { options: ['queue'], run: retry }],
+  ['cancel', { options: ['queue'], run: cancelCommand }],
+  ['pause', { options: ['queue'], run: (open, args) => pause(open, args, true) }],
+  ['resume', { options: ['queue'], run: (open, args) => pause(open, args, false) }],
+  ['prune', { options: ['older-than', 'queue', 'state'], run: pruneCommand }],
+])
 
 async function main(argv: string[]): Promise<ExitCode> {
   let asJson = argv.includes('--json')
@@ -98,8 +98,8 @@ async function main(argv: string[]): Promise<ExitCode> {
       return command === undefined && !values.help ? EXIT.USAGE : EXIT.OK
     }
     if (command === 'dashboard') return await runDashboard(values, rest, asJson)
-    const spec = COMMANDS[command]
-    if (!spec) throw usageError(`unknown command '${command}' (commands: ${[...Object.keys(COMMANDS), 'dashboard'].join(', ')}); see drizzle-jobs --help`)
+    const spec = COMMANDS.get(command)
+    if (!spec) throw usageError(`unknown command '${command}' (commands: ${[...COMMANDS.keys(), 'dashboard'].join(', ')}); see drizzle-jobs --help`)
     for (const name of Object.keys(values) as OptionName[]) {
       if (!COMMON.includes(name) && !spec.options.includes(name)) throw usageError(`${command} takes no --${name}; see drizzle-jobs --help`)
     }
@@ -137,7 +137,7 @@ async function runDashboard(values: ReturnType<typeof parse>['values'], rest: st
     }
     throw error
   }
-  process.stdout.write(asJson ? `${JSON.stringify({ url: served.url })}\n` : `drizzle-jobs dashboard of ${open.file} on ${served.url}\n(stop it with Ctrl-C)\n`)
+  process.stdout.write(asJson ? `${json({ url: served.url }, 0)}\n` : `drizzle-jobs dashboard of ${printable(open.file)} on ${served.url}\n(stop it with Ctrl-C)\n`)
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve)
     process.once('SIGTERM', resolve)
@@ -160,9 +160,9 @@ function fail(error: unknown, asJson: boolean): ExitCode {
   const known = asCliError(error)
   if (asJson) {
     const body = known ? { kind: known.kind, message: known.message, exitCode: known.exitCode } : { kind: 'failure', message: (error as Error)?.message ?? String(error), exitCode: EXIT.FAILURE }
-    process.stderr.write(`${JSON.stringify({ error: body })}\n`)
+    process.stderr.write(`${json({ error: body }, 0)}\n`)
   } else {
-    process.stderr.write(known ? `drizzle-jobs: ${known.message}\n` : `drizzle-jobs: unexpected failure: ${(error as Error)?.stack ?? String(error)}\n`)
+    process.stderr.write(known ? `drizzle-jobs: ${printable(known.message)}\n` : `drizzle-jobs: unexpected failure: ${printableLines((error as Error)?.stack ?? String(error))}\n`)
   }
   return known ? known.exitCode : EXIT.FAILURE
 }

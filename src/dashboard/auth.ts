@@ -8,8 +8,6 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
 
-export const TOKEN_COOKIE = 'drizzle_jobs_token'
-
 export function sameToken(given: string | null | undefined, token: string): boolean {
   if (typeof given !== 'string') return false
   const a = createHash('sha256').update(given).digest()
@@ -17,21 +15,37 @@ export function sameToken(given: string | null | undefined, token: string): bool
   return timingSafeEqual(a, b)
 }
 
-/** The token a request carries, in its Authorization header or its cookie. */
-export function tokenOf(request: Request): string | null {
+/**
+ * The name of the token cookie of the dashboard mounted at `base` and
+ * reached on `port`. A browser sends a host's cookies to every port of it,
+ * so a name shared by every dashboard would let one dashboard's cookie
+ * replace another's, and let a cookie another local service set lock the
+ * user out; a name made from the mount and the port is this dashboard's own.
+ */
+export function tokenCookieName(base: string, port: string | null): string {
+  return `drizzle_jobs_token_${createHash('sha256').update(`${port ?? ''} ${base}`).digest('hex').slice(0, 12)}`
+}
+
+/** Whether a request carries the token: in its Authorization header, or in the cookie named `cookieName`. */
+export function carriesToken(request: Request, token: string, cookieName: string): boolean {
   const authorization = request.headers.get('authorization')
-  if (authorization?.startsWith('Bearer ')) return authorization.slice('Bearer '.length).trim()
+  if (authorization?.startsWith('Bearer ')) return sameToken(authorization.slice('Bearer '.length).trim(), token)
+  return cookiesNamed(request, cookieName).some((given) => sameToken(given, token))
+}
+
+/** The values of every cookie of that name the request carries: a browser may send several, set for different paths. */
+function cookiesNamed(request: Request, cookieName: string): string[] {
+  const values: string[] = []
   for (const part of (request.headers.get('cookie') ?? '').split(';')) {
     const [name, ...value] = part.trim().split('=')
-    if (name === TOKEN_COOKIE) {
-      try {
-        return decodeURIComponent(value.join('='))
-      } catch {
-        return null
-      }
+    if (name !== cookieName) continue
+    try {
+      values.push(decodeURIComponent(value.join('=')))
+    } catch {
+      // A value that is not well-formed is no token.
     }
   }
-  return null
+  return values
 }
 
 /** Whether a state-changing request came from the dashboard's own pages (or a script with the bearer token). */
@@ -49,6 +63,6 @@ export function isOwnAction(request: Request): boolean {
   }
 }
 
-export function tokenCookie(token: string, path: string): string {
-  return `${TOKEN_COOKIE}=${encodeURIComponent(token)}; Path=${path || '/'}; HttpOnly; SameSite=Strict`
+export function tokenCookie(cookieName: string, token: string, path: string): string {
+  return `${cookieName}=${encodeURIComponent(token)}; Path=${path || '/'}; HttpOnly; SameSite=Strict`
 }

@@ -14,12 +14,14 @@ import { describe } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
 import type { JobState } from '../types.js'
 import { CLIENT_JS, STYLE_CSS, htmxSource } from './assets.js'
-import { isOwnAction, sameToken, tokenCookie, tokenOf } from './auth.js'
+import { carriesToken, isOwnAction, sameToken, tokenCookie, tokenCookieName } from './auth.js'
 import { Throughput } from './chart.js'
+import { allowedHostsOption, isAllowedHost, requestHost, type AllowedHost, type Host } from './hosts.js'
 import { html, type Html } from './html.js'
 import { LiveHub } from './live.js'
 import { nodeListener } from './node.js'
-import { flash, jobPath, page, STATES, type View, type ViewContext } from './views.js'
+import { jobPath, segmentText } from './paths.js'
+import { flash, page, STATES, type View, type ViewContext } from './views.js'
 
 /** The options of {@link dashboard}. */
 export interface DashboardOptions {
@@ -31,6 +33,13 @@ export interface DashboardOptions {
    * its own admin pages.
    */
   token?: string
+  /**
+   * Host names, besides loopback ones, that a dashboard without a token answers, such as
+   * `['jobs.internal']` behind a proxy that keeps the Host header. A name matches whatever its case
+   * and port; one with a leading dot (`'.example.com'`) also matches every subdomain; one with a port
+   * (`'jobs.internal:8080'`) matches that port only. Defaults to none.
+   */
+  allowedHosts?: string[]
   /** What the header shows. Defaults to the database file's name. */
   title?: string
 }
@@ -45,7 +54,7 @@ export interface Dashboard {
   close(): void
 }
 
-const OPTIONS = new Set(['basePath', 'token', 'title'])
+const OPTIONS = new Set(['basePath', 'token', 'allowedHosts', 'title'])
 
 const SECURITY_HEADERS = {
   'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
@@ -69,6 +78,11 @@ const SECURITY_HEADERS = {
  * Actions only run when sent by the dashboard's own pages (htmx's
  * `HX-Request` header, which a form on another site cannot send) or with
  * the bearer token; with `token` set, every request needs the token.
+ * Without a token, it answers only requests addressed (by their Host
+ * header) to a loopback name or address — `localhost` and its subdomains,
+ * 127.0.0.0/8, `[::1]`, with any port — or to a host `allowedHosts` names,
+ * and refuses others with 421: a web page that points its own DNS name at
+ * 127.0.0.1 cannot read jobs or act through it.
  *
  * Throws INVALID_OPTION for a bad option, SCHEMA_MISSING when the tables
  * were not migrated.
@@ -90,6 +104,7 @@ export function dashboard(db: SyncDatabase, options: DashboardOptions = {}): Das
   if (base !== '' && !base.startsWith('/')) throw new JobsError('INVALID_OPTION', `basePath: expected a path starting with '/', such as '/jobs', got ${describe(options.basePath)}`)
   const token = options.token
   if (token !== undefined && (typeof token !== 'string' || token === '')) throw new JobsError('INVALID_OPTION', 'token: expected a non-empty string')
+  const allowedHosts = allowedHostsOption(options.allowedHosts)
   const connection = connectionOf(db)
   const ctx: ViewContext = {
     db,
@@ -101,7 +116,7 @@ export function dashboard(db: SyncDatabase, options: DashboardOptions = {}): Das
   const hub = new LiveHub(ctx)
   const fetch = async (request: Request): Promise<Response> => {
     try {
-      return route(ctx, hub, token, request)
+      return route(ctx, hub, { token, allowedHosts }, request)
     } catch (error) {
       if (isJobsError(error, 'NOT_FOUND')) return htmlResponse(flash(error.message, false), 404)
       if (isJobsError(error, 'INVALID_OPTION') || isJobsError(error, 'TOO_LARGE')) return htmlResponse(flash(error.message, false), 400)
@@ -111,26 +126,37 @@ export function dashboard(db: SyncDatabase, options: DashboardOptions = {}): Das
   return { fetch, node: nodeListener(fetch), close: () => hub.close() }
 }
 
-function route(ctx: ViewContext, hub: LiveHub, token: string | undefined, request: Request): Response {
+/** Who may reach a dashboard: with a token, whoever brings it; without, requests addressed to a loopback or allowed host. */
+interface Access {
+  token: string | undefined
+  allowedHosts: readonly AllowedHost[]
+}
+
+function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Request): Response {
+  const { token } = access
+  const host = requestHost(request)
+  if (token === undefined && !isAllowedHost(host, access.allowedHosts)) return misdirected(host)
   const url = new URL(request.url)
   let path = url.pathname
   if (ctx.base !== '' && (path === ctx.base || path.startsWith(`${ctx.base}/`))) path = path.slice(ctx.base.length)
   let segments: string[]
   try {
-    segments = path.split('/').filter(Boolean).map(decodeURIComponent)
+    segments = path.split('/').filter(Boolean).map(segmentText)
   } catch {
     return htmlResponse(flash('That address is not well formed.', false), 400)
   }
 
   if (segments[0] === 'assets' && segments.length === 2 && request.method === 'GET') return asset(segments[1]!)
   if (token !== undefined) {
+    const cookieName = tokenCookieName(ctx.base, host?.port ?? null)
     const given = url.searchParams.get('token')
     if (given !== null && request.method === 'GET') {
       if (!sameToken(given, token)) return unauthorized()
       url.searchParams.delete('token')
-      return new Response(null, { status: 303, headers: { location: `${url.pathname}${url.search}`, 'set-cookie': tokenCookie(token, ctx.base), 'referrer-policy': 'no-referrer' } })
+      const location = `${ctx.base}${path}${url.search}` || '/'
+      return new Response(null, { status: 303, headers: { location, 'set-cookie': tokenCookie(cookieName, token, ctx.base), 'referrer-policy': 'no-referrer' } })
     }
-    if (!sameToken(tokenOf(request), token)) return unauthorized()
+    if (!carriesToken(request, token, cookieName)) return unauthorized()
   }
 
   const [first, queue, third, id, fifth] = segments
@@ -221,18 +247,23 @@ function notFound(): Response {
   return htmlResponse(flash('Nothing here.', false), 404)
 }
 
+function misdirected(host: Host | null): Response {
+  const named = host === null ? 'a host that is not well formed' : host.name
+  return htmlResponse(flash(`This dashboard answers requests addressed to localhost, 127.0.0.1 or [::1], not to ${named}. To serve it under that name, list the name in the dashboard's allowedHosts option, or give the dashboard a token.`, false), 421)
+}
+
 function unauthorized(): Response {
   return htmlResponse(flash('This dashboard needs its token: open the address it printed when it started (the one ending in ?token=…).', false), 401)
 }
 
-const ASSETS: Record<string, { type: string; body: () => string }> = {
-  'htmx.min.js': { type: 'text/javascript; charset=utf-8', body: htmxSource },
-  'dashboard.js': { type: 'text/javascript; charset=utf-8', body: () => CLIENT_JS },
-  'dashboard.css': { type: 'text/css; charset=utf-8', body: () => STYLE_CSS },
-}
+const ASSETS = new Map<string, { type: string; body: () => string }>([
+  ['htmx.min.js', { type: 'text/javascript; charset=utf-8', body: htmxSource }],
+  ['dashboard.js', { type: 'text/javascript; charset=utf-8', body: () => CLIENT_JS }],
+  ['dashboard.css', { type: 'text/css; charset=utf-8', body: () => STYLE_CSS }],
+])
 
 function asset(name: string): Response {
-  const found = ASSETS[name]
+  const found = ASSETS.get(name)
   if (!found) return notFound()
   return new Response(found.body(), { headers: { 'content-type': found.type, 'cache-control': 'public, max-age=3600', 'x-content-type-options': 'nosniff' } })
 }

@@ -1,17 +1,17 @@
 /**
  * The dashboard on its own server, as `drizzle-jobs dashboard` runs it: on
  * 127.0.0.1 by default; on any other address only with a token, which every
- * request then needs. Without a token it answers only requests addressed to
- * the loopback host it listens on, so a web page cannot reach it through a
- * DNS name that points at 127.0.0.1.
+ * request then needs. Without a token the dashboard answers only requests
+ * addressed to a loopback name, as every mounted dashboard does, so a web
+ * page cannot reach it through a DNS name that points at 127.0.0.1.
  * @internal
  */
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { SyncDatabase } from '../connection.js'
 import { JobsError } from '../errors.js'
+import { isLoopbackAddress } from './hosts.js'
 import { dashboard } from './index.js'
-import { nodeListener } from './node.js'
 
 export const DEFAULT_DASHBOARD_HOST = '127.0.0.1'
 export const DEFAULT_DASHBOARD_PORT = 4580
@@ -31,28 +31,17 @@ export interface ServedDashboard {
   close(): Promise<void>
 }
 
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
-}
-
 export async function serveDashboard(db: SyncDatabase, options: ServeOptions = {}): Promise<ServedDashboard> {
   const host = options.host ?? DEFAULT_DASHBOARD_HOST
   const port = options.port ?? DEFAULT_DASHBOARD_PORT
   const token = options.token
-  if (!isLoopback(host) && token === undefined) {
+  if (!isLoopbackAddress(host) && token === undefined) {
     throw new JobsError('INVALID_OPTION', `refusing to listen on ${host} without a token: anyone who reaches it could read every job and act on it. Pass --token (at least ${MIN_TOKEN_LENGTH} characters) or set DRIZZLE_JOBS_TOKEN, or listen on 127.0.0.1`)
   }
   if (token !== undefined && token.length < MIN_TOKEN_LENGTH) throw new JobsError('INVALID_OPTION', `token: at least ${MIN_TOKEN_LENGTH} characters, got ${token.length}`)
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new JobsError('INVALID_OPTION', `port: expected 0 to 65535, got ${port}`)
   const board = dashboard(db, { ...(token === undefined ? {} : { token }), ...(options.title === undefined ? {} : { title: options.title }) })
-  const server = createServer(
-    nodeListener(async (request) => {
-      if (token === undefined && !isLoopback(hostName(request.headers.get('host')))) {
-        return new Response('this dashboard answers only requests addressed to its loopback address\n', { status: 421, headers: { 'content-type': 'text/plain; charset=utf-8' } })
-      }
-      return board.fetch(request)
-    }),
-  )
+  const server = createServer(board.node)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, host, () => {
@@ -71,11 +60,4 @@ export async function serveDashboard(db: SyncDatabase, options: ServeOptions = {
         server.close(() => resolve())
       }),
   }
-}
-
-/** The host name of a Host header, without its port. */
-function hostName(header: string | null): string {
-  if (!header) return ''
-  if (header.startsWith('[')) return header.slice(0, header.indexOf(']') + 1)
-  return header.split(':')[0] ?? ''
 }

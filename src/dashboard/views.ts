@@ -16,6 +16,7 @@ import { getJob } from '../queue/read.js'
 import type { JobState } from '../types.js'
 import { BUCKET_MS, renderChart, WINDOW_BUCKETS, type Series, type Throughput } from './chart.js'
 import { html, raw, type Html } from './html.js'
+import { jobPath, queuePath } from './paths.js'
 
 export interface ViewContext {
   db: SyncDatabase
@@ -35,14 +36,6 @@ export type View =
   | { page: 'overview' }
   | { page: 'queue'; queue: string; state: JobState | null; group: string | null; id: string | null; cursor: string | null }
   | { page: 'job'; queue: string; id: string }
-
-export function queuePath(ctx: ViewContext, queue: string): string {
-  return `${ctx.base}/queues/${encodeURIComponent(queue)}`
-}
-
-export function jobPath(ctx: ViewContext, queue: string, id: string): string {
-  return `${queuePath(ctx, queue)}/jobs/${encodeURIComponent(id)}`
-}
 
 function listPath(ctx: ViewContext, view: Extract<View, { page: 'queue' }>, changes: Partial<Extract<View, { page: 'queue' }>>): string {
   const next = { ...view, cursor: null, ...changes }

@@ -290,7 +290,7 @@ describe('the dashboard handler', () => {
       expect(entry.status).toBe(303)
       expect(entry.headers.get('location')).toBe('/jobs/queues/replies?state=failed')
       const cookie = entry.headers.get('set-cookie')!
-      expect(cookie).toMatch(/^drizzle_jobs_token=a-long-enough-secret; Path=\/jobs; HttpOnly; SameSite=Strict$/)
+      expect(cookie).toMatch(/^drizzle_jobs_token_[0-9a-f]{12}=a-long-enough-secret; Path=\/jobs; HttpOnly; SameSite=Strict$/)
       const page = await guarded.fetch(new Request('http://127.0.0.1/jobs/queues/replies', { headers: { cookie: cookie.split(';')[0]! } }))
       expect(page.status).toBe(200)
       expect(page.headers.get('content-security-policy')).toContain("script-src 'self'")
