@@ -1,7 +1,6 @@
 /**
  * What each command does, given its parsed arguments and an open database:
  * it answers the text a person reads and the value `--json` prints.
- * @internal
  */
 import { cancel, retryJob } from '../admin/jobs.js'
 import { inspectJob, listJobs, type JobDetail, type JobRecord } from '../admin/list.js'

@@ -4,7 +4,6 @@
  * request then needs. Without a token it answers only requests addressed to
  * the loopback host it listens on, so a web page cannot reach it through a
  * DNS name that points at 127.0.0.1.
- * @internal
  */
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
