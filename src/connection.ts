@@ -2,7 +2,6 @@
  * The engine's view of one SQLite connection: the better-sqlite3 handle
  * behind a Drizzle database or transaction, its prepared statements, and the
  * schema checks done once for it.
- * @internal
  */
 import { resolve } from 'node:path'
 import type Database from 'better-sqlite3'

@@ -45,7 +45,7 @@ export function describe(value: unknown): string {
   return `${typeof value} ${String(value)}`
 }
 
-/** A span of milliseconds the way a person reads it: 850ms, 12s, 4m 05s, 3h 20m, 2d 4h. @internal */
+/** A span of milliseconds the way a person reads it: 850ms, 12s, 4m 05s, 3h 20m, 2d 4h. */
 export function humanSpan(ms: number): string {
   if (ms < 1_000) return `${Math.max(0, Math.round(ms))}ms`
   const s = Math.floor(ms / 1_000)

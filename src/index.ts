@@ -1,6 +1,7 @@
 /**
  * drizzle-jobs: a durable background-job queue for Drizzle ORM on SQLite.
- * The tables are in `drizzle-jobs/schema`.
+ * The tables are in `drizzle-jobs/schema`, the web dashboard in
+ * `drizzle-jobs/dashboard`, so an app that never opens it does not load it.
  */
 
 /** Declaring queues. */
@@ -26,10 +27,6 @@ export type { JobDetail, JobPage, JobRecord, ListJobsOptions } from './admin/lis
 export { prune } from './admin/prune.js'
 export type { PruneOptions } from './admin/prune.js'
 export type { QueueRef } from './admin/ref.js'
-
-/** The web dashboard, as a handler to mount in the app's own server (Hono, node:http, route handlers). */
-export { dashboard } from './dashboard/index.js'
-export type { Dashboard, DashboardOptions } from './dashboard/index.js'
 
 /** Reading and watching jobs: snapshots with `ahead` and live progress. Server-sent events are in `drizzle-jobs/sse`. */
 export { getJob } from './queue/read.js'

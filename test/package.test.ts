@@ -1,31 +1,176 @@
-/** Every subpath export names files that the build made, with types and an ESM entry, as publint would check. */
-import { existsSync, readFileSync } from 'node:fs'
-import { resolve } from 'node:path'
-import { expect, test } from 'vitest'
+/**
+ * The package as npm ships it: every export and the bin name files the build made, as publint would check;
+ * what `npm pack` takes holds no source maps and no @internal declaration, and its declarations compile; the
+ * peer ranges start at the versions the suite runs on; and the main entry does not load the dashboard.
+ */
+import { execFileSync } from 'node:child_process'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { dirname, join, relative, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { afterAll, expect, test } from 'vitest'
 
 const ROOT = resolve(import.meta.dirname, '..')
+const BIN = join(ROOT, 'node_modules', '.bin')
+mkdirSync(join(ROOT, '.tmp'), { recursive: true })
+// Inside the repository, so what is written here resolves drizzle-orm and @types/node from its node_modules.
+const scratch = mkdtempSync(join(ROOT, '.tmp', 'package-'))
+afterAll(() => rmSync(scratch, { recursive: true, force: true }))
+
+interface Target {
+  types: string
+  default: string
+}
 const pkg = JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as {
   type: string
-  exports: Record<string, string | { types?: string; import?: string; default?: string }>
+  exports: Record<string, string | { import?: Target; require?: Target; default?: string }>
   files: string[]
+  bin: Record<string, string>
+  scripts: Record<string, string>
   peerDependencies: Record<string, string>
+  devDependencies: Record<string, string>
 }
 
-test('package exports: each subpath has types and import entries that exist in dist, and loads', async () => {
+/** The files `npm pack` puts in the tarball, by path. Scripts are not run: the suite built dist/ already. */
+function packed(): string[] {
+  const [report] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })) as [{ files: { path: string }[] }]
+  return report.files.map((file) => file.path)
+}
+
+test('package exports: each subpath has import and require entries with types, whose files exist in dist, and loads', async () => {
   expect(pkg.type).toBe('module')
   expect(pkg.peerDependencies['drizzle-orm']).toBeDefined()
   const subpaths = Object.entries(pkg.exports).filter(([path]) => path !== './package.json')
-  expect(subpaths.map(([path]) => path)).toEqual(expect.arrayContaining(['.', './schema']))
+  expect(subpaths.map(([path]) => path).sort()).toEqual(['.', './dashboard', './schema', './sse', './testing'])
   for (const [path, entry] of subpaths) {
     expect(typeof entry, path).toBe('object')
-    const { types, import: esm } = entry as { types?: string; import?: string }
-    expect(types, `${path} types`).toMatch(/^\.\/dist\/.*\.d\.ts$/)
-    expect(esm, `${path} import`).toMatch(/^\.\/dist\/.*\.js$/)
-    expect(existsSync(resolve(ROOT, types!)), `${types} exists`).toBe(true)
-    expect(existsSync(resolve(ROOT, esm!)), `${esm} exists`).toBe(true)
-    // The types condition comes first, as TypeScript requires.
-    expect(Object.keys(entry as object)[0]).toBe('types')
-    await import(resolve(ROOT, esm!))
+    const { import: esm, require: cjs, default: fallback } = entry as { import: Target; require: Target; default: string }
+    // One implementation, the ES modules, for import and for require (Node ≥ 20.19 requires ES modules):
+    // one copy of the package's state in a process however it is loaded. `default` serves other resolvers.
+    expect(Object.keys(entry as object), path).toEqual(['import', 'require', 'default'])
+    expect(esm.default, `${path} import`).toMatch(/^\.\/dist\/.*\.js$/)
+    expect(cjs.default, `${path} require`).toBe(esm.default)
+    expect(fallback, `${path} default`).toBe(esm.default)
+    // The types come first in each condition, as TypeScript requires; require's are the same
+    // declarations, read as CommonJS (see scripts/commonjs-types.mjs).
+    expect(Object.keys(esm)[0]).toBe('types')
+    expect(Object.keys(cjs)[0]).toBe('types')
+    expect(esm.types, `${path} import types`).toBe(esm.default.replace(/\.js$/, '.d.ts'))
+    expect(cjs.types, `${path} require types`).toBe(esm.types.replace('./dist/', './dist/cjs-types/'))
+    for (const file of [esm.default, esm.types, cjs.types]) expect(existsSync(resolve(ROOT, file)), `${file} exists`).toBe(true)
+    expect(readFileSync(resolve(ROOT, cjs.types), 'utf8')).toBe(readFileSync(resolve(ROOT, esm.types), 'utf8'))
+    await import(resolve(ROOT, esm.default))
   }
+  expect(JSON.parse(readFileSync(resolve(ROOT, 'dist/cjs-types/package.json'), 'utf8'))).toEqual({ type: 'commonjs' })
   expect(pkg.files).toContain('dist')
+})
+
+test('package bin: the drizzle-jobs command is a built file with a node shebang that npm ships, and it runs', () => {
+  expect(Object.keys(pkg.bin)).toEqual(['drizzle-jobs'])
+  const bin = pkg.bin['drizzle-jobs']!
+  expect(bin).toMatch(/^\.\/dist\/.*\.js$/)
+  const file = resolve(ROOT, bin)
+  expect(existsSync(file), `${bin} exists`).toBe(true)
+  // npm links it into node_modules/.bin and makes it executable on install; the shebang runs it with node.
+  expect(readFileSync(file, 'utf8').split('\n')[0]).toBe('#!/usr/bin/env node')
+  expect(packed()).toContain(bin.replace(/^\.\//, ''))
+  const help = execFileSync(process.execPath, [file, '--help'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+  expect(help).toMatch(/^usage: drizzle-jobs COMMAND/m)
+})
+
+test('package contents: npm pack takes dist/, README.md and package.json, and no source map, whose sources are not shipped', () => {
+  const files = packed()
+  expect(files.filter((path) => !path.startsWith('dist/')).sort()).toEqual(['README.md', 'package.json'])
+  expect(files.filter((path) => path.endsWith('.map'))).toEqual([])
+  // A stack trace then names the shipped dist/ file and line: no comment sends a debugger to a missing src/.
+  for (const path of files.filter((path) => path.endsWith('.js'))) expect(readFileSync(resolve(ROOT, path), 'utf8'), path).not.toMatch(/sourceMappingURL/)
+  // The export targets and their types are all in the tarball.
+  for (const entry of Object.values(pkg.exports)) {
+    if (typeof entry === 'string') continue
+    for (const target of [entry.import!.default, entry.import!.types, entry.require!.types]) expect(files).toContain(target.replace(/^\.\//, ''))
+  }
+})
+
+test('package declarations: nothing @internal is shipped, WorkOptions has no clock, and every shipped .d.ts compiles', () => {
+  const declarations = readdirSync(resolve(ROOT, 'dist'), { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.d.ts'))
+    .map((entry) => join(entry.parentPath, entry.name))
+  expect(declarations.length).toBeGreaterThan(10)
+  for (const file of declarations) expect(readFileSync(file, 'utf8'), relative(ROOT, file)).not.toContain('@internal')
+  const workOptions = /export interface WorkOptions[^]*?\n\}/.exec(readFileSync(resolve(ROOT, 'dist/worker/worker.d.ts'), 'utf8'))?.[0]
+  expect(workOptions).toBeDefined()
+  expect(workOptions).not.toMatch(/\bclock\??:/)
+
+  // Stripping a declaration that a kept one names leaves a .d.ts that does not compile, which an app type-checking
+  // its libraries would see. The declarations are checked as TypeScript sources (skipLibCheck would skip them as
+  // .d.ts), with the libraries they import skipped.
+  const check = join(scratch, 'declarations')
+  for (const file of declarations.filter((file) => !relative(resolve(ROOT, 'dist'), file).startsWith('cjs-types'))) {
+    const to = join(check, relative(resolve(ROOT, 'dist'), file).replace(/\.d\.ts$/, '.ts'))
+    mkdirSync(dirname(to), { recursive: true })
+    copyFileSync(file, to)
+  }
+  writeFileSync(join(check, 'package.json'), JSON.stringify({ type: 'module' }))
+  writeFileSync(join(check, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: { module: 'nodenext', strict: true, noEmit: true, skipLibCheck: true, types: ['node'], lib: ['ES2023', 'DOM'] },
+    include: ['**/*.ts'],
+  }))
+  try {
+    execFileSync(join(BIN, 'tsc'), ['-p', check], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+  } catch (error) {
+    throw new Error(`the shipped declarations do not compile:\n${(error as { stdout?: string }).stdout ?? String(error)}`)
+  }
+})
+
+test('package peers: each range starts at the version the suite runs on and stops before the next breaking release', () => {
+  expect(pkg.peerDependencies).toEqual({ 'better-sqlite3': expect.any(String), 'drizzle-orm': expect.any(String) })
+  for (const [name, range] of Object.entries(pkg.peerDependencies)) {
+    const tested = pkg.devDependencies[name]!.replace(/^[\^~]/, '')
+    const installed = (JSON.parse(readFileSync(resolve(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version
+    expect(installed.split('.').slice(0, 2), `${name} ${installed} is the line the devDependency names`).toEqual(tested.split('.').slice(0, 2))
+    const [major, minor] = tested.split('.').map(Number) as [number, number]
+    // 0.x releases break at each minor, as drizzle-orm's do; 1.x and later at each major.
+    const next = major === 0 ? `0.${minor + 1}.0` : `${major + 1}.0.0`
+    expect([`^${tested}`, `>=${tested} <${next}`], `${name}'s peer range`).toContain(range)
+  }
+})
+
+test('package scripts: prepare builds, so that an install from a git URL gets dist/', () => {
+  expect(pkg.scripts.prepare).toBe('npm run build')
+  expect(pkg.scripts.build).toMatch(/^rm -rf dist && tsc -p tsconfig\.build\.json\b/)
+  const build = JSON.parse(readFileSync(resolve(ROOT, 'tsconfig.build.json'), 'utf8')) as { compilerOptions: Record<string, unknown> }
+  expect(build.compilerOptions).toMatchObject({ sourceMap: false, stripInternal: true })
+})
+
+test('package main entry: importing drizzle-jobs loads no dashboard module and no htmx; drizzle-jobs/dashboard does', () => {
+  // A loader hook writes down every module Node loads.
+  const hooks = join(scratch, 'hooks.mjs')
+  writeFileSync(hooks, `
+import { appendFileSync } from 'node:fs'
+export async function load(url, context, next) {
+  appendFileSync(process.env.LOADED_LOG, url + '\\n')
+  return next(url, context)
+}
+`)
+  writeFileSync(join(scratch, 'register.mjs'), `import { register } from 'node:module'\nregister(${JSON.stringify(pathToFileURL(hooks).href)})\n`)
+  const loaded = (entry: string): string[] => {
+    const log = join(scratch, `loaded-${entry.replace(/\W/g, '_')}.log`)
+    writeFileSync(log, '')
+    const target = (pkg.exports[entry] as { import: Target }).import.default
+    execFileSync(process.execPath, ['--import', pathToFileURL(join(scratch, 'register.mjs')).href, '--input-type=module', '-e', `await import(${JSON.stringify(pathToFileURL(resolve(ROOT, target)).href)})`], {
+      env: { ...process.env, LOADED_LOG: log },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    return readFileSync(log, 'utf8').split('\n').filter(Boolean)
+  }
+  const main = loaded('.')
+  expect(main).toContain(pathToFileURL(resolve(ROOT, 'dist/index.js')).href)
+  expect(main.filter((url) => url.includes('/dist/dashboard/') || url.includes('htmx'))).toEqual([])
+  const withDashboard = loaded('./dashboard')
+  expect(withDashboard).toContain(pathToFileURL(resolve(ROOT, 'dist/dashboard/assets.js')).href)
+  // htmx is not imported but read as a file, and only by the dashboard's modules.
+  const readers = readdirSync(resolve(ROOT, 'dist'), { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.js'))
+    .map((entry) => join(entry.parentPath, entry.name))
+    .filter((file) => readFileSync(file, 'utf8').includes('htmx.org'))
+  expect(readers.map((file) => relative(ROOT, file))).toEqual(['dist/dashboard/assets.js'])
 })

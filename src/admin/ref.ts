@@ -1,7 +1,6 @@
 /**
  * How the admin API names a queue: by its definition, or by its name alone,
  * as the command-line tool and the dashboard do, which hold no definitions.
- * @internal
  */
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'

@@ -2,7 +2,6 @@
  * What the command-line tool and the dashboard show beside the counts: how
  * many jobs ended lately, and how long the oldest due job has waited. Every
  * figure is read over an index, never by scanning a queue's jobs.
- * @internal
  */
 import type { Connection } from '../connection.js'
 import { adminStatements } from '../sql/admin.js'

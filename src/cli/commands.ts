@@ -2,7 +2,6 @@
  * What each command does, given its parsed arguments and an open database:
  * it answers the text a person reads, where every stored or given name and
  * error is {@link printable}, and the value `--json` prints.
- * @internal
  */
 import { cancel, retryJob } from '../admin/jobs.js'
 import { inspectJob, listJobs, type JobDetail, type JobRecord } from '../admin/list.js'

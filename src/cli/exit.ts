@@ -1,7 +1,6 @@
 /**
  * The command-line tool's exit codes, which scripts may rely on, and the
  * error that carries one.
- * @internal
  */
 
 export const EXIT = {

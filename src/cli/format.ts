@@ -1,4 +1,4 @@
-/** Text output of the command-line tool: aligned tables, ages, JSON with dates as ISO strings. @internal */
+/** Text output of the command-line tool: aligned tables, ages, JSON with dates as ISO strings. */
 import { humanSpan } from '../duration.js'
 
 /**

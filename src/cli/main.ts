@@ -2,7 +2,6 @@
 /**
  * drizzle-jobs, the command-line tool: look at the queues of a database and
  * act on its jobs. `drizzle-jobs --help` lists the commands and exit codes.
- * @internal
  */
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'

@@ -1,7 +1,6 @@
 /**
  * Opening the database a command names, with a clear message for each way it
  * can be unusable: no such file, not SQLite, tables not migrated.
- * @internal
  */
 import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'

@@ -3,7 +3,6 @@
  * step), the small script that applies live updates, and the style sheet.
  * All are served from the dashboard itself, so its pages need no other
  * origin and run under a strict Content-Security-Policy.
- * @internal
  */
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'

@@ -4,7 +4,6 @@
  * (`?token=…`) sets. Actions also need proof that the page itself sent them
  * (htmx's `HX-Request` header, which a form on another site cannot send, or
  * the bearer header) and an Origin, when the browser sends one, of this host.
- * @internal
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
 

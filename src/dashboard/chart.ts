@@ -2,7 +2,6 @@
  * The throughput chart: jobs done and failed per 10 seconds over the last
  * 10 minutes, read over the ended-jobs index. Buckets older than a few
  * seconds are kept in memory, so each refresh reads only the newest ones.
- * @internal
  */
 import type { Connection } from '../connection.js'
 import { endedPerBucket } from '../admin/stats.js'

@@ -1,7 +1,6 @@
 /**
  * Server-rendered HTML: a template tag that escapes every value put into it,
  * so job values, ids and errors written by anyone show as text, never markup.
- * @internal
  */
 
 /** Markup that is already safe: made by {@link html}, or by {@link raw} for constant strings. */

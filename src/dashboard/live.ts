@@ -5,7 +5,6 @@
  * page render its live regions again, sending only those that changed. A
  * job's page also watches the job, so its progress shows as the worker sets
  * it, from this process or another on the host.
- * @internal
  */
 import { isBusy } from '../connection.js'
 import { isJobsError } from '../errors.js'

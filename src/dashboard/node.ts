@@ -3,7 +3,6 @@
  * standard `Request` (headers, URL, and a signal that aborts when the client
  * goes away), and the `Response` is streamed back, server-sent events
  * included. The dashboard's requests carry no body it reads, so none is read.
- * @internal
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 

@@ -4,7 +4,6 @@
  * request then needs. Without a token the dashboard answers only requests
  * addressed to a loopback name, as every mounted dashboard does, so a web
  * page cannot reach it through a DNS name that points at 127.0.0.1.
- * @internal
  */
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'

@@ -2,7 +2,6 @@
  * The dashboard's pages and the live regions inside them, rendered on the
  * server from the admin API's reads. Every region a page marks with
  * `data-live` is rendered again by the same function for server-sent updates.
- * @internal
  */
 import type { JobDetail, JobRecord } from '../admin/list.js'
 import { inspectJob, listJobs } from '../admin/list.js'

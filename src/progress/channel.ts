@@ -15,7 +15,6 @@
  * (PROGRESS as JSON, `null` when none was set) once on subscribe and on
  * every change. A subscriber that reads slowly gets the latest progress of
  * each run, not every intermediate one.
- * @internal
  */
 import { randomBytes } from 'node:crypto'
 import { chmodSync, mkdirSync, readdirSync, readlinkSync, unlinkSync } from 'node:fs'

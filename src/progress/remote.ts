@@ -2,7 +2,6 @@
  * The subscriber side of the progress channel (channel.ts): one connection
  * per channel of another process, shared by every watcher of this process,
  * with one subscription per run however many watchers follow it.
- * @internal
  */
 import { createConnection, type Socket } from 'node:net'
 import { toProgressValue, type ProgressValue } from '../worker/progress.js'

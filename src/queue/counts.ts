@@ -3,7 +3,6 @@
  * `jobs_queue`'s counters once per transaction, in the transaction that
  * moved them. Writes from elsewhere are counted by triggers instead (see
  * COUNTER_TRIGGERS).
- * @internal
  */
 import type { Connection } from '../connection.js'
 import type { JobState } from '../types.js'

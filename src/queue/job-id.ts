@@ -3,7 +3,6 @@
  * order land next to each other in the `(queue, id)` index, so adding a job
  * touches the same few index pages instead of a random one each time; that
  * is most of what a random id would cost an enqueue.
- * @internal
  */
 import { randomFillSync } from 'node:crypto'
 

@@ -3,7 +3,6 @@
  * workers of its queue at once, without waiting for a poll; claims, ends and
  * admin actions tell watchers in this process at once too. Other processes'
  * writes are found by polling `PRAGMA data_version`.
- * @internal
  */
 
 /** What changed: `added` (a job was added), `claimed`, `ended` (runs ended or were taken back), `revoked` (leases taken from running jobs: a cancel), `other`. */

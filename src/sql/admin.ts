@@ -3,7 +3,6 @@
  * tool and the dashboard, named by what it does and prepared once per
  * connection. Listings page by keyset over the index that serves each state,
  * so a page costs the same on the millionth job as on the first.
- * @internal
  */
 import type Database from 'better-sqlite3'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'

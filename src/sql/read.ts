@@ -1,7 +1,6 @@
 /**
  * The statements that read jobs for `getJob` and `watch`, prepared once per
  * connection. They only read: a watcher never takes the write lock.
- * @internal
  */
 import type Database from 'better-sqlite3'
 import { LIMIT, RUNNABLE } from './terms.js'

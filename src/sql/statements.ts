@@ -3,7 +3,6 @@
  * connection. Writes that end a run or keep a step carry the lease fence
  * (owner, attempt, unexpired) in the same statement, so a run that lost its
  * lease changes nothing (JOB-16).
- * @internal
  */
 import type Database from 'better-sqlite3'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'

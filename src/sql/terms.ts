@@ -1,6 +1,5 @@
 /**
  * SQL terms the engine's, the readers' and the admin statements share.
- * @internal
  */
 
 /** Literal state terms, written exactly as the partial indexes' own conditions, so that SQLite sees it may use them. */

@@ -12,7 +12,6 @@
  * no innocent job down with it. Busy workers meanwhile claim the other jobs,
  * passing over it; once it has waited `ABANDONED_PATIENCE_MS` they claim
  * nothing new until one of them is idle and takes it.
- * @internal
  */
 import type { Connection } from '../connection.js'
 import { runForJobs } from '../sql/statements.js'

@@ -1,7 +1,6 @@
 /**
  * What workers do besides running jobs: take back the leases of runs whose
  * worker died or stalled (JOB-05), and prune ended jobs past retention.
- * @internal
  */
 import type { Connection } from '../connection.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'

@@ -3,7 +3,6 @@
  * time, so a reused pid is not taken for the old process), a random token
  * per process, and the worker within it. On the same host, a worker can
  * tell whether an owner's process is gone and end its leases at once.
- * @internal
  */
 import { randomBytes } from 'node:crypto'
 import { readFileSync, readlinkSync } from 'node:fs'

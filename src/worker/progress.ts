@@ -7,7 +7,6 @@
  * Watchers of this process subscribe here directly; watchers of other
  * processes subscribe through this process's progress channel
  * (src/progress/channel.ts), which subscribes here for them.
- * @internal
  */
 
 /** Progress as kept: its JSON text (what crosses processes) and its parsed, frozen value (what watchers get). */

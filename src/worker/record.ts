@@ -4,7 +4,6 @@
  * but their finish time and result), and only where the lease still held
  * does it drop the lease and, for an ended job, its steps (JOB-14, JOB-16).
  * The caller writes the counts of the ends that landed (queue/counts.ts).
- * @internal
  */
 import type { Connection } from '../connection.js'
 import { runForJobs } from '../sql/statements.js'

@@ -42,7 +42,7 @@ export interface Run {
   snooze(delay?: Duration): Outcome
 }
 
-/** A claimed job as the claim statement answers it. @internal */
+/** A claimed job as the claim statement answers it. */
 export interface ClaimedJob {
   seq: number
   id: string
