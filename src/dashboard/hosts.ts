@@ -5,7 +5,6 @@
  * cannot change is the Host header its browser sends: the page's own name.
  * So a dashboard without a token answers only requests addressed to a
  * loopback name or address, or to a host its `allowedHosts` names.
- * @internal
  */
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'

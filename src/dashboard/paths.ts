@@ -6,7 +6,6 @@
  * and on the server. Such a name is written after a raw `=`, which
  * percent-encoding never leaves raw, so `=.` and `=..` cannot name anything
  * else.
- * @internal
  */
 
 /** A path segment that names `text` exactly. */

@@ -4,7 +4,6 @@
  * others (the last started wins, as in a rolling deploy), and every claim
  * reads them there, in its own transaction, whatever the claiming process's
  * definition says. Null stored means no limit.
- * @internal
  */
 import type { Connection } from '../connection.js'
 import type { Queue } from '../queue/define.js'
