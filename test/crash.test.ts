@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import { defineQueue, work } from '../src/index.js'
+import { defineQueue, enqueue, work } from '../src/index.js'
 import { freshDb, removeTempDirs, tempDir, type TestDb } from './helpers/db.js'
 import { killChildren, startFixture } from './helpers/processes.js'
 import { waitFor } from './helpers/wait.js'
@@ -75,6 +75,29 @@ describe('crashes', () => {
     second.process.kill('SIGKILL')
     expect(job(t, 'resumable')!.attempts).toBe(2)
     expect(readFileSync(stepLog, 'utf8').trim().split('\n')).toEqual(['one resumable 1', 'two resumable 2'])
+    expect(t.client.prepare('select count(*) as n from jobs_step').get()).toEqual({ n: 0 })
+  })
+
+  test('JOB-16 a run whose process blocked its event loop past the lease cannot start a step that the next attempt, in another process, already ran', async () => {
+    t = freshDb()
+    t.client.exec('create table effects (step text not null, attempt integer not null, pid integer not null)')
+    // Two worker processes, lease 1 s, concurrency 1: whichever claims the job first blocks after step a until the other has done the job.
+    const children = [startFixture('stale-step-worker.ts', [t.file]), startFixture('stale-step-worker.ts', [t.file])]
+    await waitFor(() => children.every((child) => child.output().includes('ready')), 'both workers to start')
+    enqueue(t.db, defineQueue('stale-steps', { concurrency: 1, attempts: 3 }), {}, { id: 'once' })
+    const stale = await waitFor(() => children.find((child) => child.output().includes('blocking')), 'attempt 1 to keep step a and block')
+    const other = children.find((child) => child !== stale)!
+    await waitFor(() => job(t!, 'once')?.state === 'done', 'attempt 2, in the other process, to take the job over and finish it')
+    await waitFor(() => stale.output().includes('late step b:'), 'the stale run to wake and try step b')
+
+    expect(stale.output()).toContain('late step b: LEASE_LOST')
+    const effects = t.client.prepare('select step, attempt, pid from effects order by rowid').all()
+    expect(effects).toEqual([
+      { step: 'a', attempt: 1, pid: stale.process.pid },
+      { step: 'b', attempt: 2, pid: other.process.pid },
+    ])
+    expect(t.client.prepare('select state, attempts, result from jobs_job where id = ?').get('once')).toEqual({ state: 'done', attempts: 2, result: '"from attempt 2"' })
+    expect(t.client.prepare('select count(*) as n from jobs_lease').get()).toEqual({ n: 0 })
     expect(t.client.prepare('select count(*) as n from jobs_step').get()).toEqual({ n: 0 })
   })
 })

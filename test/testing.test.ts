@@ -1,6 +1,6 @@
 import { AssertionError } from 'node:assert'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import { cancel, defineQueue, enqueue, isJobsError, pauseQueue, work, type Handler, type Queue, type Worker } from '../src/index.js'
+import { cancel, defineQueue, enqueue, isJobsError, pauseQueue, watch, work, type Handler, type Queue, type Worker } from '../src/index.js'
 import { assertEnqueued, drain, refuteEnqueued } from '../src/testing/index.js'
 import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
 import { count, jobRow } from './helpers/rows.js'
@@ -109,6 +109,21 @@ describe('drain', () => {
     expect(stepCalls).toEqual(['high', 'follow-up-of-high', 'low', 'follow-up-of-low'])
     expect(jobRow(t.client, 'later')).toMatchObject({ state: 'scheduled', attempts: 0 })
     expect(await drain(t.db, quick, () => 'nothing due')).toMatchObject({ ran: 0 })
+  })
+
+  test('JOB-11 a retry it reruns at once is first seen scheduled, with its error, by a watcher', async () => {
+    const quick = defineQueue<number>('quick-watched', { attempts: 2, backoff: { initial: 0, max: 0 } })
+    enqueue(t.db, quick, 1, { id: 'a' })
+    const seen: Array<[string, number, string | null]> = []
+    const watched = (async () => {
+      for await (const s of watch(t.db, quick, 'a')) seen.push([s.state, s.attempt, s.error])
+    })()
+    await drain(t.db, quick, (_value, run) => {
+      if (run.attempt === 1) throw new Error('the first attempt fails')
+    })
+    await watched
+    expect(seen.map(([state, attempt]) => [state, attempt])).toEqual([['waiting', 0], ['running', 1], ['scheduled', 1], ['running', 2], ['done', 2]])
+    expect(seen[2]![2]).toBe('the first attempt fails')
   })
 
   test('JOB-10 a run past the queue timeout has its signal aborted and counts as a failed attempt', async () => {

@@ -77,6 +77,26 @@ describe('watch', () => {
     })
   }
 
+  test('JOB-11 a retry whose backoff has passed by the time its end is written is still yielded as scheduled, with its error, before it runs again', async () => {
+    const t = db()
+    const quick = defineQueue<number>('quick-retry', { attempts: 2, backoff: { initial: 1, max: 1 } })
+    enqueue(t.db, quick, 1, { id: 'a' })
+    const watched = collect(watch(t.db, quick, 'a'))
+    // Each reading of the worker's clock is a second after the last, so the 1 ms backoff has always passed when the end is written.
+    let reading = Date.now()
+    const clock = () => (reading += 1_000)
+    workers.push(
+      work(t.db, quick, (_value, run) => {
+        if (run.attempt === 1) throw new Error('the first attempt fails')
+        return 'second time lucky'
+      }, { clock, lease: '1h' }),
+    )
+    const seen = await watched
+    expect(seen.map((s) => [s.state, s.attempt])).toEqual([['waiting', 0], ['running', 1], ['scheduled', 1], ['running', 2], ['done', 2]])
+    expect(seen[2]!.error).toBe('the first attempt fails')
+    expect(seen[4]).toMatchObject({ error: null, result: 'second time lucky' })
+  })
+
   test('JOB-11 watch of an ended job yields it once and ends', async () => {
     const t = db()
     const q = defineQueue<number>('ended')

@@ -275,6 +275,35 @@ describe('steps', () => {
     await waitFor(() => state('big') === 'done', 'the job to finish')
     expect(errors).toEqual(['TOO_LARGE', 'INVALID_OPTION', 'TOO_LARGE'])
   })
+
+  test('JOB-16 two calls of run.step with the same name in one run share one call of fn: the same answer, or the same error', async () => {
+    const q = defineQueue('shared-steps', { attempts: 1 })
+    enqueue(t.db, q, null, { id: 's' })
+    const calls = { x: 0, y: 0, z: 0 }
+    let seen: { answers: unknown[]; errors: unknown[]; sync: unknown[] } | undefined
+    start(t.db, q, async (_value, run) => {
+      const x = async () => {
+        await new Promise((resolve) => setTimeout(resolve, 10))
+        return { x: ++calls.x }
+      }
+      const y = async () => {
+        await new Promise((resolve) => setTimeout(resolve, 10))
+        calls.y++
+        throw new Error('y broke')
+      }
+      const answers = await Promise.all([run.step('x', x), run.step('x', x)])
+      const errors = (await Promise.allSettled([run.step('y', y), run.step('y', y)])).map((settled) => (settled as PromiseRejectedResult).reason)
+      const sync = await Promise.all([run.step('z', () => ++calls.z), run.step('z', () => ++calls.z)])
+      seen = { answers, errors, sync }
+    })
+    await waitFor(() => state('s') === 'done', 'the job to be done')
+    expect(calls).toEqual({ x: 1, y: 1, z: 1 })
+    expect(seen!.answers).toEqual([{ x: 1 }, { x: 1 }])
+    expect(seen!.errors[0]).toBeInstanceOf(Error)
+    expect((seen!.errors[0] as Error).message).toBe('y broke')
+    expect(seen!.errors[1]).toBe(seen!.errors[0])
+    expect(seen!.sync).toEqual([1, 1])
+  })
 })
 
 describe('stop', () => {
@@ -452,6 +481,30 @@ describe('leases', () => {
     await waitFor(() => state('r') === 'done', 'the fresh run to finish the job')
     expect(jobRow(t.client, 'r')).toMatchObject({ state: 'done', result: '"from the fresh run"' })
     expect(count(t.client, 'jobs_step')).toBe(0)
+  })
+
+  test('JOB-16 after stop({ timeout }) gives up on a run, the run cannot start its next step', async () => {
+    const q = defineQueue('stopped-steps', { attempts: 3, backoff: { initial: '1h' } })
+    enqueue(t.db, q, null, { id: 's' })
+    let calls = 0
+    let refused: unknown
+    const worker = work(t.db, q, async (_value, run) => {
+      await run.step('one', () => 'first')
+      // The handler notices the abort but goes on to its next step, as a careless one would.
+      await new Promise((resolve) => run.signal.addEventListener('abort', resolve))
+      await run.step('two', () => ++calls).catch((error: unknown) => {
+        refused = error
+        throw error
+      })
+    })
+    await waitFor(() => count(t.client, 'jobs_step') === 1, 'the run to keep step one')
+    await worker.stop({ timeout: 30 })
+    expect(calls).toBe(0)
+    expect(isJobsError(refused, 'TIMEOUT')).toBe(true)
+    expect((refused as JobsError).message).toMatch(/stopped and gave up waiting/)
+    expect(jobRow(t.client, 's')).toMatchObject({ state: 'scheduled', attempts: 1 })
+    expect(t.client.prepare('select name from jobs_step').pluck().all()).toEqual(['one'])
+    expect(count(t.client, 'jobs_lease')).toBe(0)
   })
 
   test('a worker whose own clock jumps an hour, either way, between claim and completion still completes its runs', async () => {

@@ -143,6 +143,8 @@ export const SQL = {
   jobState: `select state from jobs_job where seq = ?`,
   leaseOwners: `select distinct owner from jobs_lease where queue = ?`,
 
+  /** Whether a run still holds its job's lease, as the fence reads it: one look-up by the lease's key. */
+  leaseHeld: `select 1 from jobs_lease where job = @seq and owner = @owner and attempt = @attempt`,
   readStep: `select answer from jobs_step where job = ? and name = ?`,
   /** Keeps a step's answer, fenced by the lease (JOB-06, JOB-16). */
   writeStep: `insert into jobs_step (job, name, answer) select @seq, @name, @answer where ${LEASE_HELD}
@@ -231,7 +233,7 @@ update jobs_queue set
   canceled = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'canceled');`
 
 /** Statements that answer a single column, read with `pluck`. */
-const PLUCKED = new Set<StatementName>(['triggersPresent', 'latestColumnPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'leaseOwners', 'readStep', 'jobState'])
+const PLUCKED = new Set<StatementName>(['triggersPresent', 'latestColumnPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'leaseOwners', 'leaseHeld', 'readStep', 'jobState'])
 
 /** The statements of one connection. */
 export type Statements = { readonly [K in StatementName]: Database.Statement }

@@ -12,6 +12,10 @@
  * no innocent job down with it. Busy workers meanwhile claim the other jobs,
  * passing over it; once it has waited `ABANDONED_PATIENCE_MS` they claim
  * nothing new until one of them is idle and takes it.
+ *
+ * A claim never takes a job whose run ended in the same transaction
+ * (`passOver`): the end commits first, so watchers see it (a retry's
+ * `scheduled` and its error), and a later transaction claims the job again.
  */
 import type { Connection } from '../connection.js'
 import { runForJobs } from '../sql/statements.js'
@@ -29,7 +33,11 @@ export interface ClaimRequest {
   leaseMs: number
   now: number
   channel: string | null
+  /** Jobs whose runs this transaction ended: a later transaction claims them. */
+  passOver?: ReadonlySet<number>
 }
+
+const NONE: ReadonlySet<number> = new Set()
 
 export function claimJobs(connection: Connection, queue: Queue, request: ClaimRequest, moved: CountShift): ClaimedJob[] {
   const { sql } = connection
@@ -40,14 +48,15 @@ export function claimJobs(connection: Connection, queue: Queue, request: ClaimRe
   if (limits.total !== null) limit = Math.min(limit, limits.total - (counts?.running ?? 0))
   if (limit <= 0) return []
   const abandoned = sql.firstAbandoned.get({ queue: queue.name, now: request.now }) as (ClaimedJob & { runAt: number }) | undefined
+  const passOver = request.passOver ?? NONE
   let claimed: ClaimedJob[] = []
-  if (abandoned && request.idle) claimed = claimAlone(connection, queue, limits.perGroup, abandoned)
+  if (abandoned && request.idle && !passOver.has(abandoned.seq)) claimed = claimAlone(connection, queue, limits.perGroup, abandoned)
   if (claimed.length === 0 && !(abandoned && request.now - abandoned.runAt >= ABANDONED_PATIENCE_MS)) {
     const skipAbandoned = abandoned !== undefined
     claimed =
       limits.perGroup === null
-        ? claimInOrder(connection, queue, limit, request.now, skipAbandoned)
-        : claimUnderGroupCap(connection, queue, limits.perGroup, limit, request.now, skipAbandoned)
+        ? claimInOrder(connection, queue, limit, request.now, skipAbandoned, passOver)
+        : claimUnderGroupCap(connection, queue, limits.perGroup, limit, request.now, skipAbandoned, passOver)
   }
   if (claimed.length === 0) return claimed
   const seqs = claimed.map((job) => job.seq)
@@ -59,10 +68,11 @@ export function claimJobs(connection: Connection, queue: Queue, request: ClaimRe
   return claimed
 }
 
-/** The runnable jobs to claim, in claim order. */
-function claimInOrder(connection: Connection, queue: Queue, limit: number, now: number, skipAbandoned: boolean): ClaimedJob[] {
+/** The runnable jobs to claim, in claim order, but for those passed over: it reads as many more as it may pass over. */
+function claimInOrder(connection: Connection, queue: Queue, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
   const candidates = skipAbandoned ? connection.sql.claimCandidatesNotAbandoned : connection.sql.claimCandidates
-  return candidates.all({ queue: queue.name, now, limit }) as ClaimedJob[]
+  const jobs = candidates.all({ queue: queue.name, now, limit: limit + passOver.size }) as ClaimedJob[]
+  return passOver.size === 0 ? jobs : jobs.filter((job) => !passOver.has(job.seq)).slice(0, limit)
 }
 
 /** The abandoned job, unless its group is at its cap. */
@@ -72,13 +82,14 @@ function claimAlone(connection: Connection, queue: Queue, perGroup: number | nul
 }
 
 /** Walks candidates in claim order, skipping jobs whose group is at its cap, counting the ones taken here too. */
-function claimUnderGroupCap(connection: Connection, queue: Queue, perGroup: number, limit: number, now: number, skipAbandoned: boolean): ClaimedJob[] {
+function claimUnderGroupCap(connection: Connection, queue: Queue, perGroup: number, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
   const { sql } = connection
-  const candidates = sql.claimCandidatesByGroup.all({ queue: queue.name, now, perGroup, limit: limit * 4 + 16, skipAbandoned: skipAbandoned ? 1 : 0 }) as { seq: number; grp: string | null }[]
+  const candidates = sql.claimCandidatesByGroup.all({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 + passOver.size, skipAbandoned: skipAbandoned ? 1 : 0 }) as { seq: number; grp: string | null }[]
   const running = groupsRunning(connection, queue)
   const claimed: ClaimedJob[] = []
   for (const candidate of candidates) {
     if (claimed.length === limit) break
+    if (passOver.has(candidate.seq)) continue
     if (candidate.grp !== null) {
       const inGroup = running.get(candidate.grp) ?? 0
       if (inGroup >= perGroup) continue

@@ -28,8 +28,16 @@ export interface Run {
    * Runs `fn` once per job, not once per attempt (JOB-06): its JSON answer
    * (at most 1 MiB; `undefined` is kept as such) is kept, and later attempts
    * get it back without calling `fn`. A step that throws keeps nothing.
-   * Throws LEASE_LOST when the run lost its lease (JOB-16), INVALID_VALUE or
-   * TOO_LARGE for an answer that cannot be kept.
+   * Calls of one name in one run while one is under way share its call of
+   * `fn`: they all get its answer, or its error (a later call gets the kept
+   * answer, or tries again after an error). Before it calls `fn`, the run
+   * checks in the database that it still holds its lease (JOB-16).
+   *
+   * Throws LEASE_LOST when the run lost its lease (taken over, or its job
+   * canceled); once `signal` has aborted, the signal's reason (TIMEOUT when
+   * the run's timeout passed or `stop` gave up waiting, else LEASE_LOST),
+   * without calling `fn`; INVALID_VALUE or TOO_LARGE for an answer that
+   * cannot be kept.
    */
   step<A>(name: string, fn: () => A | Promise<A>): Promise<A>
   /** Sets the run's live progress: JSON of at most 4 KiB (TOO_LARGE beyond), in memory only (JOB-12). */
@@ -71,6 +79,8 @@ export class RunContext implements Run {
   private abortReason: JobsError | undefined
   /** Made when a handler first asks for the signal: most runs never do, and an AbortController costs about 3 µs. */
   private controller: AbortController | undefined
+  /** The steps of this run under way, by name: a call of a name under way shares its answer or error. */
+  private readonly steps = new Map<string, Promise<unknown>>()
   private readonly progressKey: string
 
   constructor(
@@ -96,13 +106,31 @@ export class RunContext implements Run {
     return this.controller.signal
   }
 
-  async step<A>(name: string, fn: () => A | Promise<A>): Promise<A> {
-    checkName(name, 'step name')
-    if (typeof fn !== 'function') throw new JobsError('INVALID_OPTION', `step '${name}': expected a function`)
-    this.assertHeld()
+  step<A>(name: string, fn: () => A | Promise<A>): Promise<A> {
+    try {
+      checkName(name, 'step name')
+      if (typeof fn !== 'function') throw new JobsError('INVALID_OPTION', `step '${name}': expected a function`)
+      if (this.abortReason) throw this.abortReason
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    let started = this.steps.get(name)
+    if (!started) {
+      started = this.runStep(name, fn).finally(() => this.steps.delete(name))
+      this.steps.set(name, started)
+    }
+    return started as Promise<A>
+  }
+
+  private async runStep<A>(name: string, fn: () => A | Promise<A>): Promise<A> {
     const sql = this.connection.sql
     const kept = sql.readStep.get(this.seq, name) as string | null | undefined
     if (kept !== undefined) return (kept === null ? undefined : JSON.parse(kept)) as A
+    // The lease may have been taken while this process could not tell (its event loop blocked past the lease, say).
+    if (sql.leaseHeld.get({ seq: this.seq, owner: this.owner, attempt: this.attempt }) === undefined) {
+      this.loseLease(sql.jobState.get(this.seq) === 'canceled' ? `job '${this.id}' was canceled` : undefined)
+      this.assertHeld()
+    }
     const answer = await fn()
     const json = encodeJson(answer, `the answer of step '${name}'`, MAX_VALUE_BYTES, true)
     this.assertHeld()

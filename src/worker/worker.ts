@@ -224,7 +224,12 @@ class QueueWorker implements Worker {
     else setImmediate(run)
   }
 
-  /** One write transaction: store the limits (the first time), record the ends waiting, then claim for the free slots. */
+  /**
+   * One write transaction: store the limits (the first time), record the ends waiting, then claim for
+   * the free slots. The claim passes over the jobs whose ends it has just written (a retry whose backoff
+   * has already passed): their new state commits first, for watchers to see, and the flush that the
+   * end's notice schedules claims them again.
+   */
   private flush(): void {
     const free = this.stopping || this.aloneWith !== null ? 0 : this.settings.slots - this.active.size
     const ends = this.pendingEnds.splice(0)
@@ -246,9 +251,10 @@ class QueueWorker implements Worker {
         this.versionAtLastFlush = version
         if (storing) replaced = storeLimits(this.connection, this.definition, now)
         return counting(this.connection, this.queue, (moved) => {
-          recordEnds(this.connection, ends, moved)
+          const landed = recordEnds(this.connection, ends, moved)
           if (free <= 0) return []
-          const request = { limit: free, idle: this.active.size === 0, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: progressChannel() }
+          const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
+          const request = { limit: free, idle: this.active.size === 0, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: progressChannel(), passOver }
           return claimJobs(this.connection, this.definition, request, moved)
         })
       })
