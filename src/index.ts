@@ -15,8 +15,8 @@ export type { EnqueueItem, EnqueueOptions } from './queue/enqueue.js'
 /** Running jobs. */
 export { work } from './worker/worker.js'
 export type { Handler, WorkOptions, Worker } from './worker/worker.js'
-export type { Run } from './worker/run.js'
-export type { Outcome } from './worker/outcome.js'
+export type { Run } from './engine/run.js'
+export type { Outcome } from './engine/outcome.js'
 
 /** Operating queues: cancel or retry a job, pause a queue, count, list and prune (each one short transaction). */
 export { cancel, retryJob } from './admin/jobs.js'

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { defineQueue, enqueue, enqueueMany, isJobsError, queueCounts, JobsError, work, type Handler, type Queue, type Run, type SyncDatabase, type WorkOptions, type Worker } from '../src/index.js'
-import { backoffMs } from '../src/worker/backoff.js'
+import { backoffMs } from '../src/engine/backoff.js'
 import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
 import { count, jobRow } from './helpers/rows.js'
 import { waitFor } from './helpers/wait.js'

@@ -4,7 +4,7 @@
  */
 import { connectionOf, type SyncDatabase } from '../connection.js'
 import { checkName } from '../json.js'
-import { jobsChanged } from '../queue/wake.js'
+import { jobsChanged } from '../engine/wake.js'
 import { adminStatements } from '../sql/admin.js'
 import type { JobState } from '../types.js'
 import { notFound, queueNameOf, type QueueRef } from './ref.js'

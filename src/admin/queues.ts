@@ -1,6 +1,6 @@
 /** Pausing and resuming queues, and their counts by state. */
 import { connectionOf, type SyncDatabase } from '../connection.js'
-import { jobsChanged } from '../queue/wake.js'
+import { jobsChanged } from '../engine/wake.js'
 import { adminStatements } from '../sql/admin.js'
 import { queueNameOf, type QueueRef } from './ref.js'
 

@@ -5,9 +5,9 @@ import { checkName, encodeJson } from '../json.js'
 import { MAX_VALUE_BYTES } from '../limits.js'
 import type { Enqueued } from '../types.js'
 import type { Queue } from './define.js'
-import { noShift, shift, writeShift } from './counts.js'
+import { noShift, shift, writeShift } from '../engine/counts.js'
 import { newJobId } from './job-id.js'
-import { jobsChanged } from './wake.js'
+import { jobsChanged } from '../engine/wake.js'
 
 /** The options of one added job. */
 export interface EnqueueOptions {

@@ -9,7 +9,7 @@ import { readRemoteProgress } from '../progress/remote.js'
 import { isOwnChannel } from '../progress/channel.js'
 import { readStatements } from '../sql/read.js'
 import type { JobSnapshot, JobState } from '../types.js'
-import { readProgress, runKey, type ProgressValue } from '../worker/progress.js'
+import { readProgress, runKey, type ProgressValue } from '../progress/store.js'
 import type { Queue } from './define.js'
 
 /** A job's row with its lease, as the read statements answer it. @internal */

@@ -19,10 +19,10 @@ import { isOwnChannel } from '../progress/channel.js'
 import { subscribeRemoteProgress } from '../progress/remote.js'
 import { readStatements } from '../sql/read.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
-import { subscribeProgress, type ProgressValue } from '../worker/progress.js'
+import { subscribeProgress, type ProgressValue } from '../progress/store.js'
 import type { Queue } from './define.js'
 import { countAhead, countAheadOfMany, progressOf, readJobRow, readJobRows, runKeyOf, toSnapshot, type JobRow } from './read.js'
-import { onJobsChanged } from './wake.js'
+import { onJobsChanged } from '../engine/wake.js'
 
 /** The options of {@link watch}. */
 export interface WatchOptions {

@@ -4,12 +4,12 @@
  */
 import type { Connection } from '../connection.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'
-import { counting } from '../queue/counts.js'
+import { counting } from '../engine/counts.js'
 import type { Queue } from '../queue/define.js'
 import { ENDED_STATES } from '../types.js'
-import { transitionFor } from './outcome.js'
-import { isOwnerGone } from './owner.js'
-import { recordEnds } from './record.js'
+import { transitionFor } from '../engine/outcome.js'
+import { isOwnerGone } from '../engine/owner.js'
+import { recordEnds } from '../engine/record.js'
 
 interface AbandonedLease {
   seq: number

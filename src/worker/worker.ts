@@ -21,16 +21,16 @@ import {
   CONTENDED_SPELL_MS,
 } from '../limits.js'
 import { positiveInteger, positiveMs, type Queue } from '../queue/define.js'
-import { jobsChanged, onJobsChanged } from '../queue/wake.js'
-import { counting } from '../queue/counts.js'
+import { jobsChanged, onJobsChanged } from '../engine/wake.js'
+import { counting } from '../engine/counts.js'
 import { progressChannel } from '../progress/channel.js'
-import { claimJobs } from './claim.js'
+import { claimJobs } from '../engine/claim.js'
 import { findAbandoned, hasPrunable, pruneEnded, releaseAbandoned } from './maintenance.js'
-import { timeoutError, transitionFor, type Outcome, type RunEnd } from './outcome.js'
-import { newOwner } from './owner.js'
-import { storeLimits } from './queue-limits.js'
-import { recordEnds, type RunEndRecord } from './record.js'
-import { RunContext, type ClaimedJob, type Run } from './run.js'
+import { timeoutError, transitionFor, type Outcome, type RunEnd } from '../engine/outcome.js'
+import { newOwner } from '../engine/owner.js'
+import { storeLimits } from '../engine/queue-limits.js'
+import { recordEnds, type RunEndRecord } from '../engine/record.js'
+import { RunContext, type ClaimedJob, type Run } from '../engine/run.js'
 
 /** A handler: given a job's value and its run, does the work. Its return or throw decides the job's next state (SPEC §5). */
 export type Handler<T> = (value: T, run: Run) => unknown | Outcome | Promise<unknown>

@@ -3,11 +3,11 @@
  * fenced end statements (`endRun`, or `endRuns` for ends that share all
  * but their finish time and result), and only where the lease still held
  * does it drop the lease and, for an ended job, its steps (JOB-14, JOB-16).
- * The caller writes the counts of the ends that landed (queue/counts.ts).
+ * The caller writes the counts of the ends that landed (engine/counts.ts).
  */
 import type { Connection } from '../connection.js'
 import { runForJobs } from '../sql/statements.js'
-import { shift, type CountShift } from '../queue/counts.js'
+import { shift, type CountShift } from '../engine/counts.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import type { Transition } from './outcome.js'
 

@@ -8,7 +8,7 @@ import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
 import { MAX_PROGRESS_BYTES, MAX_VALUE_BYTES } from '../limits.js'
 import { outcome, type Outcome } from './outcome.js'
-import { endProgress, publishProgress, runKey } from './progress.js'
+import { endProgress, publishProgress, runKey } from '../progress/store.js'
 
 /** What a handler gets beside its job's value. */
 export interface Run {

@@ -20,7 +20,7 @@
 import type { Connection } from '../connection.js'
 import { runForJobs } from '../sql/statements.js'
 import { ABANDONED_PATIENCE_MS } from '../limits.js'
-import { shift, type CountShift } from '../queue/counts.js'
+import { shift, type CountShift } from '../engine/counts.js'
 import type { Queue } from '../queue/define.js'
 import type { QueueLimits } from './queue-limits.js'
 import type { ClaimedJob } from './run.js'
