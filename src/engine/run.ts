@@ -7,6 +7,7 @@ import { toMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
 import { MAX_PROGRESS_BYTES, MAX_VALUE_BYTES } from '../limits.js'
+import { confirmLease } from './lease.js'
 import { outcome, type Outcome } from './outcome.js'
 import { endProgress, publishProgress, runKey } from '../progress/store.js'
 
@@ -74,7 +75,6 @@ export class RunContext implements Run {
   readonly seq: number
   /** Set once the lease is known lost: nothing this run writes will land. */
   lost = false
-  timedOut = false
   /** Why the run was aborted, once it was. */
   private abortReason: JobsError | undefined
   /** Made when a handler first asks for the signal: most runs never do, and an AbortController costs about 3 µs. */
@@ -127,10 +127,7 @@ export class RunContext implements Run {
     const kept = sql.readStep.get(this.seq, name) as string | null | undefined
     if (kept !== undefined) return (kept === null ? undefined : JSON.parse(kept)) as A
     // The lease may have been taken while this process could not tell (its event loop blocked past the lease, say).
-    if (sql.leaseHeld.get({ seq: this.seq, owner: this.owner, attempt: this.attempt }) === undefined) {
-      this.loseLease(sql.jobState.get(this.seq) === 'canceled' ? `job '${this.id}' was canceled` : undefined)
-      this.assertHeld()
-    }
+    if (!confirmLease(this.connection, this.owner, this)) this.assertHeld()
     const answer = await fn()
     const json = encodeJson(answer, `the answer of step '${name}'`, MAX_VALUE_BYTES, true)
     this.assertHeld()

@@ -12,7 +12,8 @@ import { jobsChanged, onJobsChanged } from '../engine/wake.js'
 import { adminStatements } from '../sql/admin.js'
 import type { JobState } from '../types.js'
 import { claimJobs } from '../engine/claim.js'
-import { timeoutError, transitionFor, type RunEnd } from '../engine/outcome.js'
+import { execute } from '../engine/executor.js'
+import { checkLeases } from '../engine/lease.js'
 import { newOwner } from '../engine/owner.js'
 import { storeLimits } from '../engine/queue-limits.js'
 import { recordEnds } from '../engine/record.js'
@@ -100,28 +101,12 @@ export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handl
     jobsChanged(connection.key, definition.name, 'claimed')
     const run = new RunContext(connection, owner, definition.name, job)
     const unsubscribe = onJobsChanged(connection.key, (_queue, kind) => {
-      if (kind !== 'revoked') return
-      const held = (connection.sql.ownerLeases.all(owner) as { job: number; attempt: number }[]).some((lease) => lease.job === run.seq && lease.attempt === run.attempt)
-      if (!held) run.loseLease(connection.sql.jobState.get(run.seq) === 'canceled' ? `job '${run.id}' was canceled` : undefined)
+      if (kind === 'revoked') checkLeases(connection, owner, [run])
     })
-    let end: RunEnd
-    const timer = setTimeout(() => {
-      run.timedOut = true
-      run.abort(timeoutError(definition.timeoutMs))
-    }, definition.timeoutMs)
-    try {
-      const value = parseValue(job.value)
-      end = { kind: 'returned', value: value.ok ? await (handler as Handler<unknown>)(value.value, run) : run.fail(value.error) }
-    } catch (error) {
-      end = { kind: 'threw', error }
-    }
-    clearTimeout(timer)
+    const transition = await execute(definition, run, job.value, handler as Handler<unknown>, Date.now)
     unsubscribe()
-    if (run.timedOut) end = { kind: 'threw', error: timeoutError(definition.timeoutMs) }
     run.endProgress()
-    if (!run.lost) {
-      const now = Date.now()
-      const transition = transitionFor(definition, { attempt: run.attempt, maxAttempts: run.attempts }, end, now)
+    if (transition) {
       connection.immediate(() => counting(connection, definition.name, (moved) => recordEnds(connection, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)))
       jobsChanged(connection.key, definition.name, 'ended')
     }
@@ -147,12 +132,4 @@ function tally(result: DrainResult, run: RunContext, job: { state: JobState; err
   const state = job?.state ?? 'canceled'
   if (state === 'done' || state === 'failed' || state === 'scheduled' || state === 'canceled') result[state]++
   result.runs.push({ id: run.id, attempt: run.attempt, state, error: job?.error ?? null })
-}
-
-function parseValue(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
-  try {
-    return { ok: true, value: JSON.parse(text) }
-  } catch (error) {
-    return { ok: false, error: `the job's value is not JSON (${(error as Error).message}); it was written by something other than enqueue` }
-  }
 }

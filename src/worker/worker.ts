@@ -26,7 +26,9 @@ import { counting } from '../engine/counts.js'
 import { progressChannel } from '../progress/channel.js'
 import { claimJobs } from '../engine/claim.js'
 import { findAbandoned, hasPrunable, pruneEnded, releaseAbandoned } from './maintenance.js'
-import { timeoutError, transitionFor, type Outcome, type RunEnd } from '../engine/outcome.js'
+import { execute } from '../engine/executor.js'
+import { checkLeases, leaseTakenOver, renewLeases } from '../engine/lease.js'
+import { transitionFor, type Outcome } from '../engine/outcome.js'
 import { newOwner } from '../engine/owner.js'
 import { storeLimits } from '../engine/queue-limits.js'
 import { recordEnds, type RunEndRecord } from '../engine/record.js'
@@ -304,39 +306,21 @@ class QueueWorker implements Worker {
   }
 
   private start(job: ClaimedJob): void {
-    // Claiming a job this worker still runs means the old run's lease was taken (a cancel, then a retry
-    // that began the attempts again): the old run has lost it, even though owner and attempt match again.
-    this.active.get(job.seq)?.loseLease()
+    leaseTakenOver(this.active.get(job.seq))
     if (job.abandoned) this.aloneWith = job.seq
     const run = new RunContext(this.connection, this.owner, this.queue, job)
     this.active.set(job.seq, run)
     void this.execute(run, job.value)
   }
 
-  /** The pipeline of one run: parse, run the handler under its timeout, normalise the outcome, queue the end. */
+  /** Runs one run through the executor, then queues its end for the next flush. */
   private async execute(run: RunContext, valueText: string): Promise<void> {
-    const timeoutMs = this.definition.timeoutMs
-    const timer = setTimeout(() => {
-      run.timedOut = true
-      run.abort(timeoutError(timeoutMs))
-    }, timeoutMs)
-    let end: RunEnd
-    try {
-      const value = parseValue(valueText)
-      end = value.ok ? { kind: 'returned', value: await this.handler(value.value, run) } : { kind: 'returned', value: run.fail(value.error) }
-    } catch (error) {
-      end = { kind: 'threw', error }
-    }
-    clearTimeout(timer)
-    if (run.timedOut) end = { kind: 'threw', error: timeoutError(timeoutMs) }
+    const transition = await execute(this.definition, run, valueText, this.handler, this.settings.clock)
     if (this.active.get(run.seq) !== run) return
     this.active.delete(run.seq)
     if (this.aloneWith === run.seq) this.aloneWith = null
     run.endProgress()
-    if (!run.lost) {
-      const transition = transitionFor(this.definition, { attempt: run.attempt, maxAttempts: run.attempts }, end, this.settings.clock())
-      this.pendingEnds.push({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
-    }
+    if (transition) this.pendingEnds.push({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
     if (this.active.size === 0) for (const waiter of this.settledWaiters.splice(0)) waiter()
     this.scheduleFlush()
   }
@@ -352,31 +336,16 @@ class QueueWorker implements Worker {
 
   /** Aborts runs whose lease another writer took away: canceled, or taken back as abandoned. */
   private checkLeases(): void {
-    if (this.active.size === 0) return
-    const held = new Set((this.connection.sql.ownerLeases.all(this.owner) as { job: number; attempt: number }[]).map((lease) => `${lease.job}:${lease.attempt}`))
-    for (const run of this.active.values()) {
-      if (held.has(`${run.seq}:${run.attempt}`)) continue
-      const state = this.connection.sql.jobState.get(run.seq)
-      run.loseLease(state === 'canceled' ? `job '${run.id}' was canceled` : undefined)
-    }
+    if (this.active.size > 0) checkLeases(this.connection, this.owner, this.active.values())
   }
 
   /** Renews this worker's leases; a run whose lease was not renewed has lost it, and is aborted. */
   private renewLeases(): void {
     if (this.active.size === 0 || this.connection.client.inTransaction) return
-    const expiresAt = this.settings.clock() + this.settings.leaseMs
-    let held: { job: number; attempt: number }[]
     try {
-      held = this.connection.immediate(
-        () => this.connection.sql.renewLeases.all({ owner: this.owner, expiresAt }) as { job: number; attempt: number }[],
-      )
+      renewLeases(this.connection, this.owner, this.active.values(), this.settings.clock() + this.settings.leaseMs)
     } catch (error) {
       if (!isBusy(error)) this.settings.onError(error)
-      return
-    }
-    const renewed = new Set(held.map((lease) => `${lease.job}:${lease.attempt}`))
-    for (const run of this.active.values()) {
-      if (!renewed.has(`${run.seq}:${run.attempt}`)) run.loseLease()
     }
   }
 
@@ -398,14 +367,6 @@ class QueueWorker implements Worker {
       if (!isBusy(error)) this.settings.onError(error)
     }
     this.scheduleFlush()
-  }
-}
-
-function parseValue(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
-  try {
-    return { ok: true, value: JSON.parse(text) }
-  } catch (error) {
-    return { ok: false, error: `the job's value is not JSON (${(error as Error).message}); it was written by something other than enqueue` }
   }
 }
 

@@ -1,0 +1,43 @@
+/**
+ * One run's pipeline, the same for a worker and for `drain`: parse the job's
+ * value, arm the run's timeout, call the handler, and turn how it ended into
+ * the job's next state (outcome.ts). The executor owns the timeout: a run
+ * that passed it ends as a timed-out attempt whatever the handler did after.
+ */
+import type { Queue } from '../queue/define.js'
+import { timeoutError, transitionFor, type RunEnd, type Transition } from './outcome.js'
+import type { Run, RunContext } from './run.js'
+
+/** What the executor calls: a handler with its value type erased. */
+export type RunHandler = (value: unknown, run: Run) => unknown
+
+/**
+ * Runs `handler` for `run`, whose job's value is the JSON text `valueText`, under the queue's timeout.
+ * Answers the job's next state, or null when the run lost its lease: nothing it would write lands.
+ */
+export async function execute(queue: Queue, run: RunContext, valueText: string, handler: RunHandler, clock: () => number): Promise<Transition | null> {
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    run.abort(timeoutError(queue.timeoutMs))
+  }, queue.timeoutMs)
+  let end: RunEnd
+  try {
+    const value = parseValue(valueText)
+    end = { kind: 'returned', value: value.ok ? await handler(value.value, run) : run.fail(value.error) }
+  } catch (error) {
+    end = { kind: 'threw', error }
+  }
+  clearTimeout(timer)
+  if (timedOut) end = { kind: 'threw', error: timeoutError(queue.timeoutMs) }
+  if (run.lost) return null
+  return transitionFor(queue, { attempt: run.attempt, maxAttempts: run.attempts }, end, clock())
+}
+
+function parseValue(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
+  try {
+    return { ok: true, value: JSON.parse(text) }
+  } catch (error) {
+    return { ok: false, error: `the job's value is not JSON (${(error as Error).message}); it was written by something other than enqueue` }
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * The one place that decides a run lost its lease. A run holds its lease
+ * while its job's lease row names its owner and attempt; the row is gone or
+ * replaced when the job was canceled or taken back as abandoned, and not
+ * renewed when another process took it meanwhile. A run that lost its lease
+ * is aborted with LEASE_LOST, and nothing it writes lands (JOB-16).
+ */
+import type { Connection } from '../connection.js'
+import type { RunContext } from './run.js'
+
+/** Marks `run` as having lost its lease, saying so as a cancel when its job was canceled. */
+export function leaseLost(connection: Connection, run: RunContext): void {
+  run.loseLease(connection.sql.jobState.get(run.seq) === 'canceled' ? `job '${run.id}' was canceled` : undefined)
+}
+
+/** Checks `runs` of `owner` against the lease rows: a run whose row is gone lost its lease. */
+export function checkLeases(connection: Connection, owner: string, runs: Iterable<RunContext>): void {
+  const held = leaseKeys(connection.sql.ownerLeases.all(owner) as { job: number; attempt: number }[])
+  for (const run of runs) if (!held.has(leaseKey(run.seq, run.attempt))) leaseLost(connection, run)
+}
+
+/**
+ * Renews every lease `owner` holds until `expiresAt`, in a write transaction of its own: a run whose
+ * lease was not renewed lost it. Throws SQLite's busy error when another writer holds the lock.
+ */
+export function renewLeases(connection: Connection, owner: string, runs: Iterable<RunContext>, expiresAt: number): void {
+  const held = connection.immediate(() => connection.sql.renewLeases.all({ owner, expiresAt }) as { job: number; attempt: number }[])
+  const renewed = leaseKeys(held)
+  for (const run of runs) if (!renewed.has(leaseKey(run.seq, run.attempt))) run.loseLease()
+}
+
+/** Checks in the database that `run` still holds its lease, marking it lost when it does not; answers whether it does. */
+export function confirmLease(connection: Connection, owner: string, run: RunContext): boolean {
+  if (connection.sql.leaseHeld.get({ seq: run.seq, owner, attempt: run.attempt }) !== undefined) return true
+  leaseLost(connection, run)
+  return false
+}
+
+/** A claim of a job whose earlier run `previous` is still under way here: that run's lease was taken, though owner and attempt may match again. */
+export function leaseTakenOver(previous: RunContext | undefined): void {
+  previous?.loseLease()
+}
+
+function leaseKeys(leases: readonly { job: number; attempt: number }[]): Set<string> {
+  return new Set(leases.map((lease) => leaseKey(lease.job, lease.attempt)))
+}
+
+function leaseKey(seq: number, attempt: number): string {
+  return `${seq}:${attempt}`
+}
