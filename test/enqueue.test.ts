@@ -224,6 +224,36 @@ describe('JOB-13 limits and bad input give a JobsError with its code and write n
     })
   })
 
+  test('JOB-13 durations only compared with times may be years; durations a timer waits on are capped at about 24.8 days', () => {
+    const day = 86_400_000
+    const long = defineQueue<number>('long', { backoff: { initial: '1d', max: '400d' }, retention: { done: '400d', failed: '30d', canceled: '3650d' } })
+    expect(long).toMatchObject({ backoff: { initialMs: day, maxMs: 400 * day }, retentionMs: { done: 400 * day, failed: 30 * day, canceled: 3650 * day } })
+    const before = Date.now()
+    enqueue(t.db, long, 1, { id: 'next-year', delay: '400d' })
+    expect(jobRow(t.client, 'next-year')).toMatchObject({ state: 'scheduled' })
+    expect(jobRow(t.client, 'next-year')!.run_at).toBeGreaterThanOrEqual(before + 400 * day)
+    expect(jobRow(t.client, 'next-year')!.run_at).toBeLessThanOrEqual(Date.now() + 400 * day)
+
+    const rows = dump(t.client)
+    for (const options of [{ timeout: '30d' }, { timeout: 2 ** 31 }]) {
+      let caught: unknown
+      try {
+        defineQueue('timer', options as never)
+      } catch (error) {
+        caught = error
+      }
+      expect(caught).toBeInstanceOf(JobsError)
+      expect((caught as JobsError).code).toBe('INVALID_OPTION')
+      expect((caught as JobsError).message).toMatch(/^timeout: .*timer/)
+    }
+    expect(refusal(() => work(t.db, long, () => {}, { lease: '30d' }))).toBe('INVALID_OPTION')
+    expect(refusal(() => work(t.db, long, () => {}, { pollInterval: '25d' }))).toBe('INVALID_OPTION')
+    // A time past the range of a Date is no time: such a delay is refused, as such a runAt is.
+    expect(refusal(() => enqueue(t.db, long, 2, { delay: '100000000d' }))).toBe('INVALID_OPTION')
+    expect(refusal(() => defineQueue('too-long', { retention: { done: '100000001d' } }))).toBe('INVALID_OPTION')
+    expect(dump(t.client)).toEqual(rows)
+  })
+
   test('JOB-13 SCHEMA_MISSING says which command to run', () => {
     const client = new Database(join(tempDir(), 'bare.db'))
     const db = drizzle(client)

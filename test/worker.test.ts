@@ -93,6 +93,29 @@ describe('JOB-08 each handler outcome leads to the state SPEC §5 gives', () => 
     expect(jobRow(t.client, 'later')!.run_at).toBeGreaterThanOrEqual(before + 20)
   })
 
+  test('JOB-08 run.retry and run.snooze take delays of months and years, and the idle worker waits on them without overflowing a timer', async () => {
+    const day = 86_400_000
+    const q = defineQueue<string>('long-waits', { attempts: 3 })
+    enqueueMany(t.db, q, [{ value: 'retry', id: 'retry' }, { value: 'snooze', id: 'snooze' }])
+    const warnings: Error[] = []
+    const onWarning = (warning: Error) => warnings.push(warning)
+    process.on('warning', onWarning)
+    try {
+      const before = Date.now()
+      start(t.db, q, (value, run) => (value === 'retry' ? run.retry('400d') : run.snooze('3650d')))
+      await waitFor(() => state('retry') === 'scheduled' && state('snooze') === 'scheduled', 'both jobs to be scheduled')
+      expect(jobRow(t.client, 'retry')).toMatchObject({ attempts: 1, error: null })
+      expect(jobRow(t.client, 'snooze')).toMatchObject({ attempts: 0, error: null })
+      expect(jobRow(t.client, 'retry')!.run_at).toBeGreaterThanOrEqual(before + 400 * day)
+      expect(jobRow(t.client, 'snooze')!.run_at).toBeGreaterThanOrEqual(before + 3650 * day)
+      // Node warns (TimeoutOverflowWarning) when a timer is asked to wait past 2^31 - 1 ms; let the event loop turn so it would have.
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(warnings.filter((warning) => warning.name === 'TimeoutOverflowWarning')).toEqual([])
+    } finally {
+      process.off('warning', onWarning)
+    }
+  })
+
   test('JOB-08 run.snooze schedules the job at now + delay without counting the attempt', async () => {
     const q = defineQueue('snoozes', { attempts: 1 })
     enqueue(t.db, q, null, { id: 'sleeper' })
@@ -516,6 +539,17 @@ describe('waking and pruning', () => {
     const other = t.reopen()
     enqueue(other.db, q, null, { id: 'from-elsewhere' })
     await waitFor(() => state('from-elsewhere') === 'done', 'the job from another connection to run')
+  })
+
+  test('JOB-13 a retention of 30 days prunes a job that failed 40 days ago and keeps one that failed 20 days ago', async () => {
+    const day = 86_400_000
+    const q = defineQueue('kept-a-month', { retention: { failed: '30d' }, attempts: 1 })
+    enqueueMany(t.db, q, [{ value: 'old', id: 'old' }, { value: 'recent', id: 'recent' }])
+    t.client.prepare(`update jobs_job set state = 'failed', finished_at = ? where id = 'old'`).run(Date.now() - 40 * day)
+    t.client.prepare(`update jobs_job set state = 'failed', finished_at = ? where id = 'recent'`).run(Date.now() - 20 * day)
+    start(t.db, q, () => 'ok')
+    await waitFor(() => jobRow(t.client, 'old') === undefined, 'the job that failed 40 days ago to be pruned')
+    expect(state('recent')).toBe('failed')
   })
 
   test('ended jobs are pruned after their retention, in small batches', async () => {

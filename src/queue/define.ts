@@ -1,4 +1,4 @@
-import { toMs, describe, type Duration } from '../duration.js'
+import { toMs, toTimerMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import {
@@ -124,9 +124,9 @@ export function positiveInteger(value: unknown, option: string, fallback: number
   return value
 }
 
-/** @internal */
+/** A duration a timer waits on: at least 1 ms, at most about 24.8 days. @internal */
 export function positiveMs(value: unknown, option: string): number {
-  const ms = toMs(value, option)
+  const ms = toTimerMs(value, option)
   if (ms < 1) throw new JobsError('INVALID_OPTION', `${option}: must be at least 1 ms`)
   return ms
 }

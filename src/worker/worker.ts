@@ -6,7 +6,7 @@
  * batches.
  */
 import { connectionOf, installCounters, isBusy, type Connection, type SyncDatabase } from '../connection.js'
-import { describe, toMs, type Duration } from '../duration.js'
+import { describe, toTimerMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import {
   DEFAULT_LEASE_MS,
@@ -154,7 +154,7 @@ class QueueWorker implements Worker {
 
   stop(options: { timeout?: Duration } = {}): Promise<void> {
     if (!this.stopped) {
-      const timeoutMs = options.timeout === undefined ? null : toMs(options.timeout, 'stop timeout')
+      const timeoutMs = options.timeout === undefined ? null : toTimerMs(options.timeout, 'stop timeout')
       this.stopping = true
       this.stopped = this.shutDown(timeoutMs)
     }
