@@ -4,6 +4,8 @@
 export const MAX_NAME_BYTES = 1024
 /** A job's value, a step's answer, a handler's result, as JSON text. */
 export const MAX_VALUE_BYTES = 1024 * 1024
+/** Arrays and objects nested in a value, a step's answer, a result or progress: SQLite's JSON functions read no deeper. */
+export const MAX_JSON_DEPTH = 1_000
 /** A run's progress, as JSON text. */
 export const MAX_PROGRESS_BYTES = 4 * 1024
 /** `ahead` is counted up to this many jobs. */

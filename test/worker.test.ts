@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 import { defineQueue, enqueue, enqueueMany, isJobsError, queueCounts, JobsError, work, type Handler, type Queue, type Run, type SyncDatabase, type WorkOptions, type Worker } from '../src/index.js'
 import { backoffMs } from '../src/worker/backoff.js'
@@ -29,6 +30,54 @@ function gate(): { wait: Promise<void>; open: () => void } {
 }
 
 const state = (id: string) => jobRow(t.client, id)?.state
+
+describe('JOB-13 work refuses what it cannot use', () => {
+  test('JOB-13 work refuses a non-function onError, a bad clock and something that is not a queue, writing nothing, the transaction still usable', async () => {
+    const q = defineQueue('real')
+    enqueue(t.db, q, 1, { id: 'waits' })
+    t.client.exec('create table notes (id integer primary key, text text not null)')
+    const cases: Array<[string, () => unknown, RegExp]> = [
+      ['onError a string', () => work(t.db, q, () => {}, { onError: 'log' as never }), /^onError/],
+      ['clock a number', () => work(t.db, q, () => {}, { clock: 5 as never }), /^clock/],
+      ['clock that answers a string', () => work(t.db, q, () => {}, { clock: (() => 'now') as never }), /^clock/],
+      ['clock that answers NaN', () => work(t.db, q, () => {}, { clock: () => Number.NaN }), /^clock/],
+      ['clock that throws', () => work(t.db, q, () => {}, { clock: () => { throw new Error('no time') } }), /^clock/],
+      ['a plain object named like a queue', () => work(t.db, { name: 'fake' } as never, () => {}), /^queue/],
+      ['a copy of a queue', () => work(t.db, { ...q } as never, () => {}), /^queue/],
+      ['a queue name', () => work(t.db, 'real' as never, () => {}), /^queue/],
+      ['no queue', () => work(t.db, undefined as never, () => {}), /^queue/],
+      ['options null', () => work(t.db, q, () => {}, null as never), /^options/],
+    ]
+    const errors: unknown[] = []
+    const logged = console.error
+    console.error = (...args: unknown[]) => errors.push(args)
+    try {
+      for (const [what, call, message] of cases) {
+        const before = { jobs: t.client.prepare('select * from jobs_job').all(), leases: t.client.prepare('select * from jobs_lease').all() }
+        t.db.transaction((tx) => {
+          tx.run(sql`insert into notes (text) values (${`before ${what}`})`)
+          let caught: unknown
+          try {
+            const worker = call()
+            if (worker) workers.push(worker as Worker)
+          } catch (error) {
+            caught = error
+          }
+          expect(caught, what).toBeInstanceOf(JobsError)
+          expect((caught as JobsError).code, what).toBe('INVALID_OPTION')
+          expect((caught as JobsError).message, what).toMatch(message)
+          tx.run(sql`insert into notes (text) values (${`after ${what}`})`)
+        })
+        expect({ jobs: t.client.prepare('select * from jobs_job').all(), leases: t.client.prepare('select * from jobs_lease').all() }, what).toEqual(before)
+        expect(count(t.client, 'notes', `text in ('before ${what}', 'after ${what}')`), what).toBe(2)
+      }
+    } finally {
+      console.error = logged
+    }
+    expect(errors).toEqual([])
+    expect(state('waits')).toBe('waiting')
+  })
+})
 
 describe('JOB-08 each handler outcome leads to the state SPEC §5 gives', () => {
   test('JOB-08 returning ends the job done, keeping a JSON result', async () => {

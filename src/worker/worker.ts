@@ -13,6 +13,7 @@ import {
   DEFAULT_POLL_INTERVAL_MS,
   DEFAULT_SLOTS,
   LEASE_RENEWALS_PER_LEASE,
+  MAX_TIME_MS,
   MAINTENANCE_INTERVAL_MS,
   STOP_ABORT_GRACE_MS,
   BUSY_RETRY_MS,
@@ -20,7 +21,7 @@ import {
   CONTENDED_LOCK_WAIT_MS,
   CONTENDED_SPELL_MS,
 } from '../limits.js'
-import { positiveInteger, positiveMs, type Queue } from '../queue/define.js'
+import { checkQueue, positiveInteger, positiveMs, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../queue/wake.js'
 import { counting } from '../queue/counts.js'
 import { progressChannel } from '../progress/channel.js'
@@ -72,7 +73,8 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'onError', 'cloc
  * within `pollInterval` (it watches `PRAGMA data_version`, about 2 µs a look).
  * SQLite's busy errors are retried inside, never surfaced.
  *
- * Throws INVALID_OPTION for a bad option, SCHEMA_MISSING when the tables
+ * Throws INVALID_OPTION for a bad option, a handler that is not a function
+ * or a queue that defineQueue did not make; SCHEMA_MISSING when the tables
  * were not migrated.
  *
  * @example
@@ -83,19 +85,38 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'onError', 'cloc
  * process.on('SIGTERM', () => worker.stop({ timeout: '10s' }))
  */
 export function work<T>(db: SyncDatabase, queue: Queue<T>, handler: Handler<NoInfer<T>>, options: WorkOptions = {}): Worker {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   for (const key of Object.keys(options)) {
     if (!WORK_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of work (known: ${[...WORK_OPTIONS].join(', ')})`)
   }
+  const definition = checkQueue(queue)
   if (typeof handler !== 'function') throw new JobsError('INVALID_OPTION', `handler: expected a function, got ${describe(handler)}`)
-  const connection = connectionOf(db)
-  installCounters(connection.client)
-  return new QueueWorker(connection, queue as Queue, handler as Handler<unknown>, {
+  if (options.onError !== undefined && typeof options.onError !== 'function') throw new JobsError('INVALID_OPTION', `onError: expected a function, got ${describe(options.onError)}`)
+  const settings: Settings = {
     slots: positiveInteger(options.slots, 'slots', DEFAULT_SLOTS),
     pollIntervalMs: options.pollInterval === undefined ? DEFAULT_POLL_INTERVAL_MS : positiveMs(options.pollInterval, 'pollInterval'),
     leaseMs: options.lease === undefined ? DEFAULT_LEASE_MS : positiveMs(options.lease, 'lease'),
     onError: options.onError ?? ((error) => console.error('drizzle-jobs worker:', error)),
-    clock: options.clock ?? Date.now,
-  })
+    clock: options.clock === undefined ? Date.now : clockOption(options.clock),
+  }
+  const connection = connectionOf(db)
+  installCounters(connection.client)
+  return new QueueWorker(connection, definition, handler as Handler<unknown>, settings)
+}
+
+/** A clock must be a function that answers ms since the epoch: asked once here, so that a bad one is refused before it runs anything. */
+function clockOption(clock: unknown): () => number {
+  if (typeof clock !== 'function') throw new JobsError('INVALID_OPTION', `clock: expected a function that answers ms since the epoch, got ${describe(clock)}`)
+  let now: unknown
+  try {
+    now = clock()
+  } catch (error) {
+    throw new JobsError('INVALID_OPTION', `clock: it threw when asked the time (${(error as Error)?.message ?? String(error)})`, { cause: error })
+  }
+  if (typeof now !== 'number' || !Number.isFinite(now) || Math.abs(now) > MAX_TIME_MS) {
+    throw new JobsError('INVALID_OPTION', `clock: expected it to answer ms since the epoch, got ${describe(now)}`)
+  }
+  return clock as () => number
 }
 
 interface Settings {
