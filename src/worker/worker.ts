@@ -24,9 +24,10 @@ import {
 import { checkQueue, positiveInteger, positiveMs, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../queue/wake.js'
 import { counting } from '../queue/counts.js'
+import { parseStoredValue } from '../queue/stored.js'
 import { progressChannel } from '../progress/channel.js'
 import { claimJobs } from './claim.js'
-import { findAbandoned, hasPrunable, pruneEnded, releaseAbandoned } from './maintenance.js'
+import { findAbandoned, findUnleased, hasPrunable, pruneEnded, releaseAbandoned, releaseUnleased } from './maintenance.js'
 import { timeoutError, transitionFor, type Outcome, type RunEnd } from './outcome.js'
 import { newOwner } from './owner.js'
 import { recordEnds, type RunEndRecord } from './record.js'
@@ -320,7 +321,7 @@ class QueueWorker implements Worker {
     }, timeoutMs)
     let end: RunEnd
     try {
-      const value = parseValue(valueText)
+      const value = parseStoredValue(valueText)
       end = value.ok ? { kind: 'returned', value: await this.handler(value.value, run) } : { kind: 'returned', value: run.fail(value.error) }
     } catch (error) {
       end = { kind: 'threw', error }
@@ -378,7 +379,7 @@ class QueueWorker implements Worker {
     }
   }
 
-  /** Takes back abandoned leases and prunes ended jobs; both read first and take the write lock only when there is work. */
+  /** Takes back abandoned leases, ends runs that hold none, and prunes ended jobs; each reads first and takes the write lock only when there is work. */
   private maintain(): void {
     if (this.stopping || this.connection.client.inTransaction) return
     const now = this.settings.clock()
@@ -388,6 +389,10 @@ class QueueWorker implements Worker {
         const released = this.connection.immediate(() => releaseAbandoned(this.connection, this.definition, abandoned, now))
         if (released.length > 0) jobsChanged(this.connection.key, this.queue, 'ended')
       }
+      const unleased = findUnleased(this.connection, this.definition)
+      if (unleased.length > 0 && this.connection.immediate(() => releaseUnleased(this.connection, this.definition, unleased, now)).length > 0) {
+        jobsChanged(this.connection.key, this.queue, 'ended')
+      }
       if (hasPrunable(this.connection, this.definition, now)) {
         this.connection.immediate(() => pruneEnded(this.connection, this.definition, now))
         jobsChanged(this.connection.key, this.queue, 'other')
@@ -396,14 +401,6 @@ class QueueWorker implements Worker {
       if (!isBusy(error)) this.settings.onError(error)
     }
     this.scheduleFlush()
-  }
-}
-
-function parseValue(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
-  try {
-    return { ok: true, value: JSON.parse(text) }
-  } catch (error) {
-    return { ok: false, error: `the job's value is not JSON (${(error as Error).message}); it was written by something other than enqueue` }
   }
 }
 
