@@ -1,9 +1,10 @@
 /**
  * Rows a careless producer in another language wrote with plain SQL: a value
- * that is not JSON, an unknown state, a negative run_at, huge priorities. The
- * worker must fail a job it cannot run with an error that says why, run the
- * ones it can, and go on with the others; nothing the producer wrote may stop
- * the queue or the worker.
+ * that is not JSON, an unknown state, a run_at that is text or out of range,
+ * counts that are no counts, a running job with no lease, huge priorities
+ * (JOB-13, JOB-18). The worker must fail a job it cannot run with an error
+ * that says why, run the ones it can, and go on with the others; nothing the
+ * producer wrote may stop the queue or the worker, nor make a reader throw.
  */
 import { execFile } from 'node:child_process'
 import fc from 'fast-check'
@@ -447,7 +448,7 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
         }
       }),
       // A failing case is reported as found: shrinking it would start a worker per try.
-      { numRuns: 50, endOnFailure: true },
+      { numRuns: 80, endOnFailure: true },
     )
   })
 })
