@@ -7,7 +7,8 @@ import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { DEFAULT_LEASE_MS } from '../limits.js'
 import { counting } from '../queue/counts.js'
-import { positiveInteger, type Queue } from '../queue/define.js'
+import { checkQueue, positiveInteger, type Queue } from '../queue/define.js'
+import { parseStoredValue } from '../queue/stored.js'
 import { jobsChanged, onJobsChanged } from '../queue/wake.js'
 import { adminStatements } from '../sql/admin.js'
 import type { JobState } from '../types.js'
@@ -79,7 +80,7 @@ export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handl
   const maxRuns = positiveInteger(options.maxRuns, 'maxRuns', DEFAULT_MAX_RUNS)
   const connection = connectionOf(db)
   const sql = adminStatements(connection)
-  const definition = queue as Queue
+  const definition = checkQueue(queue)
   const owner = newOwner()
   // The lease outlives the run's timeout, so drain never has to renew it.
   const leaseMs = definition.timeoutMs + DEFAULT_LEASE_MS
@@ -110,7 +111,7 @@ export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handl
       run.abort(timeoutError(definition.timeoutMs))
     }, definition.timeoutMs)
     try {
-      const value = parseValue(job.value)
+      const value = parseStoredValue(job.value)
       end = { kind: 'returned', value: value.ok ? await (handler as Handler<unknown>)(value.value, run) : run.fail(value.error) }
     } catch (error) {
       end = { kind: 'threw', error }
@@ -147,12 +148,4 @@ function tally(result: DrainResult, run: RunContext, job: { state: JobState; err
   const state = job?.state ?? 'canceled'
   if (state === 'done' || state === 'failed' || state === 'scheduled' || state === 'canceled') result[state]++
   result.runs.push({ id: run.id, attempt: run.attempt, state, error: job?.error ?? null })
-}
-
-function parseValue(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
-  try {
-    return { ok: true, value: JSON.parse(text) }
-  } catch (error) {
-    return { ok: false, error: `the job's value is not JSON (${(error as Error).message}); it was written by something other than enqueue` }
-  }
 }
