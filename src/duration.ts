@@ -1,5 +1,5 @@
 import { JobsError } from './errors.js'
-import { MAX_DURATION_MS } from './limits.js'
+import { MAX_DURATION_MS, MAX_TIMER_MS } from './limits.js'
 
 /** A number of milliseconds, or a string such as `'500ms'`, `'5s'`, `'10m'`, `'1h'`, `'1d'`. */
 export type Duration = number | `${number}${DurationUnit}`
@@ -9,9 +9,10 @@ const UNIT_MS: Record<DurationUnit, number> = { ms: 1, s: 1_000, m: 60_000, h: 3
 const DURATION_PATTERN = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/
 
 /**
- * Turns a duration into whole milliseconds.
+ * Turns a duration that is only compared with times (a delay, a backoff, a
+ * retention, a prune age) into whole milliseconds: it may be years long.
  * Throws INVALID_OPTION naming `option` when it is not a non-negative finite
- * duration of at most about 24.8 days.
+ * duration within the span of a Date (8.64e15 ms).
  * @internal
  */
 export function toMs(value: unknown, option: string): number {
@@ -31,9 +32,24 @@ export function toMs(value: unknown, option: string): number {
     throw new JobsError('INVALID_OPTION', `${option}: a duration must be finite and not negative, got ${String(value)}`)
   }
   if (ms > MAX_DURATION_MS) {
-    throw new JobsError('INVALID_OPTION', `${option}: ${String(value)} is longer than the longest duration allowed (${MAX_DURATION_MS} ms)`)
+    throw new JobsError('INVALID_OPTION', `${option}: ${String(value)} is longer than the longest duration allowed (${MAX_DURATION_MS} ms, the span of a Date)`)
   }
   return Math.round(ms)
+}
+
+/**
+ * Turns a duration that a timer waits on directly (a timeout, a lease, a poll
+ * interval) into whole milliseconds. Throws INVALID_OPTION naming `option` as
+ * {@link toMs} does, and past 2^31 - 1 ms (about 24.8 days), the longest a
+ * Node timer waits.
+ * @internal
+ */
+export function toTimerMs(value: unknown, option: string): number {
+  const ms = toMs(value, option)
+  if (ms > MAX_TIMER_MS) {
+    throw new JobsError('INVALID_OPTION', `${option}: ${String(value)} is longer than a timer can wait (${MAX_TIMER_MS} ms, about 24.8 days)`)
+  }
+  return ms
 }
 
 /** @internal */

@@ -1,16 +1,18 @@
 import { JobsError } from './errors.js'
-import { MAX_NAME_BYTES } from './limits.js'
+import { MAX_JSON_DEPTH, MAX_NAME_BYTES } from './limits.js'
 
 /**
  * Encodes `value` as JSON text, refusing what would not come back the same
  * from `JSON.parse`: BigInt, symbols, functions, non-finite numbers, cycles,
- * array holes or undefined elements, and objects that are not plain (a Date,
- * a Map, a class instance). `undefined` object properties are dropped, as
- * JSON does. A top-level `undefined` is refused unless `allowUndefined`, in
- * which case it encodes as `null` SQL (the function returns `null`).
+ * array holes or undefined elements, objects that are not plain (a Date,
+ * a Map, a class instance), and nesting deeper than 1,000 arrays and objects.
+ * `undefined` object properties are dropped, as JSON does. A top-level
+ * `undefined` is refused unless `allowUndefined`, in which case it encodes as
+ * `null` SQL (the function returns `null`).
  *
- * Throws INVALID_VALUE naming the path of the first bad part, and TOO_LARGE
- * when the text is longer than `maxBytes` of UTF-8.
+ * Throws INVALID_VALUE naming the path of the first bad part (or, with the
+ * error as its cause, when reading the value throws: a getter, a Proxy's
+ * trap), and TOO_LARGE when the text is longer than `maxBytes` of UTF-8.
  * @internal
  */
 export function encodeJson(value: unknown, what: string, maxBytes: number, allowUndefined = false): string | null {
@@ -18,15 +20,21 @@ export function encodeJson(value: unknown, what: string, maxBytes: number, allow
     if (allowUndefined) return null
     throw new JobsError('INVALID_VALUE', `${what} is undefined; pass a JSON value (null, a number, a string, an array or a plain object)`)
   }
-  checkJson(value, what, new Set())
-  const text = JSON.stringify(value)
+  let text: string
+  try {
+    checkJson(value, what, new Set(), 1)
+    text = JSON.stringify(value)
+  } catch (error) {
+    if (error instanceof JobsError) throw error
+    throw new JobsError('INVALID_VALUE', `${what} could not be read as JSON: reading it threw ${(error as Error)?.message ?? String(error)}`, { cause: error })
+  }
   if (text.length > maxBytes / 3 && Buffer.byteLength(text, 'utf8') > maxBytes) {
     throw new JobsError('TOO_LARGE', `${what} is ${Buffer.byteLength(text, 'utf8')} bytes of JSON; the limit is ${maxBytes}`)
   }
   return text
 }
 
-function checkJson(value: unknown, path: string, seen: Set<object>): void {
+function checkJson(value: unknown, path: string, seen: Set<object>, depth: number): void {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -37,11 +45,12 @@ function checkJson(value: unknown, path: string, seen: Set<object>): void {
     case 'object': {
       if (value === null) return
       if (seen.has(value)) throw bad(path, 'a cycle')
+      if (depth > MAX_JSON_DEPTH) throw bad(path.length > 80 ? `${path.slice(0, 79)}…` : path, `nested deeper than ${MAX_JSON_DEPTH} arrays and objects`)
       seen.add(value)
       if (Array.isArray(value)) {
         for (let i = 0; i < value.length; i++) {
           if (!(i in value) || value[i] === undefined) throw bad(`${path}[${i}]`, 'undefined, which JSON turns into null')
-          checkJson(value[i], `${path}[${i}]`, seen)
+          checkJson(value[i], `${path}[${i}]`, seen, depth + 1)
         }
       } else {
         const proto = Object.getPrototypeOf(value)
@@ -51,7 +60,7 @@ function checkJson(value: unknown, path: string, seen: Set<object>): void {
         }
         for (const key of Object.keys(value)) {
           const item = (value as Record<string, unknown>)[key]
-          if (item !== undefined) checkJson(item, `${path}.${key}`, seen)
+          if (item !== undefined) checkJson(item, `${path}.${key}`, seen, depth + 1)
         }
       }
       seen.delete(value)

@@ -4,6 +4,8 @@
 export const MAX_NAME_BYTES = 1024
 /** A job's value, a step's answer, a handler's result, as JSON text. */
 export const MAX_VALUE_BYTES = 1024 * 1024
+/** Arrays and objects nested in a value, a step's answer, a result or progress: SQLite's JSON functions read no deeper. */
+export const MAX_JSON_DEPTH = 1_000
 /** A run's progress, as JSON text. */
 export const MAX_PROGRESS_BYTES = 4 * 1024
 /** A kept error message, as UTF-8: a longer one is cut, ending with a marker saying how much was. */
@@ -37,8 +39,12 @@ export const PRUNE_BATCH_SIZE = 500
 export const RESCUE_BATCH_SIZE = 100
 /** How long `stop()` lets aborted handlers settle before it releases their leases. */
 export const STOP_ABORT_GRACE_MS = 1_000
-/** The longest duration any option accepts: about 24.8 days, the most a Node timer can wait. */
-export const MAX_DURATION_MS = 2 ** 31 - 1
+/** The range of a JavaScript Date, in ms either side of the epoch: a stored time beyond it is no time. */
+export const MAX_TIME_MS = 8.64e15
+/** The longest duration that is only compared with times (a delay, a backoff, a retention): the span of a Date, about 273,790 years. */
+export const MAX_DURATION_MS = MAX_TIME_MS
+/** The longest duration a timer waits on directly (a timeout, a lease, a poll interval): about 24.8 days, the most a Node timer can wait. */
+export const MAX_TIMER_MS = 2 ** 31 - 1
 
 /** How long to wait before trying a write again after SQLite said busy. */
 export const BUSY_RETRY_MS = 5

@@ -27,9 +27,19 @@ export interface JobSnapshot<Result = unknown> {
   attempt: number
   /** Attempts the job gets before it fails for good. */
   attempts: number
-  runAt: Date
-  createdAt: Date
+  /** When it may run (a waiting job: since when). Null only when the stored run_at is not a time: see `malformed`. */
+  runAt: Date | null
+  /** When it was added. Null only when the stored created_at is not a time: see `malformed`. */
+  createdAt: Date | null
+  /** When it ended; null while it has not (and when the stored finished_at is not a time: see `malformed`). */
   finishedAt: Date | null
   error: string | null
   result: Result | null
+  /**
+   * The columns whose stored values break the table protocol, by column name, each with its value written as
+   * an SQL literal (`'soon'`, `-1`, `X'00FF'`); null when the row keeps the protocol, as every row the engine
+   * writes does. Only another program writing the tables by hand leaves such values. The field of such a
+   * column holds null (a time), the stored number or NaN when it is no number (a count), or the literal (a text).
+   */
+  malformed: Readonly<Record<string, string>> | null
 }

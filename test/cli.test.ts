@@ -197,6 +197,18 @@ describe('pause, resume and prune', () => {
     expect(missing.stderr).toContain('prune needs --older-than DURATION')
     expect(await cli('prune', '--older-than', 'soon', '--db', t.file)).toMatchObject({ code: 2 })
   })
+
+  test('JOB-13 prune takes ages of months and years: --older-than 30d deletes what ended 40 days ago and keeps what ended 20 days ago', async () => {
+    await seed()
+    const day = 86_400_000
+    t.client.prepare("update jobs_job set finished_at = ? where id = 'reply:1' and queue = 'replies'").run(Date.now() - 40 * day)
+    t.client.prepare("update jobs_job set finished_at = ? where id = 'reply:2' and queue = 'replies'").run(Date.now() - 20 * day)
+    const ran = await cli('prune', '--older-than', '30d', '--db', t.file, '--json')
+    expect(ran.code, ran.stderr).toBe(0)
+    expect(json(ran)).toMatchObject({ deleted: 1 })
+    expect(listJobs(t.db, { queue: replies }).jobs.map((job) => job.id).sort()).toEqual(['reply:2', 'reply:3', 'reply:4', 'reply:5'])
+    expect(json(await cli('prune', '--older-than', '3650d', '--db', t.file, '--json'))).toMatchObject({ deleted: 0 })
+  })
 })
 
 describe('errors and exit codes', () => {

@@ -224,6 +224,103 @@ describe('JOB-13 limits and bad input give a JobsError with its code and write n
     })
   })
 
+  test('JOB-13 defineQueue refuses an array of options, and a backoff whose initial wait is above its max', () => {
+    expect(refusal(() => defineQueue('x', [] as never))).toBe('INVALID_OPTION')
+    for (const backoff of [{ initial: '1h', max: '1s' }, { initial: '2h' }, { max: '500ms' }]) {
+      let caught: unknown
+      try {
+        defineQueue('x', { backoff } as never)
+      } catch (error) {
+        caught = error
+      }
+      expect(caught, JSON.stringify(backoff)).toBeInstanceOf(JobsError)
+      expect((caught as JobsError).code).toBe('INVALID_OPTION')
+      expect((caught as JobsError).message).toMatch(/^backoff.initial: .* is above backoff.max/)
+    }
+    expect(defineQueue('x', { backoff: { initial: '1s', max: '1s' } }).backoff).toEqual({ initialMs: 1_000, maxMs: 1_000 })
+  })
+
+  test('JOB-13 priority: null, a value nested 10,000 deep, a throwing getter or a Proxy are refused, writing nothing, the transaction still usable', () => {
+    let deep: unknown = 1
+    for (let i = 0; i < 10_000; i++) deep = [deep]
+    let deepObject: unknown = null
+    for (let i = 0; i < 10_000; i++) deepObject = { next: deepObject }
+    const boom = new Error('the getter failed')
+    const getter = {
+      get n() {
+        throw boom
+      },
+    }
+    const trap = new Error('the trap failed')
+    const proxy = new Proxy({ n: 1 }, { ownKeys: () => { throw trap } })
+    const revocable = Proxy.revocable({ n: 1 }, {})
+    revocable.revoke()
+    const cases: Array<[string, () => unknown, JobsErrorCode, unknown]> = [
+      ['priority: null', () => enqueue(t.db, replies, { messageId: 1 }, { priority: null as never }), 'INVALID_OPTION', undefined],
+      ['an array 10,000 deep', () => enqueue(t.db, replies, deep as never), 'INVALID_VALUE', undefined],
+      ['an object 10,000 deep', () => enqueue(t.db, replies, deepObject as never), 'INVALID_VALUE', undefined],
+      ['a throwing getter', () => enqueue(t.db, replies, getter as never), 'INVALID_VALUE', boom],
+      ['a Proxy whose trap throws', () => enqueue(t.db, replies, proxy as never), 'INVALID_VALUE', trap],
+      ['a revoked Proxy', () => enqueue(t.db, replies, { inner: revocable.proxy } as never), 'INVALID_VALUE', expect.any(TypeError)],
+      ['a throwing getter in a batch', () => enqueueMany(t.db, replies, [{ value: { messageId: 1 } }, { value: getter as never }]), 'INVALID_VALUE', boom],
+    ]
+    for (const [what, call, code, cause] of cases) {
+      const before = dump(t.client)
+      t.db.transaction((tx) => {
+        tx.insert(notes).values({ text: `before ${what}` }).run()
+        let caught: unknown
+        try {
+          call()
+        } catch (error) {
+          caught = error
+        }
+        expect(caught, what).toBeInstanceOf(JobsError)
+        expect((caught as JobsError).code, what).toBe(code)
+        if (cause !== undefined) expect((caught as JobsError).cause, what).toEqual(cause)
+        tx.insert(notes).values({ text: `after ${what}` }).run()
+      })
+      const after = dump(t.client)
+      expect(after.jobs_job, what).toEqual(before.jobs_job)
+      expect(after.jobs_queue, what).toEqual(before.jobs_queue)
+      expect(count(t.client, 'notes', `text in ('before ${what}', 'after ${what}')`), what).toBe(2)
+    }
+    // 1,000 arrays and objects nested are kept, as deep as SQLite's JSON functions read; one more is refused.
+    let kept: unknown = 1
+    for (let i = 0; i < 1_000; i++) kept = i % 2 ? [kept] : { kept }
+    expect(enqueue(t.db, replies, kept as never, { id: 'deep' }).added).toBe(true)
+    expect(refusal(() => enqueue(t.db, replies, [kept] as never))).toBe('INVALID_VALUE')
+  })
+
+  test('JOB-13 durations only compared with times may be years; durations a timer waits on are capped at about 24.8 days', () => {
+    const day = 86_400_000
+    const long = defineQueue<number>('long', { backoff: { initial: '1d', max: '400d' }, retention: { done: '400d', failed: '30d', canceled: '3650d' } })
+    expect(long).toMatchObject({ backoff: { initialMs: day, maxMs: 400 * day }, retentionMs: { done: 400 * day, failed: 30 * day, canceled: 3650 * day } })
+    const before = Date.now()
+    enqueue(t.db, long, 1, { id: 'next-year', delay: '400d' })
+    expect(jobRow(t.client, 'next-year')).toMatchObject({ state: 'scheduled' })
+    expect(jobRow(t.client, 'next-year')!.run_at).toBeGreaterThanOrEqual(before + 400 * day)
+    expect(jobRow(t.client, 'next-year')!.run_at).toBeLessThanOrEqual(Date.now() + 400 * day)
+
+    const rows = dump(t.client)
+    for (const options of [{ timeout: '30d' }, { timeout: 2 ** 31 }]) {
+      let caught: unknown
+      try {
+        defineQueue('timer', options as never)
+      } catch (error) {
+        caught = error
+      }
+      expect(caught).toBeInstanceOf(JobsError)
+      expect((caught as JobsError).code).toBe('INVALID_OPTION')
+      expect((caught as JobsError).message).toMatch(/^timeout: .*timer/)
+    }
+    expect(refusal(() => work(t.db, long, () => {}, { lease: '30d' }))).toBe('INVALID_OPTION')
+    expect(refusal(() => work(t.db, long, () => {}, { pollInterval: '25d' }))).toBe('INVALID_OPTION')
+    // A time past the range of a Date is no time: such a delay is refused, as such a runAt is.
+    expect(refusal(() => enqueue(t.db, long, 2, { delay: '100000000d' }))).toBe('INVALID_OPTION')
+    expect(refusal(() => defineQueue('too-long', { retention: { done: '100000001d' } }))).toBe('INVALID_OPTION')
+    expect(dump(t.client)).toEqual(rows)
+  })
+
   test('JOB-13 SCHEMA_MISSING says which command to run', () => {
     const client = new Database(join(tempDir(), 'bare.db'))
     const db = drizzle(client)

@@ -16,7 +16,10 @@ import { waitFor } from './reliability/processes.js'
 const MAX_NAME_BYTES = 1024
 const MAX_VALUE_BYTES = 1024 * 1024
 const MAX_PROGRESS_BYTES = 4 * 1024
-const MAX_DURATION_MS = 2 ** 31 - 1
+/** Durations a timer waits on (a timeout, a lease, a poll interval): about 24.8 days. */
+const MAX_TIMER_MS = 2 ** 31 - 1
+/** Durations only compared with times (a delay, a backoff, a retention): the span of a Date. */
+const MAX_DURATION_MS = 8.64e15
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
 
 /** An input, and what the contract says of it: the value it stands for, or the codes a refusal may carry. */
@@ -34,18 +37,24 @@ function attempt<T>(call: () => T): { value: T } | { error: JobsError } {
   }
 }
 
-// Durations: a number of ms or '<number><unit>', from 0 to about 24.8 days; anything else is INVALID_OPTION.
-const validDuration: fc.Arbitrary<Case<unknown>> = fc.oneof(
-  fc.integer({ min: 0, max: MAX_DURATION_MS }).map((ms) => ok(ms, ms)),
-  fc.tuple(fc.integer({ min: 0, max: 500 }), fc.constantFrom(...(Object.keys(UNIT_MS) as (keyof typeof UNIT_MS)[]))).map(([n, unit]) => (n * UNIT_MS[unit] > MAX_DURATION_MS ? refused(`${n}${unit}`, 'INVALID_OPTION') : ok(`${n}${unit}`, n * UNIT_MS[unit]))),
-  fc.double({ min: 0, max: 10_000, noNaN: true }).map((ms) => ok(ms, Math.round(ms))),
-)
-const invalidDuration: fc.Arbitrary<Case<unknown>> = fc.oneof(
-  fc.constantFrom(-1, -0.5, Number.NaN, Infinity, -Infinity, MAX_DURATION_MS + 1, 1e300, '', 'soon', '5 years', '-5s', '5x', 's', 'NaN', '1h30', null, true, {}, [], 10n).map((v) => refused(v, 'INVALID_OPTION')),
-  fc.integer({ min: 25, max: 1_000 }).map((days) => refused(`${days}d`, 'INVALID_OPTION')),
-)
-const duration = fc.oneof(validDuration, invalidDuration)
-const positiveDuration = fc.oneof(validDuration.map((c) => (c.ok && c.expected === 0 ? refused(c.input, 'INVALID_OPTION') : c)), invalidDuration)
+// Durations: a number of ms or '<number><unit>', from 0 to the longest of their kind; anything else is INVALID_OPTION.
+function durationOf(max: number): fc.Arbitrary<Case<unknown>> {
+  const measured = (input: unknown, ms: number): Case<unknown> => (ms > max ? refused(input, 'INVALID_OPTION') : ok(input, Math.round(ms)))
+  const valid = fc.oneof(
+    fc.integer({ min: 0, max: MAX_TIMER_MS }).map((ms) => measured(ms, ms)),
+    fc.tuple(fc.integer({ min: 0, max: 500 }), fc.constantFrom(...(Object.keys(UNIT_MS) as (keyof typeof UNIT_MS)[]))).map(([n, unit]) => measured(`${n}${unit}`, n * UNIT_MS[unit])),
+    fc.double({ min: 0, max: 10_000, noNaN: true }).map((ms) => measured(ms, ms)),
+  )
+  const long = fc.oneof(
+    fc.integer({ min: 25, max: 100_000 }).map((days) => measured(`${days}d`, days * UNIT_MS.d)),
+    fc.constantFrom(MAX_TIMER_MS + 1, MAX_DURATION_MS, MAX_DURATION_MS + 1).map((ms) => measured(ms, ms)),
+    fc.constantFrom(100_000_000, 100_000_001).map((days) => measured(`${days}d`, days * UNIT_MS.d)),
+  )
+  const invalid = fc.constantFrom(-1, -0.5, Number.NaN, Infinity, -Infinity, 1e300, '', 'soon', '5 years', '-5s', '5x', 's', 'NaN', '1h30', null, true, {}, [], 10n).map((v) => refused(v, 'INVALID_OPTION'))
+  return fc.oneof(valid, long, invalid)
+}
+const duration = durationOf(MAX_DURATION_MS)
+const positiveTimerDuration = durationOf(MAX_TIMER_MS).map((c) => (c.ok && c.expected === 0 ? refused(c.input, 'INVALID_OPTION') : c))
 
 // Names (queue names, ids, groups, step names): strings of 1 to 1,024 bytes of UTF-8.
 const validName: fc.Arbitrary<Case<unknown>> = fc.oneof(
@@ -88,8 +97,7 @@ const value = fc.oneof({ arbitrary: validValue, weight: 4 }, { arbitrary: invali
 const priority: fc.Arbitrary<Case<unknown>> = fc.oneof(
   fc.integer({ min: -1_000_000, max: 1_000_000 }).map((p) => ok(p, p)),
   fc.constantFrom(Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER).map((p) => ok(p, p)),
-  fc.constant(ok(null, 0)),
-  fc.constantFrom(0.5, -1.25, Number.NaN, Infinity, Number.MAX_SAFE_INTEGER + 2, '1', true, 10n).map((p) => refused(p, 'INVALID_OPTION')),
+  fc.constantFrom(null, 0.5, -1.25, Number.NaN, Infinity, Number.MAX_SAFE_INTEGER + 2, '1', true, 10n).map((p) => refused(p, 'INVALID_OPTION')),
 )
 const runAt: fc.Arbitrary<Case<unknown>> = fc.oneof(
   fc.integer({ min: 0, max: 4_102_444_800_000 }).map((ms) => ok(ms, ms)),
@@ -135,7 +143,7 @@ describe('JOB-13 defineQueue and work with random options', () => {
         fc.record({ total: fc.integer({ min: 1, max: 50 }), perGroup: fc.integer({ min: 1, max: 5 }) }).map((c) => ok(c, c)),
         fc.constantFrom(0, -2, 1.5, 'many', { total: 0 }, { perGroup: -1 }, { each: 2 }, []).map((v) => refused(v, 'INVALID_OPTION')),
       ),
-      timeout: positiveDuration,
+      timeout: positiveTimerDuration,
       maxWaiting: fc.oneof(fc.integer({ min: 1, max: 10_000_000 }).map((n) => ok(n, n)), fc.constantFrom(0, -5, 2.5, '10').map((v) => refused(v, 'INVALID_OPTION'))),
       retention: fc.record({ done: duration, failed: duration, canceled: duration }, { requiredKeys: [] }),
       unknown: fc.constantFrom(refused(1, 'INVALID_OPTION')),
@@ -156,6 +164,10 @@ describe('JOB-13 defineQueue and work with random options', () => {
           if (key === 'backoff' || key === 'retention') options[key] = Object.fromEntries(Object.entries(part as Record<string, Case<unknown>>).map(([k, p]) => [k, collect(`${key}.${k}`, p)]))
           else options[key] = collect(key, part as Case<unknown>)
         }
+        // A backoff whose initial wait is above its max (either may be the default) is refused too.
+        const initial = parts.backoff?.initial ?? ok(undefined, 1_000)
+        const max = parts.backoff?.max ?? ok(undefined, 3_600_000)
+        if (initial.ok && max.ok && (initial.expected as number) > (max.expected as number)) codes.add('INVALID_OPTION')
         const outcome = attempt(() => defineQueue(queueName.input as string, options))
         if (codes.size > 0) {
           expect('error' in outcome, `expected a refusal for ${String(queueName.input).slice(0, 20)} ${JSON.stringify(options, (_, v) => (typeof v === 'bigint' ? `${v}n` : v))}`).toBe(true)
@@ -194,7 +206,7 @@ describe('JOB-13 defineQueue and work with random options', () => {
   test('JOB-13 work starts with good options and refuses bad ones with INVALID_OPTION, before it claims anything', async () => {
     const queue = defineQueue('work-options')
     const slots = fc.oneof(fc.integer({ min: 1, max: 100 }).map((n) => ok(n, n)), fc.constantFrom(0, -1, 2.5, '4', null).map((v) => refused(v, 'INVALID_OPTION')))
-    const workOptions = fc.record({ slots, pollInterval: positiveDuration, lease: positiveDuration, surprise: fc.constant(refused(true, 'INVALID_OPTION')) }, { requiredKeys: [] })
+    const workOptions = fc.record({ slots, pollInterval: positiveTimerDuration, lease: positiveTimerDuration, surprise: fc.constant(refused(true, 'INVALID_OPTION')) }, { requiredKeys: [] })
     const handler = fc.oneof(fc.constant(ok(() => undefined)), fc.constantFrom(null, 'handler', {}).map((v) => refused(v, 'INVALID_OPTION')))
     await fc.assert(
       fc.asyncProperty(workOptions, handler, async (parts, handlerCase) => {
@@ -251,6 +263,8 @@ describe('JOB-13 enqueue and enqueueMany with random input, inside the caller\'s
         const options = Object.fromEntries(Object.entries(partsWithId).map(([key, part]) => [key, part.input]))
         const codes = [valueCase, ...Object.values(partsWithId)].flatMap((part) => (part.ok ? [] : part.codes))
         if (parts.delay && parts.runAt) codes.push('INVALID_OPTION')
+        // A delay that reaches past the range of a Date gives no time to run at.
+        if (parts.delay?.ok && (parts.delay.expected as number) + Date.now() > MAX_DURATION_MS) codes.push('INVALID_OPTION')
         const heldBefore = typeof options.id === 'string' ? (t.client.prepare('select seq from jobs_job where queue = ? and id = ?').get('props', options.id) as { seq: number } | undefined) : undefined
         const started = Date.now()
         const answer = inTransaction((tx) => enqueue(tx, queue, valueCase.input, options), codes.length > 0 ? codes : null)
@@ -436,7 +450,7 @@ describe('JOB-13 inside a run: step names and answers, progress, outcome argumen
   })
 
   test('JOB-08 random handler outcomes lead to the states of SPEC §5: returned values, non-JSON results, fail, retry, snooze, throws', async () => {
-    const longDelay = fc.integer({ min: 10 * 60_000, max: MAX_DURATION_MS })
+    const longDelay = fc.oneof(fc.integer({ min: 10 * 60_000, max: MAX_TIMER_MS }), fc.integer({ min: 25, max: 100_000 }).map((days) => days * UNIT_MS.d))
     type Ending =
       | { kind: 'return'; value: Case<unknown> }
       | { kind: 'fail'; reason: unknown }

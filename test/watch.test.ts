@@ -68,7 +68,7 @@ describe('watch', () => {
       expect(seen[0]!.ahead).toBe(0)
       expect(seen.slice(1).every((s) => s.ahead === null)).toBe(true)
       expect(seen[3]!.error).toBe('the model is overloaded')
-      expect(seen[3]!.runAt.getTime()).toBeGreaterThan(seen[0]!.runAt.getTime())
+      expect(seen[3]!.runAt!.getTime()).toBeGreaterThan(seen[0]!.runAt!.getTime())
       expect(seen[4]!.progress).toBeNull()
       const done = seen[6]!
       expect(done).toMatchObject({ id: 'reply:1', queue: 'flaky', group: null, state: 'done', attempts: 3, error: null, result: { text: 'you said hi' } })

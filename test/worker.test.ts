@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm'
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { defineQueue, enqueue, enqueueMany, isJobsError, queueCounts, JobsError, work, type Handler, type Queue, type Run, type SyncDatabase, type WorkOptions, type Worker } from '../src/index.js'
 import { backoffMs } from '../src/engine/backoff.js'
@@ -49,6 +50,54 @@ function printed(child: Child, text: string): Promise<void> {
     void child.exited.then((code) => reject(new Error(`the child ended (${code}) before printing ${text}`)))
   })
 }
+
+describe('JOB-13 work refuses what it cannot use', () => {
+  test('JOB-13 work refuses a non-function onError, a bad clock and something that is not a queue, writing nothing, the transaction still usable', async () => {
+    const q = defineQueue('real')
+    enqueue(t.db, q, 1, { id: 'waits' })
+    t.client.exec('create table notes (id integer primary key, text text not null)')
+    const cases: Array<[string, () => unknown, RegExp]> = [
+      ['onError a string', () => work(t.db, q, () => {}, { onError: 'log' as never }), /^onError/],
+      ['clock a number', () => work(t.db, q, () => {}, { clock: 5 as never }), /^clock/],
+      ['clock that answers a string', () => work(t.db, q, () => {}, { clock: (() => 'now') as never }), /^clock/],
+      ['clock that answers NaN', () => work(t.db, q, () => {}, { clock: () => Number.NaN }), /^clock/],
+      ['clock that throws', () => work(t.db, q, () => {}, { clock: () => { throw new Error('no time') } }), /^clock/],
+      ['a plain object named like a queue', () => work(t.db, { name: 'fake' } as never, () => {}), /^queue/],
+      ['a copy of a queue', () => work(t.db, { ...q } as never, () => {}), /^queue/],
+      ['a queue name', () => work(t.db, 'real' as never, () => {}), /^queue/],
+      ['no queue', () => work(t.db, undefined as never, () => {}), /^queue/],
+      ['options null', () => work(t.db, q, () => {}, null as never), /^options/],
+    ]
+    const errors: unknown[] = []
+    const logged = console.error
+    console.error = (...args: unknown[]) => errors.push(args)
+    try {
+      for (const [what, call, message] of cases) {
+        const before = { jobs: t.client.prepare('select * from jobs_job').all(), leases: t.client.prepare('select * from jobs_lease').all() }
+        t.db.transaction((tx) => {
+          tx.run(sql`insert into notes (text) values (${`before ${what}`})`)
+          let caught: unknown
+          try {
+            const worker = call()
+            if (worker) workers.push(worker as Worker)
+          } catch (error) {
+            caught = error
+          }
+          expect(caught, what).toBeInstanceOf(JobsError)
+          expect((caught as JobsError).code, what).toBe('INVALID_OPTION')
+          expect((caught as JobsError).message, what).toMatch(message)
+          tx.run(sql`insert into notes (text) values (${`after ${what}`})`)
+        })
+        expect({ jobs: t.client.prepare('select * from jobs_job').all(), leases: t.client.prepare('select * from jobs_lease').all() }, what).toEqual(before)
+        expect(count(t.client, 'notes', `text in ('before ${what}', 'after ${what}')`), what).toBe(2)
+      }
+    } finally {
+      console.error = logged
+    }
+    expect(errors).toEqual([])
+    expect(state('waits')).toBe('waiting')
+  })
+})
 
 describe('JOB-08 each handler outcome leads to the state SPEC §5 gives', () => {
   test('JOB-08 returning ends the job done, keeping a JSON result', async () => {
@@ -111,6 +160,29 @@ describe('JOB-08 each handler outcome leads to the state SPEC §5 gives', () => 
     const before = Date.now()
     await waitFor(() => jobRow(t.client, 'later')?.attempts === 1 && state('later') === 'scheduled', 'the retry to be scheduled')
     expect(jobRow(t.client, 'later')!.run_at).toBeGreaterThanOrEqual(before + 20)
+  })
+
+  test('JOB-08 run.retry and run.snooze take delays of months and years, and the idle worker waits on them without overflowing a timer', async () => {
+    const day = 86_400_000
+    const q = defineQueue<string>('long-waits', { attempts: 3 })
+    enqueueMany(t.db, q, [{ value: 'retry', id: 'retry' }, { value: 'snooze', id: 'snooze' }])
+    const warnings: Error[] = []
+    const onWarning = (warning: Error) => warnings.push(warning)
+    process.on('warning', onWarning)
+    try {
+      const before = Date.now()
+      start(t.db, q, (value, run) => (value === 'retry' ? run.retry('400d') : run.snooze('3650d')))
+      await waitFor(() => state('retry') === 'scheduled' && state('snooze') === 'scheduled', 'both jobs to be scheduled')
+      expect(jobRow(t.client, 'retry')).toMatchObject({ attempts: 1, error: null })
+      expect(jobRow(t.client, 'snooze')).toMatchObject({ attempts: 0, error: null })
+      expect(jobRow(t.client, 'retry')!.run_at).toBeGreaterThanOrEqual(before + 400 * day)
+      expect(jobRow(t.client, 'snooze')!.run_at).toBeGreaterThanOrEqual(before + 3650 * day)
+      // Node warns (TimeoutOverflowWarning) when a timer is asked to wait past 2^31 - 1 ms; let the event loop turn so it would have.
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(warnings.filter((warning) => warning.name === 'TimeoutOverflowWarning')).toEqual([])
+    } finally {
+      process.off('warning', onWarning)
+    }
   })
 
   test('JOB-08 run.snooze schedules the job at now + delay without counting the attempt', async () => {
@@ -626,6 +698,17 @@ describe('waking and pruning', () => {
     } finally {
       vi.useRealTimers()
     }
+  })
+
+  test('JOB-13 a retention of 30 days prunes a job that failed 40 days ago and keeps one that failed 20 days ago', async () => {
+    const day = 86_400_000
+    const q = defineQueue('kept-a-month', { retention: { failed: '30d' }, attempts: 1 })
+    enqueueMany(t.db, q, [{ value: 'old', id: 'old' }, { value: 'recent', id: 'recent' }])
+    t.client.prepare(`update jobs_job set state = 'failed', finished_at = ? where id = 'old'`).run(Date.now() - 40 * day)
+    t.client.prepare(`update jobs_job set state = 'failed', finished_at = ? where id = 'recent'`).run(Date.now() - 20 * day)
+    start(t.db, q, () => 'ok')
+    await waitFor(() => jobRow(t.client, 'old') === undefined, 'the job that failed 40 days ago to be pruned')
+    expect(state('recent')).toBe('failed')
   })
 
   test('ended jobs are pruned after their retention, in small batches', async () => {

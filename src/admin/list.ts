@@ -5,6 +5,7 @@ import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { adminStatements, type AdminStatements } from '../sql/admin.js'
 import type { JobSnapshot, JobState } from '../types.js'
+import { StoredColumns } from '../queue/stored.js'
 import { queueNameOf, type QueueRef } from './ref.js'
 
 /** A job's row as the admin API shows it: a snapshot's fields (without the live ones) and the row's own. */
@@ -22,8 +23,8 @@ export interface JobRecord extends Omit<JobSnapshot, 'ahead' | 'progress'> {
 export interface JobDetail extends JobRecord {
   /** The steps kept so far, in the order they finished (none once the job has ended). */
   steps: { name: string; answer: unknown }[]
-  /** Who runs it, which attempt, until when; null unless it is running. */
-  lease: { owner: string; attempt: number; expiresAt: Date } | null
+  /** Who runs it, which attempt, until when (null when the stored expires_at is not a time: see `malformed`); null unless it is running. */
+  lease: { owner: string; attempt: number; expiresAt: Date | null } | null
 }
 
 /** What {@link listJobs} selects. Every filter is optional. */
@@ -137,9 +138,13 @@ export function inspectJob(db: SyncDatabase, queue: QueueRef, id: string): JobDe
   const read = () => {
     const row = sql.jobRecord.get(name, id) as JobRow | undefined
     if (!row) return undefined
-    const steps = (sql.jobSteps.all(row.seq) as { name: string; answer: string | null }[]).map((step) => ({ name: step.name, answer: parseJson(step.answer) }))
-    const lease = sql.jobLease.get(row.seq) as { owner: string; attempt: number; expiresAt: number } | undefined
-    return { ...toRecord(row), steps, lease: lease ? { owner: lease.owner, attempt: lease.attempt, expiresAt: new Date(lease.expiresAt) } : null }
+    const steps = (sql.jobSteps.all(row.seq) as { name: string; answer: string | null }[]).map((step) => ({ name: step.name, answer: new StoredColumns().json(step.answer, 'answer') }))
+    const lease = sql.jobLease.get(row.seq) as { owner: unknown; attempt: unknown; expiresAt: unknown } | undefined
+    const record = toRecord(row)
+    const stored = new StoredColumns()
+    const held = lease && { owner: stored.text(lease.owner, 'lease.owner'), attempt: stored.count(lease.attempt, 'lease.attempt', 1), expiresAt: stored.time(lease.expiresAt, 'lease.expires_at') }
+    const malformed = record.malformed || stored.malformed ? { ...record.malformed, ...stored.malformed } : null
+    return { ...record, steps, lease: held ?? null, malformed }
   }
   return connection.client.inTransaction ? read() : connection.client.transaction(read).deferred()
 }
@@ -152,7 +157,7 @@ function findById(sql: AdminStatements, queue: string | null, id: string, state:
     .map(toRecord)
 }
 
-/** @internal */
+/** A job's row as the admin statements answer it; another program may have stored other types in any column (toRecord reads them as stored). @internal */
 export interface JobRow {
   seq: number
   queue: string
@@ -171,39 +176,37 @@ export interface JobRow {
   result: string | null
 }
 
-/** @internal */
+/** The row as a record, showing what another program stored as it is (JOB-18). @internal */
 export function toRecord(row: JobRow): JobRecord {
+  const stored = new StoredColumns()
   return {
     seq: row.seq,
-    queue: row.queue,
-    id: row.id,
-    group: row.grp,
-    value: parseJson(row.value),
-    state: row.state,
-    priority: row.priority,
-    attempt: row.attempts,
-    attempts: row.maxAttempts,
-    runAt: new Date(row.runAt),
-    createdAt: new Date(row.createdAt),
-    finishedAt: row.finishedAt === null ? null : new Date(row.finishedAt),
-    error: row.error,
-    errorStack: row.errorStack,
-    result: parseJson(row.result),
+    queue: stored.text(row.queue, 'queue'),
+    id: stored.text(row.id, 'id'),
+    group: stored.optionalText(row.grp, 'grp'),
+    value: stored.json(row.value, 'value'),
+    state: stored.state(row.state),
+    priority: stored.wholeNumber(row.priority, 'priority'),
+    attempt: stored.count(row.attempts, 'attempts', 0),
+    attempts: stored.count(row.maxAttempts, 'max_attempts', 1),
+    runAt: stored.time(row.runAt, 'run_at'),
+    createdAt: stored.time(row.createdAt, 'created_at'),
+    finishedAt: stored.time(row.finishedAt, 'finished_at'),
+    error: stored.optionalText(row.error, 'error'),
+    errorStack: stored.optionalText(row.errorStack, 'error_stack'),
+    result: stored.json(row.result, 'result'),
+    malformed: stored.malformed,
   }
 }
 
-function parseJson(text: string | null): unknown {
-  if (text === null) return null
-  try {
-    return JSON.parse(text)
-  } catch {
-    return text
-  }
-}
+/** A sort key: a number as the engine writes them, or, stored by another program, a text or a blob (SQLite orders numbers, then texts, then blobs). */
+type Key = number | string | Buffer
+type Keys = [Key, Key?, Key?]
 
-type Keys = [number, number?, number?]
-
-/** Keys that sort before (or, for descending listings, after) every row. */
+/**
+ * Keys that sort before (or, for descending listings, after) every row. An ended job's finish time sorts
+ * before an empty blob whether it is a number or, stored by another program, a text.
+ */
 function firstKeys(listing: Listing): Keys {
   switch (listing) {
     case 'waiting':
@@ -211,7 +214,7 @@ function firstKeys(listing: Listing): Keys {
     case 'scheduled':
       return [-Infinity, -Infinity]
     case 'ended':
-      return [Infinity, Infinity]
+      return [Buffer.alloc(0), Infinity]
     default:
       return [Infinity]
   }
@@ -233,7 +236,23 @@ function lastKeys(listing: Listing, row: JobRow): Keys {
 const KEY_COUNT: Record<Listing, number> = { waiting: 3, scheduled: 2, running: 1, ended: 2, newest: 1 }
 
 function encodeCursor(listing: Listing, keys: Keys): string {
-  return Buffer.from(JSON.stringify([listing, ...keys])).toString('base64url')
+  return Buffer.from(JSON.stringify([listing, ...keys.map(encodeKey)])).toString('base64url')
+}
+
+/** A key as JSON: what JSON cannot hold (a blob, an infinite number) as a tagged text. */
+function encodeKey(key: Key | undefined): unknown {
+  if (Buffer.isBuffer(key)) return { blob: key.toString('base64') }
+  if (typeof key === 'number' && !Number.isFinite(key)) return { number: String(key) }
+  return key
+}
+
+function decodeKey(key: unknown): Key | undefined {
+  if ((typeof key === 'number' && Number.isFinite(key)) || typeof key === 'string') return key
+  if (typeof key !== 'object' || key === null) return undefined
+  const { blob, number } = key as { blob?: unknown; number?: unknown }
+  if (typeof blob === 'string') return Buffer.from(blob, 'base64')
+  if (number === 'Infinity' || number === '-Infinity') return Number(number)
+  return undefined
 }
 
 function decodeCursor(cursor: unknown, listing: Listing): Keys {
@@ -247,9 +266,9 @@ function decodeCursor(cursor: unknown, listing: Listing): Keys {
     !Array.isArray(parsed) ||
     parsed[0] !== listing ||
     parsed.length !== KEY_COUNT[listing] + 1 ||
-    !parsed.slice(1).every((key) => typeof key === 'number' && Number.isFinite(key))
+    !parsed.slice(1).every((key) => decodeKey(key) !== undefined)
   ) {
     throw new JobsError('INVALID_OPTION', 'cursor: not the `next` of a page of this same listing (same queue and state); start again without a cursor')
   }
-  return parsed.slice(1) as Keys
+  return parsed.slice(1).map(decodeKey) as Keys
 }

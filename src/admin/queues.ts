@@ -1,6 +1,7 @@
 /** Pausing and resuming queues, and their counts by state. */
 import { connectionOf, type SyncDatabase } from '../connection.js'
 import { jobsChanged } from '../engine/wake.js'
+import { sqlLiteral } from '../queue/stored.js'
 import { adminStatements } from '../sql/admin.js'
 import { queueNameOf, type QueueRef } from './ref.js'
 
@@ -83,5 +84,6 @@ export function queueCounts(db: SyncDatabase, queue?: QueueRef): QueueCounts | Q
 
 function toCounts(row: CountsRow): QueueCounts {
   const { name, paused, ...counts } = row
-  return { queue: name, paused: paused !== 0, ...counts }
+  // A name another program stored as a blob is shown as its SQL literal.
+  return { queue: typeof name === 'string' ? name : sqlLiteral(name), paused: paused !== 0, ...counts }
 }

@@ -12,7 +12,7 @@ import { toMs } from '../duration.js'
 import { isJobsError } from '../errors.js'
 import type { EndedState, JobState } from '../types.js'
 import { CliError, EXIT, usageError } from './exit.js'
-import { json, oneLine, printable, printableLines, relative, span, table } from './format.js'
+import { json, moment, number, oneLine, printable, printableLines, relative, span, table } from './format.js'
 import type { OpenDatabase } from './open.js'
 
 export interface Args {
@@ -77,16 +77,16 @@ export function list(open: OpenDatabase, args: Args): Output {
     ...(args.cursor === undefined ? {} : { cursor: args.cursor }),
   })
   const now = Date.now()
-  const rows = page.jobs.map((job) => [job.queue, job.id, job.state, job.group ?? '', `${job.attempt}/${job.attempts}`, when(job, now), oneLine(job.error, 60)])
+  const rows = page.jobs.map((job) => [job.queue, job.id, job.state, job.group ?? '', `${number(job.attempt, job.malformed?.attempts)}/${number(job.attempts, job.malformed?.max_attempts)}`, when(job, now), oneLine(job.error, 60)])
   const lines = [page.jobs.length === 0 ? 'no job matches' : table(['queue', 'id', 'state', 'group', 'attempt', 'when', 'error'], rows)]
   if (page.next) lines.push('', `more: add --cursor ${page.next}`)
   return { text: lines.join('\n'), json: page }
 }
 
 function when(job: JobRecord, now: number): string {
-  if (job.finishedAt) return `ended ${relative(job.finishedAt, now)}`
+  if (job.finishedAt || job.malformed?.finished_at) return `ended ${relative(job.finishedAt, now, job.malformed?.finished_at)}`
   if (job.state === 'running') return 'running'
-  return `${job.runAt.getTime() > now ? 'runs' : 'due'} ${relative(job.runAt, now)}`
+  return `${job.runAt && job.runAt.getTime() > now ? 'runs' : 'due'} ${relative(job.runAt, now, job.malformed?.run_at)}`
 }
 
 /** `show ID`: one job in full. */
@@ -103,13 +103,16 @@ function describeJob(job: JobDetail, now: number): string {
     `queue      ${printable(job.queue)}`,
     `state      ${printable(job.state)}`,
     `group      ${job.group === null ? '-' : printable(job.group)}`,
-    `priority   ${job.priority}`,
-    `attempts   ${job.attempt} of ${job.attempts}`,
-    `added      ${job.createdAt.toISOString()} (${relative(job.createdAt, now)})`,
-    `run at     ${job.runAt.toISOString()} (${relative(job.runAt, now)})`,
-    `ended      ${job.finishedAt ? `${job.finishedAt.toISOString()} (${relative(job.finishedAt, now)})` : '-'}`,
+    `priority   ${number(job.priority, job.malformed?.priority)}`,
+    `attempts   ${number(job.attempt, job.malformed?.attempts)} of ${number(job.attempts, job.malformed?.max_attempts)}`,
+    `added      ${moment(job.createdAt, now, job.malformed?.created_at)}`,
+    `run at     ${moment(job.runAt, now, job.malformed?.run_at)}`,
+    `ended      ${moment(job.finishedAt, now, job.malformed?.finished_at)}`,
   ]
-  if (job.lease) lines.push(`lease      attempt ${job.lease.attempt} by ${printable(job.lease.owner)}, expires ${relative(job.lease.expiresAt, now)}`)
+  if (job.lease) {
+    const { attempt, owner, expiresAt } = job.lease
+    lines.push(`lease      attempt ${number(attempt, job.malformed?.['lease.attempt'])} by ${printable(owner)}, expires ${relative(expiresAt, now, job.malformed?.['lease.expires_at'])}`)
+  }
   lines.push('', 'value', indent(json(job.value)))
   if (job.result !== null) lines.push('', 'result', indent(json(job.result)))
   if (job.error !== null) lines.push('', 'error', indent(printableLines(job.errorStack ?? job.error)))

@@ -40,11 +40,21 @@ export function table(header: readonly string[], rows: readonly (readonly string
 /** A span of milliseconds the way a person reads it: 850ms, 12s, 4m 05s, 3h 20m, 2d 4h. */
 export const span = humanSpan
 
-/** A time relative to now: "in 5s", "3m 02s ago". */
-export function relative(date: Date | null, now: number): string {
-  if (date === null) return '-'
+/** A time relative to now: "in 5s", "3m 02s ago"; for a stored value that is not a time, that value as stored. */
+export function relative(date: Date | null, now: number, stored?: string): string {
+  if (date === null) return stored === undefined ? '-' : `${printable(stored)} (not a time)`
   const ms = date.getTime() - now
   return ms > 0 ? `in ${span(ms)}` : `${span(-ms)} ago`
+}
+
+/** A time in full, and relative to now; for a stored value that is not a time, that value as stored. */
+export function moment(date: Date | null, now: number, stored?: string): string {
+  return date === null ? relative(date, now, stored) : `${date.toISOString()} (${relative(date, now)})`
+}
+
+/** A number as the row holds it: its stored value where that breaks the table protocol. */
+export function number(value: number, stored?: string): string {
+  return stored === undefined ? String(value) : printable(stored)
 }
 
 /** Cuts text to one line of at most `max` characters, {@link printable}. */

@@ -142,9 +142,9 @@ function jobsList(ctx: ViewContext, view: Extract<View, { page: 'queue' }>, now:
 <td><a href="${jobPath(ctx, job.queue, job.id)}">${job.id}</a></td>
 <td>${stateBadge(job.state)}</td>
 <td>${job.group ?? ''}</td>
-<td class="num">${job.attempt}/${job.attempts}</td>
-<td class="num">${job.priority}</td>
-<td>${time(job.createdAt, now)}</td>
+<td class="num">${stored(job.attempt, job.malformed?.attempts)}/${stored(job.attempts, job.malformed?.max_attempts)}</td>
+<td class="num">${stored(job.priority, job.malformed?.priority)}</td>
+<td>${time(job.createdAt, now, job.malformed?.created_at)}</td>
 <td>${when(job, now)}</td>
 <td class="wrap">${oneLine(job.error, 80)}</td>
 </tr>`,
@@ -155,9 +155,9 @@ ${page.next ? html`<p class="pager"><a href="${listPath(ctx, view, { cursor: pag
 }
 
 function when(job: JobRecord, now: number): Html {
-  if (job.finishedAt) return html`ended ${time(job.finishedAt, now)}`
+  if (job.finishedAt || job.malformed?.finished_at) return html`ended ${time(job.finishedAt, now, job.malformed?.finished_at)}`
   if (job.state === 'running') return html`running`
-  return html`${job.runAt.getTime() > now ? 'runs' : 'due'} ${time(job.runAt, now)}`
+  return html`${job.runAt && job.runAt.getTime() > now ? 'runs' : 'due'} ${time(job.runAt, now, job.malformed?.run_at)}`
 }
 
 function jobBody(ctx: ViewContext, view: Extract<View, { page: 'job' }>, now: number, progress?: { value: unknown }): Html {
@@ -170,13 +170,13 @@ function jobBody(ctx: ViewContext, view: Extract<View, { page: 'job' }>, now: nu
 <div class="card"><h2>Job</h2><dl class="facts">
 <dt>queue</dt><dd><a href="${queuePath(ctx, job.queue)}">${job.queue}</a></dd>
 <dt>group</dt><dd>${job.group ?? '–'}</dd>
-<dt>priority</dt><dd>${job.priority}</dd>
-<dt>attempts</dt><dd data-attempts>${job.attempt} of ${job.attempts}</dd>
+<dt>priority</dt><dd>${stored(job.priority, job.malformed?.priority)}</dd>
+<dt>attempts</dt><dd data-attempts>${stored(job.attempt, job.malformed?.attempts)} of ${stored(job.attempts, job.malformed?.max_attempts)}</dd>
 ${snapshot?.ahead !== null && snapshot?.ahead !== undefined ? html`<dt>ahead</dt><dd data-ahead>${snapshot.ahead >= 10_000 ? '10,000 or more' : snapshot.ahead}</dd>` : ''}
-<dt>added</dt><dd>${time(job.createdAt, now)}</dd>
-<dt>${job.runAt.getTime() > now ? 'runs' : 'run at'}</dt><dd>${time(job.runAt, now)}</dd>
-<dt>ended</dt><dd>${job.finishedAt ? time(job.finishedAt, now) : '–'}</dd>
-${job.lease ? html`<dt>lease</dt><dd>attempt ${job.lease.attempt} by <code>${job.lease.owner}</code>, expires ${time(job.lease.expiresAt, now)}</dd>` : ''}
+<dt>added</dt><dd>${time(job.createdAt, now, job.malformed?.created_at)}</dd>
+<dt>${job.runAt && job.runAt.getTime() > now ? 'runs' : 'run at'}</dt><dd>${time(job.runAt, now, job.malformed?.run_at)}</dd>
+<dt>ended</dt><dd>${job.finishedAt || job.malformed?.finished_at ? time(job.finishedAt, now, job.malformed?.finished_at) : '–'}</dd>
+${job.lease ? html`<dt>lease</dt><dd>attempt ${stored(job.lease.attempt, job.malformed?.['lease.attempt'])} by <code>${job.lease.owner}</code>, expires ${time(job.lease.expiresAt, now, job.malformed?.['lease.expires_at'])}</dd>` : ''}
 </dl>${jobActions(ctx, job)}</div>
 <div class="card"><h2>Progress</h2>${job.state === 'running' ? html`<pre data-progress>${shownProgress === null ? 'none yet' : JSON.stringify(shownProgress, null, 2)}</pre>` : html`<p class="muted">Only a running job has progress.</p>`}</div>
 </div>
@@ -210,11 +210,17 @@ function stateBadge(state: JobState): Html {
   return html`<span class="badge ${state}">${state}</span>`
 }
 
-function time(date: Date, now: number): Html {
+/** A time, relative to now; a stored value that is not a time (another program wrote it) is shown as stored. */
+function time(date: Date | null, now: number, literal?: string): Html {
+  if (date === null) return html`<span class="malformed" title="not a time">${literal ?? '–'}</span>`
   const ms = date.getTime() - now
   return html`<time datetime="${date.toISOString()}" title="${date.toISOString()}">${ms > 0 ? `in ${humanSpan(ms)}` : `${humanSpan(-ms)} ago`}</time>`
 }
 
+/** A number as the row holds it: its stored value where that breaks the table protocol. */
+function stored(value: number, literal?: string): string {
+  return literal ?? String(value)
+}
 
 function oneLine(text: string | null, max: number): string {
   if (text === null) return ''

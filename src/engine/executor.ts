@@ -5,6 +5,7 @@
  * that passed it ends as a timed-out attempt whatever the handler did after.
  */
 import type { Queue } from '../queue/define.js'
+import { parseStoredValue } from '../queue/stored.js'
 import { timeoutError, transitionFor, type RunEnd, type Transition } from './outcome.js'
 import type { Run, RunContext } from './run.js'
 
@@ -12,10 +13,10 @@ import type { Run, RunContext } from './run.js'
 export type RunHandler = (value: unknown, run: Run) => unknown
 
 /**
- * Runs `handler` for `run`, whose job's value is the JSON text `valueText`, under the queue's timeout.
+ * Runs `handler` for `run`, whose job's value is stored as `storedValue` (JSON text, unless another program wrote it), under the queue's timeout.
  * Answers the job's next state, or null when the run lost its lease: nothing it would write lands.
  */
-export async function execute(queue: Queue, run: RunContext, valueText: string, handler: RunHandler, clock: () => number): Promise<Transition | null> {
+export async function execute(queue: Queue, run: RunContext, storedValue: unknown, handler: RunHandler, clock: () => number): Promise<Transition | null> {
   let timedOut = false
   const timer = setTimeout(() => {
     timedOut = true
@@ -23,7 +24,7 @@ export async function execute(queue: Queue, run: RunContext, valueText: string, 
   }, queue.timeoutMs)
   let end: RunEnd
   try {
-    const value = parseValue(valueText)
+    const value = parseStoredValue(storedValue)
     end = { kind: 'returned', value: value.ok ? await handler(value.value, run) : run.fail(value.error) }
   } catch (error) {
     end = { kind: 'threw', error }
@@ -32,12 +33,4 @@ export async function execute(queue: Queue, run: RunContext, valueText: string, 
   if (timedOut) end = { kind: 'threw', error: timeoutError(queue.timeoutMs) }
   if (run.lost) return null
   return transitionFor(queue, { attempt: run.attempt, maxAttempts: run.attempts }, end, clock())
-}
-
-function parseValue(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
-  try {
-    return { ok: true, value: JSON.parse(text) }
-  } catch (error) {
-    return { ok: false, error: `the job's value is not JSON (${(error as Error).message}); it was written by something other than enqueue` }
-  }
 }

@@ -4,7 +4,7 @@
  */
 import { JobsError } from '../errors.js'
 import { encodeJson } from '../json.js'
-import { MAX_ERROR_BYTES, MAX_STACK_BYTES, MAX_VALUE_BYTES } from '../limits.js'
+import { MAX_ERROR_BYTES, MAX_STACK_BYTES, MAX_TIME_MS, MAX_VALUE_BYTES } from '../limits.js'
 import type { Queue } from '../queue/define.js'
 import { cutToBytes } from '../text.js'
 import type { JobState } from '../types.js'
@@ -91,8 +91,9 @@ function ended(state: 'done' | 'failed', now: number, fields: Partial<Transition
   return { state, runAt: null, finishedAt: now, result: null, error: null, errorStack: null, refund: 0, abandoned: 0, ...fields }
 }
 
+/** A wait of years may reach past the range of a Date: the job is then scheduled at its end. */
 function scheduled(runAt: number, error: string | null, errorStack: string | null, refund: 0 | 1): Transition {
-  return { state: 'scheduled', runAt, finishedAt: null, result: null, error, errorStack, refund, abandoned: 0 }
+  return { state: 'scheduled', runAt: Math.min(runAt, MAX_TIME_MS), finishedAt: null, result: null, error, errorStack, refund, abandoned: 0 }
 }
 
 function errorText(error: unknown): string {

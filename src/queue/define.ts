@@ -1,4 +1,4 @@
-import { toMs, describe, type Duration } from '../duration.js'
+import { toMs, toTimerMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import {
@@ -34,6 +34,12 @@ export interface QueueOptions {
 declare const valueType: unique symbol
 
 /**
+ * Marks the values defineQueue made, so that `work` and `enqueue` tell a queue from an object that only looks
+ * like one. A registered symbol, so that two copies of the package (a bundled one, say) know each other's queues.
+ */
+const QUEUE_BRAND = Symbol.for('drizzle-jobs.queue')
+
+/**
  * A queue definition: a plain value, like a table, holding no connection.
  * `T` is the type of its jobs' values; `enqueue` and `work` check against it.
  */
@@ -55,7 +61,8 @@ const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'timeout', '
  * defineQueue declares a queue: its name and how its jobs run.
  *
  * Throws INVALID_OPTION naming the option when an option is unknown or out
- * of range (for example `attempts: 0`, `timeout: 'soon'`), and for a name
+ * of range (for example `attempts: 0`, `timeout: 'soon'`, a `backoff.initial`
+ * above its `max`), and for a name
  * that is empty or over 1,024 bytes (TOO_LARGE).
  *
  * @example
@@ -69,7 +76,7 @@ const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'timeout', '
  */
 export function defineQueue<T = unknown>(name: string, options: QueueOptions = {}): Queue<T> {
   checkName(name, 'queue name')
-  if (typeof options !== 'object' || options === null) {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   }
   for (const key of Object.keys(options)) {
@@ -79,13 +86,10 @@ export function defineQueue<T = unknown>(name: string, options: QueueOptions = {
   }
   const backoff = objectOption(options.backoff, 'backoff', ['initial', 'max'])
   const retention = objectOption(options.retention, 'retention', ['done', 'failed', 'canceled'])
-  return Object.freeze({
+  const queue: Queue<T> = {
     name,
     attempts: positiveInteger(options.attempts, 'attempts', DEFAULT_ATTEMPTS),
-    backoff: Object.freeze({
-      initialMs: backoff.initial === undefined ? DEFAULT_BACKOFF_INITIAL_MS : toMs(backoff.initial, 'backoff.initial'),
-      maxMs: backoff.max === undefined ? DEFAULT_BACKOFF_MAX_MS : toMs(backoff.max, 'backoff.max'),
-    }),
+    backoff: Object.freeze(backoffOption(backoff)),
     concurrency: Object.freeze(concurrencyOption(options.concurrency)),
     timeoutMs: options.timeout === undefined ? DEFAULT_TIMEOUT_MS : positiveMs(options.timeout, 'timeout'),
     maxWaiting: positiveInteger(options.maxWaiting, 'maxWaiting', DEFAULT_MAX_WAITING),
@@ -94,7 +98,32 @@ export function defineQueue<T = unknown>(name: string, options: QueueOptions = {
       failed: retention.failed === undefined ? DEFAULT_RETENTION_FAILED_MS : toMs(retention.failed, 'retention.failed'),
       canceled: retention.canceled === undefined ? DEFAULT_RETENTION_CANCELED_MS : toMs(retention.canceled, 'retention.canceled'),
     }),
-  })
+  }
+  Object.defineProperty(queue, QUEUE_BRAND, { value: true })
+  return Object.freeze(queue)
+}
+
+/**
+ * Checks that `value` is a queue that defineQueue made: INVALID_OPTION for anything else, a copy of one included
+ * (its options would not have been checked). @internal
+ */
+export function checkQueue(value: unknown): Queue {
+  if (typeof value !== 'object' || value === null || (value as { [QUEUE_BRAND]?: unknown })[QUEUE_BRAND] !== true) {
+    const named = typeof value === 'object' && value !== null && typeof (value as { name?: unknown }).name === 'string'
+    throw new JobsError('INVALID_OPTION', `queue: expected a queue made by defineQueue, got ${named ? 'an object that is not one (a copy of a queue is not a queue: define it again)' : describe(value)}`)
+  }
+  return value as Queue
+}
+
+function backoffOption(backoff: Record<string, unknown>): { initialMs: number; maxMs: number } {
+  const initialMs = backoff.initial === undefined ? DEFAULT_BACKOFF_INITIAL_MS : toMs(backoff.initial, 'backoff.initial')
+  const maxMs = backoff.max === undefined ? DEFAULT_BACKOFF_MAX_MS : toMs(backoff.max, 'backoff.max')
+  if (initialMs > maxMs) {
+    const initial = backoff.initial === undefined ? `its default of ${initialMs} ms` : String(backoff.initial)
+    const max = backoff.max === undefined ? `its default of ${maxMs} ms` : String(backoff.max)
+    throw new JobsError('INVALID_OPTION', `backoff.initial: ${initial} is above backoff.max (${max}); no wait would ever be the initial one`)
+  }
+  return { initialMs, maxMs }
 }
 
 function concurrencyOption(value: QueueOptions['concurrency']): { total: number | null; perGroup: number | null } {
@@ -127,9 +156,9 @@ export function positiveInteger(value: unknown, option: string, fallback: number
   return value
 }
 
-/** @internal */
+/** A duration a timer waits on: at least 1 ms, at most about 24.8 days. @internal */
 export function positiveMs(value: unknown, option: string): number {
-  const ms = toMs(value, option)
+  const ms = toTimerMs(value, option)
   if (ms < 1) throw new JobsError('INVALID_OPTION', `${option}: must be at least 1 ms`)
   return ms
 }

@@ -2,9 +2,9 @@ import { connectionOf, type Connection, type SyncDatabase } from '../connection.
 import { toMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
-import { MAX_VALUE_BYTES } from '../limits.js'
+import { MAX_TIME_MS, MAX_VALUE_BYTES } from '../limits.js'
 import type { Enqueued } from '../types.js'
-import type { Queue } from './define.js'
+import { checkQueue, type Queue } from './define.js'
 import { noShift, shift, writeShift } from '../engine/counts.js'
 import { newJobId } from './job-id.js'
 import { jobsChanged } from '../engine/wake.js'
@@ -52,6 +52,7 @@ export interface EnqueueItem<T> extends EnqueueOptions {
  */
 export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued {
   const connection = connectionOf(tx)
+  checkQueue(queue)
   const row = jobRow(queue, value, options, Date.now())
   const add = (): boolean => {
     if (connection.sql.insertJobIfRoom.run(row).changes === 0) return false
@@ -78,6 +79,7 @@ export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>,
  */
 export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Enqueued[] {
   const connection = connectionOf(tx)
+  checkQueue(queue)
   if (!Array.isArray(items)) throw new JobsError('INVALID_OPTION', `items: expected an array of { value, ...options }, got ${describe(items)}`)
   const now = Date.now()
   const rows = items.map((item, i) => {
@@ -135,11 +137,11 @@ function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefine
   }
   const id = opts.id === undefined ? newJobId(now) : checkName(opts.id, 'id')
   const grp = opts.group === undefined ? null : checkName(opts.group, 'group')
-  const priority = opts.priority ?? 0
+  const priority = opts.priority === undefined ? 0 : opts.priority
   if (!Number.isSafeInteger(priority)) throw new JobsError('INVALID_OPTION', `priority: expected a whole number, got ${describe(priority)}`)
   if (opts.delay !== undefined && opts.runAt !== undefined) throw new JobsError('INVALID_OPTION', 'delay and runAt: give one or the other')
   let runAt = now
-  if (opts.delay !== undefined) runAt = now + toMs(opts.delay, 'delay')
+  if (opts.delay !== undefined) runAt = delayOption(opts.delay, now)
   else if (opts.runAt !== undefined) runAt = timeOption(opts.runAt)
   return {
     queue: queue.name,
@@ -155,13 +157,16 @@ function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefine
   }
 }
 
-/** The range of a JavaScript Date, in ms either side of the epoch. */
-const MAX_DATE_MS = 8.64e15
-
 function timeOption(value: unknown): number {
   const ms = value instanceof Date ? value.getTime() : value
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || Math.abs(ms) > MAX_DATE_MS) {
-    throw new JobsError('INVALID_OPTION', `runAt: expected a valid Date or ms since the epoch (within ±${MAX_DATE_MS}), got ${describe(value)}`)
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || Math.abs(ms) > MAX_TIME_MS) {
+    throw new JobsError('INVALID_OPTION', `runAt: expected a valid Date or ms since the epoch (within ±${MAX_TIME_MS}), got ${describe(value)}`)
   }
   return Math.round(ms)
+}
+
+function delayOption(value: unknown, now: number): number {
+  const runAt = now + toMs(value, 'delay')
+  if (runAt > MAX_TIME_MS) throw new JobsError('INVALID_OPTION', `delay: ${String(value)} from now is past the latest time a Date holds (${MAX_TIME_MS} ms since the epoch)`)
+  return runAt
 }

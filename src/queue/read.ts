@@ -11,8 +11,12 @@ import { readStatements } from '../sql/read.js'
 import type { JobSnapshot, JobState } from '../types.js'
 import { readProgress, runKey, type ProgressValue } from '../progress/store.js'
 import type { Queue } from './define.js'
+import { StoredColumns } from './stored.js'
 
-/** A job's row with its lease, as the read statements answer it. @internal */
+/**
+ * A job's row with its lease, as the read statements answer it. Another program may have stored values of
+ * other types than these in any column: toSnapshot reads them through StoredColumns. @internal
+ */
 export interface JobRow {
   seq: number
   queue: string
@@ -39,7 +43,9 @@ export interface JobRow {
  * `ahead` is counted for a waiting job (up to 10,000); `progress` is the
  * running attempt's progress as this process knows it: set by a run of this
  * process, or received for a job that a `watch` in this process follows.
- * For progress set in another process, watch the job.
+ * For progress set in another process, watch the job. A row that another
+ * program stored with values the table protocol does not allow is shown as
+ * stored, never thrown on: see the snapshot's `malformed` (JOB-18).
  *
  * Throws INVALID_OPTION for an empty id, TOO_LARGE for one over 1,024
  * bytes, SCHEMA_MISSING when the tables were not migrated.
@@ -120,30 +126,23 @@ export function progressOf(key: string, channel: string | null): ProgressValue |
   return readRemoteProgress(channel, key)
 }
 
-/** @internal */
+/** The row as a snapshot, showing what another program stored as it is (JOB-18). A result that is not JSON is given as its text. @internal */
 export function toSnapshot<Result = unknown>(row: JobRow, ahead: number | null, progress: ProgressValue | undefined): JobSnapshot<Result> {
+  const stored = new StoredColumns()
   return {
-    id: row.id,
-    queue: row.queue,
-    group: row.grp,
-    state: row.state,
+    id: stored.text(row.id, 'id'),
+    queue: stored.text(row.queue, 'queue'),
+    group: stored.optionalText(row.grp, 'grp'),
+    state: stored.state(row.state),
     ahead,
     progress: progress === undefined ? null : progress.value,
-    attempt: row.attempts,
-    attempts: row.maxAttempts,
-    runAt: new Date(row.runAt),
-    createdAt: new Date(row.createdAt),
-    finishedAt: row.finishedAt === null ? null : new Date(row.finishedAt),
-    error: row.error,
-    result: row.result === null ? null : (parseResult(row.result) as Result),
-  }
-}
-
-/** A result is JSON when the engine wrote it; a producer in another language may have written plain text, kept as such. */
-function parseResult(text: string): unknown {
-  try {
-    return JSON.parse(text)
-  } catch {
-    return text
+    attempt: stored.count(row.attempts, 'attempts', 0),
+    attempts: stored.count(row.maxAttempts, 'max_attempts', 1),
+    runAt: stored.time(row.runAt, 'run_at'),
+    createdAt: stored.time(row.createdAt, 'created_at'),
+    finishedAt: stored.time(row.finishedAt, 'finished_at'),
+    error: stored.optionalText(row.error, 'error'),
+    result: stored.json(row.result, 'result') as Result | null,
+    malformed: stored.malformed,
   }
 }

@@ -403,13 +403,18 @@ class JobWatcher<Result> implements JobWatch<Result> {
 /** Whether two rows of a job show the same snapshot but for `ahead` and progress. */
 function sameRun(a: JobRow, b: JobRow): boolean {
   return (
-    a.state === b.state &&
-    a.attempts === b.attempts &&
-    a.maxAttempts === b.maxAttempts &&
-    a.runAt === b.runAt &&
-    a.finishedAt === b.finishedAt &&
-    a.error === b.error &&
-    a.result === b.result &&
-    a.grp === b.grp
+    same(a.state, b.state) &&
+    same(a.attempts, b.attempts) &&
+    same(a.maxAttempts, b.maxAttempts) &&
+    same(a.runAt, b.runAt) &&
+    same(a.finishedAt, b.finishedAt) &&
+    same(a.error, b.error) &&
+    same(a.result, b.result) &&
+    same(a.grp, b.grp)
   )
+}
+
+/** Two stored values alike: blobs, which another program may have stored in any column, are read as new Buffers each time. */
+function same(a: unknown, b: unknown): boolean {
+  return a === b || (Buffer.isBuffer(a) && Buffer.isBuffer(b) && a.equals(b))
 }

@@ -5,6 +5,7 @@
  * lease changes nothing (JOB-16).
  */
 import type Database from 'better-sqlite3'
+import { protocolBreak } from './protocol.js'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
@@ -35,7 +36,7 @@ function insertLease(jobs: string): string {
 export const SQL = {
   tablesPresent: `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease')`,
   triggersPresent: `select count(*) from sqlite_master where type = 'trigger' and name in
-    ('jobs_job_counts_insert_v3', 'jobs_job_counts_update_v3', 'jobs_job_counts_delete_v1')`,
+    ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1')`,
   /** The column that the latest migration adds: without it the tables are an older version's. */
   latestColumnPresent: `select count(*) from pragma_table_info('jobs_queue') where name = 'limits_set_at'`,
   dataVersion: `pragma data_version`,
@@ -138,6 +139,16 @@ export const SQL = {
     where l.queue = @queue and l.owner <> @self
       and (l.expires_at <= @now or l.owner in (select value from json_each(@deadOwners)))
     ${LIMIT}`,
+  /** How many more jobs a queue counts running than it holds leases: as many run with no lease (written so by another program, or their lease deleted). */
+  unleasedCount: `select coalesce((select running from jobs_queue where name = @queue), 0) - (select count(*) from jobs_lease where queue = @queue)`,
+  /** Running jobs of a queue that hold no lease. It walks the queue's jobs, so it runs only when unleasedCount says some are there. */
+  unleasedRuns: `select seq, attempts, max_attempts as maxAttempts from jobs_job j
+    where queue = @queue and state = 'running' and not exists (select 1 from jobs_lease l where l.job = j.seq) ${LIMIT}`,
+  /** Ends a run that holds no lease, as endRun ends one that holds its lease: only while it still holds none. */
+  endUnleased: `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
+      result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
+      engine_writes = engine_writes + 1
+    where seq = @seq and state = 'running' and not exists (select 1 from jobs_lease where job = @seq)`,
   /** The leases an owner still holds: a run missing here had its lease taken (a cancel, a rescue). */
   ownerLeases: `select job, attempt from jobs_lease where owner = ?`,
   jobState: `select state from jobs_job where seq = ?`,
@@ -159,20 +170,32 @@ export const SQL = {
 export type StatementName = keyof typeof SQL
 
 /** How many triggers the engine installs; fewer present means some are to be created. */
-export const TRIGGER_COUNT = 3
+export const TRIGGER_COUNT = 4
 
 const KNOWN_STATES = `('waiting', 'scheduled', 'running', 'done', 'failed', 'canceled')`
+const ENDED_STATES = `('done', 'failed', 'canceled')`
 const NOW_MS = `cast((julianday('now') - 2440587.5) * 86400000 as integer)`
+
+/** For the row `r`: why the job must fail at once (an unknown state, or a column that breaks the protocol), or null. */
+const mustFail = (r: string) =>
+  `(case when ${r}.state not in ${KNOWN_STATES} then 'the job was written in the unknown state ''' || ${r}.state || '''; known states: waiting, scheduled, running, done, failed, canceled'
+    else ${protocolBreak(r)} end)`
 
 /**
  * The triggers that keep `jobs_queue`'s counters right whoever writes `jobs_job`, in any language, and
- * that fail at once a job written or set in a state the engine does not know, saying so in its error.
+ * that fail at once a job written or set in a state the engine does not know, or that may run but whose
+ * columns break the table protocol (a run_at that is text, say: sql/protocol.ts), saying why in its error.
  * The engine's own adds, claims and ends bump `engine_writes` and count themselves (shiftCounts, once
  * per transaction): run per row, these triggers cost a claim and an end about 5 µs each, a third of a
  * batched job's whole cost. A write that leaves `engine_writes` as it was is counted here; deletes
  * always are. One trigger per event: each costs about a microsecond per row even when it does nothing.
- * The update trigger counts an unknown state as `failed`, since the update that fails the job runs
- * inside it, where SQLite does not fire it again; the insert trigger's own update does fire it.
+ *
+ * SQLite sets up a trigger's program for every statement that fires it, at a cost that grows with its
+ * size, so the protocol's checks live in a trigger of their own that the engine never fires: the
+ * counting triggers touch `id` (which the engine never updates) of a row another writer left unended, and
+ * that fires jobs_job_protocol_v1. The update trigger then counts the state the job was left in, since
+ * SQLite does not fire it again for the protocol trigger's update while it runs; the insert trigger's
+ * touch does fire it. A job failed here keeps no lease and no step.
  */
 export const COUNTER_TRIGGERS = `
 drop trigger if exists jobs_job_counts_insert_v1;
@@ -182,30 +205,35 @@ drop trigger if exists jobs_job_unknown_state_insert_v1;
 drop trigger if exists jobs_job_unknown_state_update_v1;
 drop trigger if exists jobs_job_counts_insert_v2;
 drop trigger if exists jobs_job_counts_update_v2;
-create trigger if not exists jobs_job_counts_insert_v3 after insert on jobs_job when new.engine_writes = 0 begin
+drop trigger if exists jobs_job_counts_insert_v3;
+drop trigger if exists jobs_job_counts_update_v3;
+create trigger if not exists jobs_job_protocol_v1 after update of id on jobs_job when new.state not in ${ENDED_STATES} begin
+  update jobs_job set state = 'failed', finished_at = ${NOW_MS}, error = f.why
+  from (select ${mustFail('new')} as why) f where jobs_job.seq = new.seq and f.why is not null;
+  delete from jobs_lease where job = new.seq and (select state from jobs_job where seq = new.seq) = 'failed';
+  delete from jobs_step where job = new.seq and (select state from jobs_job where seq = new.seq) = 'failed';
+end;
+create trigger if not exists jobs_job_counts_insert_v4 after insert on jobs_job when new.engine_writes = 0 begin
   insert into jobs_queue (name) select new.queue where not exists (select 1 from jobs_queue where name = new.queue);
   update jobs_queue set
     waiting = waiting + (new.state = 'waiting'), scheduled = scheduled + (new.state = 'scheduled'),
     running = running + (new.state = 'running'), done = done + (new.state = 'done'),
     failed = failed + (new.state = 'failed'), canceled = canceled + (new.state = 'canceled')
   where name = new.queue;
-  update jobs_job set state = 'failed', finished_at = ${NOW_MS},
-    error = 'the job was written in the unknown state ''' || new.state || '''; known states: waiting, scheduled, running, done, failed, canceled'
-  where new.state not in ${KNOWN_STATES} and seq = new.seq;
+  update jobs_job set id = id where seq = new.seq and new.state not in ${ENDED_STATES};
 end;
-create trigger if not exists jobs_job_counts_update_v3 after update of state on jobs_job
-when old.state is not new.state and new.engine_writes = old.engine_writes begin
+create trigger if not exists jobs_job_counts_update_v4
+after update of state, run_at, created_at, priority, attempts, max_attempts, grp, queue on jobs_job
+when new.engine_writes = old.engine_writes and (old.state is not new.state or new.state not in ${ENDED_STATES}) begin
+  update jobs_job set id = id where seq = new.seq and new.state not in ${ENDED_STATES};
   update jobs_queue set
-    waiting = waiting - (old.state = 'waiting') + (new.state = 'waiting'),
-    scheduled = scheduled - (old.state = 'scheduled') + (new.state = 'scheduled'),
-    running = running - (old.state = 'running') + (new.state = 'running'),
-    done = done - (old.state = 'done') + (new.state = 'done'),
-    failed = failed - (old.state = 'failed') + (new.state = 'failed' or new.state not in ${KNOWN_STATES}),
-    canceled = canceled - (old.state = 'canceled') + (new.state = 'canceled')
-  where name = new.queue;
-  update jobs_job set state = 'failed', finished_at = ${NOW_MS},
-    error = 'the job was set to the unknown state ''' || new.state || '''; known states: waiting, scheduled, running, done, failed, canceled'
-  where new.state not in ${KNOWN_STATES} and seq = new.seq;
+    waiting = waiting - (old.state = 'waiting') + (j.state = 'waiting'),
+    scheduled = scheduled - (old.state = 'scheduled') + (j.state = 'scheduled'),
+    running = running - (old.state = 'running') + (j.state = 'running'),
+    done = done - (old.state = 'done') + (j.state = 'done'),
+    failed = failed - (old.state = 'failed') + (j.state = 'failed'),
+    canceled = canceled - (old.state = 'canceled') + (j.state = 'canceled')
+  from (select state from jobs_job where seq = new.seq) j where name = new.queue;
 end;
 create trigger if not exists jobs_job_counts_delete_v1 after delete on jobs_job begin
   update jobs_queue set
@@ -216,13 +244,14 @@ create trigger if not exists jobs_job_counts_delete_v1 after delete on jobs_job 
 end;`
 
 /**
- * Run when the triggers had to be (re)created: fails the jobs written in unknown states before the
- * triggers were there, then recounts every queue's counters from its jobs.
+ * Run when the triggers had to be (re)created: fails the jobs that were written before the triggers were
+ * there and that they would have failed, then recounts every queue's counters from its jobs.
  */
 export const RECOUNT_QUEUES = `
-update jobs_job set state = 'failed', finished_at = ${NOW_MS},
-  error = 'the job was written in the unknown state ''' || state || '''; known states: waiting, scheduled, running, done, failed, canceled'
-where state not in ${KNOWN_STATES};
+update jobs_job set state = 'failed', finished_at = ${NOW_MS}, error = ${mustFail('jobs_job')}
+where ${mustFail('jobs_job')} is not null;
+delete from jobs_lease where job in (select seq from jobs_job where state = 'failed');
+delete from jobs_step where job in (select seq from jobs_job where state = 'failed');
 insert into jobs_queue (name) select distinct queue from jobs_job where true on conflict (name) do nothing;
 update jobs_queue set
   waiting = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'waiting'),
@@ -233,7 +262,7 @@ update jobs_queue set
   canceled = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'canceled');`
 
 /** Statements that answer a single column, read with `pluck`. */
-const PLUCKED = new Set<StatementName>(['triggersPresent', 'latestColumnPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'leaseOwners', 'leaseHeld', 'readStep', 'jobState'])
+const PLUCKED = new Set<StatementName>(['triggersPresent', 'latestColumnPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'leaseOwners', 'leaseHeld', 'readStep', 'jobState', 'unleasedCount'])
 
 /** The statements of one connection. */
 export type Statements = { readonly [K in StatementName]: Database.Statement }

@@ -5,7 +5,7 @@
  */
 import type { ServerResponse } from 'node:http'
 import type { SyncDatabase } from '../connection.js'
-import { toMs, type Duration } from '../duration.js'
+import { toTimerMs, type Duration } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
 import type { Queue } from '../queue/define.js'
 import { watch, type JobWatch } from '../queue/watch.js'
@@ -63,8 +63,8 @@ export function jobEvents<Result = unknown>(db: SyncDatabase, queue: Queue<any>,
   for (const key of Object.keys(options)) {
     if (!OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of jobEvents (known: ${[...OPTIONS].join(', ')})`)
   }
-  const retryMs = toMs(options.retry ?? '1s', 'retry')
-  const heartbeatMs = toMs(options.heartbeat ?? '15s', 'heartbeat')
+  const retryMs = toTimerMs(options.retry ?? '1s', 'retry')
+  const heartbeatMs = toTimerMs(options.heartbeat ?? '15s', 'heartbeat')
   if (heartbeatMs === 0) throw new JobsError('INVALID_OPTION', 'heartbeat: must be longer than 0 ms')
   const serialize = options.serialize ?? ((snapshot: JobSnapshot<Result>) => snapshot)
   const stop = new AbortController()

@@ -7,7 +7,7 @@ import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { DEFAULT_LEASE_MS } from '../limits.js'
 import { counting } from '../engine/counts.js'
-import { positiveInteger, type Queue } from '../queue/define.js'
+import { checkQueue, positiveInteger, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../engine/wake.js'
 import { adminStatements } from '../sql/admin.js'
 import type { JobState } from '../types.js'
@@ -80,7 +80,7 @@ export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handl
   const maxRuns = positiveInteger(options.maxRuns, 'maxRuns', DEFAULT_MAX_RUNS)
   const connection = connectionOf(db)
   const sql = adminStatements(connection)
-  const definition = queue as Queue
+  const definition = checkQueue(queue)
   const owner = newOwner()
   // The lease outlives the run's timeout, so drain never has to renew it.
   const leaseMs = definition.timeoutMs + DEFAULT_LEASE_MS

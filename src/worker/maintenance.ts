@@ -1,12 +1,13 @@
 /**
  * What workers do besides running jobs: take back the leases of runs whose
- * worker died or stalled (JOB-05), and prune ended jobs past retention.
+ * worker died or stalled (JOB-05), end as abandoned the runs that hold no
+ * lease at all (JOB-18), and prune ended jobs past retention.
  */
 import type { Connection } from '../connection.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'
-import { counting } from '../engine/counts.js'
+import { counting, shift } from '../engine/counts.js'
 import type { Queue } from '../queue/define.js'
-import { ENDED_STATES } from '../types.js'
+import { ENDED_STATES, type EndedState } from '../types.js'
 import { transitionFor } from '../engine/outcome.js'
 import { isOwnerGone } from '../engine/owner.js'
 import { recordEnds } from '../engine/record.js'
@@ -43,6 +44,55 @@ export function releaseAbandoned(connection: Connection, queue: Queue, leases: r
   })
   const landed = counting(connection, queue.name, (moved) => recordEnds(connection, records, moved))
   return records.filter((_, i) => landed[i]).map((record) => record.seq)
+}
+
+interface UnleasedRun {
+  seq: number
+  attempts: number
+  maxAttempts: number
+}
+
+/**
+ * Per connection and queue, the count of unleased runs for which a walk of the queue found none: the counters
+ * are off, not the rows, so the queue is not walked again until that count changes.
+ */
+const fruitlessWalks = new WeakMap<Connection, Map<string, number>>()
+
+/**
+ * Running jobs of the queue that hold no lease: another program wrote them so, or deleted their lease. No
+ * worker runs them, yet each holds a place under the queue's concurrency. Read-only: one read of the
+ * counters and of the (small) lease table, and a walk of the queue's jobs only when they say some are there.
+ */
+export function findUnleased(connection: Connection, queue: Queue): UnleasedRun[] {
+  const unleased = connection.sql.unleasedCount.get({ queue: queue.name }) as number
+  let walks = fruitlessWalks.get(connection)
+  if (unleased <= 0 || walks?.get(queue.name) === unleased) return []
+  const runs = connection.sql.unleasedRuns.all({ queue: queue.name, limit: RESCUE_BATCH_SIZE }) as UnleasedRun[]
+  if (runs.length === 0) {
+    if (!walks) fruitlessWalks.set(connection, (walks = new Map()))
+    walks.set(queue.name, unleased)
+  }
+  return runs
+}
+
+/**
+ * Ends runs that hold no lease inside the caller's transaction, as abandoned runs end: the job runs again
+ * after its backoff, or fails for good if that was its last attempt, with an error that says what happened.
+ * Not alone: nothing says such a run took its process down. Answers the seqs ended.
+ */
+export function releaseUnleased(connection: Connection, queue: Queue, runs: readonly UnleasedRun[], now: number): number[] {
+  const why = 'it was running with no lease (another program wrote it so, or deleted its lease), so no worker was running it'
+  return counting(connection, queue.name, (moved) => {
+    const released: number[] = []
+    for (const run of runs) {
+      const transition = transitionFor(queue, { attempt: run.attempts, maxAttempts: run.maxAttempts }, { kind: 'abandoned', why, isolate: false }, now)
+      if (connection.sql.endUnleased.run({ ...transition, seq: run.seq }).changes === 0) continue
+      shift(moved, 'running', transition.state)
+      if (ENDED_STATES.includes(transition.state as EndedState)) connection.sql.deleteSteps.run({ seq: run.seq })
+      released.push(run.seq)
+    }
+    return released
+  })
 }
 
 /** Whether the queue has ended jobs past their retention. Read-only. */

@@ -6,13 +6,14 @@
  * batches.
  */
 import { connectionOf, installCounters, isBusy, type Connection, type SyncDatabase } from '../connection.js'
-import { describe, toMs, type Duration } from '../duration.js'
+import { describe, toTimerMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import {
   DEFAULT_LEASE_MS,
   DEFAULT_POLL_INTERVAL_MS,
   DEFAULT_SLOTS,
   LEASE_RENEWALS_PER_LEASE,
+  MAX_TIME_MS,
   MAINTENANCE_INTERVAL_MS,
   STOP_ABORT_GRACE_MS,
   BUSY_RETRY_MS,
@@ -20,12 +21,12 @@ import {
   CONTENDED_LOCK_WAIT_MS,
   CONTENDED_SPELL_MS,
 } from '../limits.js'
-import { positiveInteger, positiveMs, type Queue } from '../queue/define.js'
+import { checkQueue, positiveInteger, positiveMs, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../engine/wake.js'
 import { counting } from '../engine/counts.js'
 import { progressChannel } from '../progress/channel.js'
 import { claimJobs } from '../engine/claim.js'
-import { findAbandoned, hasPrunable, pruneEnded, releaseAbandoned } from './maintenance.js'
+import { findAbandoned, findUnleased, hasPrunable, pruneEnded, releaseAbandoned, releaseUnleased } from './maintenance.js'
 import { execute } from '../engine/executor.js'
 import { checkLeases, leaseTakenOver, renewLeases } from '../engine/lease.js'
 import { transitionFor, type Outcome } from '../engine/outcome.js'
@@ -82,7 +83,8 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'onError', 'cloc
  * through `console.warn`, naming both), and every claim of every worker
  * follows the stored value, whatever its own definition says.
  *
- * Throws INVALID_OPTION for a bad option, SCHEMA_MISSING when the tables
+ * Throws INVALID_OPTION for a bad option, a handler that is not a function
+ * or a queue that defineQueue did not make; SCHEMA_MISSING when the tables
  * were not migrated.
  *
  * @example
@@ -93,19 +95,38 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'onError', 'cloc
  * process.on('SIGTERM', () => worker.stop({ timeout: '10s' }))
  */
 export function work<T>(db: SyncDatabase, queue: Queue<T>, handler: Handler<NoInfer<T>>, options: WorkOptions = {}): Worker {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   for (const key of Object.keys(options)) {
     if (!WORK_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of work (known: ${[...WORK_OPTIONS].join(', ')})`)
   }
+  const definition = checkQueue(queue)
   if (typeof handler !== 'function') throw new JobsError('INVALID_OPTION', `handler: expected a function, got ${describe(handler)}`)
-  const connection = connectionOf(db)
-  installCounters(connection.client)
-  return new QueueWorker(connection, queue as Queue, handler as Handler<unknown>, {
+  if (options.onError !== undefined && typeof options.onError !== 'function') throw new JobsError('INVALID_OPTION', `onError: expected a function, got ${describe(options.onError)}`)
+  const settings: Settings = {
     slots: positiveInteger(options.slots, 'slots', DEFAULT_SLOTS),
     pollIntervalMs: options.pollInterval === undefined ? DEFAULT_POLL_INTERVAL_MS : positiveMs(options.pollInterval, 'pollInterval'),
     leaseMs: options.lease === undefined ? DEFAULT_LEASE_MS : positiveMs(options.lease, 'lease'),
     onError: options.onError ?? ((error) => console.error('drizzle-jobs worker:', error)),
-    clock: options.clock ?? Date.now,
-  })
+    clock: options.clock === undefined ? Date.now : clockOption(options.clock),
+  }
+  const connection = connectionOf(db)
+  installCounters(connection.client)
+  return new QueueWorker(connection, definition, handler as Handler<unknown>, settings)
+}
+
+/** A clock must be a function that answers ms since the epoch: asked once here, so that a bad one is refused before it runs anything. */
+function clockOption(clock: unknown): () => number {
+  if (typeof clock !== 'function') throw new JobsError('INVALID_OPTION', `clock: expected a function that answers ms since the epoch, got ${describe(clock)}`)
+  let now: unknown
+  try {
+    now = clock()
+  } catch (error) {
+    throw new JobsError('INVALID_OPTION', `clock: it threw when asked the time (${(error as Error)?.message ?? String(error)})`, { cause: error })
+  }
+  if (typeof now !== 'number' || !Number.isFinite(now) || Math.abs(now) > MAX_TIME_MS) {
+    throw new JobsError('INVALID_OPTION', `clock: expected it to answer ms since the epoch, got ${describe(now)}`)
+  }
+  return clock as () => number
 }
 
 interface Settings {
@@ -166,7 +187,7 @@ class QueueWorker implements Worker {
 
   stop(options: { timeout?: Duration } = {}): Promise<void> {
     if (!this.stopped) {
-      const timeoutMs = options.timeout === undefined ? null : toMs(options.timeout, 'stop timeout')
+      const timeoutMs = options.timeout === undefined ? null : toTimerMs(options.timeout, 'stop timeout')
       this.stopping = true
       this.stopped = this.shutDown(timeoutMs)
     }
@@ -349,7 +370,7 @@ class QueueWorker implements Worker {
     }
   }
 
-  /** Takes back abandoned leases and prunes ended jobs; both read first and take the write lock only when there is work. */
+  /** Takes back abandoned leases, ends runs that hold none, and prunes ended jobs; each reads first and takes the write lock only when there is work. */
   private maintain(): void {
     if (this.stopping || this.connection.client.inTransaction) return
     const now = this.settings.clock()
@@ -358,6 +379,10 @@ class QueueWorker implements Worker {
       if (abandoned.length > 0) {
         const released = this.connection.immediate(() => releaseAbandoned(this.connection, this.definition, abandoned, now))
         if (released.length > 0) jobsChanged(this.connection.key, this.queue, 'ended')
+      }
+      const unleased = findUnleased(this.connection, this.definition)
+      if (unleased.length > 0 && this.connection.immediate(() => releaseUnleased(this.connection, this.definition, unleased, now)).length > 0) {
+        jobsChanged(this.connection.key, this.queue, 'ended')
       }
       if (hasPrunable(this.connection, this.definition, now)) {
         this.connection.immediate(() => pruneEnded(this.connection, this.definition, now))

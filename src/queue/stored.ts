@@ -1,0 +1,103 @@
+/**
+ * Reading a job's columns as they are stored. Other programs write the
+ * tables with plain SQL, and a row may break the protocol: a time that is
+ * text or out of the range of a Date, a count that is negative or no number
+ * at all, a blob where text belongs. Readers show such a row as it is stored
+ * and never throw: each such column is listed in `malformed`, with its value
+ * written as SQLite writes a literal, and its field holds null (a time), the
+ * stored number or NaN (a count, a priority), or that literal (a text). The
+ * rules are those for which the triggers fail a job that may run
+ * (sql/protocol.ts).
+ * @internal
+ */
+import { MAX_TIME_MS } from '../limits.js'
+import type { JobState } from '../types.js'
+
+/** A value shown in `malformed` or an error is cut to this many characters. */
+const SHOWN_CHARS = 100
+const STATES: readonly string[] = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled']
+
+/** A stored value as SQLite writes it as a literal (`'soon'`, `1.5`, `X'00FF'`, `NULL`), cut at 100 characters. */
+export function sqlLiteral(value: unknown): string {
+  let text: string
+  if (value === null || value === undefined) text = 'NULL'
+  else if (typeof value === 'string') text = `'${value.replaceAll("'", "''")}'`
+  else if (Buffer.isBuffer(value)) text = `X'${value.toString('hex', 0, SHOWN_CHARS).toUpperCase()}'`
+  else text = String(value)
+  return text.length > SHOWN_CHARS ? `${text.slice(0, SHOWN_CHARS - 1)}…` : text
+}
+
+/** Reads the columns of one row, collecting those whose stored values break the protocol. */
+export class StoredColumns {
+  /** The columns that break the protocol, by name, each with its stored value as an SQL literal; null while none does. */
+  malformed: Record<string, string> | null = null
+
+  /** A time: whole ms since the epoch within the range of a Date, or null where null is stored. */
+  time(value: unknown, column: string): Date | null {
+    if (typeof value === 'number' && Number.isInteger(value) && Math.abs(value) <= MAX_TIME_MS) return new Date(value)
+    if (value !== null) this.note(column, value)
+    return null
+  }
+
+  /** A count: a whole number from `min`, that JavaScript holds exactly. */
+  count(value: unknown, column: string, min: number): number {
+    if (typeof value === 'number' && Number.isInteger(value) && value >= min && value <= Number.MAX_SAFE_INTEGER) return value
+    this.note(column, value)
+    return typeof value === 'number' ? value : Number.NaN
+  }
+
+  /** A whole number, however large (a priority). */
+  wholeNumber(value: unknown, column: string): number {
+    if (Number.isInteger(value)) return value as number
+    this.note(column, value)
+    return typeof value === 'number' ? value : Number.NaN
+  }
+
+  text(value: unknown, column: string): string {
+    if (typeof value === 'string') return value
+    this.note(column, value)
+    return sqlLiteral(value)
+  }
+
+  optionalText(value: unknown, column: string): string | null {
+    return value === null ? null : this.text(value, column)
+  }
+
+  /** A state, as stored: one the engine does not know is kept as it is, and listed. */
+  state(value: unknown): JobState {
+    if (typeof value === 'string' && STATES.includes(value)) return value as JobState
+    this.note('state', value)
+    return (typeof value === 'string' ? value : sqlLiteral(value)) as JobState
+  }
+
+  /** JSON text, parsed; text that is not JSON (written by another program) is given as it is. */
+  json(value: unknown, column: string): unknown {
+    if (value === null) return null
+    if (typeof value !== 'string') return this.text(value, column)
+    try {
+      return JSON.parse(value)
+    } catch {
+      return value
+    }
+  }
+
+  private note(column: string, value: unknown): void {
+    ;(this.malformed ??= {})[column] = sqlLiteral(value)
+  }
+}
+
+/**
+ * A claimed job's value, parsed for its handler; for a value that is not JSON text (another program wrote
+ * it), the error its job fails with, naming the column and the value.
+ */
+export function parseStoredValue(stored: unknown): { ok: true; value: unknown } | { ok: false; error: string } {
+  let why = 'not JSON text'
+  if (typeof stored === 'string') {
+    try {
+      return { ok: true, value: JSON.parse(stored) }
+    } catch (error) {
+      why = `not JSON (${(error as Error).message})`
+    }
+  }
+  return { ok: false, error: `value holds ${sqlLiteral(stored)}, ${why}: it was written by something other than enqueue` }
+}
