@@ -1,7 +1,7 @@
 /** Pausing and resuming queues, and their counts by state. */
 import { connectionOf, type SyncDatabase } from '../connection.js'
 import { jobsChanged } from '../engine/wake.js'
-import { sqlLiteral } from '../queue/stored.js'
+import { sqlLiteral } from '../stored.js'
 import { adminStatements } from '../sql/admin.js'
 import { queueNameOf, type QueueRef } from './ref.js'
 

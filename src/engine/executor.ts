@@ -5,7 +5,7 @@
  * that passed it ends as a timed-out attempt whatever the handler did after.
  */
 import type { Queue } from '../queue/define.js'
-import { parseStoredValue } from '../queue/stored.js'
+import { parseStoredValue } from '../stored.js'
 import { timeoutError, transitionFor, type RunEnd, type Transition } from './outcome.js'
 import type { Run, RunContext } from './run.js'
 

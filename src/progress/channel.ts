@@ -21,7 +21,7 @@ import { chmodSync, mkdirSync, readdirSync, readlinkSync, unlinkSync } from 'nod
 import { createServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { readProgress, subscribeProgress } from '../progress/store.js'
+import { readProgress, subscribeProgress } from './store.js'
 
 /** The longest line a subscriber may send: a subscription names a run, whose owner is at most a few kB. */
 export const MAX_SUBSCRIBER_LINE_BYTES = 16 * 1024

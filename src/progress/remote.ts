@@ -4,7 +4,7 @@
  * with one subscription per run however many watchers follow it.
  */
 import { createConnection, type Socket } from 'node:net'
-import { toProgressValue, type ProgressValue } from '../progress/store.js'
+import { toProgressValue, type ProgressValue } from './store.js'
 
 type Listener = (progress: ProgressValue) => void
 

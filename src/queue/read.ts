@@ -11,7 +11,7 @@ import { readStatements } from '../sql/read.js'
 import type { JobSnapshot, JobState } from '../types.js'
 import { readProgress, runKey, type ProgressValue } from '../progress/store.js'
 import type { Queue } from './define.js'
-import { StoredColumns } from './stored.js'
+import { StoredColumns } from '../stored.js'
 
 /**
  * A job's row with its lease, as the read statements answer it. Another program may have stored values of

@@ -10,8 +10,8 @@
  * (sql/protocol.ts).
  * @internal
  */
-import { MAX_TIME_MS } from '../limits.js'
-import type { JobState } from '../types.js'
+import { MAX_TIME_MS } from './limits.js'
+import type { JobState } from './types.js'
 
 /** A value shown in `malformed` or an error is cut to this many characters. */
 const SHOWN_CHARS = 100
