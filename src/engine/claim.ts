@@ -21,7 +21,7 @@ import type { Connection } from '../connection.js'
 import { runForJobs } from '../sql/statements.js'
 import { ABANDONED_PATIENCE_MS } from '../limits.js'
 import { shift, type CountShift } from '../engine/counts.js'
-import type { Queue } from '../queue/define.js'
+import type { QueueDefinition } from './definition.js'
 import type { QueueLimits } from './queue-limits.js'
 import type { ClaimedJob } from './run.js'
 
@@ -39,7 +39,7 @@ export interface ClaimRequest {
 
 const NONE: ReadonlySet<number> = new Set()
 
-export function claimJobs(connection: Connection, queue: Queue, request: ClaimRequest, moved: CountShift): ClaimedJob[] {
+export function claimJobs(connection: Connection, queue: QueueDefinition, request: ClaimRequest, moved: CountShift): ClaimedJob[] {
   const { sql } = connection
   const counts = sql.queueClaimLimits.get(queue.name) as { paused: number; running: number; concurrency: number | null; perGroup: number | null } | undefined
   if (counts?.paused) return []
@@ -69,20 +69,20 @@ export function claimJobs(connection: Connection, queue: Queue, request: ClaimRe
 }
 
 /** The runnable jobs to claim, in claim order, but for those passed over: it reads as many more as it may pass over. */
-function claimInOrder(connection: Connection, queue: Queue, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
+function claimInOrder(connection: Connection, queue: QueueDefinition, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
   const candidates = skipAbandoned ? connection.sql.claimCandidatesNotAbandoned : connection.sql.claimCandidates
   const jobs = candidates.all({ queue: queue.name, now, limit: limit + passOver.size }) as ClaimedJob[]
   return passOver.size === 0 ? jobs : jobs.filter((job) => !passOver.has(job.seq)).slice(0, limit)
 }
 
 /** The abandoned job, unless its group is at its cap. */
-function claimAlone(connection: Connection, queue: Queue, perGroup: number | null, job: ClaimedJob): ClaimedJob[] {
+function claimAlone(connection: Connection, queue: QueueDefinition, perGroup: number | null, job: ClaimedJob): ClaimedJob[] {
   if (perGroup !== null && job.grp !== null && (groupsRunning(connection, queue).get(job.grp) ?? 0) >= perGroup) return []
   return [job]
 }
 
 /** Walks candidates in claim order, skipping jobs whose group is at its cap, counting the ones taken here too. */
-function claimUnderGroupCap(connection: Connection, queue: Queue, perGroup: number, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
+function claimUnderGroupCap(connection: Connection, queue: QueueDefinition, perGroup: number, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
   const { sql } = connection
   const candidates = sql.claimCandidatesByGroup.all({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 + passOver.size, skipAbandoned: skipAbandoned ? 1 : 0 }) as { seq: number; grp: string | null }[]
   const running = groupsRunning(connection, queue)
@@ -101,7 +101,7 @@ function claimUnderGroupCap(connection: Connection, queue: Queue, perGroup: numb
   return claimed
 }
 
-function groupsRunning(connection: Connection, queue: Queue): Map<string, number> {
+function groupsRunning(connection: Connection, queue: QueueDefinition): Map<string, number> {
   const rows = connection.sql.groupsRunning.all(queue.name) as { grp: string; running: number }[]
   return new Map(rows.map((row) => [row.grp, row.running]))
 }

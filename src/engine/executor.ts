@@ -4,7 +4,7 @@
  * the job's next state (outcome.ts). The executor owns the timeout: a run
  * that passed it ends as a timed-out attempt whatever the handler did after.
  */
-import type { Queue } from '../queue/define.js'
+import type { QueueDefinition } from './definition.js'
 import { parseStoredValue } from '../stored.js'
 import { timeoutError, transitionFor, type RunEnd, type Transition } from './outcome.js'
 import type { Run, RunContext } from './run.js'
@@ -16,7 +16,7 @@ export type RunHandler = (value: unknown, run: Run) => unknown
  * Runs `handler` for `run`, whose job's value is stored as `storedValue` (JSON text, unless another program wrote it), under the queue's timeout.
  * Answers the job's next state, or null when the run lost its lease: nothing it would write lands.
  */
-export async function execute(queue: Queue, run: RunContext, storedValue: unknown, handler: RunHandler, clock: () => number): Promise<Transition | null> {
+export async function execute(queue: QueueDefinition, run: RunContext, storedValue: unknown, handler: RunHandler, clock: () => number): Promise<Transition | null> {
   let timedOut = false
   const timer = setTimeout(() => {
     timedOut = true

@@ -5,7 +5,7 @@
 import { JobsError } from '../errors.js'
 import { encodeJson } from '../json.js'
 import { MAX_ERROR_BYTES, MAX_STACK_BYTES, MAX_TIME_MS, MAX_VALUE_BYTES } from '../limits.js'
-import type { Queue } from '../queue/define.js'
+import type { QueueDefinition } from './definition.js'
 import { cutToBytes } from '../text.js'
 import type { JobState } from '../types.js'
 import { backoffMs } from './backoff.js'
@@ -54,7 +54,7 @@ export interface RunFacts {
 }
 
 /** Turns how a run ended into the job's next state. */
-export function transitionFor(queue: Queue, run: RunFacts, end: RunEnd, now: number): Transition {
+export function transitionFor(queue: QueueDefinition, run: RunFacts, end: RunEnd, now: number): Transition {
   if (end.kind === 'threw') return failedRun(queue, run, errorText(end.error), stackOf(end.error), now)
   if (end.kind === 'abandoned') {
     const error = `attempt ${run.attempt} of ${run.maxAttempts} ended without an outcome: ${end.why}`
@@ -79,7 +79,7 @@ export function transitionFor(queue: Queue, run: RunFacts, end: RunEnd, now: num
   return scheduled(now + (value.delayMs ?? 0), null, null, 0)
 }
 
-function failedRun(queue: Queue, run: RunFacts, message: string, stack: string | null, now: number): Transition {
+function failedRun(queue: QueueDefinition, run: RunFacts, message: string, stack: string | null, now: number): Transition {
   // Kept errors and stacks are cut to their limits here, where every failed run passes.
   const error = cutToBytes(message, MAX_ERROR_BYTES)
   const errorStack = stack === null ? null : cutToBytes(stack, MAX_STACK_BYTES)

@@ -6,7 +6,7 @@
  * definition says. Null stored means no limit.
  */
 import type { Connection } from '../connection.js'
-import type { Queue } from '../queue/define.js'
+import type { QueueDefinition } from './definition.js'
 
 export interface QueueLimits {
   total: number | null
@@ -17,7 +17,7 @@ export interface QueueLimits {
  * Stores the definition's limits as the queue's, in the caller's transaction. Answers the warning to give
  * once it commits when they replaced other limits that a worker had stored, else null.
  */
-export function storeLimits(connection: Connection, queue: Queue, now: number): string | null {
+export function storeLimits(connection: Connection, queue: QueueDefinition, now: number): string | null {
   const { sql } = connection
   const stored = sql.queueLimits.get(queue.name) as { concurrency: number | null; perGroup: number | null; setAt: number | null } | undefined
   const next = queue.concurrency

@@ -1,0 +1,14 @@
+/**
+ * What the engine reads of a queue's definition. `defineQueue` makes one
+ * (queue/define.ts); the engine takes any value of this shape, so it never
+ * imports the public face of a queue that is built on it.
+ */
+export interface QueueDefinition {
+  readonly name: string
+  readonly attempts: number
+  readonly backoff: { readonly initialMs: number; readonly maxMs: number }
+  readonly concurrency: { readonly total: number | null; readonly perGroup: number | null }
+  readonly timeoutMs: number
+  readonly maxWaiting: number
+  readonly retentionMs: { readonly done: number; readonly failed: number; readonly canceled: number }
+}

@@ -1,0 +1,99 @@
+/**
+ * The layout shows the architecture: no folder of src/ imports a folder that
+ * imports it back, directly or through others, counting type-only imports
+ * too. One run's pipeline is the engine's executor, which `work` and `drain`
+ * both use.
+ */
+import { readdirSync, readFileSync } from 'node:fs'
+import { dirname, join, relative, resolve, sep } from 'node:path'
+import { expect, test } from 'vitest'
+
+const SRC = resolve(import.meta.dirname, '..', 'src')
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name)
+    if (entry.isDirectory()) return sourceFiles(path)
+    return entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts') ? [path] : []
+  })
+}
+
+/** The relative modules a file imports or re-exports, as files of src/. */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8')
+  const found: string[] = []
+  for (const match of text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?\bfrom\s+['"](\.[^'"]+)['"]/g)) {
+    found.push(resolve(dirname(file), match[1]!.replace(/\.js$/, '.ts')))
+  }
+  for (const match of text.matchAll(/\bimport\(\s*['"](\.[^'"]+)['"]\s*\)/g)) {
+    found.push(resolve(dirname(file), match[1]!.replace(/\.js$/, '.ts')))
+  }
+  return found
+}
+
+/** The folder of src/ a file is in (its first segment), or null for a file at the root of src/. */
+function folderOf(file: string): string | null {
+  const parts = relative(SRC, file).split(sep)
+  return parts.length > 1 ? parts[0]! : null
+}
+
+/** Folder → the folders its files import, each with one file import that shows it. */
+function folderGraph(): Map<string, Map<string, string>> {
+  const graph = new Map<string, Map<string, string>>()
+  for (const file of sourceFiles(SRC)) {
+    const from = folderOf(file)
+    if (from === null) continue
+    for (const target of importsOf(file)) {
+      const to = folderOf(target)
+      if (to === null || to === from) continue
+      if (!graph.has(from)) graph.set(from, new Map())
+      const edges = graph.get(from)!
+      if (!edges.has(to)) edges.set(to, `${relative(SRC, file)} imports ${relative(SRC, target)}`)
+    }
+  }
+  return graph
+}
+
+/** Every cycle of folders, each as the imports that close it. */
+function folderCycles(graph: Map<string, Map<string, string>>): string[][] {
+  const cycles: string[][] = []
+  const seen = new Set<string>()
+  const walk = (path: string[]): void => {
+    const last = path[path.length - 1]!
+    for (const next of graph.get(last)?.keys() ?? []) {
+      const at = path.indexOf(next)
+      if (at === 0) {
+        const key = [...path].sort().join(',')
+        if (!seen.has(key)) {
+          seen.add(key)
+          cycles.push(path.map((folder, i) => graph.get(folder)!.get(path[i + 1] ?? next)!))
+        }
+      } else if (at === -1 && next > path[0]!) {
+        walk([...path, next])
+      }
+    }
+  }
+  for (const folder of [...graph.keys()].sort()) walk([folder])
+  return cycles
+}
+
+test('no folder of src/ imports a folder that imports it back', () => {
+  const graph = folderGraph()
+  expect(graph.size).toBeGreaterThan(5)
+  expect(folderCycles(graph)).toEqual([])
+})
+
+test('the check finds a folder cycle when there is one', () => {
+  const graph = new Map([
+    ['a', new Map([['b', 'a/x.ts imports b/y.ts']])],
+    ['b', new Map([['c', 'b/y.ts imports c/z.ts']])],
+    ['c', new Map([['a', 'c/z.ts imports a/x.ts']])],
+  ])
+  expect(folderCycles(graph)).toEqual([['a/x.ts imports b/y.ts', 'b/y.ts imports c/z.ts', 'c/z.ts imports a/x.ts']])
+})
+
+test('work and drain run each run through the one executor', () => {
+  for (const file of ['worker/worker.ts', 'testing/drain.ts']) {
+    expect(importsOf(join(SRC, file))).toContain(join(SRC, 'engine', 'executor.ts'))
+  }
+})
