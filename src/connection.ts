@@ -8,6 +8,7 @@ import type Database from 'better-sqlite3'
 import { is } from 'drizzle-orm'
 import { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core'
 import { JobsError } from './errors.js'
+import { prepareAll } from './sql/statement.js'
 import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements, type Statements } from './sql/statements.js'
 
 /**
@@ -103,15 +104,16 @@ function open(client: Database.Database): Connection {
  * @internal
  */
 export function installCounters(client: Database.Database): void {
-  const present = new Set(client.prepare(SQL.tablesPresent).pluck().all() as string[])
+  const check = prepareAll(client, { tablesPresent: SQL.tablesPresent, latestColumnPresent: SQL.latestColumnPresent, triggersPresent: SQL.triggersPresent })
+  const present = new Set(check.tablesPresent.all())
   const missing = TABLES.filter((table) => !present.has(table))
   if (missing.length > 0) {
     throw new JobsError('SCHEMA_MISSING', `table ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ${MIGRATE_HINT}`)
   }
-  if (client.prepare(SQL.latestColumnPresent).pluck().get() === 0) {
+  if (check.latestColumnPresent.get() === 0) {
     throw new JobsError('SCHEMA_MISSING', `the jobs_* tables are an older version's (jobs_queue has no limits_set_at column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``)
   }
-  if (client.prepare(SQL.triggersPresent).pluck().get() === TRIGGER_COUNT) return
+  if (check.triggersPresent.get() === TRIGGER_COUNT) return
   client.transaction(() => {
     client.exec(COUNTER_TRIGGERS)
     client.exec(RECOUNT_QUEUES)

@@ -299,7 +299,7 @@ describe('listJobs', () => {
     expect([...first.jobs, ...second.jobs].map((job) => job.id)).toEqual(straight.jobs.map((job) => job.id))
     for (const [state, index] of [['waiting', 'jobs_job_claim'], ['scheduled', 'jobs_job_scheduled'], ['done', 'jobs_job_ended']] as const) {
       const statement = { waiting: 'listWaiting', scheduled: 'listScheduled', done: 'listEnded' }[state]
-      const plan = t.client.prepare(`explain query plan ${ADMIN_SQL[statement as keyof typeof ADMIN_SQL]}`).all({ queue: 'admin', state, grp: null, k1: 0, k2: 0, k3: 0, limit: 1 }) as { detail: string }[]
+      const plan = t.client.prepare(`explain query plan ${ADMIN_SQL[statement as keyof typeof ADMIN_SQL].sql}`).all({ queue: 'admin', state, grp: null, k1: 0, k2: 0, k3: 0, limit: 1 }) as { detail: string }[]
       expect(plan.map((row) => row.detail).join('\n')).toContain(`USING INDEX ${index}`)
       expect(plan.map((row) => row.detail).join('\n')).not.toContain('TEMP B-TREE')
     }

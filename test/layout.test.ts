@@ -1,8 +1,9 @@
 /**
  * The layout shows the architecture: no folder of src/ imports a folder that
  * imports it back, directly or through others, counting type-only imports
- * too. One run's pipeline is the engine's executor, which `work` and `drain`
- * both use.
+ * too; no statement's result is cast, since each declares its types beside
+ * its SQL; and one run's pipeline is the engine's executor, which `work` and
+ * `drain` both use.
  */
 import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative, resolve, sep } from 'node:path'
@@ -96,4 +97,16 @@ test('work and drain run each run through the one executor', () => {
   for (const file of ['worker/worker.ts', 'testing/drain.ts']) {
     expect(importsOf(join(SRC, file))).toContain(join(SRC, 'engine', 'executor.ts'))
   }
+})
+
+test('no statement result is cast: each statement declares its row type beside its SQL', () => {
+  const casts: string[] = []
+  for (const file of sourceFiles(SRC)) {
+    if (file === join(SRC, 'sql', 'statement.ts')) continue
+    const text = readFileSync(file, 'utf8')
+    for (const match of text.matchAll(/\.(?:get|all|iterate)\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\s*\)?\s*as\s+[^\n]*/g)) {
+      casts.push(`${relative(SRC, file)}: ${match[0].slice(0, 80)}`)
+    }
+  }
+  expect(casts).toEqual([])
 })

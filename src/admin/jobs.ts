@@ -33,7 +33,7 @@ export function cancel(db: SyncDatabase, queue: QueueRef, id: string): boolean {
   const connection = connectionOf(db)
   const sql = adminStatements(connection)
   const previous = connection.immediate(() => {
-    const job = sql.findJob.get(name, id) as { seq: number; state: JobState } | undefined
+    const job = sql.findJob.get(name, id)
     if (!job) throw notFound(name, id)
     if (sql.cancelJob.run({ seq: job.seq, now: Date.now() }).changes === 0) return null
     connection.sql.deleteLease.run({ seq: job.seq })
@@ -68,7 +68,7 @@ export function retryJob(db: SyncDatabase, queue: QueueRef, id: string): boolean
   const connection = connectionOf(db)
   const sql = adminStatements(connection)
   const retried = connection.immediate(() => {
-    const job = sql.findJob.get(name, id) as { seq: number; state: JobState } | undefined
+    const job = sql.findJob.get(name, id)
     if (!job) throw notFound(name, id)
     if (sql.retryJob.run({ seq: job.seq, now: Date.now() }).changes === 0) return false
     connection.sql.deleteSteps.run({ seq: job.seq })

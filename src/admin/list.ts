@@ -3,7 +3,7 @@ import { connectionOf, type SyncDatabase } from '../connection.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
-import { adminStatements, type AdminStatements } from '../sql/admin.js'
+import { adminStatements, type AdminJobRow, type AdminStatements } from '../sql/admin.js'
 import type { JobSnapshot, JobState } from '../types.js'
 import { StoredColumns } from '../stored.js'
 import { queueNameOf, type QueueRef } from './ref.js'
@@ -112,7 +112,7 @@ export function listJobs(db: SyncDatabase, options: ListJobsOptions = {}): JobPa
     ended: sql.listEnded,
     newest: sql.listNewest,
   }[listing]
-  const rows = statement.all(params) as JobRow[]
+  const rows = statement.all(params)
   const more = rows.length > limit
   const jobs = rows.slice(0, limit).map(toRecord)
   const last = rows[limit - 1]
@@ -136,10 +136,10 @@ export function inspectJob(db: SyncDatabase, queue: QueueRef, id: string): JobDe
   const connection = connectionOf(db)
   const sql = adminStatements(connection)
   const read = () => {
-    const row = sql.jobRecord.get(name, id) as JobRow | undefined
+    const row = sql.jobRecord.get(name, id)
     if (!row) return undefined
-    const steps = (sql.jobSteps.all(row.seq) as { name: string; answer: string | null }[]).map((step) => ({ name: step.name, answer: new StoredColumns().json(step.answer, 'answer') }))
-    const lease = sql.jobLease.get(row.seq) as { owner: unknown; attempt: unknown; expiresAt: unknown } | undefined
+    const steps = sql.jobSteps.all(row.seq).map((step) => ({ name: step.name, answer: new StoredColumns().json(step.answer, 'answer') }))
+    const lease = sql.jobLease.get(row.seq)
     const record = toRecord(row)
     const stored = new StoredColumns()
     const held = lease && { owner: stored.text(lease.owner, 'lease.owner'), attempt: stored.count(lease.attempt, 'lease.attempt', 1), expiresAt: stored.time(lease.expiresAt, 'lease.expires_at') }
@@ -150,34 +150,15 @@ export function inspectJob(db: SyncDatabase, queue: QueueRef, id: string): JobDe
 }
 
 function findById(sql: AdminStatements, queue: string | null, id: string, state: JobState | null, grp: string | null): JobRecord[] {
-  const queues = queue === null ? (sql.queueNames.all() as string[]) : [queue]
+  const queues = queue === null ? sql.queueNames.all() : [queue]
   return queues
-    .map((name) => sql.jobRecord.get(name, id) as JobRow | undefined)
-    .filter((row): row is JobRow => row !== undefined && (state === null || row.state === state) && (grp === null || row.grp === grp))
+    .map((name) => sql.jobRecord.get(name, id))
+    .filter((row): row is AdminJobRow => row !== undefined && (state === null || row.state === state) && (grp === null || row.grp === grp))
     .map(toRecord)
 }
 
-/** A job's row as the admin statements answer it; another program may have stored other types in any column (toRecord reads them as stored). @internal */
-export interface JobRow {
-  seq: number
-  queue: string
-  id: string
-  grp: string | null
-  value: string
-  state: JobState
-  priority: number
-  attempts: number
-  maxAttempts: number
-  runAt: number
-  createdAt: number
-  finishedAt: number | null
-  error: string | null
-  errorStack: string | null
-  result: string | null
-}
-
 /** The row as a record, showing what another program stored as it is (JOB-18). @internal */
-export function toRecord(row: JobRow): JobRecord {
+export function toRecord(row: AdminJobRow): JobRecord {
   const stored = new StoredColumns()
   return {
     seq: row.seq,
@@ -220,7 +201,7 @@ function firstKeys(listing: Listing): Keys {
   }
 }
 
-function lastKeys(listing: Listing, row: JobRow): Keys {
+function lastKeys(listing: Listing, row: AdminJobRow): Keys {
   switch (listing) {
     case 'waiting':
       return [row.priority, row.runAt, row.seq]

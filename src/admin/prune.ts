@@ -49,7 +49,7 @@ export function prune(db: SyncDatabase, options: PruneOptions): number {
     throw new JobsError('INVALID_OPTION', `states: expected a non-empty array of ${ENDED_STATES.join(', ')}, got ${describe(states)}`)
   }
   const connection = connectionOf(db)
-  const queues = options.queue === undefined ? (adminStatements(connection).queueNames.all() as string[]) : [queueNameOf(options.queue)]
+  const queues = options.queue === undefined ? adminStatements(connection).queueNames.all() : [queueNameOf(options.queue)]
   let deleted = 0
   for (const queue of queues) {
     let fromQueue = 0

@@ -2,7 +2,7 @@
 import { connectionOf, type SyncDatabase } from '../connection.js'
 import { jobsChanged } from '../engine/wake.js'
 import { sqlLiteral } from '../stored.js'
-import { adminStatements } from '../sql/admin.js'
+import { adminStatements, type CountsRow } from '../sql/admin.js'
 import { queueNameOf, type QueueRef } from './ref.js'
 
 /** A queue's jobs by state, as the engine's counters hold them. */
@@ -56,8 +56,6 @@ function setPaused(db: SyncDatabase, queue: QueueRef, paused: boolean): void {
 }
 
 /** A `jobs_queue` row: the counts, under the table's column names. */
-type CountsRow = Omit<QueueCounts, 'queue' | 'paused'> & { name: string; paused: number }
-
 /**
  * queueCounts answers a queue's jobs by state, or with no queue, every
  * queue's (by name). It reads the counters that triggers keep in
@@ -77,8 +75,8 @@ export function queueCounts(db: SyncDatabase): QueueCounts[]
 export function queueCounts(db: SyncDatabase, queue?: QueueRef): QueueCounts | QueueCounts[] {
   const name = queue === undefined ? undefined : queueNameOf(queue)
   const sql = adminStatements(connectionOf(db))
-  if (name === undefined) return (sql.allQueueCounts.all() as CountsRow[]).map(toCounts)
-  const row = sql.queueCounts.get(name) as CountsRow | undefined
+  if (name === undefined) return sql.allQueueCounts.all().map(toCounts)
+  const row = sql.queueCounts.get(name)
   return row ? toCounts(row) : { queue: name, paused: false, waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }
 }
 

@@ -8,14 +8,14 @@ import { adminStatements } from '../sql/admin.js'
 
 /** Jobs of `queue` that ended in `state` within [since, until). */
 export function endedBetween(connection: Connection, queue: string, state: 'done' | 'failed' | 'canceled', since: number, until: number): number {
-  return adminStatements(connection).endedBetween.get({ queue, state, since, until }) as number
+  return adminStatements(connection).endedBetween.get({ queue, state, since, until })
 }
 
 /** Jobs ended in `state` per bucket of `bucketMs`, for the buckets starting at `since` up to `until` (zeros included). */
 export function endedPerBucket(connection: Connection, queue: string, state: 'done' | 'failed', since: number, until: number, bucketMs: number): number[] {
   const first = Math.floor(since / bucketMs)
   const buckets = new Array<number>(Math.max(0, Math.ceil(until / bucketMs) - first)).fill(0)
-  const rows = adminStatements(connection).endedPerBucket.all({ queue, state, since: first * bucketMs, until, bucketMs }) as { bucket: number; count: number }[]
+  const rows = adminStatements(connection).endedPerBucket.all({ queue, state, since: first * bucketMs, until, bucketMs })
   for (const row of rows) {
     const index = row.bucket - first
     if (index >= 0 && index < buckets.length) buckets[index] = row.count
@@ -25,6 +25,6 @@ export function endedPerBucket(connection: Connection, queue: string, state: 'do
 
 /** How long the queue's longest-due runnable job has been due, in ms; null when none is due. */
 export function oldestDueMs(connection: Connection, queue: string, now: number): number | null {
-  const earliest = adminStatements(connection).earliestRunnable.get({ queue }) as number | null
+  const earliest = adminStatements(connection).earliestRunnable.get({ queue })
   return earliest === null || earliest > now ? null : now - earliest
 }

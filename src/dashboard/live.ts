@@ -71,7 +71,7 @@ export class LiveHub {
   private add(client: LiveClient): void {
     this.clients.add(client)
     if (this.unsubscribe) return
-    this.lastVersion = this.ctx.connection.sql.dataVersion.get() as number
+    this.lastVersion = this.ctx.connection.sql.dataVersion.get()
     this.unsubscribe = onJobsChanged(this.ctx.connection.key, () => this.changed())
     this.timers = [
       setInterval(() => this.poll(), POLL_MS),
@@ -96,7 +96,7 @@ export class LiveHub {
   private poll(): void {
     let version: number
     try {
-      version = this.ctx.connection.sql.dataVersion.get() as number
+      version = this.ctx.connection.sql.dataVersion.get()
     } catch (error) {
       if (isBusy(error)) return
       return this.close()

@@ -23,7 +23,7 @@ import { ABANDONED_PATIENCE_MS } from '../limits.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import type { QueueDefinition } from './definition.js'
 import type { QueueLimits } from './queue-limits.js'
-import type { ClaimedJob } from './run.js'
+import type { ClaimedJob } from '../sql/statements.js'
 
 export interface ClaimRequest {
   limit: number
@@ -41,13 +41,13 @@ const NONE: ReadonlySet<number> = new Set()
 
 export function claimJobs(connection: Connection, queue: QueueDefinition, request: ClaimRequest, moved: CountShift): ClaimedJob[] {
   const { sql } = connection
-  const counts = sql.queueClaimLimits.get(queue.name) as { paused: number; running: number; concurrency: number | null; perGroup: number | null } | undefined
+  const counts = sql.queueClaimLimits.get(queue.name)
   if (counts?.paused) return []
   const limits: QueueLimits = { total: counts?.concurrency ?? null, perGroup: counts?.perGroup ?? null }
   let limit = request.limit
   if (limits.total !== null) limit = Math.min(limit, limits.total - (counts?.running ?? 0))
   if (limit <= 0) return []
-  const abandoned = sql.firstAbandoned.get({ queue: queue.name, now: request.now }) as (ClaimedJob & { runAt: number }) | undefined
+  const abandoned = sql.firstAbandoned.get({ queue: queue.name, now: request.now })
   const passOver = request.passOver ?? NONE
   let claimed: ClaimedJob[] = []
   if (abandoned && request.idle && !passOver.has(abandoned.seq)) claimed = claimAlone(connection, queue, limits.perGroup, abandoned)
@@ -60,7 +60,7 @@ export function claimJobs(connection: Connection, queue: QueueDefinition, reques
   }
   if (claimed.length === 0) return claimed
   const seqs = claimed.map((job) => job.seq)
-  const marked = runForJobs(sql.markRunning, sql.markRunningAll, seqs).changes
+  const marked = runForJobs(sql.markRunning, sql.markRunningAll, seqs, {}).changes
   // What was read in this write transaction is still runnable: nothing else can write meanwhile.
   if (marked !== claimed.length) throw new Error(`drizzle-jobs: only ${marked} of ${claimed.length} jobs read for a claim were runnable within the same transaction`)
   runForJobs(sql.insertLease, sql.insertLeases, seqs, { owner: request.owner, expiresAt: request.now + request.leaseMs, channel: request.channel })
@@ -71,7 +71,7 @@ export function claimJobs(connection: Connection, queue: QueueDefinition, reques
 /** The runnable jobs to claim, in claim order, but for those passed over: it reads as many more as it may pass over. */
 function claimInOrder(connection: Connection, queue: QueueDefinition, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
   const candidates = skipAbandoned ? connection.sql.claimCandidatesNotAbandoned : connection.sql.claimCandidates
-  const jobs = candidates.all({ queue: queue.name, now, limit: limit + passOver.size }) as ClaimedJob[]
+  const jobs = candidates.all({ queue: queue.name, now, limit: limit + passOver.size })
   return passOver.size === 0 ? jobs : jobs.filter((job) => !passOver.has(job.seq)).slice(0, limit)
 }
 
@@ -84,7 +84,7 @@ function claimAlone(connection: Connection, queue: QueueDefinition, perGroup: nu
 /** Walks candidates in claim order, skipping jobs whose group is at its cap, counting the ones taken here too. */
 function claimUnderGroupCap(connection: Connection, queue: QueueDefinition, perGroup: number, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
   const { sql } = connection
-  const candidates = sql.claimCandidatesByGroup.all({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 + passOver.size, skipAbandoned: skipAbandoned ? 1 : 0 }) as { seq: number; grp: string | null }[]
+  const candidates = sql.claimCandidatesByGroup.all({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 + passOver.size, skipAbandoned: skipAbandoned ? 1 : 0 })
   const running = groupsRunning(connection, queue)
   const claimed: ClaimedJob[] = []
   for (const candidate of candidates) {
@@ -95,13 +95,13 @@ function claimUnderGroupCap(connection: Connection, queue: QueueDefinition, perG
       if (inGroup >= perGroup) continue
       running.set(candidate.grp, inGroup + 1)
     }
-    const job = sql.claimCandidate.get(candidate.seq) as ClaimedJob | undefined
+    const job = sql.claimCandidate.get(candidate.seq)
     if (job) claimed.push(job)
   }
   return claimed
 }
 
 function groupsRunning(connection: Connection, queue: QueueDefinition): Map<string, number> {
-  const rows = connection.sql.groupsRunning.all(queue.name) as { grp: string; running: number }[]
+  const rows = connection.sql.groupsRunning.all(queue.name)
   return new Map(rows.map((row) => [row.grp, row.running]))
 }

@@ -15,7 +15,7 @@ export function leaseLost(connection: Connection, run: RunContext): void {
 
 /** Checks `runs` of `owner` against the lease rows: a run whose row is gone lost its lease. */
 export function checkLeases(connection: Connection, owner: string, runs: Iterable<RunContext>): void {
-  const held = leaseKeys(connection.sql.ownerLeases.all(owner) as { job: number; attempt: number }[])
+  const held = leaseKeys(connection.sql.ownerLeases.all(owner))
   for (const run of runs) if (!held.has(leaseKey(run.seq, run.attempt))) leaseLost(connection, run)
 }
 
@@ -24,7 +24,7 @@ export function checkLeases(connection: Connection, owner: string, runs: Iterabl
  * lease was not renewed lost it. Throws SQLite's busy error when another writer holds the lock.
  */
 export function renewLeases(connection: Connection, owner: string, runs: Iterable<RunContext>, expiresAt: number): void {
-  const held = connection.immediate(() => connection.sql.renewLeases.all({ owner, expiresAt }) as { job: number; attempt: number }[])
+  const held = connection.immediate(() => connection.sql.renewLeases.all({ owner, expiresAt }))
   const renewed = leaseKeys(held)
   for (const run of runs) if (!renewed.has(leaseKey(run.seq, run.attempt))) run.loseLease()
 }

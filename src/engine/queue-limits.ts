@@ -19,7 +19,7 @@ export interface QueueLimits {
  */
 export function storeLimits(connection: Connection, queue: QueueDefinition, now: number): string | null {
   const { sql } = connection
-  const stored = sql.queueLimits.get(queue.name) as { concurrency: number | null; perGroup: number | null; setAt: number | null } | undefined
+  const stored = sql.queueLimits.get(queue.name)
   const next = queue.concurrency
   sql.storeQueueLimits.run({ queue: queue.name, total: next.total, perGroup: next.perGroup, now })
   if (!stored || stored.setAt === null) return null

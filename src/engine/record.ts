@@ -30,7 +30,7 @@ export function recordEnds(connection: Connection, records: readonly RunEndRecor
     }
     const { owner, transition } = records[group[0]!]!
     const runs = JSON.stringify(group.map((i) => [records[i]!.seq, records[i]!.attempt, records[i]!.transition.finishedAt, records[i]!.transition.result]))
-    const ended = new Set((sql.endRuns.all({ ...transition, owner, runs }) as { seq: number }[]).map((row) => row.seq))
+    const ended = new Set((sql.endRuns.all({ ...transition, owner, runs })).map((row) => row.seq))
     for (const i of group) landed[i] = ended.has(records[i]!.seq)
   }
   const released: number[] = []
@@ -41,8 +41,8 @@ export function recordEnds(connection: Connection, records: readonly RunEndRecor
     if (ENDED_STATES.includes(transition.state as EndedState)) finished.push(seq)
     shift(moved, 'running', transition.state)
   })
-  if (released.length > 0) runForJobs(sql.deleteLease, sql.deleteLeases, released)
-  if (finished.length > 0) runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, finished)
+  if (released.length > 0) runForJobs(sql.deleteLease, sql.deleteLeases, released, {})
+  if (finished.length > 0) runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, finished, {})
   return landed
 }
 

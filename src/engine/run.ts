@@ -3,6 +3,7 @@
  * steps, its progress, and the outcomes it may return.
  */
 import type { Connection } from '../connection.js'
+import type { ClaimedJob } from '../sql/statements.js'
 import { toMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
@@ -49,20 +50,6 @@ export interface Run {
   retry(delay?: Duration): Outcome
   /** Runs the job again after `delay`, not counting this attempt. Return what it returns. */
   snooze(delay?: Duration): Outcome
-}
-
-/** A claimed job as the claim statement answers it. */
-export interface ClaimedJob {
-  seq: number
-  id: string
-  grp: string | null
-  value: string
-  /** The state the claim took it from. */
-  claimedFrom: 'waiting' | 'scheduled'
-  attempts: number
-  maxAttempts: number
-  /** 1 when the job's last run was abandoned: this run goes alone in its worker. */
-  abandoned: number
 }
 
 /** @internal */
@@ -124,7 +111,7 @@ export class RunContext implements Run {
 
   private async runStep<A>(name: string, fn: () => A | Promise<A>): Promise<A> {
     const sql = this.connection.sql
-    const kept = sql.readStep.get(this.seq, name) as string | null | undefined
+    const kept = sql.readStep.get(this.seq, name)
     if (kept !== undefined) return (kept === null ? undefined : JSON.parse(kept)) as A
     // The lease may have been taken while this process could not tell (its event loop blocked past the lease, say).
     if (!confirmLease(this.connection, this.owner, this)) this.assertHeld()

@@ -3,6 +3,7 @@ import { toMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
 import { MAX_TIME_MS, MAX_VALUE_BYTES } from '../limits.js'
+import type { NewJob } from '../sql/statements.js'
 import type { Enqueued } from '../types.js'
 import { checkQueue, type Queue } from './define.js'
 import { noShift, shift, writeShift } from '../engine/counts.js'
@@ -93,7 +94,7 @@ export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: Readonl
   return results
 }
 
-function insertAll(connection: Connection, queue: Queue, rows: JobRow[]): Enqueued[] {
+function insertAll(connection: Connection, queue: Queue, rows: NewJob[]): Enqueued[] {
   const counts = noShift()
   const results = rows.map((row) => {
     const added = connection.sql.insertJob.run(row).changes === 1
@@ -102,8 +103,8 @@ function insertAll(connection: Connection, queue: Queue, rows: JobRow[]): Enqueu
   })
   writeShift(connection, queue.name, counts)
   if (results.some((result) => result.added)) {
-    const held = connection.sql.queueWaitingCount.get(queue.name) as number
-    if (held > queue.maxWaiting) throw queueFull(queue)
+    const held = connection.sql.queueWaitingCount.get(queue.name)
+    if ((held ?? 0) > queue.maxWaiting) throw queueFull(queue)
   }
   return results
 }
@@ -112,23 +113,10 @@ function queueFull(queue: Queue): JobsError {
   return new JobsError('QUEUE_FULL', `queue '${queue.name}' holds its maxWaiting of ${queue.maxWaiting} jobs waiting or scheduled; nothing was added`)
 }
 
-interface JobRow {
-  queue: string
-  id: string
-  grp: string | null
-  value: string
-  state: 'waiting' | 'scheduled'
-  priority: number
-  maxAttempts: number
-  runAt: number
-  now: number
-  maxWaiting: number
-}
-
 const ENQUEUE_OPTIONS = new Set(['id', 'group', 'priority', 'delay', 'runAt'])
 
 /** Checks one job's value and options and turns them into its row; throws before anything is written. */
-function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefined, now: number, where = 'enqueue'): JobRow {
+function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefined, now: number, where = 'enqueue'): NewJob {
   const json = encodeJson(value, 'value', MAX_VALUE_BYTES) as string
   const opts = options ?? {}
   if (typeof opts !== 'object' || opts === null) throw new JobsError('INVALID_OPTION', `${where}: options must be an object, got ${describe(opts)}`)

@@ -7,34 +7,11 @@ import { checkName } from '../json.js'
 import { MAX_AHEAD } from '../limits.js'
 import { readRemoteProgress } from '../progress/remote.js'
 import { isOwnChannel } from '../progress/channel.js'
-import { readStatements } from '../sql/read.js'
+import { readStatements, type SnapshotRow } from '../sql/read.js'
 import type { JobSnapshot, JobState } from '../types.js'
 import { readProgress, runKey, type ProgressValue } from '../progress/store.js'
 import type { Queue } from './define.js'
 import { StoredColumns } from '../stored.js'
-
-/**
- * A job's row with its lease, as the read statements answer it. Another program may have stored values of
- * other types than these in any column: toSnapshot reads them through StoredColumns. @internal
- */
-export interface JobRow {
-  seq: number
-  queue: string
-  id: string
-  grp: string | null
-  state: JobState
-  priority: number
-  runAt: number
-  attempts: number
-  maxAttempts: number
-  createdAt: number
-  finishedAt: number | null
-  error: string | null
-  result: string | null
-  owner: string | null
-  leaseAttempt: number | null
-  channel: string | null
-}
 
 /**
  * getJob answers the job of `queue` with this `id` as it is now, or
@@ -67,22 +44,22 @@ export function getJob<Result = unknown>(db: SyncDatabase, queue: Queue<any>, id
 }
 
 /** @internal */
-export function readJobRow(connection: Connection, queue: string, id: string): JobRow | undefined {
-  return readStatements(connection).statements.jobById.get(queue, id) as JobRow | undefined
+export function readJobRow(connection: Connection, queue: string, id: string): SnapshotRow | undefined {
+  return readStatements(connection).statements.jobById.get(queue, id)
 }
 
 /** The rows of many jobs in one statement. @internal */
-export function readJobRows(connection: Connection, seqs: readonly number[]): JobRow[] {
-  return readStatements(connection).statements.jobsBySeq.all(JSON.stringify(seqs)) as JobRow[]
+export function readJobRows(connection: Connection, seqs: readonly number[]): SnapshotRow[] {
+  return readStatements(connection).statements.jobsBySeq.all(JSON.stringify(seqs))
 }
 
 /** How many runnable jobs (waiting, or scheduled and due) of the job's queue come before it in claim order, up to 10,000. @internal */
-export function countAhead(connection: Connection, row: JobRow, now = Date.now()): number {
+export function countAhead(connection: Connection, row: SnapshotRow, now = Date.now()): number {
   const { aheadByPriority, aheadByRunAt, aheadBySeq } = readStatements(connection).statements
   const at = { queue: row.queue, priority: row.priority, runAt: row.runAt, seq: row.seq, now, limit: MAX_AHEAD }
-  let ahead = aheadByPriority.get(at) as number
-  if (ahead < MAX_AHEAD) ahead += aheadByRunAt.get({ queue: row.queue, priority: row.priority, before: Math.min(row.runAt, now + 1), limit: MAX_AHEAD - ahead }) as number
-  if (ahead < MAX_AHEAD) ahead += aheadBySeq.get({ ...at, limit: MAX_AHEAD - ahead }) as number
+  let ahead = aheadByPriority.get(at)
+  if (ahead < MAX_AHEAD) ahead += aheadByRunAt.get({ queue: row.queue, priority: row.priority, before: Math.min(row.runAt, now + 1), limit: MAX_AHEAD - ahead })
+  if (ahead < MAX_AHEAD) ahead += aheadBySeq.get({ ...at, limit: MAX_AHEAD - ahead })
   return ahead
 }
 
@@ -93,7 +70,7 @@ export function countAhead(connection: Connection, row: JobRow, now = Date.now()
  * walked at most 10,000 entries. Answers the counts by seq.
  * @internal
  */
-export function countAheadOfMany(connection: Connection, rows: readonly JobRow[], now = Date.now()): Map<number, number> {
+export function countAheadOfMany(connection: Connection, rows: readonly SnapshotRow[], now = Date.now()): Map<number, number> {
   const counts = new Map<number, number>()
   if (rows.length === 1) {
     counts.set(rows[0]!.seq, countAhead(connection, rows[0]!, now))
@@ -101,7 +78,7 @@ export function countAheadOfMany(connection: Connection, rows: readonly JobRow[]
   }
   const wanted = new Set(rows.map((row) => row.seq))
   let place = 0
-  for (const seq of readStatements(connection).statements.lineHead.iterate({ queue: rows[0]!.queue, now, limit: MAX_AHEAD }) as IterableIterator<number>) {
+  for (const seq of readStatements(connection).statements.lineHead.iterate({ queue: rows[0]!.queue, now, limit: MAX_AHEAD })) {
     if (wanted.delete(seq)) {
       counts.set(seq, place)
       if (wanted.size === 0) break
@@ -114,7 +91,7 @@ export function countAheadOfMany(connection: Connection, rows: readonly JobRow[]
 }
 
 /** The run whose progress a snapshot of this row shows: the attempt holding the lease, or null when none runs. @internal */
-export function runKeyOf(row: JobRow): string | null {
+export function runKeyOf(row: SnapshotRow): string | null {
   if (row.state !== 'running' || row.owner === null || row.leaseAttempt !== row.attempts) return null
   return runKey(row.owner, row.seq, row.leaseAttempt)
 }
@@ -127,7 +104,7 @@ export function progressOf(key: string, channel: string | null): ProgressValue |
 }
 
 /** The row as a snapshot, showing what another program stored as it is (JOB-18). A result that is not JSON is given as its text. @internal */
-export function toSnapshot<Result = unknown>(row: JobRow, ahead: number | null, progress: ProgressValue | undefined): JobSnapshot<Result> {
+export function toSnapshot<Result = unknown>(row: SnapshotRow, ahead: number | null, progress: ProgressValue | undefined): JobSnapshot<Result> {
   const stored = new StoredColumns()
   return {
     id: stored.text(row.id, 'id'),

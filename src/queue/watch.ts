@@ -21,7 +21,8 @@ import { readStatements } from '../sql/read.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
 import { subscribeProgress, type ProgressValue } from '../progress/store.js'
 import type { Queue } from './define.js'
-import { countAhead, countAheadOfMany, progressOf, readJobRow, readJobRows, runKeyOf, toSnapshot, type JobRow } from './read.js'
+import type { SnapshotRow } from '../sql/read.js'
+import { countAhead, countAheadOfMany, progressOf, readJobRow, readJobRows, runKeyOf, toSnapshot } from './read.js'
 import { onJobsChanged } from '../engine/wake.js'
 
 /** The options of {@link watch}. */
@@ -147,7 +148,7 @@ class WatchedConnection {
     if (this.timer) return
     watchedConnections.add(this)
     refreshers.set(this.connection, this)
-    this.lastDataVersion = this.connection.sql.dataVersion.get() as number
+    this.lastDataVersion = this.connection.sql.dataVersion.get()
     this.timer = setInterval(() => this.poll(), DEFAULT_POLL_INTERVAL_MS)
     this.unsubscribe = onJobsChanged(this.connection.key, (queue) => {
       if (!this.byQueue.has(queue)) return
@@ -159,7 +160,7 @@ class WatchedConnection {
   private poll(): void {
     let version: number
     try {
-      version = this.connection.sql.dataVersion.get() as number
+      version = this.connection.sql.dataVersion.get()
     } catch (error) {
       if (!isBusy(error)) this.failAll(error)
       return
@@ -181,7 +182,7 @@ class WatchedConnection {
     this.allDirty = false
     this.dirtyQueues.clear()
     if (watchers.length === 0) return
-    let rows: Map<number, JobRow>
+    let rows: Map<number, SnapshotRow>
     let aheads: Map<number, number>
     try {
       ;({ rows, aheads } = readStatements(this.connection).snapshot(() => this.read(watchers)))
@@ -197,10 +198,10 @@ class WatchedConnection {
     }
   }
 
-  private read(watchers: readonly JobWatcher<unknown>[]): { rows: Map<number, JobRow>; aheads: Map<number, number> } {
-    const rows = new Map<number, JobRow>()
+  private read(watchers: readonly JobWatcher<unknown>[]): { rows: Map<number, SnapshotRow>; aheads: Map<number, number> } {
+    const rows = new Map<number, SnapshotRow>()
     for (const row of readJobRows(this.connection, [...new Set(watchers.map((watcher) => watcher.seq))])) rows.set(row.seq, row)
-    const waitingByQueue = new Map<string, JobRow[]>()
+    const waitingByQueue = new Map<string, SnapshotRow[]>()
     for (const row of rows.values()) {
       if (row.state !== 'waiting') continue
       const list = waitingByQueue.get(row.queue)
@@ -241,7 +242,7 @@ class JobWatcher<Result> implements JobWatch<Result> {
   readonly seq: number
   readonly id: string
   readonly queue: string
-  private row: JobRow
+  private row: SnapshotRow
   private ahead: number | null
   private progress: ProgressValue | undefined
   private runKey: string | null = null
@@ -253,7 +254,7 @@ class JobWatcher<Result> implements JobWatch<Result> {
 
   constructor(
     private readonly watched: WatchedConnection,
-    row: JobRow,
+    row: SnapshotRow,
     ahead: number | null,
     private readonly signal: AbortSignal | undefined,
   ) {
@@ -299,7 +300,7 @@ class JobWatcher<Result> implements JobWatch<Result> {
   }
 
   /** A fresh row from the refresher. @internal */
-  update(row: JobRow, ahead: number | null): void {
+  update(row: SnapshotRow, ahead: number | null): void {
     if (!this.attached) return
     const previous = this.row
     const previousAhead = this.ahead
@@ -327,7 +328,7 @@ class JobWatcher<Result> implements JobWatch<Result> {
   private readonly onAbort = (): void => this.close()
 
   /** Subscribes to the progress of the attempt the row says is running, and drops the previous one's. */
-  private followRun(row: JobRow): void {
+  private followRun(row: SnapshotRow): void {
     const key = runKeyOf(row)
     if (key === this.runKey) return
     const previous = this.unsubscribeProgress
@@ -401,7 +402,7 @@ class JobWatcher<Result> implements JobWatch<Result> {
 }
 
 /** Whether two rows of a job show the same snapshot but for `ahead` and progress. */
-function sameRun(a: JobRow, b: JobRow): boolean {
+function sameRun(a: SnapshotRow, b: SnapshotRow): boolean {
   return (
     same(a.state, b.state) &&
     same(a.attempts, b.attempts) &&

@@ -4,71 +4,92 @@
  * connection. Listings page by keyset over the index that serves each state,
  * so a page costs the same on the millionth job as on the first.
  */
-import type Database from 'better-sqlite3'
-import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 import type { Connection } from '../connection.js'
+import type { EndedState, JobState } from '../types.js'
+import { prepareAll, single, statement, type JobRow, type LeaseRow, type PreparedStatements, type QueueRow, type StepRow } from './statement.js'
+import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 
 /** The columns of a job as the admin API answers it. */
 const JOB = `seq, queue, id, grp, value, state, priority, attempts, max_attempts as maxAttempts, run_at as runAt,
   created_at as createdAt, finished_at as finishedAt, error, error_stack as errorStack, result`
 
+/** A job as JOB reads it; another program may have stored other types in any column (admin/list.ts's toRecord reads them as stored). */
+export type AdminJobRow = Pick<
+  JobRow,
+  'seq' | 'queue' | 'id' | 'grp' | 'value' | 'state' | 'priority' | 'attempts' | 'maxAttempts' | 'runAt' | 'createdAt' | 'finishedAt' | 'error' | 'errorStack' | 'result'
+>
+
+/** A queue's counters as the count statements read them. */
+export type CountsRow = Pick<QueueRow, 'name' | 'paused' | 'waiting' | 'scheduled' | 'running' | 'done' | 'failed' | 'canceled'>
+
+/** What every listing binds: the page's size and keys (k1, k2, k3: the sort keys of the last job before it, a number as the engine writes them, or as another program stored it). */
+interface ListParams {
+  queue: string | null
+  state: JobState | null
+  grp: string | null
+  limit: number
+  k1: number | string | Buffer
+  k2: number | string | Buffer | undefined
+  k3: number | string | Buffer | undefined
+}
+
 const IN_GROUP = `(@grp is null or grp = @grp)`
 
 export const ADMIN_SQL = {
-  findJob: `select seq, state from jobs_job where queue = ? and id = ?`,
-  jobRecord: `select ${JOB} from jobs_job where queue = ? and id = ?`,
+  findJob: statement<[queue: string, id: string], Pick<JobRow, 'seq' | 'state'>>(`select seq, state from jobs_job where queue = ? and id = ?`),
+  jobRecord: statement<[queue: string, id: string], AdminJobRow>(`select ${JOB} from jobs_job where queue = ? and id = ?`),
   /** Ends a job that has not ended yet as canceled; its lease and steps are deleted beside it. */
-  cancelJob: `update jobs_job set state = 'canceled', finished_at = @now where seq = @seq and state in ('waiting', 'scheduled', 'running')`,
+  cancelJob: statement<[{ seq: number; now: number }], never>(`update jobs_job set state = 'canceled', finished_at = @now where seq = @seq and state in ('waiting', 'scheduled', 'running')`),
   /** A failed or canceled job runs again with fresh attempts and nothing of its last run kept. */
-  retryJob: `update jobs_job set state = 'waiting', attempts = 0, run_at = @now, finished_at = null,
+  retryJob: statement<[{ seq: number; now: number }], never>(`update jobs_job set state = 'waiting', attempts = 0, run_at = @now, finished_at = null,
       error = null, error_stack = null, result = null
-    where seq = @seq and state in ('failed', 'canceled')`,
-  setPaused: `insert into jobs_queue (name, paused) values (@queue, @paused)
-    on conflict (name) do update set paused = excluded.paused`,
-  queueCounts: `select name, paused, waiting, scheduled, running, done, failed, canceled from jobs_queue where name = ?`,
-  allQueueCounts: `select name, paused, waiting, scheduled, running, done, failed, canceled from jobs_queue order by name`,
-  queueNames: `select name from jobs_queue order by name`,
-  jobSteps: `select name, answer from jobs_step where job = ? order by rowid`,
+    where seq = @seq and state in ('failed', 'canceled')`),
+  setPaused: statement<[{ queue: string; paused: 0 | 1 }], never>(`insert into jobs_queue (name, paused) values (@queue, @paused)
+    on conflict (name) do update set paused = excluded.paused`),
+  queueCounts: statement<[queue: string], CountsRow>(`select name, paused, waiting, scheduled, running, done, failed, canceled from jobs_queue where name = ?`),
+  allQueueCounts: statement<[], CountsRow>(`select name, paused, waiting, scheduled, running, done, failed, canceled from jobs_queue order by name`),
+  queueNames: statement<[], QueueRow['name']>(`select name from jobs_queue order by name`, { pluck: true }),
+  jobSteps: statement<[seq: number], Pick<StepRow, 'name' | 'answer'>>(`select name, answer from jobs_step where job = ? order by rowid`),
   /** What a run left its job as: for drain's account of each run. */
-  jobOutcome: `select state, error from jobs_job where seq = ?`,
-  jobLease: `select owner, attempt, expires_at as expiresAt from jobs_lease where job = ?`,
+  jobOutcome: statement<[seq: number], Pick<JobRow, 'state' | 'error'>>(`select state, error from jobs_job where seq = ?`),
+  jobLease: statement<[seq: number], Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'>>(`select owner, attempt, expires_at as expiresAt from jobs_lease where job = ?`),
   /** Every job of a queue in add order: for the testing helpers, on small test databases. */
-  queueJobs: `select ${JOB} from jobs_job where queue = ? order by seq`,
+  queueJobs: statement<[queue: string], AdminJobRow>(`select ${JOB} from jobs_job where queue = ? order by seq`),
 
   /** Waiting jobs in claim order (priority, run_at, seq), over the claim index. */
-  listWaiting: `select ${JOB} from jobs_job
+  listWaiting: statement<[ListParams], AdminJobRow>(`select ${JOB} from jobs_job
     where queue = @queue and ${RUNNABLE} and state = 'waiting' and ${IN_GROUP}
       and (priority, run_at, seq) > (@k1, @k2, @k3)
-    order by priority, run_at, seq ${LIMIT}`,
+    order by priority, run_at, seq ${LIMIT}`),
   /** Scheduled jobs by the time they run, over the scheduled index. */
-  listScheduled: `select ${JOB} from jobs_job
+  listScheduled: statement<[ListParams], AdminJobRow>(`select ${JOB} from jobs_job
     where queue = @queue and state = 'scheduled' and ${IN_GROUP} and (run_at, seq) > (@k1, @k2)
-    order by run_at, seq ${LIMIT}`,
+    order by run_at, seq ${LIMIT}`),
   /** Running jobs, found through their leases (few: at most the queue's concurrency), newest first. */
-  listRunning: `select ${JOB} from jobs_job
+  listRunning: statement<[ListParams], AdminJobRow>(`select ${JOB} from jobs_job
     where seq in (select job from jobs_lease where queue = @queue) and state = 'running' and ${IN_GROUP} and seq < @k1
-    order by seq desc ${LIMIT}`,
+    order by seq desc ${LIMIT}`),
   /** Ended jobs of one state, most recently ended first, over the ended index. */
-  listEnded: `select ${JOB} from jobs_job
+  listEnded: statement<[ListParams], AdminJobRow>(`select ${JOB} from jobs_job
     where queue = @queue and ${ENDED} and state = @state and ${IN_GROUP} and (finished_at, seq) < (@k1, @k2)
-    order by finished_at desc, seq desc ${LIMIT}`,
+    order by finished_at desc, seq desc ${LIMIT}`),
   /** Any other listing, newest added first, walking the primary key (the `+` keeps SQLite off the queue index). */
-  listNewest: `select ${JOB} from jobs_job
+  listNewest: statement<[ListParams], AdminJobRow>(`select ${JOB} from jobs_job
     where (@queue is null or +queue = @queue) and (@state is null or state = @state) and ${IN_GROUP} and seq < @k1
-    order by seq desc ${LIMIT}`,
+    order by seq desc ${LIMIT}`),
 
   /** Jobs of a queue that ended in a state within [since, until). */
-  endedBetween: `select count(*) from jobs_job
-    where queue = @queue and ${ENDED} and state = @state and finished_at >= @since and finished_at < @until`,
+  endedBetween: single<[{ queue: string; state: EndedState; since: number; until: number }], number>(`select count(*) from jobs_job
+    where queue = @queue and ${ENDED} and state = @state and finished_at >= @since and finished_at < @until`),
   /** Ended jobs of a state in [since, until), counted per bucket of @bucketMs. */
-  endedPerBucket: `select finished_at / cast(@bucketMs as integer) as bucket, count(*) as count from jobs_job
+  endedPerBucket: statement<[{ queue: string; state: EndedState; since: number; until: number; bucketMs: number }], { bucket: number; count: number }>(`select finished_at / cast(@bucketMs as integer) as bucket, count(*) as count from jobs_job
     where queue = @queue and ${ENDED} and state = @state and finished_at >= @since and finished_at < @until
-    group by bucket`,
+    group by bucket`),
   /**
    * The smallest run_at among a queue's runnable jobs: the first entry of the
    * claim index for each distinct priority, walked one priority at a time.
    */
-  earliestRunnable: `with recursive priorities(priority) as (
+  earliestRunnable: single<[{ queue: string }], number | null>(`with recursive priorities(priority) as (
       select (select min(priority) from jobs_job where queue = @queue and ${RUNNABLE})
       union all
       select (select priority from jobs_job where queue = @queue and ${RUNNABLE} and priority > priorities.priority
@@ -77,28 +98,17 @@ export const ADMIN_SQL = {
     )
     select min((select run_at from jobs_job where queue = @queue and ${RUNNABLE} and priority = priorities.priority
                 order by run_at limit 1))
-    from priorities where priority is not null`,
+    from priorities where priority is not null`),
 } as const
 
-type AdminStatementName = keyof typeof ADMIN_SQL
-
-const PLUCKED = new Set<AdminStatementName>(['queueNames', 'endedBetween', 'earliestRunnable'])
-
 /** The admin statements of one connection. */
-export type AdminStatements = { readonly [K in AdminStatementName]: Database.Statement }
+export type AdminStatements = PreparedStatements<typeof ADMIN_SQL>
 
 const prepared = new WeakMap<Connection, AdminStatements>()
 
 /** The admin statements of a connection, prepared on first use. @internal */
 export function adminStatements(connection: Connection): AdminStatements {
   let statements = prepared.get(connection)
-  if (!statements) {
-    const built = {} as Record<AdminStatementName, Database.Statement>
-    for (const name of Object.keys(ADMIN_SQL) as AdminStatementName[]) {
-      const statement = connection.client.prepare(ADMIN_SQL[name])
-      built[name] = PLUCKED.has(name) ? statement.pluck() : statement
-    }
-    prepared.set(connection, (statements = built))
-  }
+  if (!statements) prepared.set(connection, (statements = prepareAll(connection.client, ADMIN_SQL)))
   return statements
 }

@@ -2,9 +2,9 @@
  * The statements that read jobs for `getJob` and `watch`, prepared once per
  * connection. They only read: a watcher never takes the write lock.
  */
-import type Database from 'better-sqlite3'
-import { LIMIT, RUNNABLE } from './terms.js'
 import type { Connection } from '../connection.js'
+import { prepareAll, single, statement, type JobRow, type LeaseRow, type PreparedStatements } from './statement.js'
+import { LIMIT, RUNNABLE } from './terms.js'
 
 /** A job's row with its lease, as snapshots are built from. The result is read only once the job has ended. */
 const JOB_COLUMNS = `j.seq, j.queue, j.id, j.grp, j.state, j.priority, j.run_at as runAt, j.attempts,
@@ -21,45 +21,60 @@ const JOB_COLUMNS = `j.seq, j.queue, j.id, j.grp, j.state, j.priority, j.run_at 
  * the limit leaves. Only runnable jobs count: one scheduled for later, though more urgent, is not claimed
  * before this one now.
  */
+/**
+ * A job with its lease as JOB_COLUMNS reads it. Another program may have stored values of other types
+ * than these in any column: queue/read.ts's toSnapshot reads them through StoredColumns.
+ */
+export type SnapshotRow = Pick<
+  JobRow,
+  'seq' | 'queue' | 'id' | 'grp' | 'state' | 'priority' | 'runAt' | 'attempts' | 'maxAttempts' | 'createdAt' | 'finishedAt' | 'error' | 'result'
+> & {
+  owner: LeaseRow['owner'] | null
+  leaseAttempt: LeaseRow['attempt'] | null
+  channel: LeaseRow['channel']
+}
+
+/** Where a job stands in claim order, and how far `ahead` counts. */
+interface AheadParams {
+  queue: string
+  priority: number
+  limit: number
+}
+
 const RUNNABLE_NOW = `queue = @queue and ${RUNNABLE} and run_at <= @now`
 
 export const READ_SQL = {
-  jobById: `select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq where j.queue = ? and j.id = ?`,
+  jobById: statement<[queue: string, id: string], SnapshotRow>(`select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq where j.queue = ? and j.id = ?`),
   /** The rows of many watched jobs in one pass: @seqs is a JSON array. */
-  jobsBySeq: `select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq
-    where j.seq in (select value from json_each(?))`,
-  aheadByPriority: `select count(*) from (select 1 from jobs_job where ${RUNNABLE_NOW} and priority < @priority ${LIMIT})`,
+  jobsBySeq: statement<[seqs: string], SnapshotRow>(`select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq
+    where j.seq in (select value from json_each(?))`),
+  aheadByPriority: single<[AheadParams & { now: number }], number>(`select count(*) from (select 1 from jobs_job where ${RUNNABLE_NOW} and priority < @priority ${LIMIT})`),
   /** One upper bound on run_at, `@before` = min(its run_at, now + 1): given two, SQLite may seek on the wrong one and walk the rest. */
-  aheadByRunAt: `select count(*) from (select 1 from jobs_job
-    where queue = @queue and ${RUNNABLE} and priority = @priority and run_at < @before ${LIMIT})`,
-  aheadBySeq: `select count(*) from (select 1 from jobs_job
-    where ${RUNNABLE_NOW} and priority = @priority and run_at = @runAt and seq < @seq ${LIMIT})`,
+  aheadByRunAt: single<[AheadParams & { before: number }], number>(`select count(*) from (select 1 from jobs_job
+    where queue = @queue and ${RUNNABLE} and priority = @priority and run_at < @before ${LIMIT})`),
+  aheadBySeq: single<[AheadParams & { now: number; runAt: number; seq: number }], number>(`select count(*) from (select 1 from jobs_job
+    where ${RUNNABLE_NOW} and priority = @priority and run_at = @runAt and seq < @seq ${LIMIT})`),
   /** The head of the line in claim order, for the `ahead` of many watched jobs at once: one walk serves them all. */
-  lineHead: `select seq from jobs_job where ${RUNNABLE_NOW} order by priority, run_at, seq ${LIMIT}`,
+  lineHead: statement<[{ queue: string; now: number; limit: number }], JobRow['seq']>(`select seq from jobs_job where ${RUNNABLE_NOW} order by priority, run_at, seq ${LIMIT}`, { pluck: true }),
 } as const
 
-type ReadStatementName = keyof typeof READ_SQL
-
 export interface ReadStatements {
-  readonly statements: { readonly [K in ReadStatementName]: Database.Statement }
+  readonly statements: PreparedStatements<typeof READ_SQL>
   /** Runs `work` in one deferred (read) transaction, so every statement in it sees the same state. */
   readonly snapshot: <T>(work: () => T) => T
 }
 
-const PLUCKED = new Set<ReadStatementName>(['aheadByPriority', 'aheadByRunAt', 'aheadBySeq', 'lineHead'])
 const prepared = new WeakMap<Connection, ReadStatements>()
 
 /** The read statements of a connection, prepared on first use. */
 export function readStatements(connection: Connection): ReadStatements {
   let read = prepared.get(connection)
   if (!read) {
-    const statements = {} as Record<ReadStatementName, Database.Statement>
-    for (const name of Object.keys(READ_SQL) as ReadStatementName[]) {
-      const statement = connection.client.prepare(READ_SQL[name])
-      statements[name] = PLUCKED.has(name) ? statement.pluck() : statement
-    }
     const transaction = connection.client.transaction((work: () => unknown) => work())
-    read = { statements, snapshot: <T>(work: () => T) => (connection.client.inTransaction ? work() : (transaction.deferred(work) as T)) }
+    read = {
+      statements: prepareAll(connection.client, READ_SQL),
+      snapshot: <T>(work: () => T) => (connection.client.inTransaction ? work() : (transaction.deferred(work) as T)),
+    }
     prepared.set(connection, read)
   }
   return read

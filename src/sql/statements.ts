@@ -6,10 +6,66 @@
  */
 import type Database from 'better-sqlite3'
 import { protocolBreak } from './protocol.js'
+import type { EndedState, JobState } from '../types.js'
+import { prepareAll, single, statement, type JobRow, type LeaseRow, type Prepared, type PreparedStatements, type QueueRow, type StepRow } from './statement.js'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
 const CLAIMED = `seq, id, grp, value, state as claimedFrom, attempts + 1 as attempts, max_attempts as maxAttempts, abandoned`
+
+/** A claimed job as CLAIMED reads it; `abandoned` is 1 when its last run was abandoned, so this run goes alone in its worker. */
+export type ClaimedJob = Pick<JobRow, 'seq' | 'id' | 'grp' | 'value' | 'attempts' | 'maxAttempts' | 'abandoned'> & {
+  /** The state the claim took it from. */
+  claimedFrom: 'waiting' | 'scheduled'
+}
+
+/** A lease a rescue takes back, with its job's attempts. */
+export type AbandonedLease = Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'> & Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
+
+/** A running job that holds no lease. */
+export type UnleasedRun = Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
+
+/** What a worker reads of a queue before it takes the write lock: its counters, its stored limit, and when its next scheduled job is due. */
+export type Claimable = Pick<QueueRow, 'paused' | 'running' | 'waiting' | 'scheduled' | 'concurrency'> & { nextScheduled: number | null }
+
+/** A job as enqueue adds it. */
+export type NewJob = Pick<JobRow, 'queue' | 'id' | 'grp' | 'value' | 'priority' | 'maxAttempts' | 'runAt'> & {
+  state: 'waiting' | 'scheduled'
+  now: number
+  maxWaiting: number
+}
+
+/** The jobs a claim may take: runnable jobs of `queue` due by `now`. */
+interface ClaimWindow {
+  queue: string
+  now: number
+}
+
+/** The lease a claim writes for each job it takes. */
+interface NewLease {
+  owner: string
+  expiresAt: number
+  channel: string | null
+}
+
+/** A run's lease, as the fence tests it. */
+interface LeaseParams {
+  seq: number
+  owner: string
+  attempt: number
+}
+
+/** The job's next row values as a run's end writes them (engine/outcome.ts's Transition). */
+interface RunEndParams {
+  state: JobState
+  runAt: number | null
+  finishedAt: number | null
+  result: string | null
+  error: string | null
+  errorStack: string | null
+  refund: 0 | 1
+  abandoned: 0 | 1
+}
 
 /**
  * The lease fence: the job's lease row still names this owner and attempt. Taking a lease over always
@@ -34,140 +90,138 @@ function insertLease(jobs: string): string {
 }
 
 export const SQL = {
-  tablesPresent: `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease')`,
-  triggersPresent: `select count(*) from sqlite_master where type = 'trigger' and name in
-    ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1')`,
+  tablesPresent: statement<[], string>(`select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease')`, { pluck: true }),
+  triggersPresent: single<[], number>(`select count(*) from sqlite_master where type = 'trigger' and name in
+    ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1')`),
   /** The column that the latest migration adds: without it the tables are an older version's. */
-  latestColumnPresent: `select count(*) from pragma_table_info('jobs_queue') where name = 'limits_set_at'`,
-  dataVersion: `pragma data_version`,
+  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_queue') where name = 'limits_set_at'`),
+  dataVersion: single<[], number>(`pragma data_version`),
 
   /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. */
-  insertJobIfRoom: `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
+  insertJobIfRoom: statement<[NewJob], never>(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
     select @queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, 1
     where coalesce((select waiting + scheduled from jobs_queue where name = @queue), 0) < @maxWaiting
-    on conflict (queue, id) do nothing`,
-  insertJob: `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
+    on conflict (queue, id) do nothing`),
+  insertJob: statement<[NewJob], never>(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
     values (@queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, 1)
-    on conflict (queue, id) do nothing`,
-  jobExists: `select 1 from jobs_job where queue = ? and id = ?`,
-  queueWaitingCount: `select waiting + scheduled from jobs_queue where name = ?`,
+    on conflict (queue, id) do nothing`),
+  jobExists: statement<[queue: string, id: string], 1>(`select 1 from jobs_job where queue = ? and id = ?`, { pluck: true }),
+  queueWaitingCount: statement<[queue: string], number>(`select waiting + scheduled from jobs_queue where name = ?`, { pluck: true }),
   /**
    * Adds the engine's own state changes of one transaction to a queue's counters (each argument a
    * change, negative for jobs that left a state), creating the queue's row on its first job.
    */
-  shiftCounts: `insert into jobs_queue (name, waiting, scheduled, running, done, failed, canceled)
+  shiftCounts: statement<[{ queue: string } & Record<JobState, number>], never>(`insert into jobs_queue (name, waiting, scheduled, running, done, failed, canceled)
     values (@queue, @waiting, @scheduled, @running, @done, @failed, @canceled)
     on conflict (name) do update set waiting = waiting + excluded.waiting, scheduled = scheduled + excluded.scheduled,
       running = running + excluded.running, done = done + excluded.done, failed = failed + excluded.failed,
-      canceled = canceled + excluded.canceled`,
+      canceled = canceled + excluded.canceled`),
 
   /** What a worker reads before it takes the write lock: is there anything it may claim, under the stored limit? */
-  queueClaimable: `select paused, running, waiting, scheduled, concurrency,
+  queueClaimable: statement<[{ queue: string }], Claimable>(`select paused, running, waiting, scheduled, concurrency,
       (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
-    from jobs_queue where name = @queue`,
+    from jobs_queue where name = @queue`),
   /** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19). */
-  queueClaimLimits: `select paused, running, concurrency, concurrency_per_group as perGroup from jobs_queue where name = ?`,
+  queueClaimLimits: statement<[queue: string], Pick<QueueRow, 'paused' | 'running' | 'concurrency'> & { perGroup: QueueRow['concurrencyPerGroup'] }>(`select paused, running, concurrency, concurrency_per_group as perGroup from jobs_queue where name = ?`),
   /** The limits a queue holds, and when a worker stored them (null: never). */
-  queueLimits: `select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt from jobs_queue where name = ?`,
+  queueLimits: statement<[queue: string], { concurrency: QueueRow['concurrency']; perGroup: QueueRow['concurrencyPerGroup']; setAt: QueueRow['limitsSetAt'] }>(`select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt from jobs_queue where name = ?`),
   /** Stores a queue's limits, replacing any others: the worker started last wins. */
-  storeQueueLimits: `insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at) values (@queue, @total, @perGroup, @now)
+  storeQueueLimits: statement<[{ queue: string; total: number | null; perGroup: number | null; now: number }], never>(`insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at) values (@queue, @total, @perGroup, @now)
     on conflict (name) do update set concurrency = excluded.concurrency, concurrency_per_group = excluded.concurrency_per_group,
-      limits_set_at = excluded.limits_set_at`,
+      limits_set_at = excluded.limits_set_at`),
   /**
    * Runnable jobs in claim order (priority, run_at, seq — JOB-17), with what a claim answers. A claim is
    * this select, then markRunning and insertLeases for all the jobs read, inside the write transaction
    * that keeps what was read true: two set-wise statements cost less than one UPDATE … RETURNING, and
    * far less than two statements per job.
    */
-  claimCandidates: `select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
-    order by priority, run_at, seq ${LIMIT}`,
+  claimCandidates: statement<[ClaimWindow & { limit: number }], ClaimedJob>(`select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
+    order by priority, run_at, seq ${LIMIT}`),
   /** Like claimCandidates, leaving out the jobs that must run alone. */
-  claimCandidatesNotAbandoned: `select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now and abandoned = 0
-    order by priority, run_at, seq ${LIMIT}`,
+  claimCandidatesNotAbandoned: statement<[ClaimWindow & { limit: number }], ClaimedJob>(`select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now and abandoned = 0
+    order by priority, run_at, seq ${LIMIT}`),
   /** The first due job whose last run was abandoned: it runs alone in its worker. */
-  firstAbandoned: `select ${CLAIMED}, run_at as runAt from jobs_job
+  firstAbandoned: statement<[ClaimWindow], ClaimedJob & Pick<JobRow, 'runAt'>>(`select ${CLAIMED}, run_at as runAt from jobs_job
     where queue = @queue and abandoned = 1 and ${RUNNABLE} and run_at <= @now
-    order by priority, run_at, seq limit 1`,
+    order by priority, run_at, seq limit 1`),
   /** Candidates for a claim under a per-group cap: groups already at the cap are left out. */
-  claimCandidatesByGroup: `select seq, grp from jobs_job
+  claimCandidatesByGroup: statement<[ClaimWindow & { perGroup: number; limit: number; skipAbandoned: 0 | 1 }], Pick<JobRow, 'seq' | 'grp'>>(`select seq, grp from jobs_job
     where queue = @queue and ${RUNNABLE} and run_at <= @now
       and (@skipAbandoned = 0 or abandoned = 0)
       and (grp is null or grp not in (select grp from jobs_lease where queue = @queue and grp is not null
                                       group by grp having count(*) >= @perGroup))
-    order by priority, run_at, seq ${LIMIT}`,
+    order by priority, run_at, seq ${LIMIT}`),
   /** One candidate of claimCandidatesByGroup, with what a claim answers. */
-  claimCandidate: `select ${CLAIMED} from jobs_job where seq = ? and ${RUNNABLE}`,
+  claimCandidate: statement<[seq: number], ClaimedJob>(`select ${CLAIMED} from jobs_job where seq = ? and ${RUNNABLE}`),
   /** Runs under way per group of a queue, in one pass over the leases. */
-  groupsRunning: `select grp, count(*) as running from jobs_lease where queue = ? and grp is not null group by grp`,
+  groupsRunning: statement<[queue: string], { grp: string; running: number }>(`select grp, count(*) as running from jobs_lease where queue = ? and grp is not null group by grp`),
   /**
    * Claims jobs read by a claim's select in this transaction, counting their attempt (JOB-04), and
    * leases them for that attempt. Each comes in two forms, as the end statements below: for one job
    * (`@seq`) and for several (`@seqs`, a JSON array): json_each costs about 3 µs a statement, while
    * one statement for many jobs saves about 5 µs a job over one statement each.
    */
-  markRunning: markRunning(ONE),
-  markRunningAll: markRunning(ALL),
-  insertLease: insertLease(ONE),
-  insertLeases: insertLease(ALL),
+  markRunning: statement<[{ seq: number }], never>(markRunning(ONE)),
+  markRunningAll: statement<[{ seqs: string }], never>(markRunning(ALL)),
+  insertLease: statement<[{ seq: number } & NewLease], never>(insertLease(ONE)),
+  insertLeases: statement<[{ seqs: string } & NewLease], never>(insertLease(ALL)),
 
   /** Ends a run: the job's next state, fenced by the lease. Every outcome goes through it or through endRuns. */
-  endRun: `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
+  endRun: statement<[RunEndParams & LeaseParams], never>(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
       result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       engine_writes = engine_writes + 1
-    where seq = @seq and state = 'running' and ${LEASE_HELD}`,
+    where seq = @seq and state = 'running' and ${LEASE_HELD}`),
   /**
    * endRun for several runs of one owner whose ends differ only in when they finished and what they
    * returned: `@runs` is a JSON array of [seq, attempt, finishedAt, result]. Answers the jobs it ended.
    */
-  endRuns: `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = r.value ->> 2,
+  endRuns: statement<[Omit<RunEndParams, 'finishedAt' | 'result'> & { owner: string; runs: string }], Pick<JobRow, 'seq'>>(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = r.value ->> 2,
       result = r.value ->> 3, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       engine_writes = engine_writes + 1
     from json_each(@runs) r
     where jobs_job.seq = r.value ->> 0 and jobs_job.state = 'running'
       and exists (select 1 from jobs_lease l where l.job = jobs_job.seq and l.owner = @owner and l.attempt = r.value ->> 1)
-    returning jobs_job.seq`,
-  deleteLease: `delete from jobs_lease where job = @seq`,
-  deleteLeases: `delete from jobs_lease where job ${IN_SEQS}`,
-  deleteSteps: `delete from jobs_step where job = @seq`,
-  deleteStepsOfAll: `delete from jobs_step where job ${IN_SEQS}`,
+    returning jobs_job.seq`),
+  deleteLease: statement<[{ seq: number }], never>(`delete from jobs_lease where job = @seq`),
+  deleteLeases: statement<[{ seqs: string }], never>(`delete from jobs_lease where job ${IN_SEQS}`),
+  deleteSteps: statement<[{ seq: number }], never>(`delete from jobs_step where job = @seq`),
+  deleteStepsOfAll: statement<[{ seqs: string }], never>(`delete from jobs_step where job ${IN_SEQS}`),
 
   /** Renews every lease an owner still holds; the jobs it answers are the ones still held. */
-  renewLeases: `update jobs_lease set expires_at = @expiresAt where owner = @owner returning job, attempt`,
+  renewLeases: statement<[{ owner: string; expiresAt: number }], Pick<LeaseRow, 'job' | 'attempt'>>(`update jobs_lease set expires_at = @expiresAt where owner = @owner returning job, attempt`),
   /** Leases of a queue, not the asking worker's own, that have expired or whose owner is one of the given dead ones (a JSON array). */
-  abandonedLeases: `select l.job as seq, l.owner, l.attempt, l.expires_at as expiresAt, j.attempts, j.max_attempts as maxAttempts
+  abandonedLeases: statement<[{ queue: string; self: string; now: number; deadOwners: string; limit: number }], AbandonedLease>(`select l.job as seq, l.owner, l.attempt, l.expires_at as expiresAt, j.attempts, j.max_attempts as maxAttempts
     from jobs_lease l join jobs_job j on j.seq = l.job
     where l.queue = @queue and l.owner <> @self
       and (l.expires_at <= @now or l.owner in (select value from json_each(@deadOwners)))
-    ${LIMIT}`,
+    ${LIMIT}`),
   /** How many more jobs a queue counts running than it holds leases: as many run with no lease (written so by another program, or their lease deleted). */
-  unleasedCount: `select coalesce((select running from jobs_queue where name = @queue), 0) - (select count(*) from jobs_lease where queue = @queue)`,
+  unleasedCount: single<[{ queue: string }], number>(`select coalesce((select running from jobs_queue where name = @queue), 0) - (select count(*) from jobs_lease where queue = @queue)`),
   /** Running jobs of a queue that hold no lease. It walks the queue's jobs, so it runs only when unleasedCount says some are there. */
-  unleasedRuns: `select seq, attempts, max_attempts as maxAttempts from jobs_job j
-    where queue = @queue and state = 'running' and not exists (select 1 from jobs_lease l where l.job = j.seq) ${LIMIT}`,
+  unleasedRuns: statement<[{ queue: string; limit: number }], UnleasedRun>(`select seq, attempts, max_attempts as maxAttempts from jobs_job j
+    where queue = @queue and state = 'running' and not exists (select 1 from jobs_lease l where l.job = j.seq) ${LIMIT}`),
   /** Ends a run that holds no lease, as endRun ends one that holds its lease: only while it still holds none. */
-  endUnleased: `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
+  endUnleased: statement<[RunEndParams & { seq: number }], never>(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
       result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       engine_writes = engine_writes + 1
-    where seq = @seq and state = 'running' and not exists (select 1 from jobs_lease where job = @seq)`,
+    where seq = @seq and state = 'running' and not exists (select 1 from jobs_lease where job = @seq)`),
   /** The leases an owner still holds: a run missing here had its lease taken (a cancel, a rescue). */
-  ownerLeases: `select job, attempt from jobs_lease where owner = ?`,
-  jobState: `select state from jobs_job where seq = ?`,
-  leaseOwners: `select distinct owner from jobs_lease where queue = ?`,
+  ownerLeases: statement<[owner: string], Pick<LeaseRow, 'job' | 'attempt'>>(`select job, attempt from jobs_lease where owner = ?`),
+  jobState: statement<[seq: number], JobRow['state']>(`select state from jobs_job where seq = ?`, { pluck: true }),
+  leaseOwners: statement<[queue: string], string>(`select distinct owner from jobs_lease where queue = ?`, { pluck: true }),
 
   /** Whether a run still holds its job's lease, as the fence reads it: one look-up by the lease's key. */
-  leaseHeld: `select 1 from jobs_lease where job = @seq and owner = @owner and attempt = @attempt`,
-  readStep: `select answer from jobs_step where job = ? and name = ?`,
+  leaseHeld: statement<[LeaseParams], 1>(`select 1 from jobs_lease where job = @seq and owner = @owner and attempt = @attempt`, { pluck: true }),
+  readStep: statement<[seq: number, name: string], StepRow['answer']>(`select answer from jobs_step where job = ? and name = ?`, { pluck: true }),
   /** Keeps a step's answer, fenced by the lease (JOB-06, JOB-16). */
-  writeStep: `insert into jobs_step (job, name, answer) select @seq, @name, @answer where ${LEASE_HELD}
-    on conflict (job, name) do nothing`,
+  writeStep: statement<[LeaseParams & { name: string; answer: string | null }], never>(`insert into jobs_step (job, name, answer) select @seq, @name, @answer where ${LEASE_HELD}
+    on conflict (job, name) do nothing`),
 
-  firstPrunable: `select 1 from jobs_job where queue = @queue and ${ENDED} and state = @state and finished_at < @before limit 1`,
+  firstPrunable: statement<[{ queue: string; state: EndedState; before: number }], 1>(`select 1 from jobs_job where queue = @queue and ${ENDED} and state = @state and finished_at < @before limit 1`),
   /** Deletes up to @limit jobs of a queue that ended in @state before @before. */
-  pruneEnded: `delete from jobs_job where seq in (select seq from jobs_job
-    where queue = @queue and ${ENDED} and state = @state and finished_at < @before ${LIMIT})`,
+  pruneEnded: statement<[{ queue: string; state: EndedState; before: number; limit: number }], never>(`delete from jobs_job where seq in (select seq from jobs_job
+    where queue = @queue and ${ENDED} and state = @state and finished_at < @before ${LIMIT})`),
 } as const
-
-export type StatementName = keyof typeof SQL
 
 /** How many triggers the engine installs; fewer present means some are to be created. */
 export const TRIGGER_COUNT = 4
@@ -261,26 +315,23 @@ update jobs_queue set
   failed = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'failed'),
   canceled = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'canceled');`
 
-/** Statements that answer a single column, read with `pluck`. */
-const PLUCKED = new Set<StatementName>(['triggersPresent', 'latestColumnPresent', 'dataVersion', 'jobExists', 'queueWaitingCount', 'leaseOwners', 'leaseHeld', 'readStep', 'jobState', 'unleasedCount'])
-
 /** The statements of one connection. */
-export type Statements = { readonly [K in StatementName]: Database.Statement }
+export type Statements = PreparedStatements<typeof SQL>
 
 /** Prepares every statement once for a connection whose tables are in place. @internal */
 export function prepareStatements(client: Database.Database): Statements {
-  const statements = {} as Record<StatementName, Database.Statement>
-  for (const name of Object.keys(SQL) as StatementName[]) {
-    const statement = client.prepare(SQL[name])
-    statements[name] = PLUCKED.has(name) ? statement.pluck() : statement
-  }
-  return statements
+  return prepareAll(client, SQL)
 }
 
 /**
  * Runs a statement pair's form for one job (`@seq`) or for several (`@seqs`, as JSON) over `seqs`,
  * with the other parameters `params`. @internal
  */
-export function runForJobs(one: Database.Statement, all: Database.Statement, seqs: readonly number[], params: Record<string, unknown> = {}): Database.RunResult {
-  return seqs.length === 1 ? one.run({ ...params, seq: seqs[0] }) : all.run({ ...params, seqs: JSON.stringify(seqs) })
+export function runForJobs<P extends object>(
+  one: Prepared<[{ seq: number } & P], never>,
+  all: Prepared<[{ seqs: string } & P], never>,
+  seqs: readonly number[],
+  params: P,
+): Database.RunResult {
+  return seqs.length === 1 ? one.run({ ...params, seq: seqs[0]! }) : all.run({ ...params, seqs: JSON.stringify(seqs) })
 }

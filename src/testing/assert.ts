@@ -1,7 +1,7 @@
 /** Asserting, in a test, that jobs were added (or not), as Oban.Testing's assert_enqueued does. */
 import { AssertionError } from 'node:assert'
 import { isDeepStrictEqual } from 'node:util'
-import { toRecord, type JobRecord, type JobRow } from '../admin/list.js'
+import { toRecord, type JobRecord } from '../admin/list.js'
 import { queueNameOf } from '../admin/ref.js'
 import { connectionOf, type SyncDatabase } from '../connection.js'
 import { describe } from '../duration.js'
@@ -79,7 +79,7 @@ function findMatching(db: SyncDatabase, queue: Queue | string, match: EnqueuedMa
     if (!MATCH_KEYS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not a field of ${where}'s match (known: ${[...MATCH_KEYS].join(', ')})`)
   }
   const name = queueNameOf(queue)
-  const jobs = (adminStatements(connectionOf(db)).queueJobs.all(name) as JobRow[]).map(toRecord)
+  const jobs = (adminStatements(connectionOf(db)).queueJobs.all(name)).map(toRecord)
   const states = match.state === undefined ? null : typeof match.state === 'string' ? [match.state] : match.state
   const matching = jobs.filter(
     (job) =>

@@ -10,6 +10,8 @@ import { counting } from '../engine/counts.js'
 import { checkQueue, positiveInteger, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../engine/wake.js'
 import { adminStatements } from '../sql/admin.js'
+import type { JobRow } from '../sql/statement.js'
+import type { Claimable } from '../sql/statements.js'
 import type { JobState } from '../types.js'
 import { claimJobs } from '../engine/claim.js'
 import { execute } from '../engine/executor.js'
@@ -91,7 +93,7 @@ export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handl
 
   for (;;) {
     if (result.ran >= maxRuns) {
-      if (!isDue(connection.sql.queueClaimable.get({ queue: definition.name }) as Claimable | undefined, Date.now())) break
+      if (!isDue(connection.sql.queueClaimable.get({ queue: definition.name }), Date.now())) break
       throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
     }
     const [job] = connection.immediate(() =>
@@ -110,15 +112,9 @@ export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handl
       connection.immediate(() => counting(connection, definition.name, (moved) => recordEnds(connection, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)))
       jobsChanged(connection.key, definition.name, 'ended')
     }
-    tally(result, run, sql.jobOutcome.get(run.seq) as { state: JobState; error: string | null } | undefined)
+    tally(result, run, sql.jobOutcome.get(run.seq))
   }
   return result
-}
-
-interface Claimable {
-  paused: number
-  waiting: number
-  nextScheduled: number | null
 }
 
 function isDue(counts: Claimable | undefined, now: number): boolean {
@@ -127,7 +123,7 @@ function isDue(counts: Claimable | undefined, now: number): boolean {
 }
 
 /** Counts a run by the state it left its job in (a job pruned or deleted meanwhile counts as canceled). */
-function tally(result: DrainResult, run: RunContext, job: { state: JobState; error: string | null } | undefined): void {
+function tally(result: DrainResult, run: RunContext, job: Pick<JobRow, 'state' | 'error'> | undefined): void {
   result.ran++
   const state = job?.state ?? 'canceled'
   if (state === 'done' || state === 'failed' || state === 'scheduled' || state === 'canceled') result[state]++

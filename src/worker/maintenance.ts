@@ -4,6 +4,7 @@
  * lease at all (JOB-18), and prune ended jobs past retention.
  */
 import type { Connection } from '../connection.js'
+import type { AbandonedLease, UnleasedRun } from '../sql/statements.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'
 import { counting, shift } from '../engine/counts.js'
 import type { Queue } from '../queue/define.js'
@@ -12,23 +13,14 @@ import { transitionFor } from '../engine/outcome.js'
 import { isOwnerGone } from '../engine/owner.js'
 import { recordEnds } from '../engine/record.js'
 
-interface AbandonedLease {
-  seq: number
-  owner: string
-  attempt: number
-  expiresAt: number
-  attempts: number
-  maxAttempts: number
-}
-
 /**
  * Leases of the queue, other than `self`'s, whose time ran out or whose process on this host is gone.
  * A worker never takes back its own leases: it knows its runs are alive, and renews them. Read-only.
  */
 export function findAbandoned(connection: Connection, queue: Queue, self: string, now: number): AbandonedLease[] {
-  const owners = connection.sql.leaseOwners.all(queue.name) as string[]
+  const owners = connection.sql.leaseOwners.all(queue.name)
   const gone = owners.filter(isOwnerGone)
-  return connection.sql.abandonedLeases.all({ queue: queue.name, self, now, deadOwners: JSON.stringify(gone), limit: RESCUE_BATCH_SIZE }) as AbandonedLease[]
+  return connection.sql.abandonedLeases.all({ queue: queue.name, self, now, deadOwners: JSON.stringify(gone), limit: RESCUE_BATCH_SIZE })
 }
 
 /**
@@ -46,12 +38,6 @@ export function releaseAbandoned(connection: Connection, queue: Queue, leases: r
   return records.filter((_, i) => landed[i]).map((record) => record.seq)
 }
 
-interface UnleasedRun {
-  seq: number
-  attempts: number
-  maxAttempts: number
-}
-
 /**
  * Per connection and queue, the count of unleased runs for which a walk of the queue found none: the counters
  * are off, not the rows, so the queue is not walked again until that count changes.
@@ -64,10 +50,10 @@ const fruitlessWalks = new WeakMap<Connection, Map<string, number>>()
  * counters and of the (small) lease table, and a walk of the queue's jobs only when they say some are there.
  */
 export function findUnleased(connection: Connection, queue: Queue): UnleasedRun[] {
-  const unleased = connection.sql.unleasedCount.get({ queue: queue.name }) as number
+  const unleased = connection.sql.unleasedCount.get({ queue: queue.name })
   let walks = fruitlessWalks.get(connection)
   if (unleased <= 0 || walks?.get(queue.name) === unleased) return []
-  const runs = connection.sql.unleasedRuns.all({ queue: queue.name, limit: RESCUE_BATCH_SIZE }) as UnleasedRun[]
+  const runs = connection.sql.unleasedRuns.all({ queue: queue.name, limit: RESCUE_BATCH_SIZE })
   if (runs.length === 0) {
     if (!walks) fruitlessWalks.set(connection, (walks = new Map()))
     walks.set(queue.name, unleased)

@@ -33,7 +33,8 @@ import { transitionFor, type Outcome } from '../engine/outcome.js'
 import { newOwner } from '../engine/owner.js'
 import { storeLimits } from '../engine/queue-limits.js'
 import { recordEnds, type RunEndRecord } from '../engine/record.js'
-import { RunContext, type ClaimedJob, type Run } from '../engine/run.js'
+import { RunContext, type Run } from '../engine/run.js'
+import type { ClaimedJob } from '../sql/statements.js'
 
 /** A handler: given a job's value and its run, does the work. Its return or throw decides the job's next state (SPEC §5). */
 export type Handler<T> = (value: T, run: Run) => unknown | Outcome | Promise<unknown>
@@ -167,7 +168,7 @@ class QueueWorker implements Worker {
     private readonly settings: Settings,
   ) {
     this.queue = definition.name
-    this.lastDataVersion = connection.sql.dataVersion.get() as number
+    this.lastDataVersion = connection.sql.dataVersion.get()
     this.unsubscribe = onJobsChanged(connection.key, (queue, kind) => {
       if (kind === 'revoked') this.checkLeases()
       else if (queue === this.queue && kind !== 'claimed') this.scheduleFlush()
@@ -269,7 +270,7 @@ class QueueWorker implements Worker {
     let replaced = null as string | null
     try {
       const written = this.connection.immediateTimed(() => {
-        const version = this.connection.sql.dataVersion.get() as number
+        const version = this.connection.sql.dataVersion.get()
         othersWrote = version !== this.versionAtLastFlush
         this.versionAtLastFlush = version
         if (storing) replaced = storeLimits(this.connection, this.definition, now)
@@ -304,9 +305,7 @@ class QueueWorker implements Worker {
 
   /** A read before taking the write lock: is anything claimable now? Arms a timer for the next scheduled job either way. */
   private mightHaveWork(): boolean {
-    const counts = this.connection.sql.queueClaimable.get({ queue: this.queue }) as
-      | { paused: number; running: number; waiting: number; scheduled: number; concurrency: number | null; nextScheduled: number | null }
-      | undefined
+    const counts = this.connection.sql.queueClaimable.get({ queue: this.queue })
     if (!counts || counts.paused) return false
     // The stored limit, not this process's definition: another worker's start may have replaced it (JOB-19).
     if (counts.concurrency !== null && counts.running >= counts.concurrency) return false
@@ -348,7 +347,7 @@ class QueueWorker implements Worker {
 
   private pollForOtherWriters(): void {
     if (this.stopping) return
-    const version = this.connection.sql.dataVersion.get() as number
+    const version = this.connection.sql.dataVersion.get()
     if (version === this.lastDataVersion) return
     this.lastDataVersion = version
     this.checkLeases()
