@@ -13,7 +13,7 @@ export type { EnqueueItem, EnqueueOptions } from './queue/enqueue.js'
 
 /** Running jobs. */
 export { work } from './worker/worker.js'
-export type { Handler, WorkOptions, Worker } from './worker/worker.js'
+export type { Handler, HandlerAnswer, HandlerResult, WorkOptions, Worker } from './worker/worker.js'
 export type { Run } from './worker/run.js'
 export type { Outcome } from './worker/outcome.js'
 
@@ -40,5 +40,5 @@ export type { JobWatch, WatchOptions } from './queue/watch.js'
 export { JobsError, isJobsError } from './errors.js'
 export type { JobsErrorCode } from './errors.js'
 export type { Duration } from './duration.js'
-export type { Enqueued, EndedState, JobSnapshot, JobState } from './types.js'
+export type { Enqueued, EndedState, JobSnapshot, JobState, Json, JsonShape } from './types.js'
 export type { SyncDatabase } from './connection.js'
