@@ -25,7 +25,7 @@ export { listJobs, inspectJob } from './admin/list.js'
 export type { JobDetail, JobPage, JobRecord, ListJobsOptions } from './admin/list.js'
 export { prune } from './admin/prune.js'
 export type { PruneOptions } from './admin/prune.js'
-export type { QueueRef } from './admin/ref.js'
+export type { QueueRef, ResultOf } from './queue/ref.js'
 
 /** The web dashboard, as a handler to mount in the app's own server (Hono, node:http, route handlers). */
 export { dashboard } from './dashboard/index.js'

@@ -6,19 +6,28 @@ import { drizzle } from 'drizzle-orm/better-sqlite3'
 import Database from 'better-sqlite3'
 import { describe, expectTypeOf, test } from 'vitest'
 import {
+  cancel,
   defineQueue,
   enqueue,
   enqueueMany,
+  getJob,
+  inspectJob,
+  queueCounts,
+  watch,
   work,
   type Enqueued,
   type Handler,
+  type JobSnapshot,
+  type JobWatch,
   type Json,
   type JsonShape,
   type Outcome,
   type Queue,
+  type QueueRef,
   type Run,
   type SyncDatabase,
 } from '../src/index.js'
+import { jobEvents } from '../src/sse/index.js'
 import { drain } from '../src/testing/index.js'
 
 interface Reply {
@@ -178,6 +187,47 @@ describe('types', () => {
       work(db, answered, handler)
       void drain(db, answered, handler)
       void [dated, wrong]
+    })
+  })
+
+  test("getJob, watch and jobEvents show the queue's result type", () => {
+    compileOnly((db) => {
+      expectTypeOf(getJob(db, answered, 'a')).toEqualTypeOf<JobSnapshot<ReplyResult> | undefined>()
+      expectTypeOf(getJob(db, answered, 'a')!.result).toEqualTypeOf<ReplyResult | null>()
+      expectTypeOf(getJob(db, replies, 'a')!.result).toEqualTypeOf<Json | null>()
+      expectTypeOf(watch(db, answered, 'a')).toEqualTypeOf<JobWatch<ReplyResult>>()
+      void (async () => {
+        for await (const job of watch(db, answered, 'a')) expectTypeOf(job.result).toEqualTypeOf<ReplyResult | null>()
+      })()
+      jobEvents(db, answered, 'a', {
+        serialize: (job) => {
+          expectTypeOf(job.result).toEqualTypeOf<ReplyResult | null>()
+          return { state: job.state, text: job.result?.text }
+        },
+      })
+      // @ts-expect-error the result type comes from the queue, not from a type argument
+      getJob<{ totally: 'unrelated' }>(db, replies, 'a')
+      // @ts-expect-error nor for watch
+      watch<{ totally: 'unrelated' }>(db, replies, 'a')
+      // @ts-expect-error nor for jobEvents
+      jobEvents<{ totally: 'unrelated' }>(db, replies, 'a')
+      // @ts-expect-error a queue is a definition or a name
+      getJob(db, 42, 'a')
+    })
+  })
+
+  test('a queue known by name alone reads and operates as well as its definition', () => {
+    compileOnly((db) => {
+      expectTypeOf(getJob(db, 'answered', 'a')).toEqualTypeOf<JobSnapshot<Json> | undefined>()
+      expectTypeOf(watch(db, 'answered', 'a')).toEqualTypeOf<JobWatch<Json>>()
+      jobEvents(db, 'answered', 'a')
+      const byName: QueueRef = 'answered'
+      const byDefinition: QueueRef = answered
+      for (const queue of [byName, byDefinition]) {
+        cancel(db, queue, 'a')
+        inspectJob(db, queue, 'a')
+        queueCounts(db, queue)
+      }
     })
   })
 })
