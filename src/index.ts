@@ -14,7 +14,7 @@ export type { EnqueueItem, EnqueueOptions } from './queue/enqueue.js'
 
 /** Running jobs. */
 export { work } from './worker/worker.js'
-export type { Handler, WorkOptions, Worker } from './worker/worker.js'
+export type { Handler, HandlerAnswer, HandlerResult, WorkOptions, Worker } from './worker/worker.js'
 export type { Run } from './engine/run.js'
 export type { Outcome } from './engine/outcome.js'
 
@@ -26,7 +26,7 @@ export { listJobs, inspectJob } from './admin/list.js'
 export type { JobDetail, JobPage, JobRecord, ListJobsOptions } from './admin/list.js'
 export { prune } from './admin/prune.js'
 export type { PruneOptions } from './admin/prune.js'
-export type { QueueRef } from './admin/ref.js'
+export type { QueueRef, ResultOf } from './queue/ref.js'
 
 /** Reading and watching jobs: snapshots with `ahead` and live progress. Server-sent events are in `drizzle-jobs/sse`. */
 export { getJob } from './queue/read.js'
@@ -37,5 +37,5 @@ export type { JobWatch, WatchOptions } from './queue/watch.js'
 export { JobsError, isJobsError } from './errors.js'
 export type { JobsErrorCode } from './errors.js'
 export type { Duration } from './duration.js'
-export type { Enqueued, EndedState, JobSnapshot, JobState } from './types.js'
+export type { Enqueued, EndedState, JobSnapshot, JobState, Json, JsonShape } from './types.js'
 export type { SyncDatabase } from './connection.js'

@@ -13,6 +13,55 @@ export interface Enqueued {
   added: boolean
 }
 
+/**
+ * A JSON value: what a job's value, a step's answer, a result and progress
+ * are kept as. An object's `undefined` properties are dropped, as
+ * `JSON.stringify` drops them, so optional properties are allowed; an
+ * `undefined` in an array is not (JSON would turn it into null).
+ */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json | undefined }
+
+/**
+ * The shape `T` must have to be kept as JSON: `T` itself when every part of
+ * it is JSON, and otherwise `T` with each part that is not (a Date, a Map,
+ * a function, a bigint, `undefined` in an array) replaced by a message
+ * saying why, so that `T extends JsonShape<T>` fails and the compiler's
+ * error names the part. Unlike `Json` it takes interfaces, which have no
+ * index signature: `interface Reply { messageId: number }` passes.
+ *
+ * What the compiler cannot see is checked when the value is written, and
+ * throws INVALID_VALUE: a class instance with only data fields, `NaN` or
+ * `Infinity`, and at the top level a function, a bigint or (for a job's
+ * value) `undefined`.
+ *
+ * @example
+ * // A helper around run.step takes the same check as run.step.
+ * function timed<A extends JsonShape<A>>(run: Run, name: string, fn: () => Promise<A>): Promise<A> {
+ *   return run.step(name, async () => (console.time(name), await fn().finally(() => console.timeEnd(name))))
+ * }
+ */
+export type JsonShape<T> = { [K in keyof T]: T extends readonly unknown[] ? JsonPart<T[K]> : JsonProperty<T[K]> }
+
+/** One part of a JSON value: an array's element, or (through {@link JsonProperty}) an object's property. */
+type JsonPart<T> = T extends Json
+  ? T
+  : T extends Date
+    ? 'a Date is not JSON: pass getTime() or toISOString()'
+    : T extends ReadonlyMap<unknown, unknown> | ReadonlySet<unknown>
+      ? 'a Map or a Set is not JSON: pass an array or a plain object'
+      : T extends (...args: never[]) => unknown
+        ? 'a function is not JSON'
+        : T extends bigint
+          ? 'a bigint is not JSON: pass a number or a string'
+          : T extends undefined
+            ? 'undefined in an array is not JSON: JSON turns it into null'
+            : T extends object
+              ? JsonShape<T>
+              : 'not JSON: expected null, a boolean, a number, a string, an array or a plain object'
+
+/** An object's property: `undefined` is allowed, as JSON drops it. */
+type JsonProperty<T> = T extends undefined ? T : JsonPart<T>
+
 /** A job as `getJob` and `watch` show it. */
 export interface JobSnapshot<Result = unknown> {
   id: string

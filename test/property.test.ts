@@ -9,7 +9,7 @@
 import fc from 'fast-check'
 import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { defineQueue, enqueue, enqueueMany, JobsError, work, type JobsErrorCode, type Run, type Worker } from '../src/index.js'
+import { defineQueue, enqueue, enqueueMany, JobsError, work, type JobsErrorCode, type Json, type Run, type Worker } from '../src/index.js'
 import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
 import { waitFor } from './reliability/processes.js'
 
@@ -22,7 +22,10 @@ const MAX_TIMER_MS = 2 ** 31 - 1
 const MAX_DURATION_MS = 8.64e15
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
 
-/** An input, and what the contract says of it: the value it stands for, or the codes a refusal may carry. */
+/**
+ * An input, and what the contract says of it: the value it stands for, or the codes a refusal may carry.
+ * Values are cast to Json where they are passed: the properties feed values the compiler would refuse, to test the checks at run time.
+ */
 type Case<T> = { input: T; ok: true; expected?: unknown } | { input: T; ok: false; codes: JobsErrorCode[] }
 const ok = <T>(input: T, expected?: unknown): Case<T> => ({ input, ok: true, expected })
 const refused = <T>(input: T, ...codes: JobsErrorCode[]): Case<T> => ({ input, ok: false, codes })
@@ -267,7 +270,7 @@ describe('JOB-13 enqueue and enqueueMany with random input, inside the caller\'s
         if (parts.delay?.ok && (parts.delay.expected as number) + Date.now() > MAX_DURATION_MS) codes.push('INVALID_OPTION')
         const heldBefore = typeof options.id === 'string' ? (t.client.prepare('select seq from jobs_job where queue = ? and id = ?').get('props', options.id) as { seq: number } | undefined) : undefined
         const started = Date.now()
-        const answer = inTransaction((tx) => enqueue(tx, queue, valueCase.input, options), codes.length > 0 ? codes : null)
+        const answer = inTransaction((tx) => enqueue(tx, queue, valueCase.input as Json, options), codes.length > 0 ? codes : null)
         if (!answer) return
         if (heldBefore) {
           expect(answer).toEqual({ id: options.id, added: false })
@@ -300,7 +303,7 @@ describe('JOB-13 enqueue and enqueueMany with random input, inside the caller\'s
     fc.assert(
       fc.property(fc.array(item, { maxLength: 6 }), (items) => {
         const codes = items.flatMap((i) => [i.value, i.group].flatMap((part) => (part && !part.ok ? part.codes : [])))
-        const batch = items.map((i, n) => ({ value: i.value.input, id: `${added}:${n}:${i.id ?? ''}`, ...(i.group ? { group: i.group.input as string } : {}) }))
+        const batch = items.map((i, n) => ({ value: i.value.input as Json, id: `${added}:${n}:${i.id ?? ''}`, ...(i.group ? { group: i.group.input as string } : {}) }))
         const answer = inTransaction((tx) => enqueueMany(tx, queue, batch), codes.length > 0 ? codes : null)
         if (answer) expect(answer.map((a) => a.id)).toEqual(batch.map((b) => b.id))
       }),
@@ -374,7 +377,7 @@ describe('JOB-13 inside a run: step names and answers, progress, outcome argumen
           const before = jobsTables(t)
           const held = stepName.ok ? (kept.get(seq, stepName.input) as { answer: string | null } | undefined) : undefined
           let calls = 0
-          const outcome = await run.step(stepName.input as string, () => (calls++, stepAnswer.input)).then(
+          const outcome = await run.step(stepName.input as string, () => (calls++, stepAnswer.input as Json)).then(
             (value) => ({ value }),
             (error: unknown) => ({ error }),
           )
@@ -420,7 +423,7 @@ describe('JOB-13 inside a run: step names and answers, progress, outcome argumen
           const input = typeof progress === 'string' ? progress : progress.input
           const big = typeof progress === 'string' && Buffer.byteLength(JSON.stringify(progress)) > MAX_PROGRESS_BYTES
           const before = jobsTables(t)
-          const outcome = attempt(() => run.setProgress(input))
+          const outcome = attempt(() => run.setProgress(input as Json))
           const codes = typeof progress === 'string' ? (big ? ['TOO_LARGE'] : []) : progress.ok ? (Buffer.byteLength(JSON.stringify(input)) > MAX_PROGRESS_BYTES ? ['TOO_LARGE'] : []) : progress.codes
           if (codes.length > 0) {
             expect('error' in outcome).toBe(true)

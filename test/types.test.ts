@@ -5,17 +5,52 @@
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import Database from 'better-sqlite3'
 import { describe, expectTypeOf, test } from 'vitest'
-import { defineQueue, enqueue, enqueueMany, work, type Enqueued, type Queue, type Run, type SyncDatabase } from '../src/index.js'
+import {
+  cancel,
+  defineQueue,
+  enqueue,
+  enqueueMany,
+  getJob,
+  inspectJob,
+  queueCounts,
+  watch,
+  work,
+  type Enqueued,
+  type Handler,
+  type JobSnapshot,
+  type JobWatch,
+  type Json,
+  type JsonShape,
+  type Outcome,
+  type Queue,
+  type QueueRef,
+  type Run,
+  type SyncDatabase,
+} from '../src/index.js'
+import { jobEvents } from '../src/sse/index.js'
+import { drain } from '../src/testing/index.js'
 
 interface Reply {
   messageId: number
 }
+interface ReplyResult {
+  text: string
+  /** Optional properties are JSON: JSON drops an undefined one. */
+  model?: string
+}
 const replies = defineQueue<Reply>('replies')
+const answered = defineQueue<Reply, ReplyResult>('answered')
+const untyped = defineQueue('untyped')
+
+/** Type-checked, never called. */
+function compileOnly(check: (db: SyncDatabase, run: Run) => void): void {
+  expectTypeOf(check).toBeFunction()
+}
 
 describe('types', () => {
   test('a queue carries its value type into enqueue and the handler', () => {
-    expectTypeOf(replies).toEqualTypeOf<Queue<Reply>>()
-    const compileOnly = (db: SyncDatabase) => {
+    expectTypeOf(replies).toEqualTypeOf<Queue<Reply, Json>>()
+    compileOnly((db) => {
       expectTypeOf(enqueue(db, replies, { messageId: 1 })).toEqualTypeOf<Enqueued>()
       // @ts-expect-error a string is not a messageId
       enqueue(db, replies, { messageId: 'x' })
@@ -30,8 +65,7 @@ describe('types', () => {
         expectTypeOf(run).toEqualTypeOf<Run>()
         expectTypeOf(run.step('s', () => 42)).toEqualTypeOf<Promise<number>>()
       })
-    }
-    expectTypeOf(compileOnly).toBeFunction()
+    })
   })
 
   test('a better-sqlite3 Drizzle database and its transactions are both accepted', () => {
@@ -44,5 +78,156 @@ describe('types', () => {
       })
     }
     expectTypeOf(compileOnly).toBeFunction()
+  })
+
+  test('a value type must be JSON; interfaces are accepted', () => {
+    interface Tree {
+      name: string
+      children: Tree[]
+      tags?: readonly string[]
+    }
+    expectTypeOf(defineQueue<Tree>('trees')).toEqualTypeOf<Queue<Tree, Json>>()
+    expectTypeOf(defineQueue<[number, string | null]>('pairs')).toEqualTypeOf<Queue<[number, string | null], Json>>()
+    expectTypeOf(defineQueue<{ id: number; note?: string }>('notes')).toEqualTypeOf<Queue<{ id: number; note?: string }, Json>>()
+    // @ts-expect-error a Date is not JSON
+    defineQueue<{ when: Date }>('dates')
+    // @ts-expect-error a Map is not JSON
+    defineQueue<Map<string, number>>('maps')
+    // @ts-expect-error nor is a Set, deep inside
+    defineQueue<{ a: { b: Set<string> }[] }>('sets')
+    // @ts-expect-error a bigint is not JSON
+    defineQueue<{ n: bigint }>('bigints')
+    // @ts-expect-error a function is not JSON
+    defineQueue<{ call: () => void }>('functions')
+    // @ts-expect-error JSON turns undefined in an array into null
+    defineQueue<(number | undefined)[]>('holes')
+    // @ts-expect-error unknown may be anything
+    defineQueue<{ data: unknown }>('unknowns')
+    // @ts-expect-error a result type is checked the same way
+    defineQueue<Reply, { when: Date }>('dated')
+    expectTypeOf<{ when: Date }>().not.toExtend<JsonShape<{ when: Date }>>()
+    expectTypeOf<Reply>().toExtend<JsonShape<Reply>>()
+  })
+
+  test('a queue with no type argument takes JSON values', () => {
+    expectTypeOf(untyped).toEqualTypeOf<Queue<Json, Json>>()
+    compileOnly((db) => {
+      enqueue(db, untyped, { list: [1, 'two', null, { three: true }], skipped: undefined })
+      // @ts-expect-error a Map is not JSON
+      enqueue(db, untyped, new Map([['a', 1]]))
+      // @ts-expect-error a Date is not JSON
+      enqueue(db, untyped, { when: new Date() })
+      // @ts-expect-error nor in a batch
+      enqueueMany(db, untyped, [{ value: { when: new Date() } }])
+      work(db, untyped, (value) => {
+        expectTypeOf(value).toEqualTypeOf<Json>()
+      })
+    })
+  })
+
+  test("a step's answer and progress must be JSON", () => {
+    compileOnly((_db, run) => {
+      const reply: Reply = { messageId: 1 }
+      expectTypeOf(run.step('reply', async () => reply)).toEqualTypeOf<Promise<Reply>>()
+      expectTypeOf(run.step('nothing', () => undefined)).toEqualTypeOf<Promise<undefined>>()
+      expectTypeOf(run.step('list', () => ['a', 'b'].map((s) => s.length))).toEqualTypeOf<Promise<number[]>>()
+      // @ts-expect-error a Date is not JSON: the step would fail at run time
+      void run.step('x', () => ({ when: new Date() }))
+      // @ts-expect-error nor is one a promise gives
+      void run.step('x', async () => new Date())
+      run.setProgress({ step: 'thinking', words: 3 })
+      // @ts-expect-error progress is JSON too
+      run.setProgress({ at: new Date() })
+    })
+  })
+
+  test("a handler returns the queue's result type, or an outcome", () => {
+    compileOnly((db) => {
+      work(db, answered, async ({ messageId }) => ({ text: `reply to ${messageId}` }))
+      work(db, answered, ({ messageId }) => ({ text: `reply to ${messageId}`, model: 'small' }))
+      work(db, answered, (_value, run) => run.retry('1m'))
+      work(db, answered, async (_value, run) => (Math.random() > 0.5 ? run.snooze('1s') : { text: 'now' }))
+      // @ts-expect-error a handler of a queue with a result type must return one
+      work(db, answered, async () => {})
+      // @ts-expect-error text is a string
+      work(db, answered, async () => ({ text: 1 }))
+      // @ts-expect-error async or not
+      work(db, answered, () => ({ txt: 'typo' }))
+      // @ts-expect-error drain checks the same
+      void drain(db, answered, async () => {})
+      void drain(db, answered, async () => ({ text: 'hi' }))
+    })
+  })
+
+  test('with no result type, a handler returns any JSON or nothing', () => {
+    compileOnly((db) => {
+      const result: ReplyResult = { text: 'hi' }
+      work(db, replies, () => {})
+      work(db, replies, async () => result)
+      work(db, replies, async (_value, run) => (Math.random() > 0.5 ? run.fail('no') : [1, 2, 3]))
+      // @ts-expect-error a Date is not JSON
+      work(db, replies, async () => new Date())
+      // @ts-expect-error nor deep inside
+      work(db, replies, () => ({ at: [{ when: new Date() }] }))
+      // @ts-expect-error drain checks the same
+      void drain(db, replies, () => ({ n: 1n }))
+    })
+  })
+
+  test('the Handler type is precise', () => {
+    expectTypeOf<ReturnType<Handler<Reply>>>().not.toBeUnknown()
+    expectTypeOf<ReturnType<Handler<Reply, ReplyResult>>>().toEqualTypeOf<ReplyResult | Outcome | Promise<ReplyResult | Outcome>>()
+    expectTypeOf<ReturnType<Handler<Reply>>>().toEqualTypeOf<Json | void | Outcome | Promise<Json | void | Outcome>>()
+    const handler: Handler<Reply, ReplyResult> = async ({ messageId }, run) => (messageId > 0 ? { text: 'hi' } : run.fail('no message'))
+    // @ts-expect-error a Date is not JSON
+    const dated: Handler<Reply> = () => new Date()
+    // @ts-expect-error the value is a Reply
+    const wrong: Handler<Reply> = (value: { id: string }) => value.id
+    compileOnly((db) => {
+      work(db, answered, handler)
+      void drain(db, answered, handler)
+      void [dated, wrong]
+    })
+  })
+
+  test("getJob, watch and jobEvents show the queue's result type", () => {
+    compileOnly((db) => {
+      expectTypeOf(getJob(db, answered, 'a')).toEqualTypeOf<JobSnapshot<ReplyResult> | undefined>()
+      expectTypeOf(getJob(db, answered, 'a')!.result).toEqualTypeOf<ReplyResult | null>()
+      expectTypeOf(getJob(db, replies, 'a')!.result).toEqualTypeOf<Json | null>()
+      expectTypeOf(watch(db, answered, 'a')).toEqualTypeOf<JobWatch<ReplyResult>>()
+      void (async () => {
+        for await (const job of watch(db, answered, 'a')) expectTypeOf(job.result).toEqualTypeOf<ReplyResult | null>()
+      })()
+      jobEvents(db, answered, 'a', {
+        serialize: (job) => {
+          expectTypeOf(job.result).toEqualTypeOf<ReplyResult | null>()
+          return { state: job.state, text: job.result?.text }
+        },
+      })
+      // @ts-expect-error the result type comes from the queue, not from a type argument
+      getJob<{ totally: 'unrelated' }>(db, replies, 'a')
+      // @ts-expect-error nor for watch
+      watch<{ totally: 'unrelated' }>(db, replies, 'a')
+      // @ts-expect-error nor for jobEvents
+      jobEvents<{ totally: 'unrelated' }>(db, replies, 'a')
+      // @ts-expect-error a queue is a definition or a name
+      getJob(db, 42, 'a')
+    })
+  })
+
+  test('a queue known by name alone reads and operates as well as its definition', () => {
+    compileOnly((db) => {
+      expectTypeOf(getJob(db, 'answered', 'a')).toEqualTypeOf<JobSnapshot<Json> | undefined>()
+      expectTypeOf(watch(db, 'answered', 'a')).toEqualTypeOf<JobWatch<Json>>()
+      jobEvents(db, 'answered', 'a')
+      const byName: QueueRef = 'answered'
+      const byDefinition: QueueRef = answered
+      for (const queue of [byName, byDefinition]) {
+        cancel(db, queue, 'a')
+        inspectJob(db, queue, 'a')
+        queueCounts(db, queue)
+      }
+    })
   })
 })

@@ -49,10 +49,10 @@ describe('watch', () => {
   for (const where of ['the worker\'s connection', 'another connection of the process'] as const) {
     test(`JOB-11 watch yields waiting → running → thinking → scheduled → running → thinking → done for a job that fails once (watcher on ${where})`, async () => {
       const t = db()
-      const flaky = defineQueue<{ text: string }>('flaky', { attempts: 3, backoff: { initial: 30, max: 30 } })
+      const flaky = defineQueue<{ text: string }, { text: string }>('flaky', { attempts: 3, backoff: { initial: 30, max: 30 } })
       enqueue(t.db, flaky, { text: 'hi' }, { id: 'reply:1' })
       const watcherDb = where === 'the worker\'s connection' ? t.db : t.reopen().db
-      const watched = collect(watch<{ text: string }>(watcherDb, flaky, 'reply:1'))
+      const watched = collect(watch(watcherDb, flaky, 'reply:1'))
       workers.push(
         work(t.db, flaky, async ({ text }, run) => {
           await new Promise((resolve) => setTimeout(resolve, 5))

@@ -3,11 +3,12 @@
  * Each call is one short write transaction.
  */
 import { connectionOf, type SyncDatabase } from '../connection.js'
+import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
+import { queueNameOf, type QueueRef } from '../queue/ref.js'
 import { jobsChanged } from '../engine/wake.js'
 import { adminStatements } from '../sql/admin.js'
 import type { JobState } from '../types.js'
-import { notFound, queueNameOf, type QueueRef } from './ref.js'
 
 /**
  * cancel ends a job `canceled`. A waiting or scheduled job never runs. A
@@ -76,4 +77,8 @@ export function retryJob(db: SyncDatabase, queue: QueueRef, id: string): boolean
   })
   if (retried) jobsChanged(connection.key, name, 'added')
   return retried
+}
+
+function notFound(queue: string, id: string): JobsError {
+  return new JobsError('NOT_FOUND', `queue '${queue}' holds no job with id '${id}' (it may have been pruned)`)
 }

@@ -6,7 +6,7 @@ import { checkName } from '../json.js'
 import { adminStatements, type AdminJobRow, type AdminStatements } from '../sql/admin.js'
 import type { JobSnapshot, JobState } from '../types.js'
 import { StoredColumns } from '../stored.js'
-import { queueNameOf, type QueueRef } from './ref.js'
+import { queueNameOf, type QueueRef } from '../queue/ref.js'
 
 /** A job's row as the admin API shows it: a snapshot's fields (without the live ones) and the row's own. */
 export interface JobRecord extends Omit<JobSnapshot, 'ahead' | 'progress'> {

@@ -6,7 +6,7 @@ import { PRUNE_BATCH_SIZE } from '../limits.js'
 import { jobsChanged } from '../engine/wake.js'
 import { adminStatements } from '../sql/admin.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
-import { queueNameOf, type QueueRef } from './ref.js'
+import { queueNameOf, type QueueRef } from '../queue/ref.js'
 
 /** What {@link prune} deletes. */
 export interface PruneOptions {

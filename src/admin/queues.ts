@@ -3,7 +3,7 @@ import { connectionOf, type SyncDatabase } from '../connection.js'
 import { jobsChanged } from '../engine/wake.js'
 import { sqlLiteral } from '../stored.js'
 import { adminStatements, type CountsRow } from '../sql/admin.js'
-import { queueNameOf, type QueueRef } from './ref.js'
+import { queueNameOf, type QueueRef } from '../queue/ref.js'
 
 /** A queue's jobs by state, as the engine's counters hold them. */
 export interface QueueCounts {

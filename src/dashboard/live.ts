@@ -8,7 +8,6 @@
  */
 import { isBusy } from '../connection.js'
 import { isJobsError } from '../errors.js'
-import { defineQueue } from '../queue/define.js'
 import { getJob } from '../queue/read.js'
 import { watch } from '../queue/watch.js'
 import { onJobsChanged } from '../engine/wake.js'
@@ -184,13 +183,12 @@ class LiveClient {
   /** Watches a job that has not ended, for its progress; a job that ended and was retried is watched again. */
   private followJob(view: Extract<View, { page: 'job' }>): void {
     if (this.watching || this.closed) return
-    const queue = defineQueue(view.queue)
-    const now = getJob(this.hub.ctx.db, queue, view.id)
+    const now = getJob(this.hub.ctx.db, view.queue, view.id)
     if (!now || ENDED_STATES.includes(now.state as EndedState)) return
     const watching = (this.watching = new AbortController())
     void (async () => {
       try {
-        for await (const snapshot of watch(this.hub.ctx.db, queue, view.id, { signal: watching.signal })) {
+        for await (const snapshot of watch(this.hub.ctx.db, view.queue, view.id, { signal: watching.signal })) {
           this.progress = snapshot.state === 'running' ? { value: snapshot.progress } : undefined
           this.progressChanged()
         }

@@ -10,7 +10,6 @@ import { queueCounts } from '../admin/queues.js'
 import { oldestDueMs } from '../admin/stats.js'
 import type { Connection, SyncDatabase } from '../connection.js'
 import { humanSpan } from '../duration.js'
-import { defineQueue } from '../queue/define.js'
 import { getJob } from '../queue/read.js'
 import type { JobState } from '../types.js'
 import { BUCKET_MS, renderChart, WINDOW_BUCKETS, type Series, type Throughput } from './chart.js'
@@ -163,7 +162,7 @@ function when(job: JobRecord, now: number): Html {
 function jobBody(ctx: ViewContext, view: Extract<View, { page: 'job' }>, now: number, progress?: { value: unknown }): Html {
   const job = inspectJob(ctx.db, view.queue, view.id)
   if (!job) return html`<p class="flash error">Queue ${view.queue} holds no job with id ${view.id}: it may have been pruned.</p>`
-  const snapshot = getJob(ctx.db, defineQueue(view.queue), view.id)
+  const snapshot = getJob(ctx.db, view.queue, view.id)
   const shownProgress = job.state === 'running' ? (progress ? progress.value : (snapshot?.progress ?? null)) : null
   return html`<h1>Job ${job.id} <span class="badge ${job.state}" data-state="${job.state}">${job.state}</span></h1>
 <div class="grid">

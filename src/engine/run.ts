@@ -9,6 +9,7 @@ import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
 import { MAX_PROGRESS_BYTES, MAX_VALUE_BYTES } from '../limits.js'
 import { confirmLease } from './lease.js'
+import type { JsonShape } from '../types.js'
 import { outcome, type Outcome } from './outcome.js'
 import { endProgress, publishProgress, runKey } from '../progress/store.js'
 
@@ -29,7 +30,8 @@ export interface Run {
   /**
    * Runs `fn` once per job, not once per attempt (JOB-06): its JSON answer
    * (at most 1 MiB; `undefined` is kept as such) is kept, and later attempts
-   * get it back without calling `fn`. A step that throws keeps nothing.
+   * get it back without calling `fn`. A step that throws keeps nothing. An
+   * answer that is not JSON (a Date, say) does not compile.
    * Calls of one name in one run while one is under way share its call of
    * `fn`: they all get its answer, or its error (a later call gets the kept
    * answer, or tries again after an error). Before it calls `fn`, the run
@@ -41,9 +43,9 @@ export interface Run {
    * without calling `fn`; INVALID_VALUE or TOO_LARGE for an answer that
    * cannot be kept.
    */
-  step<A>(name: string, fn: () => A | Promise<A>): Promise<A>
+  step<A extends JsonShape<A>>(name: string, fn: () => A | Promise<A>): Promise<A>
   /** Sets the run's live progress: JSON of at most 4 KiB (TOO_LARGE beyond), in memory only (JOB-12). */
-  setProgress(progress: unknown): void
+  setProgress<P extends JsonShape<P>>(progress: P): void
   /** Ends the job `failed` now, with `reason` as its error (at most 64 KiB of UTF-8 is kept, cut with a marker beyond). Return what it returns. */
   fail(reason: string): Outcome
   /** Runs the job again after `delay`, counting this attempt (`failed` if it was the last). Return what it returns. */

@@ -1,6 +1,7 @@
 import { toMs, toTimerMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
+import type { Json, JsonShape } from '../types.js'
 import {
   DEFAULT_ATTEMPTS,
   DEFAULT_BACKOFF_INITIAL_MS,
@@ -32,6 +33,7 @@ export interface QueueOptions {
 }
 
 declare const valueType: unique symbol
+declare const resultType: unique symbol
 
 /**
  * Marks the values defineQueue made, so that `work` and `enqueue` tell a queue from an object that only looks
@@ -41,9 +43,12 @@ const QUEUE_BRAND = Symbol.for('drizzle-jobs.queue')
 
 /**
  * A queue definition: a plain value, like a table, holding no connection.
- * `T` is the type of its jobs' values; `enqueue` and `work` check against it.
+ * `T` is the type of its jobs' values, which `enqueue` and the handler
+ * check; `R` the type of their results, which the handler must return and
+ * `getJob`, `watch` and `jobEvents` show. Written with no type arguments,
+ * `Queue` is any queue.
  */
-export interface Queue<T = unknown> {
+export interface Queue<T = unknown, R = unknown> {
   readonly name: string
   readonly attempts: number
   readonly backoff: { readonly initialMs: number; readonly maxMs: number }
@@ -53,12 +58,20 @@ export interface Queue<T = unknown> {
   readonly retentionMs: { readonly done: number; readonly failed: number; readonly canceled: number }
   /** Carries `T` for the compiler only; never set. */
   readonly [valueType]?: T
+  /** Carries `R` for the compiler only; never set. */
+  readonly [resultType]?: R
 }
 
 const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'timeout', 'maxWaiting', 'retention'])
 
 /**
  * defineQueue declares a queue: its name and how its jobs run.
+ *
+ * `T` is its jobs' value type and `R` their result type; both must be JSON
+ * (see {@link JsonShape}: interfaces are fine, a Date is not). `T` defaults
+ * to any JSON value. `R` defaults to `Json`: the handler may return any JSON
+ * value or nothing. With `R` given, the handler must return an `R` (or an
+ * outcome such as `run.retry()`), and snapshots' `result` is an `R`.
  *
  * Throws INVALID_OPTION naming the option when an option is unknown or out
  * of range (for example `attempts: 0`, `timeout: 'soon'`, a `backoff.initial`
@@ -67,14 +80,15 @@ const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'timeout', '
  *
  * @example
  * interface Reply { messageId: number }
- * export const replies = defineQueue<Reply>('replies', {
+ * interface ReplyResult { text: string }
+ * export const replies = defineQueue<Reply, ReplyResult>('replies', {
  *   attempts: 5,
  *   backoff: { initial: '5s', max: '10m' },
  *   concurrency: { total: 4, perGroup: 1 },
  *   timeout: '1m',
  * })
  */
-export function defineQueue<T = unknown>(name: string, options: QueueOptions = {}): Queue<T> {
+export function defineQueue<T extends JsonShape<T> = Json, R extends JsonShape<R> = Json>(name: string, options: QueueOptions = {}): Queue<T, R> {
   checkName(name, 'queue name')
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
@@ -86,7 +100,7 @@ export function defineQueue<T = unknown>(name: string, options: QueueOptions = {
   }
   const backoff = objectOption(options.backoff, 'backoff', ['initial', 'max'])
   const retention = objectOption(options.retention, 'retention', ['done', 'failed', 'canceled'])
-  const queue: Queue<T> = {
+  const queue: Queue<T, R> = {
     name,
     attempts: positiveInteger(options.attempts, 'attempts', DEFAULT_ATTEMPTS),
     backoff: Object.freeze(backoffOption(backoff)),

@@ -10,12 +10,14 @@ import { isOwnChannel } from '../progress/channel.js'
 import { readStatements, type SnapshotRow } from '../sql/read.js'
 import type { JobSnapshot, JobState } from '../types.js'
 import { readProgress, runKey, type ProgressValue } from '../progress/store.js'
-import type { Queue } from './define.js'
 import { StoredColumns } from '../stored.js'
+import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
 
 /**
  * getJob answers the job of `queue` with this `id` as it is now, or
  * undefined when the queue holds no such job. Synchronous, like `enqueue`.
+ * The queue is its definition, whose result type the snapshot's `result`
+ * has, or its name alone (a `result` of any JSON).
  *
  * `ahead` is counted for a waiting job (up to 10,000); `progress` is the
  * running attempt's progress as this process knows it: set by a run of this
@@ -24,22 +26,23 @@ import { StoredColumns } from '../stored.js'
  * program stored with values the table protocol does not allow is shown as
  * stored, never thrown on: see the snapshot's `malformed` (JOB-18).
  *
- * Throws INVALID_OPTION for an empty id, TOO_LARGE for one over 1,024
- * bytes, SCHEMA_MISSING when the tables were not migrated.
+ * Throws INVALID_OPTION for an empty id or queue name, TOO_LARGE for one
+ * over 1,024 bytes, SCHEMA_MISSING when the tables were not migrated.
  *
  * @example
  * const job = getJob(db, replies, `reply:${messageId}`)
  * if (job?.state === 'failed') console.log(job.error)
  */
-export function getJob<Result = unknown>(db: SyncDatabase, queue: Queue<any>, id: string): JobSnapshot<Result> | undefined {
+export function getJob<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string): JobSnapshot<ResultOf<Q>> | undefined {
   const connection = connectionOf(db)
+  const name = queueNameOf(queue)
   checkName(id, 'id')
   return readStatements(connection).snapshot(() => {
-    const row = readJobRow(connection, queue.name, id)
+    const row = readJobRow(connection, name, id)
     if (!row) return undefined
     const ahead = row.state === 'waiting' ? countAhead(connection, row) : null
     const key = runKeyOf(row)
-    return toSnapshot<Result>(row, ahead, key === null ? undefined : progressOf(key, row.channel))
+    return toSnapshot<ResultOf<Q>>(row, ahead, key === null ? undefined : progressOf(key, row.channel))
   })
 }
 

@@ -20,7 +20,7 @@ import { subscribeRemoteProgress } from '../progress/remote.js'
 import { readStatements } from '../sql/read.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
 import { subscribeProgress, type ProgressValue } from '../progress/store.js'
-import type { Queue } from './define.js'
+import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
 import type { SnapshotRow } from '../sql/read.js'
 import { countAhead, countAheadOfMany, progressOf, readJobRow, readJobRows, runKeyOf, toSnapshot } from './read.js'
 import { onJobsChanged } from '../engine/wake.js'
@@ -47,21 +47,24 @@ export interface JobWatch<Result = unknown> extends AsyncIterableIterator<JobSna
  * another process on this host arrives at once through its progress channel.
  *
  * A consumer that falls behind gets every change of state; of a run of
- * changes to `ahead` or progress alone it gets the latest.
+ * changes to `ahead` or progress alone it gets the latest. The queue is its
+ * definition, whose result type the snapshots' `result` has, or its name
+ * alone (a `result` of any JSON).
  *
  * Throws NOT_FOUND at once when the queue holds no such job (and the
  * iterator throws NOT_FOUND if the job is deleted while watched);
- * INVALID_OPTION for a bad id or option; SCHEMA_MISSING when the tables
- * were not migrated. An aborted `signal`, `break` or `return()` ends it and
- * frees everything it held.
+ * INVALID_OPTION for a bad id, queue name or option; SCHEMA_MISSING when
+ * the tables were not migrated. An aborted `signal`, `break` or `return()`
+ * ends it and frees everything it held.
  *
  * @example
  * for await (const job of watch(db, replies, `reply:${messageId}`, { signal })) {
  *   send({ state: job.state, ahead: job.ahead, progress: job.progress })
  * }
  */
-export function watch<Result = unknown>(db: SyncDatabase, queue: Queue<any>, id: string, options: WatchOptions = {}): JobWatch<Result> {
+export function watch<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string, options: WatchOptions = {}): JobWatch<ResultOf<Q>> {
   const connection = connectionOf(db)
+  const name = queueNameOf(queue)
   checkName(id, 'id')
   if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `watch options: expected an object, got ${describe(options)}`)
   for (const key of Object.keys(options)) {
@@ -72,14 +75,14 @@ export function watch<Result = unknown>(db: SyncDatabase, queue: Queue<any>, id:
   // The refresher reads data_version before the job is read, so a commit by another process in between is not missed.
   const watched = watchedConnection(connection)
   const row = readStatements(connection).snapshot(() => {
-    const found = readJobRow(connection, queue.name, id)
+    const found = readJobRow(connection, name, id)
     return found && { row: found, ahead: found.state === 'waiting' ? countAhead(connection, found) : null }
   })
   if (!row) {
     watched.releaseIfIdle()
-    throw new JobsError('NOT_FOUND', `queue '${queue.name}' holds no job with id '${id}'`)
+    throw new JobsError('NOT_FOUND', `queue '${name}' holds no job with id '${id}'`)
   }
-  return new JobWatcher<Result>(watched, row.row, row.ahead, signal)
+  return new JobWatcher<ResultOf<Q>>(watched, row.row, row.ahead, signal)
 }
 
 /** Watchers, and connections with a refresher, in this process. @internal for tests that check a watch frees everything. */

@@ -7,7 +7,7 @@ import type { ServerResponse } from 'node:http'
 import type { SyncDatabase } from '../connection.js'
 import { toTimerMs, type Duration } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
-import type { Queue } from '../queue/define.js'
+import type { QueueRef, ResultOf } from '../queue/ref.js'
 import { watch, type JobWatch } from '../queue/watch.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
 
@@ -48,8 +48,8 @@ const OPTIONS = new Set(['request', 'signal', 'retry', 'heartbeat', 'serialize',
  * Content, which makes it stop.
  *
  * Answers 404 (text) when the queue holds no such job. Throws
- * INVALID_OPTION for a bad option, SCHEMA_MISSING when the tables were not
- * migrated.
+ * INVALID_OPTION for a bad option, id or queue name, SCHEMA_MISSING when
+ * the tables were not migrated.
  *
  * @example
  * // Hono
@@ -59,23 +59,23 @@ const OPTIONS = new Set(['request', 'signal', 'retry', 'heartbeat', 'serialize',
  *   return jobEvents(db, replies, params.id, { request })
  * }
  */
-export function jobEvents<Result = unknown>(db: SyncDatabase, queue: Queue<any>, id: string, options: JobEventsOptions<Result> = {}): Response {
+export function jobEvents<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string, options: JobEventsOptions<ResultOf<Q>> = {}): Response {
   for (const key of Object.keys(options)) {
     if (!OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of jobEvents (known: ${[...OPTIONS].join(', ')})`)
   }
   const retryMs = toTimerMs(options.retry ?? '1s', 'retry')
   const heartbeatMs = toTimerMs(options.heartbeat ?? '15s', 'heartbeat')
   if (heartbeatMs === 0) throw new JobsError('INVALID_OPTION', 'heartbeat: must be longer than 0 ms')
-  const serialize = options.serialize ?? ((snapshot: JobSnapshot<Result>) => snapshot)
+  const serialize = options.serialize ?? ((snapshot: JobSnapshot<ResultOf<Q>>) => snapshot)
   const stop = new AbortController()
   for (const signal of [options.signal, options.request?.signal]) {
     if (signal?.aborted) stop.abort()
     else signal?.addEventListener('abort', () => stop.abort(), { once: true })
   }
   const headers = new Headers(options.headers)
-  let watching: JobWatch<Result>
+  let watching: JobWatch<ResultOf<Q>>
   try {
-    watching = watch<Result>(db, queue, id, { signal: stop.signal })
+    watching = watch(db, queue, id, { signal: stop.signal })
   } catch (error) {
     if (!isJobsError(error, 'NOT_FOUND')) throw error
     headers.set('content-type', 'text/plain; charset=utf-8')

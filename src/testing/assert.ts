@@ -2,7 +2,7 @@
 import { AssertionError } from 'node:assert'
 import { isDeepStrictEqual } from 'node:util'
 import { toRecord, type JobRecord } from '../admin/list.js'
-import { queueNameOf } from '../admin/ref.js'
+import { queueNameOf } from '../queue/ref.js'
 import { connectionOf, type SyncDatabase } from '../connection.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'

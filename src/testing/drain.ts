@@ -19,8 +19,8 @@ import { checkLeases } from '../engine/lease.js'
 import { newOwner } from '../engine/owner.js'
 import { storeLimits } from '../engine/queue-limits.js'
 import { recordEnds } from '../engine/record.js'
-import { RunContext } from '../engine/run.js'
-import type { Handler } from '../worker/worker.js'
+import { RunContext, type Run } from '../engine/run.js'
+import type { Handler, HandlerAnswer } from '../worker/worker.js'
 
 /** The options of {@link drain}. */
 export interface DrainOptions {
@@ -73,7 +73,12 @@ const DEFAULT_MAX_RUNS = 10_000
  * const result = await drain(db, replies, replyHandler)
  * expect(result.done).toBe(1)
  */
-export async function drain<T>(db: SyncDatabase, queue: Queue<T>, handler: Handler<NoInfer<T>>, options: DrainOptions = {}): Promise<DrainResult> {
+export async function drain<T, R, A extends HandlerAnswer<A, R>>(
+  db: SyncDatabase,
+  queue: Queue<T, R>,
+  handler: (value: NoInfer<T>, run: Run) => A | Promise<A>,
+  options: DrainOptions = {},
+): Promise<DrainResult> {
   if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   for (const key of Object.keys(options)) {
     if (!DRAIN_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of drain (known: ${[...DRAIN_OPTIONS].join(', ')})`)

@@ -22,6 +22,7 @@ import {
   CONTENDED_SPELL_MS,
 } from '../limits.js'
 import { checkQueue, positiveInteger, positiveMs, type Queue } from '../queue/define.js'
+import type { Json, JsonShape } from '../types.js'
 import { jobsChanged, onJobsChanged } from '../engine/wake.js'
 import { counting } from '../engine/counts.js'
 import { progressChannel } from '../progress/channel.js'
@@ -36,8 +37,23 @@ import { recordEnds, type RunEndRecord } from '../engine/record.js'
 import { RunContext, type Run } from '../engine/run.js'
 import type { ClaimedJob } from '../sql/statements.js'
 
-/** A handler: given a job's value and its run, does the work. Its return or throw decides the job's next state (SPEC §5). */
-export type Handler<T> = (value: T, run: Run) => unknown | Outcome | Promise<unknown>
+/**
+ * What a handler of a queue with result type `R` returns, at once or as a
+ * promise: an `R`, kept as the job's result, or an outcome (`run.fail`,
+ * `run.retry`, `run.snooze`). With `R` left as `Json`, any JSON value, or
+ * nothing (a null result).
+ */
+export type HandlerResult<R> = (Json extends R ? Json | void : R) | Outcome
+
+/** A handler: given a job's value and its run, does the work. Its return or throw decides the job's next state. */
+export type Handler<T, R = Json> = (value: T, run: Run) => HandlerResult<R> | Promise<HandlerResult<R>>
+
+/**
+ * What `work` and `drain` accept as a handler's answer `A`: as for
+ * {@link HandlerResult}, with `A` checked by {@link JsonShape} when `R` is
+ * left as `Json`, so that a handler may return a value typed by an interface.
+ */
+export type HandlerAnswer<A, R> = Json extends R ? JsonShape<A> | Outcome | void : R | Outcome
 
 /** The options of {@link work}. */
 export interface WorkOptions {
@@ -84,6 +100,12 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'onError', 'cloc
  * through `console.warn`, naming both), and every claim of every worker
  * follows the stored value, whatever its own definition says.
  *
+ * The handler gets the job's value typed as the queue's `T`, and must
+ * return the queue's result type `R` or an outcome, at once or as a
+ * promise; for a queue with no result type, any JSON value or nothing. A
+ * result that is not JSON does not compile (a Date, say); what the compiler
+ * cannot see fails the attempt with INVALID_VALUE.
+ *
  * Throws INVALID_OPTION for a bad option, a handler that is not a function
  * or a queue that defineQueue did not make; SCHEMA_MISSING when the tables
  * were not migrated.
@@ -92,10 +114,16 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'onError', 'cloc
  * const worker = work(db, replies, async ({ messageId }, run) => {
  *   const answer = await run.step('answer', () => model.answer(messageId, { signal: run.signal }))
  *   db.insert(messages).values({ text: answer }).run()
+ *   return { text: answer }
  * })
  * process.on('SIGTERM', () => worker.stop({ timeout: '10s' }))
  */
-export function work<T>(db: SyncDatabase, queue: Queue<T>, handler: Handler<NoInfer<T>>, options: WorkOptions = {}): Worker {
+export function work<T, R, A extends HandlerAnswer<A, R>>(
+  db: SyncDatabase,
+  queue: Queue<T, R>,
+  handler: (value: NoInfer<T>, run: Run) => A | Promise<A>,
+  options: WorkOptions = {},
+): Worker {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   for (const key of Object.keys(options)) {
     if (!WORK_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of work (known: ${[...WORK_OPTIONS].join(', ')})`)

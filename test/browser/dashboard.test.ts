@@ -14,7 +14,7 @@ import { Hono } from 'hono'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { dashboard, type Dashboard } from '../../src/dashboard/index.js'
-import { defineQueue, enqueue, queueCounts, work, type JobState, type Worker } from '../../src/index.js'
+import { defineQueue, enqueue, queueCounts, work, type JobState, type Json, type Worker } from '../../src/index.js'
 import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
 import { jobRow } from '../helpers/rows.js'
 import { startDashboardCommand } from '../helpers/dashboard.js'
@@ -202,7 +202,7 @@ describe('the dashboard in a browser', () => {
 
   test('shows the live progress of a running job', async () => {
     const replies = defineQueue<{ messageId: number }>('replies')
-    let setProgress: ((progress: unknown) => void) | undefined
+    let setProgress: ((progress: Json) => void) | undefined
     workers.push(work(t.db, replies, holding((run) => (setProgress = (progress) => run.setProgress(progress)))))
     enqueue(t.db, replies, { messageId: 1 }, { id: 'reply:1' })
     await waitFor(() => setProgress, 'the job to run')
@@ -259,7 +259,7 @@ describe('drizzle-jobs dashboard, the command', () => {
     const served = await startDashboardCommand('--db', t.file, '--port', '0')
     try {
       const replies = defineQueue<{ messageId: number }>('replies')
-      let setProgress: ((progress: unknown) => void) | undefined
+      let setProgress: ((progress: Json) => void) | undefined
       workers.push(work(t.db, replies, holding((run) => (setProgress = (progress) => run.setProgress(progress)))))
       enqueue(t.db, replies, { messageId: 5 }, { id: 'reply:5' })
       await waitFor(() => setProgress, 'the job to run')

@@ -9,7 +9,7 @@
 import { execFile } from 'node:child_process'
 import fc from 'fast-check'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import { cancel, defineQueue, enqueue, getJob, inspectJob, listJobs, pauseQueue, queueCounts, watch, work, type JobState, type Worker } from '../../src/index.js'
+import { cancel, defineQueue, enqueue, getJob, inspectJob, listJobs, pauseQueue, queueCounts, watch, work, type JobState, type Json, type Worker } from '../../src/index.js'
 import { dashboard } from '../../src/dashboard/index.js'
 import { list, show, status } from '../../src/cli/commands.js'
 import { connectionOf } from '../../src/connection.js'
@@ -206,7 +206,7 @@ test('JOB-18 getJob, watch, the admin API, the CLI and the dashboard show a row 
 
 describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any column', () => {
   const RETENTION_MS = 100_000 * 86_400_000
-  const rowsQueue = defineQueue<unknown>('careless-rows', {
+  const rowsQueue = defineQueue<Json>('careless-rows', {
     attempts: 3,
     backoff: { initial: 1, max: 1 },
     concurrency: { total: 3, perGroup: 1 },
