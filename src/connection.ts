@@ -54,12 +54,29 @@ function clientOf(db: unknown): Database.Database {
   if (!is(db, BaseSQLiteDatabase)) {
     throw new JobsError('INVALID_OPTION', 'db: expected a Drizzle SQLite database or transaction (drizzle(new Database(file)) from drizzle-orm/better-sqlite3)')
   }
-  const handle = db as unknown as { resultKind?: string; session?: { client?: Database.Database } }
-  const client = handle.session?.client
-  if (handle.resultKind !== 'sync' || !client || typeof client.prepare !== 'function') {
+  const client = driverClientOf(db)
+  if (!isBetterSqlite3(client)) {
     throw new JobsError('INVALID_OPTION', 'db: drizzle-jobs needs a synchronous SQLite driver (better-sqlite3); this Drizzle handle is asynchronous')
   }
   return client
+}
+
+/**
+ * The driver's client behind a Drizzle SQLite handle: a database's public `$client`. A transaction has
+ * no public handle on it, so for one this reads Drizzle's own `session.client` (drizzle-orm 0.45): the
+ * one read of Drizzle's internals, checked by test/drizzle-handle.test.ts, which fails when Drizzle
+ * moves it. @internal
+ */
+export function driverClientOf(db: object): unknown {
+  if ('$client' in db && db.$client !== undefined) return db.$client
+  return (db as unknown as { session?: { client?: unknown } }).session?.client
+}
+
+/** Whether a driver's client is a better-sqlite3 database, the synchronous driver the engine runs on. */
+function isBetterSqlite3(client: unknown): client is Database.Database {
+  if (typeof client !== 'object' || client === null) return false
+  const { prepare, pragma, transaction } = client as Partial<Database.Database>
+  return typeof prepare === 'function' && typeof pragma === 'function' && typeof transaction === 'function'
 }
 
 function open(client: Database.Database): Connection {
