@@ -11,11 +11,10 @@
  * @internal
  */
 import { MAX_TIME_MS } from './limits.js'
-import type { JobState } from './types.js'
+import { STATES, type JobState } from './types.js'
 
 /** A value shown in `malformed` or an error is cut to this many characters. */
 const SHOWN_CHARS = 100
-const STATES: readonly string[] = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled']
 
 /** A stored value as SQLite writes it as a literal (`'soon'`, `1.5`, `X'00FF'`, `NULL`), cut at 100 characters. */
 export function sqlLiteral(value: unknown): string {
@@ -65,7 +64,7 @@ export class StoredColumns {
 
   /** A state, as stored: one the engine does not know is kept as it is, and listed. */
   state(value: unknown): JobState {
-    if (typeof value === 'string' && STATES.includes(value)) return value as JobState
+    if (typeof value === 'string' && (STATES as readonly string[]).includes(value)) return value as JobState
     this.note('state', value)
     return (typeof value === 'string' ? value : sqlLiteral(value)) as JobState
   }

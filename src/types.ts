@@ -1,6 +1,9 @@
 /** The states a job can be in. `waiting` and `scheduled` are runnable once `run_at` has come. */
 export type JobState = 'waiting' | 'scheduled' | 'running' | 'done' | 'failed' | 'canceled'
 
+/** Every state, in the order a job meets them. @internal */
+export const STATES: readonly JobState[] = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled']
+
 /** The states a job ends in. */
 export type EndedState = 'done' | 'failed' | 'canceled'
 

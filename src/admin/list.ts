@@ -4,7 +4,7 @@ import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { adminStatements, type AdminJobRow, type AdminStatements } from '../sql/admin.js'
-import type { JobSnapshot, JobState } from '../types.js'
+import { STATES, type JobSnapshot, type JobState } from '../types.js'
 import { StoredColumns } from '../stored.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 
@@ -51,7 +51,6 @@ export const DEFAULT_LIST_LIMIT = 50
 /** @internal */
 export const MAX_LIST_LIMIT = 1_000
 
-const STATES: readonly JobState[] = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled']
 const LIST_OPTIONS = new Set(['queue', 'state', 'group', 'id', 'limit', 'cursor'])
 
 /** How each listing orders its jobs, and the sort key a cursor carries. */

@@ -10,7 +10,7 @@ import { pauseQueue, queueCounts, resumeQueue } from '../admin/queues.js'
 import { endedBetween, oldestDueMs } from '../admin/stats.js'
 import { toMs } from '../duration.js'
 import { isJobsError } from '../errors.js'
-import type { EndedState, JobState } from '../types.js'
+import { STATES, type EndedState, type JobState } from '../types.js'
 import { CliError, EXIT, usageError } from './exit.js'
 import { json, moment, number, oneLine, printable, printableLines, relative, span, table } from './format.js'
 import type { OpenDatabase } from './open.js'
@@ -31,7 +31,6 @@ export interface Output {
   json: unknown
 }
 
-const STATES: readonly JobState[] = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled']
 const RATE_WINDOW_MS = 60_000
 
 /** `status`: each queue with its counts, what ended in the last minute, and how long its oldest due job has waited. */

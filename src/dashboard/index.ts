@@ -12,7 +12,7 @@ import { pauseQueue, resumeQueue } from '../admin/queues.js'
 import { connectionOf, type SyncDatabase } from '../connection.js'
 import { describe } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
-import type { JobState } from '../types.js'
+import { STATES, type JobState } from '../types.js'
 import { CLIENT_JS, STYLE_CSS, htmxSource } from './assets.js'
 import { carriesToken, isOwnAction, sameToken, tokenCookie, tokenCookieName } from './auth.js'
 import { Throughput } from './chart.js'
@@ -21,7 +21,7 @@ import { html, type Html } from './html.js'
 import { LiveHub } from './live.js'
 import { nodeListener } from './node.js'
 import { jobPath, segmentText } from './paths.js'
-import { flash, page, STATES, type View, type ViewContext } from './views.js'
+import { flash, page, type View, type ViewContext } from './views.js'
 
 /** The options of {@link dashboard}. */
 export interface DashboardOptions {

@@ -11,7 +11,7 @@ import { oldestDueMs } from '../admin/stats.js'
 import type { Connection, SyncDatabase } from '../connection.js'
 import { humanSpan } from '../duration.js'
 import { getJob } from '../queue/read.js'
-import type { JobState } from '../types.js'
+import { STATES, type JobState } from '../types.js'
 import { BUCKET_MS, renderChart, WINDOW_BUCKETS, type Series, type Throughput } from './chart.js'
 import { html, raw, type Html } from './html.js'
 import { jobPath, queuePath } from './paths.js'
@@ -26,7 +26,6 @@ export interface ViewContext {
   label: string
 }
 
-export const STATES: readonly JobState[] = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled']
 const PAGE_SIZE = 25
 
 /** What a page shows, parsed from its URL; the same value names the live regions to send it. */

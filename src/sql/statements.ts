@@ -6,7 +6,7 @@
  */
 import type Database from 'better-sqlite3'
 import { protocolBreak } from './protocol.js'
-import type { EndedState, JobState } from '../types.js'
+import { STATES, type EndedState, type JobState } from '../types.js'
 import { prepareAll, single, statement, type JobRow, type LeaseRow, type Prepared, type PreparedStatements, type QueueRow, type StepRow } from './statement.js'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 
@@ -226,13 +226,13 @@ export const SQL = {
 /** How many triggers the engine installs; fewer present means some are to be created. */
 export const TRIGGER_COUNT = 4
 
-const KNOWN_STATES = `('waiting', 'scheduled', 'running', 'done', 'failed', 'canceled')`
+const KNOWN_STATES = `(${STATES.map((state) => `'${state}'`).join(', ')})`
 const ENDED_STATES = `('done', 'failed', 'canceled')`
 const NOW_MS = `cast((julianday('now') - 2440587.5) * 86400000 as integer)`
 
 /** For the row `r`: why the job must fail at once (an unknown state, or a column that breaks the protocol), or null. */
 const mustFail = (r: string) =>
-  `(case when ${r}.state not in ${KNOWN_STATES} then 'the job was written in the unknown state ''' || ${r}.state || '''; known states: waiting, scheduled, running, done, failed, canceled'
+  `(case when ${r}.state not in ${KNOWN_STATES} then 'the job was written in the unknown state ''' || ${r}.state || '''; known states: ${STATES.join(', ')}'
     else ${protocolBreak(r)} end)`
 
 /**
