@@ -25,3 +25,10 @@ export function cutToBytes(text: string, maxBytes: number): string {
 function cutMarker(bytes: number): string {
   return `… [cut ${String(bytes).replace(/\B(?=(\d{3})+$)/g, ',')} bytes]`
 }
+
+/** Cuts text to one line of at most `max` characters, its runs of white space made one space; null is ''. @internal */
+export function oneLine(text: string | null, max: number): string {
+  if (text === null) return ''
+  const flat = text.replace(/\s+/g, ' ').trim()
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat
+}

@@ -1,5 +1,6 @@
 /** Text output of the command-line tool: aligned tables, ages, JSON with dates as ISO strings. */
 import { humanSpan } from '../duration.js'
+import { oneLine as cutToOneLine } from '../text.js'
 
 /**
  * Characters a terminal acts on instead of showing: C0 controls (ESC starts
@@ -59,9 +60,7 @@ export function number(value: number, stored?: string): string {
 
 /** Cuts text to one line of at most `max` characters, {@link printable}. */
 export function oneLine(text: string | null, max: number): string {
-  if (text === null) return ''
-  const flat = text.replace(/\s+/g, ' ').trim()
-  return printable(flat.length > max ? `${flat.slice(0, max - 1)}…` : flat)
+  return printable(cutToOneLine(text, max))
 }
 
 /**

@@ -11,6 +11,7 @@ import { oldestDueMs } from '../admin/stats.js'
 import type { Connection, SyncDatabase } from '../connection.js'
 import { humanSpan } from '../duration.js'
 import { getJob } from '../queue/read.js'
+import { oneLine } from '../text.js'
 import { STATES, type JobState } from '../types.js'
 import { BUCKET_MS, renderChart, WINDOW_BUCKETS, type Series, type Throughput } from './chart.js'
 import { html, raw, type Html } from './html.js'
@@ -218,12 +219,6 @@ function time(date: Date | null, now: number, literal?: string): Html {
 /** A number as the row holds it: its stored value where that breaks the table protocol. */
 function stored(value: number, literal?: string): string {
   return literal ?? String(value)
-}
-
-function oneLine(text: string | null, max: number): string {
-  if (text === null) return ''
-  const flat = text.replace(/\s+/g, ' ').trim()
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat
 }
 
 /** A whole page: the layout around a view's regions, each in its `data-live` element. */

@@ -5,11 +5,13 @@
  * tell whether an owner's process is gone and end its leases at once.
  */
 import { randomBytes } from 'node:crypto'
-import { readFileSync, readlinkSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { hostname } from 'node:os'
+import { pidNamespace } from '../pid.js'
 
 /** The host name, with the pid namespace where Linux shows it, so containers sharing a name are not confused. */
-const HOST = `${hostname().replaceAll('/', '_')}${pidNamespace()}`
+const NAMESPACE = pidNamespace()
+const HOST = `${hostname().replaceAll('/', '_')}${NAMESPACE === '' ? '' : `@${NAMESPACE}`}`
 const PROCESS_TOKEN = randomBytes(6).toString('hex')
 const START_TIME = processStartTime(process.pid)
 let workersStarted = 0
@@ -31,14 +33,6 @@ export function isOwnerGone(owner: string): boolean {
     return (error as NodeJS.ErrnoException).code === 'ESRCH'
   }
   return startTime !== '' && processStartTime(pid) !== startTime
-}
-
-function pidNamespace(): string {
-  try {
-    return `@${readlinkSync('/proc/self/ns/pid').replace(/\D/g, '')}`
-  } catch {
-    return ''
-  }
 }
 
 /** The process's start time in clock ticks since boot (Linux), or '' where it cannot be read. */

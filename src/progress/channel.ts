@@ -17,14 +17,14 @@
  * each run, not every intermediate one.
  */
 import { randomBytes } from 'node:crypto'
-import { chmodSync, mkdirSync, readdirSync, readlinkSync, unlinkSync } from 'node:fs'
+import { chmodSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs'
 import { createServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { pidNamespace } from '../pid.js'
 import { readProgress, subscribeProgress } from './store.js'
+import { MAX_SUBSCRIBER_LINE_BYTES } from '../limits.js'
 
-/** The longest line a subscriber may send: a subscription names a run, whose owner is at most a few kB. */
-export const MAX_SUBSCRIBER_LINE_BYTES = 16 * 1024
 /** Past this many bytes waiting in a subscriber's socket, progress is held back and only the latest of each run is sent on drain. */
 const BACKPRESSURE_BYTES = 64 * 1024
 /** The longest path a Unix socket may have (macOS allows 104 bytes with the terminator, Linux 108). */
@@ -97,14 +97,6 @@ function sweepStaleSockets(dir: string): void {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ESRCH') removeQuietly(join(dir, file))
     }
-  }
-}
-
-function pidNamespace(): string {
-  try {
-    return readlinkSync('/proc/self/ns/pid').replace(/\D/g, '')
-  } catch {
-    return ''
   }
 }
 
