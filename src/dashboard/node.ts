@@ -5,6 +5,7 @@
  * included. The dashboard's requests carry no body it reads, so none is read.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { pipeResponse } from '../sse/index.js'
 
 export type FetchHandler = (request: Request) => Promise<Response>
 
@@ -25,37 +26,12 @@ export function nodeListener(handle: FetchHandler): (req: IncomingMessage, res: 
       return
     }
     void handle(request).then(
-      (response) => send(response, res),
+      // pipeResponse honours backpressure; a client that goes away mid-stream ends it, with nothing to report.
+      (response) => pipeResponse(response, res).catch(() => {}),
       (error: unknown) => {
         if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' })
         res.end(`the dashboard failed: ${(error as Error)?.message ?? String(error)}\n`)
       },
     )
   }
-}
-
-async function send(response: Response, res: ServerResponse): Promise<void> {
-  const headers: Record<string, string | string[]> = {}
-  response.headers.forEach((value, name) => {
-    if (name !== 'set-cookie') headers[name] = value
-  })
-  const cookies = response.headers.getSetCookie()
-  if (cookies.length > 0) headers['set-cookie'] = cookies
-  res.writeHead(response.status, headers)
-  if (!response.body) {
-    res.end()
-    return
-  }
-  const reader = response.body.getReader()
-  res.on('close', () => void reader.cancel().catch(() => {}))
-  try {
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) break
-      res.write(value)
-    }
-  } catch {
-    // The client went away mid-stream.
-  }
-  res.end()
 }
