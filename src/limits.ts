@@ -56,3 +56,15 @@ export const CONTENDED_SPELL_MS = 1_000
 export const CONTENDED_GAP_MS = 2
 /** How long a due job that must run alone may wait while workers are busy before they stop claiming so that one of them frees up for it. */
 export const ABANDONED_PATIENCE_MS = 5_000
+
+/** How many jobs `listJobs` answers when no limit is given, and the most it answers. */
+export const DEFAULT_LIST_LIMIT = 50
+export const MAX_LIST_LIMIT = 1_000
+/** Runs after which `drain` gives up on a queue that never empties, unless told otherwise. */
+export const DEFAULT_DRAIN_MAX_RUNS = 10_000
+/** A stored value shown in `malformed` or in a job's error is cut to this many characters. */
+export const SHOWN_CHARS = 100
+/** The longest line a progress channel may send: a run's key and at most 4 KiB of progress, with room to spare. */
+export const MAX_CHANNEL_LINE_BYTES = 64 * 1024
+/** The longest line a progress channel's subscriber may send: a subscription names a run, whose owner is at most a few kB. */
+export const MAX_SUBSCRIBER_LINE_BYTES = 16 * 1024

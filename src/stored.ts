@@ -10,11 +10,9 @@
  * (sql/protocol.ts).
  * @internal
  */
-import { MAX_TIME_MS } from './limits.js'
+import { MAX_TIME_MS, SHOWN_CHARS } from './limits.js'
 import { STATES, type JobState } from './types.js'
 
-/** A value shown in `malformed` or an error is cut to this many characters. */
-const SHOWN_CHARS = 100
 
 /** A stored value as SQLite writes it as a literal (`'soon'`, `1.5`, `X'00FF'`, `NULL`), cut at 100 characters. */
 export function sqlLiteral(value: unknown): string {

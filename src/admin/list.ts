@@ -7,6 +7,8 @@ import { adminStatements, type AdminJobRow, type AdminStatements } from '../sql/
 import { STATES, type JobSnapshot, type JobState } from '../types.js'
 import { StoredColumns } from '../stored.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
+import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT } from '../limits.js'
+import { checkKnownOptions } from '../options.js'
 
 /** A job's row as the admin API shows it: a snapshot's fields (without the live ones) and the row's own. */
 export interface JobRecord extends Omit<JobSnapshot, 'ahead' | 'progress'> {
@@ -46,10 +48,6 @@ export interface JobPage {
   next: string | null
 }
 
-/** @internal */
-export const DEFAULT_LIST_LIMIT = 50
-/** @internal */
-export const MAX_LIST_LIMIT = 1_000
 
 const LIST_OPTIONS = new Set(['queue', 'state', 'group', 'id', 'limit', 'cursor'])
 
@@ -83,9 +81,7 @@ type Listing = 'waiting' | 'scheduled' | 'running' | 'ended' | 'newest'
  */
 export function listJobs(db: SyncDatabase, options: ListJobsOptions = {}): JobPage {
   if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
-  for (const key of Object.keys(options)) {
-    if (!LIST_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of listJobs (known: ${[...LIST_OPTIONS].join(', ')})`)
-  }
+  checkKnownOptions(options, LIST_OPTIONS, 'listJobs')
   const queue = options.queue === undefined ? null : queueNameOf(options.queue)
   const state = options.state ?? null
   if (state !== null && !STATES.includes(state)) {

@@ -7,6 +7,7 @@ import { jobsChanged } from '../engine/wake.js'
 import { adminStatements } from '../sql/admin.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
+import { checkKnownOptions } from '../options.js'
 
 /** What {@link prune} deletes. */
 export interface PruneOptions {
@@ -37,9 +38,7 @@ const PRUNE_OPTIONS = new Set(['before', 'queue', 'states'])
  */
 export function prune(db: SyncDatabase, options: PruneOptions): number {
   if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected { before, queue?, states? }, got ${describe(options)}`)
-  for (const key of Object.keys(options)) {
-    if (!PRUNE_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of prune (known: ${[...PRUNE_OPTIONS].join(', ')})`)
-  }
+  checkKnownOptions(options, PRUNE_OPTIONS, 'prune')
   const before = options.before instanceof Date ? options.before.getTime() : options.before
   if (typeof before !== 'number' || !Number.isFinite(before)) {
     throw new JobsError('INVALID_OPTION', `before: expected a valid Date or ms since the epoch, got ${describe(options.before)}`)

@@ -22,6 +22,7 @@ import { LiveHub } from './live.js'
 import { nodeListener } from './node.js'
 import { jobPath, segmentText } from './paths.js'
 import { flash, page, type View, type ViewContext } from './views.js'
+import { checkKnownOptions } from '../options.js'
 
 /** The options of {@link dashboard}. */
 export interface DashboardOptions {
@@ -97,9 +98,7 @@ const SECURITY_HEADERS = {
  */
 export function dashboard(db: SyncDatabase, options: DashboardOptions = {}): Dashboard {
   if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
-  for (const key of Object.keys(options)) {
-    if (!OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of dashboard (known: ${[...OPTIONS].join(', ')})`)
-  }
+  checkKnownOptions(options, OPTIONS, 'dashboard')
   const base = (options.basePath ?? '').replace(/\/+$/, '')
   if (base !== '' && !base.startsWith('/')) throw new JobsError('INVALID_OPTION', `basePath: expected a path starting with '/', such as '/jobs', got ${describe(options.basePath)}`)
   const token = options.token

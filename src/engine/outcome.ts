@@ -1,6 +1,6 @@
 /**
  * The one place where the end of a run becomes the job's next state
- * (SPEC §5, JOB-08): a handler's return or throw, a timeout, a lost worker.
+ * (JOB-08): a handler's return or throw, a timeout, a lost worker.
  */
 import { JobsError } from '../errors.js'
 import { encodeJson } from '../json.js'

@@ -5,6 +5,7 @@
  */
 import { createConnection, type Socket } from 'node:net'
 import { toProgressValue, type ProgressValue } from './store.js'
+import { MAX_CHANNEL_LINE_BYTES } from '../limits.js'
 
 type Listener = (progress: ProgressValue) => void
 
@@ -14,8 +15,6 @@ interface Subscription {
   listeners: Set<Listener>
 }
 
-/** The longest line a channel may send: a run's key and at most 4 KiB of progress, with room to spare. */
-const MAX_CHANNEL_LINE_BYTES = 64 * 1024
 /** A connection left with no subscription is kept this long, since a watcher often subscribes again at once (the next attempt). */
 const IDLE_CLOSE_MS = 1_000
 /** A dropped connection to a channel is tried again this many times, waiting this long times the attempt. */

@@ -2,6 +2,7 @@ import { toMs, toTimerMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import type { Json, JsonShape } from '../types.js'
+import { checkKnownOptions } from '../options.js'
 import {
   DEFAULT_ATTEMPTS,
   DEFAULT_BACKOFF_INITIAL_MS,
@@ -93,11 +94,7 @@ export function defineQueue<T extends JsonShape<T> = Json, R extends JsonShape<R
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   }
-  for (const key of Object.keys(options)) {
-    if (!OPTION_NAMES.has(key)) {
-      throw new JobsError('INVALID_OPTION', `${key}: not an option of defineQueue (known: ${[...OPTION_NAMES].join(', ')})`)
-    }
-  }
+  checkKnownOptions(options, OPTION_NAMES, 'defineQueue')
   const backoff = objectOption(options.backoff, 'backoff', ['initial', 'max'])
   const retention = objectOption(options.retention, 'retention', ['done', 'failed', 'canceled'])
   const queue: Queue<T, R> = {

@@ -9,6 +9,7 @@ import { checkQueue, type Queue } from './define.js'
 import { noShift, shift, writeShift } from '../engine/counts.js'
 import { newJobId } from './job-id.js'
 import { jobsChanged } from '../engine/wake.js'
+import { checkKnownOptions } from '../options.js'
 
 /** The options of one added job. */
 export interface EnqueueOptions {
@@ -120,9 +121,7 @@ function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefine
   const json = encodeJson(value, 'value', MAX_VALUE_BYTES) as string
   const opts = options ?? {}
   if (typeof opts !== 'object' || opts === null) throw new JobsError('INVALID_OPTION', `${where}: options must be an object, got ${describe(opts)}`)
-  for (const key of Object.keys(opts)) {
-    if (!ENQUEUE_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of ${where} (known: ${[...ENQUEUE_OPTIONS].join(', ')})`)
-  }
+  checkKnownOptions(opts, ENQUEUE_OPTIONS, where)
   const id = opts.id === undefined ? newJobId(now) : checkName(opts.id, 'id')
   const grp = opts.group === undefined ? null : checkName(opts.group, 'group')
   const priority = opts.priority === undefined ? 0 : opts.priority

@@ -14,7 +14,7 @@ import { connectionOf, isBusy, type Connection, type SyncDatabase } from '../con
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
-import { DEFAULT_POLL_INTERVAL_MS } from '../limits.js'
+import { BUSY_RETRY_MS, DEFAULT_POLL_INTERVAL_MS } from '../limits.js'
 import { isOwnChannel } from '../progress/channel.js'
 import { subscribeRemoteProgress } from '../progress/remote.js'
 import { readStatements } from '../sql/read.js'
@@ -24,12 +24,15 @@ import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
 import type { SnapshotRow } from '../sql/read.js'
 import { countAhead, countAheadOfMany, progressOf, readJobRow, readJobRows, runKeyOf, toSnapshot } from './read.js'
 import { onJobsChanged } from '../engine/wake.js'
+import { checkKnownOptions } from '../options.js'
 
 /** The options of {@link watch}. */
 export interface WatchOptions {
   /** Ends the watch when aborted: the iterator returns, and everything it held is freed. */
   signal?: AbortSignal
 }
+
+const WATCH_OPTIONS = new Set(['signal'])
 
 /** What {@link watch} answers: an async iterator of snapshots, to use with `for await`. */
 export interface JobWatch<Result = unknown> extends AsyncIterableIterator<JobSnapshot<Result>> {
@@ -67,9 +70,7 @@ export function watch<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string
   const name = queueNameOf(queue)
   checkName(id, 'id')
   if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `watch options: expected an object, got ${describe(options)}`)
-  for (const key of Object.keys(options)) {
-    if (key !== 'signal') throw new JobsError('INVALID_OPTION', `${key}: not an option of watch (known: signal)`)
-  }
+  checkKnownOptions(options, WATCH_OPTIONS, 'watch')
   const signal = options.signal
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new JobsError('INVALID_OPTION', `signal: expected an AbortSignal, got ${describe(signal)}`)
   // The refresher reads data_version before the job is read, so a commit by another process in between is not missed.
@@ -101,8 +102,6 @@ function watchedConnection(connection: Connection): WatchedConnection {
   return watched
 }
 
-/** Retries a refresh that met a busy database after this long. */
-const BUSY_RETRY_MS = 5
 
 /** The one refresher of a connection's watchers. */
 class WatchedConnection {

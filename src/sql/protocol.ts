@@ -7,13 +7,11 @@
  * Readers apply the same rules when they show a row (queue/stored.ts).
  * @internal
  */
-import { MAX_TIME_MS } from '../limits.js'
+import { MAX_TIME_MS, SHOWN_CHARS } from '../limits.js'
 
 /** The largest whole number JavaScript holds exactly: counts beyond it would be read as other numbers. */
 const MAX_COUNT = Number.MAX_SAFE_INTEGER
 const MAX_DOUBLE = '1.7976931348623157e308'
-/** A value shown in an error is cut to this many characters. */
-const SHOWN_CHARS = 100
 
 /** A column's value as an error shows it: SQLite's own literal for it (`'soon'`, `1.5`, `X'00FF'`), cut short. */
 function shown(column: string): string {

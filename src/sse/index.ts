@@ -10,6 +10,7 @@ import { JobsError, isJobsError } from '../errors.js'
 import type { QueueRef, ResultOf } from '../queue/ref.js'
 import { watch, type JobWatch } from '../queue/watch.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
+import { checkKnownOptions } from '../options.js'
 
 /** The options of {@link jobEvents}. */
 export interface JobEventsOptions<Result = unknown> {
@@ -60,9 +61,7 @@ const OPTIONS = new Set(['request', 'signal', 'retry', 'heartbeat', 'serialize',
  * }
  */
 export function jobEvents<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string, options: JobEventsOptions<ResultOf<Q>> = {}): Response {
-  for (const key of Object.keys(options)) {
-    if (!OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of jobEvents (known: ${[...OPTIONS].join(', ')})`)
-  }
+  checkKnownOptions(options, OPTIONS, 'jobEvents')
   const retryMs = toTimerMs(options.retry ?? '1s', 'retry')
   const heartbeatMs = toTimerMs(options.heartbeat ?? '15s', 'heartbeat')
   if (heartbeatMs === 0) throw new JobsError('INVALID_OPTION', 'heartbeat: must be longer than 0 ms')

@@ -79,7 +79,7 @@ function findMatching(db: SyncDatabase, queue: Queue | string, match: EnqueuedMa
     if (!MATCH_KEYS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not a field of ${where}'s match (known: ${[...MATCH_KEYS].join(', ')})`)
   }
   const name = queueNameOf(queue)
-  const jobs = (adminStatements(connectionOf(db)).queueJobs.all(name)).map(toRecord)
+  const jobs = adminStatements(connectionOf(db)).queueJobs.all(name).map(toRecord)
   const states = match.state === undefined ? null : typeof match.state === 'string' ? [match.state] : match.state
   const matching = jobs.filter(
     (job) =>

@@ -5,7 +5,7 @@
 import { connectionOf, type SyncDatabase } from '../connection.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
-import { DEFAULT_LEASE_MS } from '../limits.js'
+import { DEFAULT_DRAIN_MAX_RUNS, DEFAULT_LEASE_MS } from '../limits.js'
 import { counting } from '../engine/counts.js'
 import { checkQueue, positiveInteger, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../engine/wake.js'
@@ -21,6 +21,7 @@ import { storeLimits } from '../engine/queue-limits.js'
 import { recordEnds } from '../engine/record.js'
 import { RunContext, type Run } from '../engine/run.js'
 import type { Handler, HandlerAnswer } from '../worker/worker.js'
+import { checkKnownOptions } from '../options.js'
 
 /** The options of {@link drain}. */
 export interface DrainOptions {
@@ -50,14 +51,13 @@ export interface DrainResult {
 }
 
 const DRAIN_OPTIONS = new Set(['maxRuns'])
-const DEFAULT_MAX_RUNS = 10_000
 
 /**
  * drain runs every due job of `queue` with `handler`, one at a time, in
  * claim order (JOB-17), until none is due, and answers what it did. Jobs
  * that the handler adds are run too, when due. Each run is claimed, counted
  * (JOB-04), leased, timed out, and ended exactly as a worker does it
- * (SPEC §5, JOB-08): steps are kept (JOB-06), `run.signal` aborts on the
+ * (JOB-08): steps are kept (JOB-06), `run.signal` aborts on the
  * queue's `timeout` (JOB-10) and on {@link cancel}, and a failed attempt
  * with attempts left is scheduled after the backoff — later, so drain does
  * not run it again (define the test's queue with `backoff: { initial: 0 }`
@@ -80,11 +80,9 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
   options: DrainOptions = {},
 ): Promise<DrainResult> {
   if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
-  for (const key of Object.keys(options)) {
-    if (!DRAIN_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of drain (known: ${[...DRAIN_OPTIONS].join(', ')})`)
-  }
+  checkKnownOptions(options, DRAIN_OPTIONS, 'drain')
   if (typeof handler !== 'function') throw new JobsError('INVALID_OPTION', `handler: expected a function, got ${describe(handler)}`)
-  const maxRuns = positiveInteger(options.maxRuns, 'maxRuns', DEFAULT_MAX_RUNS)
+  const maxRuns = positiveInteger(options.maxRuns, 'maxRuns', DEFAULT_DRAIN_MAX_RUNS)
   const connection = connectionOf(db)
   const sql = adminStatements(connection)
   const definition = checkQueue(queue)

@@ -36,6 +36,7 @@ import { storeLimits } from '../engine/queue-limits.js'
 import { recordEnds, type RunEndRecord } from '../engine/record.js'
 import { RunContext, type Run } from '../engine/run.js'
 import type { ClaimedJob } from '../sql/statements.js'
+import { checkKnownOptions } from '../options.js'
 
 /**
  * What a handler of a queue with result type `R` returns, at once or as a
@@ -88,7 +89,8 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'onError', 'cloc
 
 /**
  * work starts a worker on `queue` at once. It claims in claim order, holds
- * each run under a lease it renews, and records outcomes as SPEC §5 says.
+ * each run under a lease it renews, and records each outcome as the job's next
+ * state (JOB-08): done, failed, or scheduled again after its backoff.
  * Jobs added in this process wake it at once; jobs added by other processes
  * within `pollInterval` (it watches `PRAGMA data_version`, about 2 µs a look).
  * SQLite's busy errors are retried inside, never surfaced.
@@ -125,9 +127,7 @@ export function work<T, R, A extends HandlerAnswer<A, R>>(
   options: WorkOptions = {},
 ): Worker {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
-  for (const key of Object.keys(options)) {
-    if (!WORK_OPTIONS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not an option of work (known: ${[...WORK_OPTIONS].join(', ')})`)
-  }
+  checkKnownOptions(options, WORK_OPTIONS, 'work')
   const definition = checkQueue(queue)
   if (typeof handler !== 'function') throw new JobsError('INVALID_OPTION', `handler: expected a function, got ${describe(handler)}`)
   if (options.onError !== undefined && typeof options.onError !== 'function') throw new JobsError('INVALID_OPTION', `onError: expected a function, got ${describe(options.onError)}`)
