@@ -117,7 +117,10 @@ function open(client: Database.Database): Connection {
  * queue counters. Where the triggers were missing it recounts, so counts are
  * right even if jobs were written before. Worker start calls it again in a
  * transaction of its own, which also repairs an install that a caller's
- * transaction rolled back.
+ * transaction rolled back. The install is idempotent and versioned: each
+ * trigger's name carries its version, and the install drops the older ones.
+ * A read-only connection installs nothing: it only reads, and leaves the
+ * triggers to the first writer.
  * @internal
  */
 export function installCounters(client: Database.Database): void {
@@ -130,7 +133,8 @@ export function installCounters(client: Database.Database): void {
   if (check.latestColumnPresent.get() === 0) {
     throw new JobsError('SCHEMA_MISSING', `the jobs_* tables are an older version's (jobs_queue has no limits_set_at column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``)
   }
-  if (check.triggersPresent.get() === TRIGGER_COUNT) return
+  // A read-only connection only reads, and reading needs no trigger: it leaves them to the first writer.
+  if (client.readonly || check.triggersPresent.get() === TRIGGER_COUNT) return
   client.transaction(() => {
     client.exec(COUNTER_TRIGGERS)
     client.exec(RECOUNT_QUEUES)
