@@ -6,12 +6,8 @@
  * last started worker's, JOB-19, not the claiming process's definition) and
  * the runs under way, so it holds across processes (JOB-07).
  *
- * A due job whose last run was abandoned (its worker died, or its lease
- * expired) runs alone: a worker claims it only when it runs nothing else,
- * and claims nothing else meanwhile, so a job that kills its process takes
- * no innocent job down with it. Busy workers meanwhile claim the other jobs,
- * passing over it; once it has waited `ABANDONED_PATIENCE_MS` they claim
- * nothing new until one of them is idle and takes it.
+ * A due job whose last run was abandoned runs alone: alone.ts holds that
+ * rule, and the claim asks it what to take.
  *
  * A claim never takes a job whose run ended in the same transaction
  * (`passOver`): the end commits first, so watchers see it (a retry's
@@ -19,11 +15,11 @@
  */
 import type { Connection } from '../connection.js'
 import { runForJobs } from '../sql/statements.js'
-import { ABANDONED_PATIENCE_MS } from '../limits.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import type { QueueDefinition } from './definition.js'
 import type { QueueLimits } from './queue-limits.js'
 import type { ClaimedJob } from '../sql/statements.js'
+import { aloneClaim } from './alone.js'
 
 export interface ClaimRequest {
   limit: number
@@ -47,16 +43,15 @@ export function claimJobs(connection: Connection, queue: QueueDefinition, reques
   let limit = request.limit
   if (limits.total !== null) limit = Math.min(limit, limits.total - (counts?.running ?? 0))
   if (limit <= 0) return []
-  const abandoned = sql.firstAbandoned.get({ queue: queue.name, now: request.now })
   const passOver = request.passOver ?? NONE
+  const alone = aloneClaim(sql.firstAbandoned.get({ queue: queue.name, now: request.now }), request.idle, passOver, request.now)
   let claimed: ClaimedJob[] = []
-  if (abandoned && request.idle && !passOver.has(abandoned.seq)) claimed = claimAlone(connection, queue, limits.perGroup, abandoned)
-  if (claimed.length === 0 && !(abandoned && request.now - abandoned.runAt >= ABANDONED_PATIENCE_MS)) {
-    const skipAbandoned = abandoned !== undefined
+  if (alone.take) claimed = claimAlone(connection, queue, limits.perGroup, alone.take)
+  if (claimed.length === 0 && !alone.holdBack) {
     claimed =
       limits.perGroup === null
-        ? claimInOrder(connection, queue, limit, request.now, skipAbandoned, passOver)
-        : claimUnderGroupCap(connection, queue, limits.perGroup, limit, request.now, skipAbandoned, passOver)
+        ? claimInOrder(connection, queue, limit, request.now, alone.passOver, passOver)
+        : claimUnderGroupCap(connection, queue, limits.perGroup, limit, request.now, alone.passOver, passOver)
   }
   if (claimed.length === 0) return claimed
   const seqs = claimed.map((job) => job.seq)

@@ -8,6 +8,7 @@ import { MAX_ERROR_BYTES, MAX_STACK_BYTES, MAX_TIME_MS, MAX_VALUE_BYTES } from '
 import type { QueueDefinition } from './definition.js'
 import { cutToBytes } from '../text.js'
 import type { JobState } from '../types.js'
+import { runsAloneNext, type Abandonment } from './alone.js'
 import { backoffMs } from './backoff.js'
 
 const OUTCOME = Symbol('drizzle-jobs.outcome')
@@ -32,7 +33,7 @@ export type RunEnd =
   | { kind: 'returned'; value: unknown }
   | { kind: 'threw'; error: unknown }
   /** The run's worker died or lost the lease before recording an outcome. */
-  | { kind: 'abandoned'; why: string; isolate: boolean }
+  | { kind: 'abandoned'; why: string; how: Abandonment }
 
 /** The job's next row values: what `endRun` writes. */
 export interface Transition {
@@ -58,7 +59,7 @@ export function transitionFor(queue: QueueDefinition, run: RunFacts, end: RunEnd
   if (end.kind === 'threw') return failedRun(queue, run, errorText(end.error), stackOf(end.error), now)
   if (end.kind === 'abandoned') {
     const error = `attempt ${run.attempt} of ${run.maxAttempts} ended without an outcome: ${end.why}`
-    return { ...failedRun(queue, run, error, null, now), abandoned: end.isolate ? 1 : 0 }
+    return { ...failedRun(queue, run, error, null, now), abandoned: runsAloneNext(end.how) ? 1 : 0 }
   }
   const value = end.value
   if (!isOutcome(value)) {

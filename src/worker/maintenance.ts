@@ -31,7 +31,7 @@ export function findAbandoned(connection: Connection, queue: Queue, self: string
 export function releaseAbandoned(connection: Connection, queue: Queue, leases: readonly AbandonedLease[], now: number): number[] {
   const records = leases.map((lease) => {
     const why = lease.expiresAt <= now ? `its lease expired (worker ${lease.owner} stopped renewing it)` : `its worker process (${lease.owner}) is gone`
-    const transition = transitionFor(queue, { attempt: lease.attempt, maxAttempts: lease.maxAttempts }, { kind: 'abandoned', why, isolate: true }, now)
+    const transition = transitionFor(queue, { attempt: lease.attempt, maxAttempts: lease.maxAttempts }, { kind: 'abandoned', why, how: 'rescued' }, now)
     return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition }
   })
   const landed = counting(connection, queue.name, (moved) => recordEnds(connection, records, moved))
@@ -71,7 +71,7 @@ export function releaseUnleased(connection: Connection, queue: Queue, runs: read
   return counting(connection, queue.name, (moved) => {
     const released: number[] = []
     for (const run of runs) {
-      const transition = transitionFor(queue, { attempt: run.attempts, maxAttempts: run.maxAttempts }, { kind: 'abandoned', why, isolate: false }, now)
+      const transition = transitionFor(queue, { attempt: run.attempts, maxAttempts: run.maxAttempts }, { kind: 'abandoned', why, how: 'unleased' }, now)
       if (connection.sql.endUnleased.run({ ...transition, seq: run.seq }).changes === 0) continue
       shift(moved, 'running', transition.state)
       if (ENDED_STATES.includes(transition.state as EndedState)) connection.sql.deleteSteps.run({ seq: run.seq })

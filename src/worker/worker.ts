@@ -28,6 +28,7 @@ import { counting } from '../engine/counts.js'
 import { progressChannel } from '../progress/channel.js'
 import { claimJobs } from '../engine/claim.js'
 import { findAbandoned, findUnleased, hasPrunable, pruneEnded, releaseAbandoned, releaseUnleased } from './maintenance.js'
+import { AloneRun } from '../engine/alone.js'
 import { execute } from '../engine/executor.js'
 import { checkLeases, leaseTakenOver, renewLeases } from '../engine/lease.js'
 import { transitionFor, type Outcome } from '../engine/outcome.js'
@@ -178,7 +179,7 @@ class QueueWorker implements Worker {
   /** Until when (performance.now() ms) flushes leave a gap, because taking the lock had to wait. */
   private contendedUntil = 0
   /** The job this worker runs alone, its last run having been abandoned: until it ends, the worker claims nothing. */
-  private aloneWith: number | null = null
+  private readonly alone = new AloneRun()
   /** `PRAGMA data_version` inside the last flush's transaction: it moves only when other connections write. */
   private versionAtLastFlush = -1
   private nextScheduledTimer: NodeJS.Timeout | null = null
@@ -232,7 +233,7 @@ class QueueWorker implements Worker {
       await this.settledWithin(STOP_ABORT_GRACE_MS)
       const now = this.settings.clock()
       for (const run of this.active.values()) {
-        const transition = transitionFor(this.definition, { attempt: run.attempt, maxAttempts: run.attempts }, { kind: 'abandoned', why: 'the worker stopped before the run ended', isolate: false }, now)
+        const transition = transitionFor(this.definition, { attempt: run.attempt, maxAttempts: run.attempts }, { kind: 'abandoned', why: 'the worker stopped before the run ended', how: 'stopped' }, now)
         this.pendingEnds.push({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
         run.loseLease()
         run.endProgress()
@@ -283,7 +284,7 @@ class QueueWorker implements Worker {
    * end's notice schedules claims them again.
    */
   private flush(): void {
-    const free = this.stopping || this.aloneWith !== null ? 0 : this.settings.slots - this.active.size
+    const free = this.stopping || this.alone.blocking ? 0 : this.settings.slots - this.active.size
     const ends = this.pendingEnds.splice(0)
     const storing = !this.limitsStored && !this.stopping
     if (ends.length === 0 && !storing && (free <= 0 || !this.mightHaveWork())) return
@@ -355,7 +356,7 @@ class QueueWorker implements Worker {
 
   private start(job: ClaimedJob): void {
     leaseTakenOver(this.active.get(job.seq))
-    if (job.abandoned) this.aloneWith = job.seq
+    this.alone.started(job)
     const run = new RunContext(this.connection, this.owner, this.queue, job)
     this.active.set(job.seq, run)
     void this.execute(run, job.value)
@@ -366,7 +367,7 @@ class QueueWorker implements Worker {
     const transition = await execute(this.definition, run, valueText, this.handler, this.settings.clock)
     if (this.active.get(run.seq) !== run) return
     this.active.delete(run.seq)
-    if (this.aloneWith === run.seq) this.aloneWith = null
+    this.alone.ended(run.seq)
     run.endProgress()
     if (transition) this.pendingEnds.push({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
     if (this.active.size === 0) for (const waiter of this.settledWaiters.splice(0)) waiter()
