@@ -7,6 +7,7 @@ import type { Connection } from '../connection.js'
 import type { AbandonedLease, UnleasedRun } from '../sql/statements.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'
 import { counting, shift } from '../engine/counts.js'
+import { jobsChanged } from '../engine/wake.js'
 import type { Queue } from '../queue/define.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import { transitionFor } from '../engine/outcome.js'
@@ -94,4 +95,26 @@ export function pruneEnded(connection: Connection, queue: Queue, now: number): n
     deleted += connection.sql.pruneEnded.run({ queue: queue.name, state, before, limit: PRUNE_BATCH_SIZE }).changes
   }
   return deleted
+}
+
+/**
+ * One maintenance pass over a queue, on behalf of worker `self`: takes back abandoned leases, ends runs
+ * that hold none, and prunes ended jobs past retention. Each step reads first and takes the write lock
+ * only when it has work, and tells this process of what it changed. Throws SQLite's busy error when
+ * another writer holds the lock.
+ */
+export function maintainQueue(connection: Connection, queue: Queue, self: string, now: number): void {
+  const abandoned = findAbandoned(connection, queue, self, now)
+  if (abandoned.length > 0) {
+    const released = connection.immediate(() => releaseAbandoned(connection, queue, abandoned, now))
+    if (released.length > 0) jobsChanged(connection.key, queue.name, 'ended')
+  }
+  const unleased = findUnleased(connection, queue)
+  if (unleased.length > 0 && connection.immediate(() => releaseUnleased(connection, queue, unleased, now)).length > 0) {
+    jobsChanged(connection.key, queue.name, 'ended')
+  }
+  if (hasPrunable(connection, queue, now)) {
+    connection.immediate(() => pruneEnded(connection, queue, now))
+    jobsChanged(connection.key, queue.name, 'other')
+  }
 }

@@ -27,10 +27,11 @@ import { jobsChanged, onJobsChanged } from '../engine/wake.js'
 import { counting } from '../engine/counts.js'
 import { progressChannel } from '../progress/channel.js'
 import { claimJobs } from '../engine/claim.js'
-import { findAbandoned, findUnleased, hasPrunable, pruneEnded, releaseAbandoned, releaseUnleased } from './maintenance.js'
-import { AloneRun } from '../engine/alone.js'
+import { maintainQueue } from './maintenance.js'
+import { DataVersionPoller } from './poller.js'
+import { ActiveRuns } from './runs.js'
 import { execute } from '../engine/executor.js'
-import { checkLeases, leaseTakenOver, renewLeases } from '../engine/lease.js'
+import { checkLeases, renewLeases } from '../engine/lease.js'
 import { transitionFor, type Outcome } from '../engine/outcome.js'
 import { newOwner } from '../engine/owner.js'
 import { storeLimits } from '../engine/queue-limits.js'
@@ -171,24 +172,21 @@ interface Settings {
 class QueueWorker implements Worker {
   readonly queue: string
   private readonly owner = newOwner()
-  private readonly active = new Map<number, RunContext>()
+  private readonly active: ActiveRuns
   private readonly pendingEnds: RunEndRecord[] = []
   private readonly timers: NodeJS.Timeout[] = []
   private readonly unsubscribe: () => void
   private flushQueued = false
   /** Until when (performance.now() ms) flushes leave a gap, because taking the lock had to wait. */
   private contendedUntil = 0
-  /** The job this worker runs alone, its last run having been abandoned: until it ends, the worker claims nothing. */
-  private readonly alone = new AloneRun()
   /** `PRAGMA data_version` inside the last flush's transaction: it moves only when other connections write. */
   private versionAtLastFlush = -1
   private nextScheduledTimer: NodeJS.Timeout | null = null
-  private lastDataVersion: number
+  private readonly poller: DataVersionPoller
   /** Whether this worker's first transaction stored its definition's limits as the queue's (JOB-19). */
   private limitsStored = false
   private stopping = false
   private stopped: Promise<void> | null = null
-  private settledWaiters: Array<() => void> = []
 
   constructor(
     private readonly connection: Connection,
@@ -197,7 +195,8 @@ class QueueWorker implements Worker {
     private readonly settings: Settings,
   ) {
     this.queue = definition.name
-    this.lastDataVersion = connection.sql.dataVersion.get()
+    this.active = new ActiveRuns(connection, this.owner, this.queue)
+    this.poller = new DataVersionPoller(connection)
     this.unsubscribe = onJobsChanged(connection.key, (queue, kind) => {
       if (kind === 'revoked') this.checkLeases()
       else if (queue === this.queue && kind !== 'claimed') this.scheduleFlush()
@@ -227,38 +226,24 @@ class QueueWorker implements Worker {
   private async shutDown(timeoutMs: number | null): Promise<void> {
     this.unsubscribe()
     if (this.nextScheduledTimer) clearTimeout(this.nextScheduledTimer)
-    if (timeoutMs !== null && !(await this.settledWithin(timeoutMs))) {
+    if (timeoutMs !== null && !(await this.active.settledWithin(timeoutMs))) {
       const reason = new JobsError('TIMEOUT', `the worker stopped and gave up waiting for this run after ${timeoutMs} ms`)
       for (const run of this.active.values()) run.abort(reason)
-      await this.settledWithin(STOP_ABORT_GRACE_MS)
+      await this.active.settledWithin(STOP_ABORT_GRACE_MS)
       const now = this.settings.clock()
-      for (const run of this.active.values()) {
+      for (const run of this.active.endAll()) {
         const transition = transitionFor(this.definition, { attempt: run.attempt, maxAttempts: run.attempts }, { kind: 'abandoned', why: 'the worker stopped before the run ended', how: 'stopped' }, now)
         this.pendingEnds.push({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
         run.loseLease()
-        run.endProgress()
       }
-      this.active.clear()
     } else {
-      await this.settledWithin(null)
+      await this.active.settledWithin(null)
     }
     while (this.pendingEnds.length > 0) {
       this.flush()
       if (this.pendingEnds.length > 0) await sleep(BUSY_RETRY_MS)
     }
     for (const timer of this.timers) clearInterval(timer)
-  }
-
-  /** Resolves true once no run is under way, or false after `ms` (null: no limit). */
-  private settledWithin(ms: number | null): Promise<boolean> {
-    if (this.active.size === 0) return Promise.resolve(true)
-    return new Promise((resolve) => {
-      const timer = ms === null ? null : setTimeout(() => resolve(false), ms)
-      this.settledWaiters.push(() => {
-        if (timer) clearTimeout(timer)
-        resolve(true)
-      })
-    })
   }
 
   /**
@@ -284,7 +269,7 @@ class QueueWorker implements Worker {
    * end's notice schedules claims them again.
    */
   private flush(): void {
-    const free = this.stopping || this.alone.blocking ? 0 : this.settings.slots - this.active.size
+    const free = this.stopping || !this.active.mayClaim ? 0 : this.settings.slots - this.active.size
     const ends = this.pendingEnds.splice(0)
     const storing = !this.limitsStored && !this.stopping
     if (ends.length === 0 && !storing && (free <= 0 || !this.mightHaveWork())) return
@@ -355,30 +340,20 @@ class QueueWorker implements Worker {
   }
 
   private start(job: ClaimedJob): void {
-    leaseTakenOver(this.active.get(job.seq))
-    this.alone.started(job)
-    const run = new RunContext(this.connection, this.owner, this.queue, job)
-    this.active.set(job.seq, run)
+    const run = this.active.start(job)
     void this.execute(run, job.value)
   }
 
   /** Runs one run through the executor, then queues its end for the next flush. */
   private async execute(run: RunContext, valueText: string): Promise<void> {
     const transition = await execute(this.definition, run, valueText, this.handler, this.settings.clock)
-    if (this.active.get(run.seq) !== run) return
-    this.active.delete(run.seq)
-    this.alone.ended(run.seq)
-    run.endProgress()
+    if (!this.active.end(run)) return
     if (transition) this.pendingEnds.push({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
-    if (this.active.size === 0) for (const waiter of this.settledWaiters.splice(0)) waiter()
     this.scheduleFlush()
   }
 
   private pollForOtherWriters(): void {
-    if (this.stopping) return
-    const version = this.connection.sql.dataVersion.get()
-    if (version === this.lastDataVersion) return
-    this.lastDataVersion = version
+    if (this.stopping || !this.poller.othersWrote()) return
     this.checkLeases()
     this.scheduleFlush()
   }
@@ -401,21 +376,8 @@ class QueueWorker implements Worker {
   /** Takes back abandoned leases, ends runs that hold none, and prunes ended jobs; each reads first and takes the write lock only when there is work. */
   private maintain(): void {
     if (this.stopping || this.connection.client.inTransaction) return
-    const now = this.settings.clock()
     try {
-      const abandoned = findAbandoned(this.connection, this.definition, this.owner, now)
-      if (abandoned.length > 0) {
-        const released = this.connection.immediate(() => releaseAbandoned(this.connection, this.definition, abandoned, now))
-        if (released.length > 0) jobsChanged(this.connection.key, this.queue, 'ended')
-      }
-      const unleased = findUnleased(this.connection, this.definition)
-      if (unleased.length > 0 && this.connection.immediate(() => releaseUnleased(this.connection, this.definition, unleased, now)).length > 0) {
-        jobsChanged(this.connection.key, this.queue, 'ended')
-      }
-      if (hasPrunable(this.connection, this.definition, now)) {
-        this.connection.immediate(() => pruneEnded(this.connection, this.definition, now))
-        jobsChanged(this.connection.key, this.queue, 'other')
-      }
+      maintainQueue(this.connection, this.definition, this.owner, this.settings.clock())
     } catch (error) {
       if (!isBusy(error)) this.settings.onError(error)
     }

@@ -1,0 +1,75 @@
+/**
+ * The runs under way in one worker: started from claimed jobs, ended once,
+ * and waited on by `stop`. It keeps the worker's side of the runs-alone rule
+ * (engine/alone.ts) and of a claim that takes a job whose earlier run is
+ * still here (engine/lease.ts).
+ */
+import type { Connection } from '../connection.js'
+import { AloneRun } from '../engine/alone.js'
+import { leaseTakenOver } from '../engine/lease.js'
+import { RunContext } from '../engine/run.js'
+import type { ClaimedJob } from '../sql/statements.js'
+
+export class ActiveRuns {
+  private readonly runs = new Map<number, RunContext>()
+  private readonly alone = new AloneRun()
+  private settledWaiters: Array<() => void> = []
+
+  constructor(
+    private readonly connection: Connection,
+    private readonly owner: string,
+    private readonly queue: string,
+  ) {}
+
+  get size(): number {
+    return this.runs.size
+  }
+
+  /** Whether the worker may claim: not while it runs a job alone. */
+  get mayClaim(): boolean {
+    return !this.alone.blocking
+  }
+
+  values(): IterableIterator<RunContext> {
+    return this.runs.values()
+  }
+
+  /** Starts the run of a claimed job. */
+  start(job: ClaimedJob): RunContext {
+    leaseTakenOver(this.runs.get(job.seq))
+    this.alone.started(job)
+    const run = new RunContext(this.connection, this.owner, this.queue, job)
+    this.runs.set(job.seq, run)
+    return run
+  }
+
+  /** Ends `run`; answers false when it had ended already (a stop that gave up on it, or a new run of its job). */
+  end(run: RunContext): boolean {
+    if (this.runs.get(run.seq) !== run) return false
+    this.runs.delete(run.seq)
+    this.alone.ended(run.seq)
+    run.endProgress()
+    if (this.runs.size === 0) for (const waiter of this.settledWaiters.splice(0)) waiter()
+    return true
+  }
+
+  /** Ends every run still under way at once (a stop that gave up waiting), answering them. */
+  endAll(): RunContext[] {
+    const ended = [...this.runs.values()]
+    for (const run of ended) run.endProgress()
+    this.runs.clear()
+    return ended
+  }
+
+  /** Resolves true once no run is under way, or false after `ms` (null: no limit). */
+  settledWithin(ms: number | null): Promise<boolean> {
+    if (this.runs.size === 0) return Promise.resolve(true)
+    return new Promise((resolve) => {
+      const timer = ms === null ? null : setTimeout(() => resolve(false), ms)
+      this.settledWaiters.push(() => {
+        if (timer) clearTimeout(timer)
+        resolve(true)
+      })
+    })
+  }
+}
