@@ -1,6 +1,6 @@
 /**
- * What the engine reads of a queue's definition. `defineQueue` makes one
- * (queue/define.ts); the engine takes any value of this shape, so it never
+ * What the engine reads of a queue's definition. The `Queue` that
+ * `defineQueue` makes (queue/define.ts) extends it, so the engine never
  * imports the public face of a queue that is built on it.
  */
 export interface QueueDefinition {

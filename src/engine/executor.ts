@@ -9,12 +9,13 @@ import { parseStoredValue } from '../stored.js'
 import { timeoutError, transitionFor, type RunEnd, type Transition } from './outcome.js'
 import type { Run, RunContext } from './run.js'
 
-/** What the executor calls: a handler with its value type erased. */
+/** What the executor calls: a handler with its value type erased. @internal */
 export type RunHandler = (value: unknown, run: Run) => unknown
 
 /**
  * Runs `handler` for `run`, whose job's value is stored as `storedValue` (JSON text, unless another program wrote it), under the queue's timeout.
  * Answers the job's next state, or null when the run lost its lease: nothing it would write lands.
+ * @internal
  */
 export async function execute(queue: QueueDefinition, run: RunContext, storedValue: unknown, handler: RunHandler, clock: () => number): Promise<Transition | null> {
   let timedOut = false

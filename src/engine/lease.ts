@@ -8,12 +8,12 @@
 import type { Connection } from '../connection.js'
 import type { RunContext } from './run.js'
 
-/** Marks `run` as having lost its lease, saying so as a cancel when its job was canceled. */
+/** Marks `run` as having lost its lease, saying so as a cancel when its job was canceled. @internal */
 export function leaseLost(connection: Connection, run: RunContext): void {
   run.loseLease(connection.sql.jobState.get(run.seq) === 'canceled' ? `job '${run.id}' was canceled` : undefined)
 }
 
-/** Checks `runs` of `owner` against the lease rows: a run whose row is gone lost its lease. */
+/** Checks `runs` of `owner` against the lease rows: a run whose row is gone lost its lease. @internal */
 export function checkLeases(connection: Connection, owner: string, runs: Iterable<RunContext>): void {
   const held = leaseKeys(connection.sql.ownerLeases.all(owner))
   for (const run of runs) if (!held.has(leaseKey(run.seq, run.attempt))) leaseLost(connection, run)
@@ -22,6 +22,7 @@ export function checkLeases(connection: Connection, owner: string, runs: Iterabl
 /**
  * Renews every lease `owner` holds until `expiresAt`, in a write transaction of its own: a run whose
  * lease was not renewed lost it. Throws SQLite's busy error when another writer holds the lock.
+ * @internal
  */
 export function renewLeases(connection: Connection, owner: string, runs: Iterable<RunContext>, expiresAt: number): void {
   const held = connection.immediate(() => connection.sql.renewLeases.all({ owner, expiresAt }))
@@ -29,14 +30,14 @@ export function renewLeases(connection: Connection, owner: string, runs: Iterabl
   for (const run of runs) if (!renewed.has(leaseKey(run.seq, run.attempt))) run.loseLease()
 }
 
-/** Checks in the database that `run` still holds its lease, marking it lost when it does not; answers whether it does. */
+/** Checks in the database that `run` still holds its lease, marking it lost when it does not; answers whether it does. @internal */
 export function confirmLease(connection: Connection, owner: string, run: RunContext): boolean {
   if (connection.sql.leaseHeld.get({ seq: run.seq, owner, attempt: run.attempt }) !== undefined) return true
   leaseLost(connection, run)
   return false
 }
 
-/** A claim of a job whose earlier run `previous` is still under way here: that run's lease was taken, though owner and attempt may match again. */
+/** A claim of a job whose earlier run `previous` is still under way here: that run's lease was taken, though owner and attempt may match again. @internal */
 export function leaseTakenOver(previous: RunContext | undefined): void {
   previous?.loseLease()
 }

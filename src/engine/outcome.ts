@@ -7,7 +7,7 @@ import { encodeJson } from '../json.js'
 import { MAX_ERROR_BYTES, MAX_STACK_BYTES, MAX_TIME_MS, MAX_VALUE_BYTES } from '../limits.js'
 import type { QueueDefinition } from './definition.js'
 import { cutToBytes } from '../text.js'
-import type { JobState } from '../types.js'
+import type { RunEndParams } from '../sql/statements.js'
 import { runsAloneNext, type Abandonment } from './alone.js'
 import { backoffMs } from './backoff.js'
 
@@ -35,19 +35,8 @@ export type RunEnd =
   /** The run's worker died or lost the lease before recording an outcome. */
   | { kind: 'abandoned'; why: string; how: Abandonment }
 
-/** The job's next row values: what `endRun` writes. */
-export interface Transition {
-  state: JobState
-  runAt: number | null
-  finishedAt: number | null
-  result: string | null
-  error: string | null
-  errorStack: string | null
-  /** 1 when the run gives its attempt back (a snooze), else 0. */
-  refund: 0 | 1
-  /** 1 when the run ended without an outcome (its worker died or its lease expired): the next run goes alone. */
-  abandoned: 0 | 1
-}
+/** The job's next row values: what a run's end writes. */
+export type Transition = RunEndParams
 
 export interface RunFacts {
   attempt: number

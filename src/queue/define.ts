@@ -2,6 +2,7 @@ import { toMs, toTimerMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import type { Json, JsonShape } from '../types.js'
+import type { QueueDefinition } from '../engine/definition.js'
 import { checkKnownOptions } from '../options.js'
 import {
   DEFAULT_ATTEMPTS,
@@ -49,14 +50,7 @@ const QUEUE_BRAND = Symbol.for('drizzle-jobs.queue')
  * `getJob`, `watch` and `jobEvents` show. Written with no type arguments,
  * `Queue` is any queue.
  */
-export interface Queue<T = unknown, R = unknown> {
-  readonly name: string
-  readonly attempts: number
-  readonly backoff: { readonly initialMs: number; readonly maxMs: number }
-  readonly concurrency: { readonly total: number | null; readonly perGroup: number | null }
-  readonly timeoutMs: number
-  readonly maxWaiting: number
-  readonly retentionMs: { readonly done: number; readonly failed: number; readonly canceled: number }
+export interface Queue<T = unknown, R = unknown> extends QueueDefinition {
   /** Carries `T` for the compiler only; never set. */
   readonly [valueType]?: T
   /** Carries `R` for the compiler only; never set. */

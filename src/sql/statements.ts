@@ -55,15 +55,17 @@ interface LeaseParams {
   attempt: number
 }
 
-/** The job's next row values as a run's end writes them (engine/outcome.ts's Transition). */
-interface RunEndParams {
+/** The job's next row values: what a run's end (`endRun`, `endRuns`, `endUnleased`) writes. */
+export interface RunEndParams {
   state: JobState
   runAt: number | null
   finishedAt: number | null
   result: string | null
   error: string | null
   errorStack: string | null
+  /** 1 when the run gives its attempt back (a snooze), else 0. */
   refund: 0 | 1
+  /** 1 when the run ended without an outcome and its job's next run goes alone (engine/alone.ts). */
   abandoned: 0 | 1
 }
 

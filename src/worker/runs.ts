@@ -10,6 +10,7 @@ import { leaseTakenOver } from '../engine/lease.js'
 import { RunContext } from '../engine/run.js'
 import type { ClaimedJob } from '../sql/statements.js'
 
+/** The runs under way in one worker. @internal */
 export class ActiveRuns {
   private readonly runs = new Map<number, RunContext>()
   private readonly alone = new AloneRun()
