@@ -1,8 +1,16 @@
 /**
- * The engine's own account of the jobs it moves between states, written to
- * `jobs_queue`'s counters once per transaction, in the transaction that
- * moved them. Writes from elsewhere are counted by triggers instead (see
- * COUNTER_TRIGGERS).
+ * How `jobs_queue`'s counters stay right: the whole rule, in one place.
+ *
+ * - The engine's own adds, claims and ends (enqueue, a worker's or drain's
+ *   flush, a rescue) bump the row's `engine_writes` in the statement that
+ *   writes it, and count what they moved here (`shift`), written once per
+ *   transaction by `counting` or `writeShift`, in that transaction.
+ * - Every other write to `jobs_job` (the admin API's cancel, retry and
+ *   prune, another program's plain SQL) leaves `engine_writes` as it was,
+ *   and the triggers (COUNTER_TRIGGERS in sql/statements.ts) count it. A
+ *   delete is always counted by its trigger.
+ * - Writers install the triggers before they write (connection.ts's
+ *   installCounters); a read-only connection installs nothing.
  */
 import type { Connection } from '../connection.js'
 import type { JobState } from '../types.js'
