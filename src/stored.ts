@@ -25,6 +25,16 @@ export function sqlLiteral(value: unknown): string {
 }
 
 /** Reads the columns of one row, collecting those whose stored values break the protocol. */
+/** The columns of a job's row that {@link StoredColumns.runFields} reads, as the read statements name them. */
+export interface RunColumns {
+  attempts: unknown
+  maxAttempts: unknown
+  runAt: unknown
+  createdAt: unknown
+  finishedAt: unknown
+  error: unknown
+}
+
 export class StoredColumns {
   /** The columns that break the protocol, by name, each with its stored value as an SQL literal; null while none does. */
   malformed: Record<string, string> | null = null
@@ -75,6 +85,18 @@ export class StoredColumns {
       return JSON.parse(value)
     } catch {
       return value
+    }
+  }
+
+  /** The attempt counts, times and error of a job's row, as snapshots and records show them. */
+  runFields(row: RunColumns): { attempt: number; attempts: number; runAt: Date | null; createdAt: Date | null; finishedAt: Date | null; error: string | null } {
+    return {
+      attempt: this.count(row.attempts, 'attempts', 0),
+      attempts: this.count(row.maxAttempts, 'max_attempts', 1),
+      runAt: this.time(row.runAt, 'run_at'),
+      createdAt: this.time(row.createdAt, 'created_at'),
+      finishedAt: this.time(row.finishedAt, 'finished_at'),
+      error: this.optionalText(row.error, 'error'),
     }
   }
 

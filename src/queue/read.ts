@@ -116,12 +116,7 @@ export function toSnapshot<Result = unknown>(row: SnapshotRow, ahead: number | n
     state: stored.state(row.state),
     ahead,
     progress: progress === undefined ? null : progress.value,
-    attempt: stored.count(row.attempts, 'attempts', 0),
-    attempts: stored.count(row.maxAttempts, 'max_attempts', 1),
-    runAt: stored.time(row.runAt, 'run_at'),
-    createdAt: stored.time(row.createdAt, 'created_at'),
-    finishedAt: stored.time(row.finishedAt, 'finished_at'),
-    error: stored.optionalText(row.error, 'error'),
+    ...stored.runFields(row),
     result: stored.json(row.result, 'result') as Result | null,
     malformed: stored.malformed,
   }
