@@ -6,7 +6,7 @@
  * job's page also watches the job, so its progress shows as the worker sets
  * it, from this process or another on the host.
  */
-import { isBusy } from '../connection.js'
+import { isBusy } from '../dialect/sqlite/connection.js'
 import { isJobsError } from '../errors.js'
 import { getJob } from '../queue/read.js'
 import { watch } from '../queue/watch.js'

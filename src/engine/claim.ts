@@ -13,12 +13,12 @@
  * (`passOver`): the end commits first, so watchers see it (a retry's
  * `scheduled` and its error), and a later transaction claims the job again.
  */
-import type { Connection } from '../connection.js'
-import { runForJobs } from '../sql/statements.js'
+import type { Connection } from '../dialect/sqlite/connection.js'
+import { runForJobs } from '../dialect/sqlite/statements.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import type { QueueDefinition } from './definition.js'
 import type { QueueLimits } from './queue-limits.js'
-import type { ClaimedJob } from '../sql/statements.js'
+import type { ClaimedJob } from '../dialect/sqlite/statements.js'
 import { aloneClaim } from './alone.js'
 
 export interface ClaimRequest {

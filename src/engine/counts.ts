@@ -7,12 +7,12 @@
  *   transaction by `counting` or `writeShift`, in that transaction.
  * - Every other write to `jobs_job` (the admin API's cancel, retry and
  *   prune, another program's plain SQL) leaves `engine_writes` as it was,
- *   and the triggers (COUNTER_TRIGGERS in sql/statements.ts) count it. A
+ *   and the triggers (COUNTER_TRIGGERS in dialect/sqlite/statements.ts) count it. A
  *   delete is always counted by its trigger.
  * - Writers install the triggers before they write (connection.ts's
  *   installCounters); a read-only connection installs nothing.
  */
-import type { Connection } from '../connection.js'
+import type { Connection } from '../dialect/sqlite/connection.js'
 import type { JobState } from '../types.js'
 
 /** How many jobs of one queue entered (positive) or left (negative) each state. */

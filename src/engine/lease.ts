@@ -5,7 +5,7 @@
  * renewed when another process took it meanwhile. A run that lost its lease
  * is aborted with LEASE_LOST, and nothing it writes lands (JOB-16).
  */
-import type { Connection } from '../connection.js'
+import type { Connection } from '../dialect/sqlite/connection.js'
 import type { RunContext } from './run.js'
 
 /** Marks `run` as having lost its lease, saying so as a cancel when its job was canceled. @internal */

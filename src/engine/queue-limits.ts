@@ -5,7 +5,7 @@
  * reads them there, in its own transaction, whatever the claiming process's
  * definition says. Null stored means no limit.
  */
-import type { Connection } from '../connection.js'
+import type { Connection } from '../dialect/sqlite/connection.js'
 import type { QueueDefinition } from './definition.js'
 
 export interface QueueLimits {

@@ -5,8 +5,8 @@
  * does it drop the lease and, for an ended job, its steps (JOB-14, JOB-16).
  * The caller writes the counts of the ends that landed (engine/counts.ts).
  */
-import type { Connection } from '../connection.js'
-import { runForJobs } from '../sql/statements.js'
+import type { Connection } from '../dialect/sqlite/connection.js'
+import { runForJobs } from '../dialect/sqlite/statements.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import type { Transition } from './outcome.js'

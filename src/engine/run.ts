@@ -2,8 +2,8 @@
  * The `run` a handler receives: who the job is, its signal, its durable
  * steps, its progress, and the outcomes it may return.
  */
-import type { Connection } from '../connection.js'
-import type { ClaimedJob } from '../sql/statements.js'
+import type { Connection } from '../dialect/sqlite/connection.js'
+import type { ClaimedJob } from '../dialect/sqlite/statements.js'
 import { toMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'

@@ -10,18 +10,18 @@
  * poll: watchers subscribe to the running attempt, in this process or
  * through its process's channel.
  */
-import { connectionOf, isBusy, type Connection, type SyncDatabase } from '../connection.js'
+import { connectionOf, isBusy, type Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { BUSY_RETRY_MS, DEFAULT_POLL_INTERVAL_MS } from '../limits.js'
 import { isOwnChannel } from '../progress/channel.js'
 import { subscribeRemoteProgress } from '../progress/remote.js'
-import { readStatements } from '../sql/read.js'
+import { readStatements } from '../dialect/sqlite/read.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
 import { subscribeProgress, type ProgressValue } from '../progress/store.js'
 import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
-import type { SnapshotRow } from '../sql/read.js'
+import type { SnapshotRow } from '../dialect/sqlite/read.js'
 import { countAhead, countAheadOfMany, progressOf, readJobRow, readJobRows, runKeyOf, toSnapshot } from './read.js'
 import { onJobsChanged } from '../engine/wake.js'
 import { checkKnownOptions } from '../options.js'

@@ -3,8 +3,8 @@
  * worker died or stalled (JOB-05), end as abandoned the runs that hold no
  * lease at all (JOB-18), and prune ended jobs past retention.
  */
-import type { Connection } from '../connection.js'
-import type { AbandonedLease, UnleasedRun } from '../sql/statements.js'
+import type { Connection } from '../dialect/sqlite/connection.js'
+import type { AbandonedLease, UnleasedRun } from '../dialect/sqlite/statements.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'
 import { counting, shift } from '../engine/counts.js'
 import { jobsChanged } from '../engine/wake.js'

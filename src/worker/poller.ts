@@ -3,7 +3,7 @@
  * only when another connection commits to the database, and a look costs
  * about 2 µs, so a worker looks every `pollInterval`.
  */
-import type { Connection } from '../connection.js'
+import type { Connection } from '../dialect/sqlite/connection.js'
 
 export class DataVersionPoller {
   private last: number

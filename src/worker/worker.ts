@@ -5,7 +5,7 @@
  * the next claim's transaction, so a busy worker writes claims and ends in
  * batches.
  */
-import { connectionOf, installCounters, isBusy, type Connection, type SyncDatabase } from '../connection.js'
+import { connectionOf, installCounters, isBusy, type Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import {
@@ -37,7 +37,7 @@ import { newOwner } from '../engine/owner.js'
 import { storeLimits } from '../engine/queue-limits.js'
 import { recordEnds, type RunEndRecord } from '../engine/record.js'
 import { RunContext, type Run } from '../engine/run.js'
-import type { ClaimedJob } from '../sql/statements.js'
+import type { ClaimedJob } from '../dialect/sqlite/statements.js'
 import { checkKnownOptions } from '../options.js'
 
 /**

@@ -7,7 +7,7 @@
  */
 import type Database from 'better-sqlite3'
 import type { InferSelectModel } from 'drizzle-orm'
-import type { jobsJob, jobsLease, jobsQueue, jobsStep } from '../schema/index.js'
+import type { jobsJob, jobsLease, jobsQueue, jobsStep } from '../../schema/index.js'
 
 /** A row of each table, its columns named as the schema names them (and as the statements select them). */
 export type JobRow = InferSelectModel<typeof jobsJob>

@@ -7,9 +7,9 @@ import { resolve } from 'node:path'
 import type Database from 'better-sqlite3'
 import { is } from 'drizzle-orm'
 import { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core'
-import { JobsError } from './errors.js'
-import { prepareAll } from './sql/statement.js'
-import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements, type Statements } from './sql/statements.js'
+import { JobsError } from '../../errors.js'
+import { prepareAll } from './statement.js'
+import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements, type Statements } from './statements.js'
 
 /**
  * A Drizzle SQLite database or transaction on a synchronous driver

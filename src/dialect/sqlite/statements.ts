@@ -6,7 +6,7 @@
  */
 import type Database from 'better-sqlite3'
 import { protocolBreak } from './protocol.js'
-import { STATES, type EndedState, type JobState } from '../types.js'
+import { STATES, type EndedState, type JobState } from '../../types.js'
 import { prepareAll, single, statement, type JobRow, type LeaseRow, type Prepared, type PreparedStatements, type QueueRow, type StepRow } from './statement.js'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 
