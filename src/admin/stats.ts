@@ -3,7 +3,7 @@
  * many jobs ended lately, and how long the oldest due job has waited. Every
  * figure is read over an index, never by scanning a queue's jobs.
  */
-import type { Connection } from '../dialect/sqlite/connection.js'
+import type { SqliteConnection as Connection } from '../dialect/sqlite/connection.js'
 import { adminStatements } from '../dialect/sqlite/admin.js'
 
 /** Jobs of `queue` that ended in `state` within [since, until). */

@@ -6,7 +6,7 @@ import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
-import { connectionOf, type Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SqliteConnection as Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { isJobsError } from '../errors.js'
 import { CliError, EXIT, usageError } from './exit.js'
 

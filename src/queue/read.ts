@@ -2,7 +2,7 @@
  * Reading jobs as snapshots: the row, `ahead` for a waiting job, and the
  * running attempt's live progress.
  */
-import { connectionOf, type Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SqliteConnection as Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { checkName } from '../json.js'
 import { MAX_AHEAD } from '../limits.js'
 import { readRemoteProgress } from '../progress/remote.js'

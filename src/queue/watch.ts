@@ -10,7 +10,7 @@
  * poll: watchers subscribe to the running attempt, in this process or
  * through its process's channel.
  */
-import { connectionOf, isBusy, type Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, isBusy, type SqliteConnection as Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'

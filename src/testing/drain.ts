@@ -96,7 +96,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
 
   for (;;) {
     if (result.ran >= maxRuns) {
-      if (!isDue(connection.sql.queueClaimable.get({ queue: definition.name }), Date.now())) break
+      if (!isDue(connection.executor.queueClaimable(definition.name), Date.now())) break
       throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
     }
     const [job] = connection.immediate(() =>
