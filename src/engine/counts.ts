@@ -7,7 +7,7 @@
  *   transaction by `counting` or `writeShift`, in that transaction.
  * - Every other write to `jobs_job` (the admin API's cancel, retry and
  *   prune, another program's plain SQL) leaves `engine_writes` as it was,
- *   and the triggers (a dialect's, COUNTER_TRIGGERS in dialect/sqlite/statements.ts) count it. A
+ *   and the triggers (SQLite's: COUNTER_TRIGGERS in dialect/sqlite/statements.ts) count it. A
  *   delete is always counted by its trigger.
  * - Writers install the triggers before they write (connection.ts's
  *   installCounters); a read-only connection installs nothing.
