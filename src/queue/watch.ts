@@ -150,7 +150,7 @@ class WatchedConnection {
     if (this.timer) return
     watchedConnections.add(this)
     refreshers.set(this.connection, this)
-    this.lastDataVersion = this.connection.sql.dataVersion.get()
+    this.lastDataVersion = this.connection.executor.dataVersion()
     this.timer = setInterval(() => this.poll(), DEFAULT_POLL_INTERVAL_MS)
     this.unsubscribe = onJobsChanged(this.connection.key, (queue) => {
       if (!this.byQueue.has(queue)) return
@@ -162,7 +162,7 @@ class WatchedConnection {
   private poll(): void {
     let version: number
     try {
-      version = this.connection.sql.dataVersion.get()
+      version = this.connection.executor.dataVersion()
     } catch (error) {
       if (!isBusy(error)) this.failAll(error)
       return
@@ -176,7 +176,7 @@ class WatchedConnection {
   /** Reads every dirty watcher's job in one read transaction and hands each watcher its row. */
   private refresh(): void {
     // Inside a transaction of this connection the reads would see uncommitted rows (an enqueue that may yet roll back): wait for its end.
-    if (this.connection.client.inTransaction) return this.refreshLater()
+    if (this.connection.inTransaction()) return this.refreshLater()
     const watchers: JobWatcher<unknown>[] = []
     for (const [queue, set] of this.byQueue) {
       if (this.allDirty || this.dirtyQueues.has(queue)) for (const watcher of set) watchers.push(watcher)
