@@ -15,7 +15,7 @@ import {
   type JobState,
   type Worker,
 } from '../src/index.js'
-import { ADMIN_SQL } from '../src/sql/admin.js'
+import { ADMIN_SQL } from '../src/dialect/sqlite/admin.js'
 import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
 import { killChildren, startFixture } from './helpers/processes.js'
 import { count, jobRow } from './helpers/rows.js'

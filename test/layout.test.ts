@@ -3,7 +3,8 @@
  * imports it back, directly or through others, counting type-only imports
  * too; no statement's result is cast, since each declares its types beside
  * its SQL; and one run's pipeline is the engine's executor, which `work` and
- * `drain` both use.
+ * `drain` both use; and only the SQLite dialect's folder (and the schema)
+ * imports better-sqlite3 or holds SQL, so a second dialect adds a folder.
  */
 import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative, resolve, sep } from 'node:path'
@@ -102,11 +103,38 @@ test('work and drain run each run through the one executor', () => {
 test('no statement result is cast: each statement declares its row type beside its SQL', () => {
   const casts: string[] = []
   for (const file of sourceFiles(SRC)) {
-    if (file === join(SRC, 'sql', 'statement.ts')) continue
+    if (file === join(SRC, 'dialect', 'sqlite', 'statement.ts')) continue
     const text = readFileSync(file, 'utf8')
     for (const match of text.matchAll(/\.(?:get|all|iterate)\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\s*\)?\s*as\s+[^\n]*/g)) {
       casts.push(`${relative(SRC, file)}: ${match[0].slice(0, 80)}`)
     }
   }
   expect(casts).toEqual([])
+})
+
+/** Files outside the SQLite dialect's folder, the schema and tests: the protocol, which a second dialect must not need to change. */
+function protocolFiles(): string[] {
+  const own = [join(SRC, 'dialect', 'sqlite') + sep, join(SRC, 'schema') + sep]
+  return sourceFiles(SRC).filter((file) => !own.some((folder) => file.startsWith(folder)))
+}
+
+/** SQL written in a template or string of code (comments may name a statement): a statement's opening words. */
+const SQL_TEXT = /[`'"][^`'"]*?\b(select\s+(?:distinct\s+)?[\w*(]|insert\s+into\s+\w|update\s+\w+\s+set\b|delete\s+from\s+\w|pragma\s+\w|begin\s+immediate\b)/i
+
+test('only the SQLite dialect imports better-sqlite3 or holds SQL', () => {
+  const found: string[] = []
+  for (const file of protocolFiles()) {
+    const text = readFileSync(file, 'utf8')
+    if (/\bfrom\s+['"](?:better-sqlite3|drizzle-orm\/better-sqlite3)['"]/.test(text)) found.push(`${relative(SRC, file)} imports better-sqlite3`)
+    const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '')
+    const sql = SQL_TEXT.exec(code)
+    if (sql) found.push(`${relative(SRC, file)} holds SQL: ${sql[0].slice(0, 60)}`)
+  }
+  expect(found).toEqual([])
+})
+
+test('the check finds SQL text and better-sqlite3 where they are', () => {
+  expect(SQL_TEXT.test('const q = `select seq from jobs_job`')).toBe(true)
+  expect(SQL_TEXT.test("run('delete from jobs_lease where job = ?')")).toBe(true)
+  expect(SQL_TEXT.test("createHash('sha256').update(`${port} ${base}`)")).toBe(false)
 })

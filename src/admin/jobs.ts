@@ -2,12 +2,12 @@
  * Acting on one job: cancel it, or run a failed or canceled one again.
  * Each call is one short write transaction.
  */
-import { connectionOf, type SyncDatabase } from '../connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 import { jobsChanged } from '../engine/wake.js'
-import { adminStatements } from '../sql/admin.js'
+import { adminStatements } from '../dialect/sqlite/admin.js'
 import type { JobState } from '../types.js'
 
 /**

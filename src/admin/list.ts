@@ -1,9 +1,9 @@
 /** Reading jobs for operators: a keyset-paginated listing, and one job in full. */
-import { connectionOf, type SyncDatabase } from '../connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
-import { adminStatements, type AdminJobRow, type AdminStatements } from '../sql/admin.js'
+import { adminStatements, type AdminJobRow, type AdminStatements } from '../dialect/sqlite/admin.js'
 import { STATES, type JobSnapshot, type JobState } from '../types.js'
 import { StoredColumns } from '../stored.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'

@@ -1,10 +1,10 @@
 /** Deleting ended jobs, as an operator asks, beside the pruning workers do by `retention`. */
-import { connectionOf, type SyncDatabase } from '../connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { PRUNE_BATCH_SIZE } from '../limits.js'
 import { jobsChanged } from '../engine/wake.js'
-import { adminStatements } from '../sql/admin.js'
+import { adminStatements } from '../dialect/sqlite/admin.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 import { checkKnownOptions } from '../options.js'

@@ -1,8 +1,8 @@
 /** Pausing and resuming queues, and their counts by state. */
-import { connectionOf, type SyncDatabase } from '../connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { jobsChanged } from '../engine/wake.js'
 import { sqlLiteral } from '../stored.js'
-import { adminStatements, type CountsRow } from '../sql/admin.js'
+import { adminStatements, type CountsRow } from '../dialect/sqlite/admin.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 
 /** A queue's jobs by state, as the engine's counters hold them. */

@@ -3,8 +3,8 @@
  * many jobs ended lately, and how long the oldest due job has waited. Every
  * figure is read over an index, never by scanning a queue's jobs.
  */
-import type { Connection } from '../connection.js'
-import { adminStatements } from '../sql/admin.js'
+import type { SqliteConnection as Connection } from '../dialect/sqlite/connection.js'
+import { adminStatements } from '../dialect/sqlite/admin.js'
 
 /** Jobs of `queue` that ended in `state` within [since, until). */
 export function endedBetween(connection: Connection, queue: string, state: 'done' | 'failed' | 'canceled', since: number, until: number): number {

@@ -4,9 +4,8 @@
  */
 import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
-import Database from 'better-sqlite3'
-import { drizzle } from 'drizzle-orm/better-sqlite3'
-import { connectionOf, type Connection, type SyncDatabase } from '../connection.js'
+import { connectionOf, type SqliteConnection as Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { openSqliteFile } from '../dialect/sqlite/open.js'
 import { isJobsError } from '../errors.js'
 import { CliError, EXIT, usageError } from './exit.js'
 
@@ -22,18 +21,17 @@ export function openDatabase(file: string | undefined): OpenDatabase {
   const path = resolve(file)
   if (!existsSync(path)) throw new CliError(EXIT.DATABASE, `no database file at ${path}: pass the SQLite file your app uses with --db`, 'database')
   if (statSync(path).isDirectory()) throw new CliError(EXIT.DATABASE, `${path} is a directory, not a SQLite database file`, 'database')
-  let client: Database.Database
+  let opened: ReturnType<typeof openSqliteFile>
   try {
-    client = new Database(path, { fileMustExist: true, timeout: 5_000 })
+    opened = openSqliteFile(path)
   } catch (error) {
     throw new CliError(EXIT.DATABASE, `cannot open ${path}: ${(error as Error).message}`, 'database')
   }
   try {
-    const db = drizzle(client)
-    const connection = connectionOf(db)
-    return { file: path, db, connection, close: () => client.close() }
+    const connection = connectionOf(opened.db)
+    return { file: path, db: opened.db, connection, close: opened.close }
   } catch (error) {
-    client.close()
+    opened.close()
     if (isJobsError(error, 'SCHEMA_MISSING')) throw new CliError(EXIT.DATABASE, `${path}: ${error.message}`, 'database')
     const code = (error as { code?: unknown }).code
     if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') throw new CliError(EXIT.DATABASE, `${path} is not a SQLite database (${(error as Error).message})`, 'database')

@@ -3,7 +3,7 @@
  * 10 minutes, read over the ended-jobs index. Buckets older than a few
  * seconds are kept in memory, so each refresh reads only the newest ones.
  */
-import type { Connection } from '../connection.js'
+import type { SqliteConnection as Connection } from '../dialect/sqlite/connection.js'
 import { endedPerBucket } from '../admin/stats.js'
 import { html, type Html } from './html.js'
 

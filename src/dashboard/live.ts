@@ -6,7 +6,7 @@
  * job's page also watches the job, so its progress shows as the worker sets
  * it, from this process or another on the host.
  */
-import { isBusy } from '../connection.js'
+import { isBusy } from '../dialect/sqlite/connection.js'
 import { isJobsError } from '../errors.js'
 import { getJob } from '../queue/read.js'
 import { watch } from '../queue/watch.js'
@@ -70,7 +70,7 @@ export class LiveHub {
   private add(client: LiveClient): void {
     this.clients.add(client)
     if (this.unsubscribe) return
-    this.lastVersion = this.ctx.connection.sql.dataVersion.get()
+    this.lastVersion = this.ctx.connection.executor.dataVersion()
     this.unsubscribe = onJobsChanged(this.ctx.connection.key, () => this.changed())
     this.timers = [
       setInterval(() => this.poll(), POLL_MS),
@@ -95,7 +95,7 @@ export class LiveHub {
   private poll(): void {
     let version: number
     try {
-      version = this.ctx.connection.sql.dataVersion.get()
+      version = this.ctx.connection.executor.dataVersion()
     } catch (error) {
       if (isBusy(error)) return
       return this.close()
@@ -112,7 +112,7 @@ export class LiveHub {
     this.refreshTimer = setTimeout(() => {
       this.refreshTimer = null
       // Inside a transaction of this connection the reads would see writes that may yet roll back.
-      if (this.ctx.connection.client.inTransaction) return this.changed()
+      if (this.ctx.connection.inTransaction()) return this.changed()
       this.lastRefresh = Date.now()
       for (const client of this.clients) client.refresh()
     }, wait)

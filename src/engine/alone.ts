@@ -12,7 +12,7 @@
  * - Running: while the job runs, its worker claims nothing else.
  */
 import { ABANDONED_PATIENCE_MS } from '../limits.js'
-import type { ClaimedJob } from '../sql/statements.js'
+import type { ClaimedJob } from '../dialect/index.js'
 
 /** How a run ended without an outcome: taken back by a rescue, ended by its own worker's stop, or found running with no lease. */
 export type Abandonment = 'rescued' | 'stopped' | 'unleased'

@@ -13,12 +13,11 @@
  * (`passOver`): the end commits first, so watchers see it (a retry's
  * `scheduled` and its error), and a later transaction claims the job again.
  */
-import type { Connection } from '../connection.js'
-import { runForJobs } from '../sql/statements.js'
+import type { Connection } from '../dialect/index.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import type { QueueDefinition } from './definition.js'
 import type { QueueLimits } from './queue-limits.js'
-import type { ClaimedJob } from '../sql/statements.js'
+import type { ClaimedJob } from '../dialect/index.js'
 import { aloneClaim } from './alone.js'
 
 export interface ClaimRequest {
@@ -36,15 +35,15 @@ export interface ClaimRequest {
 const NONE: ReadonlySet<number> = new Set()
 
 export function claimJobs(connection: Connection, queue: QueueDefinition, request: ClaimRequest, moved: CountShift): ClaimedJob[] {
-  const { sql } = connection
-  const counts = sql.queueClaimLimits.get(queue.name)
+  const db = connection.executor
+  const counts = db.queueClaimLimits(queue.name)
   if (counts?.paused) return []
   const limits: QueueLimits = { total: counts?.concurrency ?? null, perGroup: counts?.perGroup ?? null }
   let limit = request.limit
   if (limits.total !== null) limit = Math.min(limit, limits.total - (counts?.running ?? 0))
   if (limit <= 0) return []
   const passOver = request.passOver ?? NONE
-  const alone = aloneClaim(sql.firstAbandoned.get({ queue: queue.name, now: request.now }), request.idle, passOver, request.now)
+  const alone = aloneClaim(db.jobGetFirstAbandoned({ queue: queue.name, now: request.now }), request.idle, passOver, request.now)
   let claimed: ClaimedJob[] = []
   if (alone.take) claimed = claimAlone(connection, queue, limits.perGroup, alone.take)
   if (claimed.length === 0 && !alone.holdBack) {
@@ -55,18 +54,17 @@ export function claimJobs(connection: Connection, queue: QueueDefinition, reques
   }
   if (claimed.length === 0) return claimed
   const seqs = claimed.map((job) => job.seq)
-  const marked = runForJobs(sql.markRunning, sql.markRunningAll, seqs, {}).changes
+  const marked = db.jobSetRunningMany(seqs)
   // What was read in this write transaction is still runnable: nothing else can write meanwhile.
   if (marked !== claimed.length) throw new Error(`drizzle-jobs: only ${marked} of ${claimed.length} jobs read for a claim were runnable within the same transaction`)
-  runForJobs(sql.insertLease, sql.insertLeases, seqs, { owner: request.owner, expiresAt: request.now + request.leaseMs, channel: request.channel })
+  db.leaseInsertMany(seqs, { owner: request.owner, expiresAt: request.now + request.leaseMs, channel: request.channel })
   for (const job of claimed) shift(moved, job.claimedFrom, 'running')
   return claimed
 }
 
 /** The runnable jobs to claim, in claim order, but for those passed over: it reads as many more as it may pass over. */
 function claimInOrder(connection: Connection, queue: QueueDefinition, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
-  const candidates = skipAbandoned ? connection.sql.claimCandidatesNotAbandoned : connection.sql.claimCandidates
-  const jobs = candidates.all({ queue: queue.name, now, limit: limit + passOver.size })
+  const jobs = connection.executor.jobGetAvailable({ queue: queue.name, now, limit: limit + passOver.size }, skipAbandoned)
   return passOver.size === 0 ? jobs : jobs.filter((job) => !passOver.has(job.seq)).slice(0, limit)
 }
 
@@ -78,8 +76,8 @@ function claimAlone(connection: Connection, queue: QueueDefinition, perGroup: nu
 
 /** Walks candidates in claim order, skipping jobs whose group is at its cap, counting the ones taken here too. */
 function claimUnderGroupCap(connection: Connection, queue: QueueDefinition, perGroup: number, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
-  const { sql } = connection
-  const candidates = sql.claimCandidatesByGroup.all({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 + passOver.size, skipAbandoned: skipAbandoned ? 1 : 0 })
+  const db = connection.executor
+  const candidates = db.jobGetAvailableByGroup({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 + passOver.size, skipAbandoned: skipAbandoned ? 1 : 0 })
   const running = groupsRunning(connection, queue)
   const claimed: ClaimedJob[] = []
   for (const candidate of candidates) {
@@ -90,13 +88,13 @@ function claimUnderGroupCap(connection: Connection, queue: QueueDefinition, perG
       if (inGroup >= perGroup) continue
       running.set(candidate.grp, inGroup + 1)
     }
-    const job = sql.claimCandidate.get(candidate.seq)
+    const job = db.jobGetAvailableOne(candidate.seq)
     if (job) claimed.push(job)
   }
   return claimed
 }
 
 function groupsRunning(connection: Connection, queue: QueueDefinition): Map<string, number> {
-  const rows = connection.sql.groupsRunning.all(queue.name)
+  const rows = connection.executor.leaseCountByGroup(queue.name)
   return new Map(rows.map((row) => [row.grp, row.running]))
 }

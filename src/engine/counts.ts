@@ -7,12 +7,12 @@
  *   transaction by `counting` or `writeShift`, in that transaction.
  * - Every other write to `jobs_job` (the admin API's cancel, retry and
  *   prune, another program's plain SQL) leaves `engine_writes` as it was,
- *   and the triggers (COUNTER_TRIGGERS in sql/statements.ts) count it. A
+ *   and the triggers (SQLite's: COUNTER_TRIGGERS in dialect/sqlite/statements.ts) count it. A
  *   delete is always counted by its trigger.
  * - Writers install the triggers before they write (connection.ts's
  *   installCounters); a read-only connection installs nothing.
  */
-import type { Connection } from '../connection.js'
+import type { Connection } from '../dialect/index.js'
 import type { JobState } from '../types.js'
 
 /** How many jobs of one queue entered (positive) or left (negative) each state. */
@@ -40,7 +40,7 @@ export function counting<R>(connection: Connection, queue: string, write: (moved
 export function writeShift(connection: Connection, queue: string, counts: CountShift): void {
   for (const state in counts) {
     if (counts[state as JobState] !== 0) {
-      connection.sql.shiftCounts.run({ queue, ...counts })
+      connection.executor.queueShiftCounts({ queue, ...counts })
       return
     }
   }

@@ -5,17 +5,17 @@
  * renewed when another process took it meanwhile. A run that lost its lease
  * is aborted with LEASE_LOST, and nothing it writes lands (JOB-16).
  */
-import type { Connection } from '../connection.js'
+import type { Connection } from '../dialect/index.js'
 import type { RunContext } from './run.js'
 
 /** Marks `run` as having lost its lease, saying so as a cancel when its job was canceled. @internal */
 export function leaseLost(connection: Connection, run: RunContext): void {
-  run.loseLease(connection.sql.jobState.get(run.seq) === 'canceled' ? `job '${run.id}' was canceled` : undefined)
+  run.loseLease(connection.executor.jobGetState(run.seq) === 'canceled' ? `job '${run.id}' was canceled` : undefined)
 }
 
 /** Checks `runs` of `owner` against the lease rows: a run whose row is gone lost its lease. @internal */
 export function checkLeases(connection: Connection, owner: string, runs: Iterable<RunContext>): void {
-  const held = leaseKeys(connection.sql.ownerLeases.all(owner))
+  const held = leaseKeys(connection.executor.leaseListByOwner(owner))
   for (const run of runs) if (!held.has(leaseKey(run.seq, run.attempt))) leaseLost(connection, run)
 }
 
@@ -25,14 +25,14 @@ export function checkLeases(connection: Connection, owner: string, runs: Iterabl
  * @internal
  */
 export function renewLeases(connection: Connection, owner: string, runs: Iterable<RunContext>, expiresAt: number): void {
-  const held = connection.immediate(() => connection.sql.renewLeases.all({ owner, expiresAt }))
+  const held = connection.immediate(() => connection.executor.leaseRenewByOwner({ owner, expiresAt }))
   const renewed = leaseKeys(held)
   for (const run of runs) if (!renewed.has(leaseKey(run.seq, run.attempt))) run.loseLease()
 }
 
 /** Checks in the database that `run` still holds its lease, marking it lost when it does not; answers whether it does. @internal */
 export function confirmLease(connection: Connection, owner: string, run: RunContext): boolean {
-  if (connection.sql.leaseHeld.get({ seq: run.seq, owner, attempt: run.attempt }) !== undefined) return true
+  if (connection.executor.leaseHeld({ seq: run.seq, owner, attempt: run.attempt })) return true
   leaseLost(connection, run)
   return false
 }

@@ -7,7 +7,7 @@ import { encodeJson } from '../json.js'
 import { MAX_ERROR_BYTES, MAX_STACK_BYTES, MAX_TIME_MS, MAX_VALUE_BYTES } from '../limits.js'
 import type { QueueDefinition } from './definition.js'
 import { cutToBytes } from '../text.js'
-import type { RunEndParams } from '../sql/statements.js'
+import type { RunEndParams } from '../dialect/index.js'
 import { runsAloneNext, type Abandonment } from './alone.js'
 import { backoffMs } from './backoff.js'
 

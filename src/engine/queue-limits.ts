@@ -5,7 +5,7 @@
  * reads them there, in its own transaction, whatever the claiming process's
  * definition says. Null stored means no limit.
  */
-import type { Connection } from '../connection.js'
+import type { Connection } from '../dialect/index.js'
 import type { QueueDefinition } from './definition.js'
 
 export interface QueueLimits {
@@ -18,10 +18,10 @@ export interface QueueLimits {
  * once it commits when they replaced other limits that a worker had stored, else null.
  */
 export function storeLimits(connection: Connection, queue: QueueDefinition, now: number): string | null {
-  const { sql } = connection
-  const stored = sql.queueLimits.get(queue.name)
+  const db = connection.executor
+  const stored = db.queueLimitsGet(queue.name)
   const next = queue.concurrency
-  sql.storeQueueLimits.run({ queue: queue.name, total: next.total, perGroup: next.perGroup, now })
+  db.queueLimitsSet({ queue: queue.name, total: next.total, perGroup: next.perGroup, now })
   if (!stored || stored.setAt === null) return null
   const before = { total: stored.concurrency, perGroup: stored.perGroup }
   if (before.total === next.total && before.perGroup === next.perGroup) return null

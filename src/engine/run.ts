@@ -2,8 +2,8 @@
  * The `run` a handler receives: who the job is, its signal, its durable
  * steps, its progress, and the outcomes it may return.
  */
-import type { Connection } from '../connection.js'
-import type { ClaimedJob } from '../sql/statements.js'
+import type { Connection } from '../dialect/index.js'
+import type { ClaimedJob } from '../dialect/index.js'
 import { toMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
@@ -112,16 +112,16 @@ export class RunContext implements Run {
   }
 
   private async runStep<A>(name: string, fn: () => A | Promise<A>): Promise<A> {
-    const sql = this.connection.sql
-    const kept = sql.readStep.get(this.seq, name)
+    const db = this.connection.executor
+    const kept = db.stepGet(this.seq, name)
     if (kept !== undefined) return (kept === null ? undefined : JSON.parse(kept)) as A
     // The lease may have been taken while this process could not tell (its event loop blocked past the lease, say).
     if (!confirmLease(this.connection, this.owner, this)) this.assertHeld()
     const answer = await fn()
     const json = encodeJson(answer, `the answer of step '${name}'`, MAX_VALUE_BYTES, true)
     this.assertHeld()
-    const written = sql.writeStep.run({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt })
-    if (written.changes === 0 && sql.readStep.get(this.seq, name) === undefined) {
+    const written = db.stepSetIfLeased({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt })
+    if (!written && db.stepGet(this.seq, name) === undefined) {
       this.loseLease()
       this.assertHeld()
     }

@@ -1,9 +1,10 @@
-import { connectionOf, type Connection, type SyncDatabase } from '../connection.js'
+import type { Connection } from '../dialect/index.js'
+import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { toMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
 import { MAX_TIME_MS, MAX_VALUE_BYTES } from '../limits.js'
-import type { NewJob } from '../sql/statements.js'
+import type { NewJob } from '../dialect/index.js'
 import type { Enqueued } from '../types.js'
 import { checkQueue, type Queue } from './define.js'
 import { noShift, shift, writeShift } from '../engine/counts.js'
@@ -57,15 +58,15 @@ export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>,
   checkQueue(queue)
   const row = jobRow(queue, value, options, Date.now())
   const add = (): boolean => {
-    if (connection.sql.insertJobIfRoom.run(row).changes === 0) return false
+    if (!connection.executor.jobInsertIfRoom(row)) return false
     const counts = noShift()
     shift(counts, null, row.state)
     writeShift(connection, queue.name, counts)
     return true
   }
   // The row and its count commit together: in the caller's transaction, or in one of their own.
-  const added = connection.client.inTransaction ? add() : connection.immediate(add)
-  if (!added && !connection.sql.jobExists.get(queue.name, row.id)) throw queueFull(queue)
+  const added = connection.inTransaction() ? add() : connection.immediate(add)
+  if (!added && !connection.executor.jobExists(queue.name, row.id)) throw queueFull(queue)
   if (added) jobsChanged(connection.key, queue.name, 'added')
   return { id: row.id, added }
 }
@@ -98,13 +99,13 @@ export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: Readonl
 function insertAll(connection: Connection, queue: Queue, rows: NewJob[]): Enqueued[] {
   const counts = noShift()
   const results = rows.map((row) => {
-    const added = connection.sql.insertJob.run(row).changes === 1
+    const added = connection.executor.jobInsert(row)
     if (added) shift(counts, null, row.state)
     return { id: row.id, added }
   })
   writeShift(connection, queue.name, counts)
   if (results.some((result) => result.added)) {
-    const held = connection.sql.queueWaitingCount.get(queue.name)
+    const held = connection.executor.queueWaitingCount(queue.name)
     if ((held ?? 0) > queue.maxWaiting) throw queueFull(queue)
   }
   return results

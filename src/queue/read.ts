@@ -2,12 +2,12 @@
  * Reading jobs as snapshots: the row, `ahead` for a waiting job, and the
  * running attempt's live progress.
  */
-import { connectionOf, type Connection, type SyncDatabase } from '../connection.js'
+import { connectionOf, type SqliteConnection as Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { checkName } from '../json.js'
 import { MAX_AHEAD } from '../limits.js'
 import { readRemoteProgress } from '../progress/remote.js'
 import { isOwnChannel } from '../progress/channel.js'
-import { readStatements, type SnapshotRow } from '../sql/read.js'
+import { readStatements, type SnapshotRow } from '../dialect/sqlite/read.js'
 import type { JobSnapshot, JobState } from '../types.js'
 import { readProgress, runKey, type ProgressValue } from '../progress/store.js'
 import { StoredColumns } from '../stored.js'

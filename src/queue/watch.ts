@@ -10,18 +10,18 @@
  * poll: watchers subscribe to the running attempt, in this process or
  * through its process's channel.
  */
-import { connectionOf, isBusy, type Connection, type SyncDatabase } from '../connection.js'
+import { connectionOf, isBusy, type SqliteConnection as Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { BUSY_RETRY_MS, DEFAULT_POLL_INTERVAL_MS } from '../limits.js'
 import { isOwnChannel } from '../progress/channel.js'
 import { subscribeRemoteProgress } from '../progress/remote.js'
-import { readStatements } from '../sql/read.js'
+import { readStatements } from '../dialect/sqlite/read.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
 import { subscribeProgress, type ProgressValue } from '../progress/store.js'
 import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
-import type { SnapshotRow } from '../sql/read.js'
+import type { SnapshotRow } from '../dialect/sqlite/read.js'
 import { countAhead, countAheadOfMany, progressOf, readJobRow, readJobRows, runKeyOf, toSnapshot } from './read.js'
 import { onJobsChanged } from '../engine/wake.js'
 import { checkKnownOptions } from '../options.js'
@@ -150,7 +150,7 @@ class WatchedConnection {
     if (this.timer) return
     watchedConnections.add(this)
     refreshers.set(this.connection, this)
-    this.lastDataVersion = this.connection.sql.dataVersion.get()
+    this.lastDataVersion = this.connection.executor.dataVersion()
     this.timer = setInterval(() => this.poll(), DEFAULT_POLL_INTERVAL_MS)
     this.unsubscribe = onJobsChanged(this.connection.key, (queue) => {
       if (!this.byQueue.has(queue)) return
@@ -162,7 +162,7 @@ class WatchedConnection {
   private poll(): void {
     let version: number
     try {
-      version = this.connection.sql.dataVersion.get()
+      version = this.connection.executor.dataVersion()
     } catch (error) {
       if (!isBusy(error)) this.failAll(error)
       return
@@ -176,7 +176,7 @@ class WatchedConnection {
   /** Reads every dirty watcher's job in one read transaction and hands each watcher its row. */
   private refresh(): void {
     // Inside a transaction of this connection the reads would see uncommitted rows (an enqueue that may yet roll back): wait for its end.
-    if (this.connection.client.inTransaction) return this.refreshLater()
+    if (this.connection.inTransaction()) return this.refreshLater()
     const watchers: JobWatcher<unknown>[] = []
     for (const [queue, set] of this.byQueue) {
       if (this.allDirty || this.dirtyQueues.has(queue)) for (const watcher of set) watchers.push(watcher)

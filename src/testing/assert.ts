@@ -3,11 +3,11 @@ import { AssertionError } from 'node:assert'
 import { isDeepStrictEqual } from 'node:util'
 import { toRecord, type JobRecord } from '../admin/list.js'
 import { queueNameOf } from '../queue/ref.js'
-import { connectionOf, type SyncDatabase } from '../connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import type { Queue } from '../queue/define.js'
-import { adminStatements } from '../sql/admin.js'
+import { adminStatements } from '../dialect/sqlite/admin.js'
 import type { JobState } from '../types.js'
 
 /** A value, with any object in it cut down to the keys that matter. */

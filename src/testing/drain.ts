@@ -2,16 +2,16 @@
  * Running a queue's jobs inline in a test, through the engine's own claim,
  * outcome and record modules, so a job ends exactly as a worker would end it.
  */
-import { connectionOf, type SyncDatabase } from '../connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { DEFAULT_DRAIN_MAX_RUNS, DEFAULT_LEASE_MS } from '../limits.js'
 import { counting } from '../engine/counts.js'
 import { checkQueue, positiveInteger, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../engine/wake.js'
-import { adminStatements } from '../sql/admin.js'
-import type { JobRow } from '../sql/statement.js'
-import type { Claimable } from '../sql/statements.js'
+import { adminStatements } from '../dialect/sqlite/admin.js'
+import type { JobRow } from '../dialect/sqlite/statement.js'
+import type { Claimable } from '../dialect/sqlite/statements.js'
 import type { JobState } from '../types.js'
 import { claimJobs } from '../engine/claim.js'
 import { execute } from '../engine/executor.js'
@@ -96,7 +96,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
 
   for (;;) {
     if (result.ran >= maxRuns) {
-      if (!isDue(connection.sql.queueClaimable.get({ queue: definition.name }), Date.now())) break
+      if (!isDue(connection.executor.queueClaimable(definition.name), Date.now())) break
       throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
     }
     const [job] = connection.immediate(() =>

@@ -3,8 +3,8 @@
  * worker died or stalled (JOB-05), end as abandoned the runs that hold no
  * lease at all (JOB-18), and prune ended jobs past retention.
  */
-import type { Connection } from '../connection.js'
-import type { AbandonedLease, UnleasedRun } from '../sql/statements.js'
+import type { Connection } from '../dialect/index.js'
+import type { AbandonedLease, UnleasedRun } from '../dialect/index.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'
 import { counting, shift } from '../engine/counts.js'
 import { jobsChanged } from '../engine/wake.js'
@@ -19,9 +19,9 @@ import { recordEnds } from '../engine/record.js'
  * A worker never takes back its own leases: it knows its runs are alive, and renews them. Read-only.
  */
 export function findAbandoned(connection: Connection, queue: Queue, self: string, now: number): AbandonedLease[] {
-  const owners = connection.sql.leaseOwners.all(queue.name)
+  const owners = connection.executor.leaseOwners(queue.name)
   const gone = owners.filter(isOwnerGone)
-  return connection.sql.abandonedLeases.all({ queue: queue.name, self, now, deadOwners: JSON.stringify(gone), limit: RESCUE_BATCH_SIZE })
+  return connection.executor.leaseGetAbandoned({ queue: queue.name, self, now, deadOwners: gone, limit: RESCUE_BATCH_SIZE })
 }
 
 /**
@@ -51,10 +51,10 @@ const fruitlessWalks = new WeakMap<Connection, Map<string, number>>()
  * counters and of the (small) lease table, and a walk of the queue's jobs only when they say some are there.
  */
 export function findUnleased(connection: Connection, queue: Queue): UnleasedRun[] {
-  const unleased = connection.sql.unleasedCount.get({ queue: queue.name })
+  const unleased = connection.executor.jobCountUnleased(queue.name)
   let walks = fruitlessWalks.get(connection)
   if (unleased <= 0 || walks?.get(queue.name) === unleased) return []
-  const runs = connection.sql.unleasedRuns.all({ queue: queue.name, limit: RESCUE_BATCH_SIZE })
+  const runs = connection.executor.jobGetUnleased({ queue: queue.name, limit: RESCUE_BATCH_SIZE })
   if (runs.length === 0) {
     if (!walks) fruitlessWalks.set(connection, (walks = new Map()))
     walks.set(queue.name, unleased)
@@ -73,9 +73,9 @@ export function releaseUnleased(connection: Connection, queue: Queue, runs: read
     const released: number[] = []
     for (const run of runs) {
       const transition = transitionFor(queue, { attempt: run.attempts, maxAttempts: run.maxAttempts }, { kind: 'abandoned', why, how: 'unleased' }, now)
-      if (connection.sql.endUnleased.run({ ...transition, seq: run.seq }).changes === 0) continue
+      if (!connection.executor.jobSetStateIfUnleased({ ...transition, seq: run.seq })) continue
       shift(moved, 'running', transition.state)
-      if (ENDED_STATES.includes(transition.state as EndedState)) connection.sql.deleteSteps.run({ seq: run.seq })
+      if (ENDED_STATES.includes(transition.state as EndedState)) connection.executor.stepDeleteMany([run.seq])
       released.push(run.seq)
     }
     return released
@@ -84,7 +84,7 @@ export function releaseUnleased(connection: Connection, queue: Queue, runs: read
 
 /** Whether the queue has ended jobs past their retention. Read-only. */
 export function hasPrunable(connection: Connection, queue: Queue, now: number): boolean {
-  return ENDED_STATES.some((state) => connection.sql.firstPrunable.get({ queue: queue.name, state, before: now - queue.retentionMs[state] }) !== undefined)
+  return ENDED_STATES.some((state) => connection.executor.jobHasPrunable({ queue: queue.name, state, before: now - queue.retentionMs[state] }))
 }
 
 /** Deletes one batch of ended jobs past retention, per ended state, in the caller's transaction. */
@@ -92,7 +92,7 @@ export function pruneEnded(connection: Connection, queue: Queue, now: number): n
   let deleted = 0
   for (const state of ENDED_STATES) {
     const before = now - queue.retentionMs[state]
-    deleted += connection.sql.pruneEnded.run({ queue: queue.name, state, before, limit: PRUNE_BATCH_SIZE }).changes
+    deleted += connection.executor.jobDeleteEnded({ queue: queue.name, state, before, limit: PRUNE_BATCH_SIZE })
   }
   return deleted
 }

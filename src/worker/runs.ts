@@ -4,11 +4,11 @@
  * (engine/alone.ts) and of a claim that takes a job whose earlier run is
  * still here (engine/lease.ts).
  */
-import type { Connection } from '../connection.js'
+import type { Connection } from '../dialect/index.js'
 import { AloneRun } from '../engine/alone.js'
 import { leaseTakenOver } from '../engine/lease.js'
 import { RunContext } from '../engine/run.js'
-import type { ClaimedJob } from '../sql/statements.js'
+import type { ClaimedJob } from '../dialect/index.js'
 
 /** The runs under way in one worker. @internal */
 export class ActiveRuns {

@@ -5,7 +5,7 @@
  * the next claim's transaction, so a busy worker writes claims and ends in
  * batches.
  */
-import { connectionOf, installCounters, isBusy, type Connection, type SyncDatabase } from '../connection.js'
+import { connectionOf, installCounters, isBusy, type SqliteConnection as Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import {
@@ -37,7 +37,7 @@ import { newOwner } from '../engine/owner.js'
 import { storeLimits } from '../engine/queue-limits.js'
 import { recordEnds, type RunEndRecord } from '../engine/record.js'
 import { RunContext, type Run } from '../engine/run.js'
-import type { ClaimedJob } from '../sql/statements.js'
+import type { ClaimedJob } from '../dialect/index.js'
 import { checkKnownOptions } from '../options.js'
 
 /**
@@ -273,7 +273,7 @@ class QueueWorker implements Worker {
     const ends = this.pendingEnds.splice(0)
     const storing = !this.limitsStored && !this.stopping
     if (ends.length === 0 && !storing && (free <= 0 || !this.mightHaveWork())) return
-    if (this.connection.client.inTransaction) {
+    if (this.connection.inTransaction()) {
       this.pendingEnds.unshift(...ends)
       setTimeout(() => this.scheduleFlush(), BUSY_RETRY_MS)
       return
@@ -284,7 +284,7 @@ class QueueWorker implements Worker {
     let replaced = null as string | null
     try {
       const written = this.connection.immediateTimed(() => {
-        const version = this.connection.sql.dataVersion.get()
+        const version = this.connection.executor.dataVersion()
         othersWrote = version !== this.versionAtLastFlush
         this.versionAtLastFlush = version
         if (storing) replaced = storeLimits(this.connection, this.definition, now)
@@ -319,7 +319,7 @@ class QueueWorker implements Worker {
 
   /** A read before taking the write lock: is anything claimable now? Arms a timer for the next scheduled job either way. */
   private mightHaveWork(): boolean {
-    const counts = this.connection.sql.queueClaimable.get({ queue: this.queue })
+    const counts = this.connection.executor.queueClaimable(this.queue)
     if (!counts || counts.paused) return false
     // The stored limit, not this process's definition: another worker's start may have replaced it (JOB-19).
     if (counts.concurrency !== null && counts.running >= counts.concurrency) return false
@@ -365,7 +365,7 @@ class QueueWorker implements Worker {
 
   /** Renews this worker's leases; a run whose lease was not renewed has lost it, and is aborted. */
   private renewLeases(): void {
-    if (this.active.size === 0 || this.connection.client.inTransaction) return
+    if (this.active.size === 0 || this.connection.inTransaction()) return
     try {
       renewLeases(this.connection, this.owner, this.active.values(), this.settings.clock() + this.settings.leaseMs)
     } catch (error) {
@@ -375,7 +375,7 @@ class QueueWorker implements Worker {
 
   /** Takes back abandoned leases, ends runs that hold none, and prunes ended jobs; each reads first and takes the write lock only when there is work. */
   private maintain(): void {
-    if (this.stopping || this.connection.client.inTransaction) return
+    if (this.stopping || this.connection.inTransaction()) return
     try {
       maintainQueue(this.connection, this.definition, this.owner, this.settings.clock())
     } catch (error) {

@@ -7,7 +7,7 @@
  * Readers apply the same rules when they show a row (queue/stored.ts).
  * @internal
  */
-import { MAX_TIME_MS, SHOWN_CHARS } from '../limits.js'
+import { MAX_TIME_MS, SHOWN_CHARS } from '../../limits.js'
 
 /** The largest whole number JavaScript holds exactly: counts beyond it would be read as other numbers. */
 const MAX_COUNT = Number.MAX_SAFE_INTEGER

@@ -7,9 +7,11 @@ import { resolve } from 'node:path'
 import type Database from 'better-sqlite3'
 import { is } from 'drizzle-orm'
 import { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core'
-import { JobsError } from './errors.js'
-import { prepareAll } from './sql/statement.js'
-import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements, type Statements } from './sql/statements.js'
+import { JobsError } from '../../errors.js'
+import type { Connection } from '../index.js'
+import { sqliteExecutor } from './executor.js'
+import { prepareAll } from './statement.js'
+import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements, type Statements } from './statements.js'
 
 /**
  * A Drizzle SQLite database or transaction on a synchronous driver
@@ -18,28 +20,20 @@ import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type SyncDatabase = BaseSQLiteDatabase<'sync', any, any, any>
 
-export interface Connection {
+/** A SQLite connection: the engine's Connection, with the better-sqlite3 handle and the statements readers and the admin API still run. */
+export interface SqliteConnection extends Connection<'sync'> {
   readonly client: Database.Database
   readonly sql: Statements
-  /** Names the database file, so that every connection of this process to it shares wake-ups. */
-  readonly key: string
-  /** Runs `work` in a `BEGIN IMMEDIATE` transaction, or in a savepoint of the one under way. */
-  immediate<T>(work: () => T): T
-  /**
-   * Runs `work` in a `BEGIN IMMEDIATE` transaction of its own (the connection must not be in one) and
-   * answers how long taking the write lock took, in ms: more than a moment means another writer held it.
-   */
-  immediateTimed<T>(work: () => T): { value: T; lockWaitMs: number }
 }
 
 const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease'] as const
 const MIGRATE_HINT = "add `export * from 'drizzle-jobs/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
 
-const connections = new WeakMap<Database.Database, Connection>()
+const connections = new WeakMap<Database.Database, SqliteConnection>()
 let anonymousDatabases = 0
 
 /** The connection behind a Drizzle handle, checked and prepared on first use. */
-export function connectionOf(db: unknown): Connection {
+export function connectionOf(db: unknown): SqliteConnection {
   const client = clientOf(db)
   let connection = connections.get(client)
   if (!connection) {
@@ -79,7 +73,7 @@ function isBetterSqlite3(client: unknown): client is Database.Database {
   return typeof prepare === 'function' && typeof pragma === 'function' && typeof transaction === 'function'
 }
 
-function open(client: Database.Database): Connection {
+function open(client: Database.Database): SqliteConnection {
   let sql: Statements
   try {
     sql = prepareStatements(client)
@@ -94,7 +88,9 @@ function open(client: Database.Database): Connection {
   return {
     client,
     sql,
+    executor: sqliteExecutor(sql),
     key: file,
+    inTransaction: () => client.inTransaction,
     immediate: <T>(work: () => T) => transaction.immediate(work) as T,
     immediateTimed<T>(work: () => T) {
       const asked = performance.now()

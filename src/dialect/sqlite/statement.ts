@@ -6,14 +6,8 @@
  * statement answers.
  */
 import type Database from 'better-sqlite3'
-import type { InferSelectModel } from 'drizzle-orm'
-import type { jobsJob, jobsLease, jobsQueue, jobsStep } from '../schema/index.js'
 
-/** A row of each table, its columns named as the schema names them (and as the statements select them). */
-export type JobRow = InferSelectModel<typeof jobsJob>
-export type QueueRow = InferSelectModel<typeof jobsQueue>
-export type StepRow = InferSelectModel<typeof jobsStep>
-export type LeaseRow = InferSelectModel<typeof jobsLease>
+export type { JobRow, LeaseRow, QueueRow, StepRow } from '../index.js'
 
 /**
  * A statement's SQL, with `P` the arguments its calls take, `R` what one row reads as (a plucked

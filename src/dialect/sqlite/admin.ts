@@ -4,8 +4,8 @@
  * connection. Listings page by keyset over the index that serves each state,
  * so a page costs the same on the millionth job as on the first.
  */
-import type { Connection } from '../connection.js'
-import type { EndedState, JobState } from '../types.js'
+import type { SqliteConnection as Connection } from './connection.js'
+import type { EndedState, JobState } from '../../types.js'
 import { prepareAll, single, statement, type JobRow, type LeaseRow, type PreparedStatements, type QueueRow, type StepRow } from './statement.js'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 

@@ -6,68 +6,15 @@
  */
 import type Database from 'better-sqlite3'
 import { protocolBreak } from './protocol.js'
-import { STATES, type EndedState, type JobState } from '../types.js'
-import { prepareAll, single, statement, type JobRow, type LeaseRow, type Prepared, type PreparedStatements, type QueueRow, type StepRow } from './statement.js'
+import { STATES, type EndedState, type JobState } from '../../types.js'
+
+export type { AbandonedLease, Claimable, ClaimedJob, NewJob, RunEndParams, UnleasedRun } from '../index.js'
+import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, ClaimWindow, JobRow, LeaseParams, LeaseRow, NewJob, NewLease, RunEndParams, StepRow, StoredLimits, UnleasedRun } from '../index.js'
+import { prepareAll, single, statement, type Prepared, type PreparedStatements } from './statement.js'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
 const CLAIMED = `seq, id, grp, value, state as claimedFrom, attempts + 1 as attempts, max_attempts as maxAttempts, abandoned`
-
-/** A claimed job as CLAIMED reads it; `abandoned` is 1 when its last run was abandoned, so this run goes alone in its worker. */
-export type ClaimedJob = Pick<JobRow, 'seq' | 'id' | 'grp' | 'value' | 'attempts' | 'maxAttempts' | 'abandoned'> & {
-  /** The state the claim took it from. */
-  claimedFrom: 'waiting' | 'scheduled'
-}
-
-/** A lease a rescue takes back, with its job's attempts. */
-export type AbandonedLease = Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'> & Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
-
-/** A running job that holds no lease. */
-export type UnleasedRun = Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
-
-/** What a worker reads of a queue before it takes the write lock: its counters, its stored limit, and when its next scheduled job is due. */
-export type Claimable = Pick<QueueRow, 'paused' | 'running' | 'waiting' | 'scheduled' | 'concurrency'> & { nextScheduled: number | null }
-
-/** A job as enqueue adds it. */
-export type NewJob = Pick<JobRow, 'queue' | 'id' | 'grp' | 'value' | 'priority' | 'maxAttempts' | 'runAt'> & {
-  state: 'waiting' | 'scheduled'
-  now: number
-  maxWaiting: number
-}
-
-/** The jobs a claim may take: runnable jobs of `queue` due by `now`. */
-interface ClaimWindow {
-  queue: string
-  now: number
-}
-
-/** The lease a claim writes for each job it takes. */
-interface NewLease {
-  owner: string
-  expiresAt: number
-  channel: string | null
-}
-
-/** A run's lease, as the fence tests it. */
-interface LeaseParams {
-  seq: number
-  owner: string
-  attempt: number
-}
-
-/** The job's next row values: what a run's end (`endRun`, `endRuns`, `endUnleased`) writes. */
-export interface RunEndParams {
-  state: JobState
-  runAt: number | null
-  finishedAt: number | null
-  result: string | null
-  error: string | null
-  errorStack: string | null
-  /** 1 when the run gives its attempt back (a snooze), else 0. */
-  refund: 0 | 1
-  /** 1 when the run ended without an outcome and its job's next run goes alone (engine/alone.ts). */
-  abandoned: 0 | 1
-}
 
 /**
  * The lease fence: the job's lease row still names this owner and attempt. Taking a lease over always
@@ -124,9 +71,9 @@ export const SQL = {
       (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
     from jobs_queue where name = @queue`),
   /** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19). */
-  queueClaimLimits: statement<[queue: string], Pick<QueueRow, 'paused' | 'running' | 'concurrency'> & { perGroup: QueueRow['concurrencyPerGroup'] }>(`select paused, running, concurrency, concurrency_per_group as perGroup from jobs_queue where name = ?`),
+  queueClaimLimits: statement<[queue: string], ClaimLimits>(`select paused, running, concurrency, concurrency_per_group as perGroup from jobs_queue where name = ?`),
   /** The limits a queue holds, and when a worker stored them (null: never). */
-  queueLimits: statement<[queue: string], { concurrency: QueueRow['concurrency']; perGroup: QueueRow['concurrencyPerGroup']; setAt: QueueRow['limitsSetAt'] }>(`select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt from jobs_queue where name = ?`),
+  queueLimits: statement<[queue: string], StoredLimits>(`select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt from jobs_queue where name = ?`),
   /** Stores a queue's limits, replacing any others: the worker started last wins. */
   storeQueueLimits: statement<[{ queue: string; total: number | null; perGroup: number | null; now: number }], never>(`insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at) values (@queue, @total, @perGroup, @now)
     on conflict (name) do update set concurrency = excluded.concurrency, concurrency_per_group = excluded.concurrency_per_group,

@@ -2,7 +2,7 @@
  * The statements that read jobs for `getJob` and `watch`, prepared once per
  * connection. They only read: a watcher never takes the write lock.
  */
-import type { Connection } from '../connection.js'
+import type { SqliteConnection as Connection } from './connection.js'
 import { prepareAll, single, statement, type JobRow, type LeaseRow, type PreparedStatements } from './statement.js'
 import { LIMIT, RUNNABLE } from './terms.js'
 
