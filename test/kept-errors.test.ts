@@ -2,25 +2,16 @@
  * A kept error message and a kept stack are each at most 64 KiB of UTF-8: longer ones are cut on a
  * character boundary and end with a marker saying how many bytes were cut, the marker within the limit.
  */
-import { afterEach, beforeEach, expect, test } from 'vitest'
-import { defineQueue, enqueue, work, type Handler, type Queue, type Worker } from '../src/index.js'
+import { expect, test } from 'vitest'
+import { defineQueue, enqueue, work, type Handler, type Queue } from '../src/index.js'
 import { drain } from '../src/testing/index.js'
-import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
+import { eachFreshDb } from './helpers/db.js'
 import { waitFor } from './helpers/wait.js'
 
 const LIMIT = 64 * 1024
 const MARKER = / \[cut ([\d,]+) bytes\]$/
 
-let t: TestDb
-const workers: Worker[] = []
-beforeEach(() => {
-  t = freshDb()
-})
-afterEach(async () => {
-  await Promise.all(workers.splice(0).map((worker) => worker.stop({ timeout: 1_000 })))
-  t.close()
-  removeTempDirs()
-})
+const { t, workers } = eachFreshDb()
 
 interface Kept {
   state: string

@@ -1,21 +1,12 @@
 import { AssertionError } from 'node:assert'
-import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import { cancel, defineQueue, enqueue, isJobsError, pauseQueue, watch, work, type Handler, type Json, type Queue, type Worker } from '../src/index.js'
+import { describe, expect, test } from 'vitest'
+import { cancel, defineQueue, enqueue, isJobsError, pauseQueue, watch, work, type Handler, type Json, type Queue } from '../src/index.js'
 import { assertEnqueued, drain, refuteEnqueued } from '../src/testing/index.js'
-import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
+import { eachFreshDb, freshDb, type TestDb } from './helpers/db.js'
 import { count, jobRow } from './helpers/rows.js'
 import { waitFor } from './helpers/wait.js'
 
-let t: TestDb
-const workers: Worker[] = []
-beforeEach(() => {
-  t = freshDb()
-})
-afterEach(async () => {
-  await Promise.all(workers.splice(0).map((worker) => worker.stop({ timeout: 1_000 })))
-  t.close()
-  removeTempDirs()
-})
+const { t, workers } = eachFreshDb()
 
 interface Task {
   does: 'return' | 'throw' | 'fail' | 'snooze' | 'retry' | 'bad-result'

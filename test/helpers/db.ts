@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
+import { afterEach, beforeEach } from 'vitest'
+import type { Worker } from '../../src/index.js'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import * as schema from '../../src/schema/index.js'
 
@@ -58,4 +60,34 @@ export function freshDb(name = 'test.db'): TestDb {
       opened.client.close()
     },
   }
+}
+
+/**
+ * Gives each test of the file a fresh migrated database as `t`, and after each test stops the workers
+ * pushed to `workers`, closes the database and removes its files.
+ */
+export function eachFreshDb(): { t: TestDb; workers: Worker[] } {
+  let current: TestDb | undefined
+  const workers: Worker[] = []
+  const now = (): TestDb => {
+    if (!current) throw new Error('the fresh database exists only inside a test')
+    return current
+  }
+  beforeEach(() => {
+    current = freshDb()
+  })
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((worker) => worker.stop({ timeout: 1_000 })))
+    current?.close()
+    current = undefined
+    removeTempDirs()
+  })
+  const t: TestDb = {
+    get file() { return now().file },
+    get client() { return now().client },
+    get db() { return now().db },
+    reopen: () => now().reopen(),
+    close: () => now().close(),
+  }
+  return { t, workers }
 }
