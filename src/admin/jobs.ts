@@ -2,12 +2,12 @@
  * Acting on one job: cancel it, or run a failed or canceled one again.
  * Each call is one short write transaction.
  */
-import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 import { jobsChanged } from '../engine/wake.js'
-import { adminStatements } from '../dialect/sqlite/admin.js'
+import { ask, type Connection, type Program } from '../dialect/index.js'
 import type { JobState } from '../types.js'
 
 /**
@@ -32,15 +32,7 @@ export function cancel(db: SyncDatabase, queue: QueueRef, id: string): boolean {
   const name = queueNameOf(queue)
   checkName(id, 'id')
   const connection = connectionOf(db)
-  const sql = adminStatements(connection)
-  const previous = connection.immediate(() => {
-    const job = sql.findJob.get(name, id)
-    if (!job) throw notFound(name, id)
-    if (sql.cancelJob.run({ seq: job.seq, now: Date.now() }).changes === 0) return null
-    connection.sql.deleteLease.run({ seq: job.seq })
-    connection.sql.deleteSteps.run({ seq: job.seq })
-    return job.state
-  })
+  const previous = connection.write(cancelJob(connection, name, id, Date.now()))
   if (previous === null) return false
   jobsChanged(connection.key, name, previous === 'running' ? 'revoked' : 'ended')
   return true
@@ -67,16 +59,30 @@ export function retryJob(db: SyncDatabase, queue: QueueRef, id: string): boolean
   const name = queueNameOf(queue)
   checkName(id, 'id')
   const connection = connectionOf(db)
-  const sql = adminStatements(connection)
-  const retried = connection.immediate(() => {
-    const job = sql.findJob.get(name, id)
-    if (!job) throw notFound(name, id)
-    if (sql.retryJob.run({ seq: job.seq, now: Date.now() }).changes === 0) return false
-    connection.sql.deleteSteps.run({ seq: job.seq })
-    return true
-  })
+  const retried = connection.write(retryEndedJob(connection, name, id, Date.now()))
   if (retried) jobsChanged(connection.key, name, 'added')
   return retried
+}
+
+/** Cancels the job, deleting its lease and steps; answers the state it was in, or null when it had ended. */
+function* cancelJob(connection: Connection, queue: string, id: string, now: number): Program<string | null> {
+  const db = connection.executor
+  const job = yield* ask(db.jobFind(queue, id))
+  if (!job) throw notFound(queue, id)
+  if (!(yield* ask(db.jobCancel(job.seq, now)))) return null
+  yield* ask(db.leaseDeleteMany([job.seq]))
+  yield* ask(db.stepDeleteMany([job.seq]))
+  return job.state
+}
+
+/** Puts a failed or canceled job back to waiting, deleting its steps; answers whether it did. */
+function* retryEndedJob(connection: Connection, queue: string, id: string, now: number): Program<boolean> {
+  const db = connection.executor
+  const job = yield* ask(db.jobFind(queue, id))
+  if (!job) throw notFound(queue, id)
+  if (!(yield* ask(db.jobRetry(job.seq, now)))) return false
+  yield* ask(db.stepDeleteMany([job.seq]))
+  return true
 }
 
 function notFound(queue: string, id: string): JobsError {

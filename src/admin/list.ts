@@ -1,9 +1,9 @@
 /** Reading jobs for operators: a keyset-paginated listing, and one job in full. */
-import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
-import { adminStatements, type AdminJobRow, type AdminStatements } from '../dialect/sqlite/admin.js'
+import { ask, type AdminJobRow, type Connection, type ListingOrder, type Program } from '../dialect/index.js'
 import { STATES, type JobSnapshot, type JobState } from '../types.js'
 import { StoredColumns } from '../stored.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
@@ -52,7 +52,7 @@ export interface JobPage {
 const LIST_OPTIONS = new Set(['queue', 'state', 'group', 'id', 'limit', 'cursor'])
 
 /** How each listing orders its jobs, and the sort key a cursor carries. */
-type Listing = 'waiting' | 'scheduled' | 'running' | 'ended' | 'newest'
+type Listing = ListingOrder
 
 /**
  * listJobs answers one page of jobs, and a cursor to the next. Pages are
@@ -93,21 +93,13 @@ export function listJobs(db: SyncDatabase, options: ListJobsOptions = {}): JobPa
     throw new JobsError('INVALID_OPTION', `limit: expected a whole number from 1 to ${MAX_LIST_LIMIT}, got ${describe(limit)}`)
   }
   const connection = connectionOf(db)
-  const sql = adminStatements(connection)
-  if (options.id !== undefined) return { jobs: findById(sql, queue, checkName(options.id, 'id'), state, grp), next: null }
+  if (options.id !== undefined) return { jobs: findById(connection, queue, checkName(options.id, 'id'), state, grp), next: null }
 
   const listing: Listing =
     queue === null || state === null ? 'newest' : state === 'waiting' || state === 'scheduled' || state === 'running' ? state : 'ended'
   const keys = options.cursor === undefined ? firstKeys(listing) : decodeCursor(options.cursor, listing)
   const params = { queue, state, grp, limit: limit + 1, k1: keys[0], k2: keys[1], k3: keys[2] }
-  const statement = {
-    waiting: sql.listWaiting,
-    scheduled: sql.listScheduled,
-    running: sql.listRunning,
-    ended: sql.listEnded,
-    newest: sql.listNewest,
-  }[listing]
-  const rows = statement.all(params)
+  const rows = connection.executor.jobList(listing, params)
   const more = rows.length > limit
   const jobs = rows.slice(0, limit).map(toRecord)
   const last = rows[limit - 1]
@@ -129,25 +121,26 @@ export function inspectJob(db: SyncDatabase, queue: QueueRef, id: string): JobDe
   const name = queueNameOf(queue)
   checkName(id, 'id')
   const connection = connectionOf(db)
-  const sql = adminStatements(connection)
-  const read = () => {
-    const row = sql.jobRecord.get(name, id)
-    if (!row) return undefined
-    const steps = sql.jobSteps.all(row.seq).map((step) => ({ name: step.name, answer: new StoredColumns().json(step.answer, 'answer') }))
-    const lease = sql.jobLease.get(row.seq)
-    const record = toRecord(row)
-    const stored = new StoredColumns()
-    const held = lease && { owner: stored.text(lease.owner, 'lease.owner'), attempt: stored.count(lease.attempt, 'lease.attempt', 1), expiresAt: stored.time(lease.expiresAt, 'lease.expires_at') }
-    const malformed = record.malformed || stored.malformed ? { ...record.malformed, ...stored.malformed } : null
-    return { ...record, steps, lease: held ?? null, malformed }
-  }
-  return connection.client.inTransaction ? read() : connection.client.transaction(read).deferred()
+  return connection.read(readDetail(connection, name, id))
 }
 
-function findById(sql: AdminStatements, queue: string | null, id: string, state: JobState | null, grp: string | null): JobRecord[] {
-  const queues = queue === null ? sql.queueNames.all() : [queue]
+function* readDetail(connection: Connection, name: string, id: string): Program<JobDetail | undefined> {
+  const db = connection.executor
+  const row = yield* ask(db.jobGetRecord(name, id))
+  if (!row) return undefined
+  const steps = (yield* ask(db.stepList(row.seq))).map((step) => ({ name: step.name, answer: new StoredColumns().json(step.answer, 'answer') }))
+  const lease = yield* ask(db.leaseGet(row.seq))
+  const record = toRecord(row)
+  const stored = new StoredColumns()
+  const held = lease && { owner: stored.text(lease.owner, 'lease.owner'), attempt: stored.count(lease.attempt, 'lease.attempt', 1), expiresAt: stored.time(lease.expiresAt, 'lease.expires_at') }
+  const malformed = record.malformed || stored.malformed ? { ...record.malformed, ...stored.malformed } : null
+  return { ...record, steps, lease: held ?? null, malformed }
+}
+
+function findById(connection: Connection<'sync'>, queue: string | null, id: string, state: JobState | null, grp: string | null): JobRecord[] {
+  const queues = queue === null ? connection.executor.queueNames() : [queue]
   return queues
-    .map((name) => sql.jobRecord.get(name, id))
+    .map((name) => connection.executor.jobGetRecord(name, id))
     .filter((row): row is AdminJobRow => row !== undefined && (state === null || row.state === state) && (grp === null || row.grp === grp))
     .map(toRecord)
 }

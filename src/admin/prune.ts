@@ -1,10 +1,10 @@
 /** Deleting ended jobs, as an operator asks, beside the pruning workers do by `retention`. */
-import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { PRUNE_BATCH_SIZE } from '../limits.js'
 import { jobsChanged } from '../engine/wake.js'
-import { adminStatements } from '../dialect/sqlite/admin.js'
+import { ask } from '../dialect/index.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 import { checkKnownOptions } from '../options.js'
@@ -48,13 +48,13 @@ export function prune(db: SyncDatabase, options: PruneOptions): number {
     throw new JobsError('INVALID_OPTION', `states: expected a non-empty array of ${ENDED_STATES.join(', ')}, got ${describe(states)}`)
   }
   const connection = connectionOf(db)
-  const queues = options.queue === undefined ? adminStatements(connection).queueNames.all() : [queueNameOf(options.queue)]
+  const queues = options.queue === undefined ? connection.executor.queueNames() : [queueNameOf(options.queue)]
   let deleted = 0
   for (const queue of queues) {
     let fromQueue = 0
     for (const state of states) {
       for (;;) {
-        const batch = connection.immediate(() => connection.sql.pruneEnded.run({ queue, state, before, limit: PRUNE_BATCH_SIZE }).changes)
+        const batch = connection.write(ask(connection.executor.jobDeleteEnded({ queue, state, before, limit: PRUNE_BATCH_SIZE })))
         fromQueue += batch
         if (batch < PRUNE_BATCH_SIZE) break
       }

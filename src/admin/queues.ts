@@ -1,8 +1,8 @@
 /** Pausing and resuming queues, and their counts by state. */
-import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
 import { jobsChanged } from '../engine/wake.js'
 import { sqlLiteral } from '../stored.js'
-import { adminStatements, type CountsRow } from '../dialect/sqlite/admin.js'
+import { ask, type CountsRow } from '../dialect/index.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 
 /** A queue's jobs by state, as the engine's counters hold them. */
@@ -50,8 +50,7 @@ export function resumeQueue(db: SyncDatabase, queue: QueueRef): void {
 function setPaused(db: SyncDatabase, queue: QueueRef, paused: boolean): void {
   const name = queueNameOf(queue)
   const connection = connectionOf(db)
-  const sql = adminStatements(connection)
-  connection.immediate(() => sql.setPaused.run({ queue: name, paused: paused ? 1 : 0 }))
+  connection.write(ask(connection.executor.queueSetPaused(name, paused)))
   jobsChanged(connection.key, name, paused ? 'other' : 'added')
 }
 
@@ -74,9 +73,9 @@ export function queueCounts(db: SyncDatabase, queue: QueueRef): QueueCounts
 export function queueCounts(db: SyncDatabase): QueueCounts[]
 export function queueCounts(db: SyncDatabase, queue?: QueueRef): QueueCounts | QueueCounts[] {
   const name = queue === undefined ? undefined : queueNameOf(queue)
-  const sql = adminStatements(connectionOf(db))
-  if (name === undefined) return sql.allQueueCounts.all().map(toCounts)
-  const row = sql.queueCounts.get(name)
+  const executor = connectionOf(db).executor
+  if (name === undefined) return executor.queueGetCountsAll().map(toCounts)
+  const row = executor.queueGetCounts(name)
   return row ? toCounts(row) : { queue: name, paused: false, waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }
 }
 

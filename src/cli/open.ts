@@ -4,7 +4,8 @@
  */
 import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
-import { connectionOf, type SqliteConnection as Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import type { Connection as AnyConnection } from '../dialect/index.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
 import { openSqliteFile } from '../dialect/sqlite/open.js'
 import { isJobsError } from '../errors.js'
 import { CliError, EXIT, usageError } from './exit.js'
@@ -12,7 +13,7 @@ import { CliError, EXIT, usageError } from './exit.js'
 export interface OpenDatabase {
   file: string
   db: SyncDatabase
-  connection: Connection
+  connection: AnyConnection<'sync'>
   close(): void
 }
 

@@ -3,7 +3,9 @@
  * 10 minutes, read over the ended-jobs index. Buckets older than a few
  * seconds are kept in memory, so each refresh reads only the newest ones.
  */
-import type { SqliteConnection as Connection } from '../dialect/sqlite/connection.js'
+import type { Connection as AnyConnection } from '../dialect/index.js'
+
+type Connection = AnyConnection<'sync'>
 import { endedPerBucket } from '../admin/stats.js'
 import { html, type Html } from './html.js'
 

@@ -5,11 +5,10 @@
  * updated over server-sent events; nothing for the user to build.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { basename } from 'node:path'
 import { cancel, retryJob } from '../admin/jobs.js'
 import { inspectJob } from '../admin/list.js'
 import { pauseQueue, resumeQueue } from '../admin/queues.js'
-import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
 import { STATES, type JobState } from '../types.js'
@@ -110,7 +109,7 @@ export function dashboard(db: SyncDatabase, options: DashboardOptions = {}): Das
     connection,
     throughput: new Throughput(connection),
     base,
-    label: options.title ?? (connection.client.memory ? 'in memory' : basename(connection.client.name)),
+    label: options.title ?? connection.label,
   }
   const hub = new LiveHub(ctx)
   const fetch = async (request: Request): Promise<Response> => {

@@ -6,7 +6,6 @@
  * job's page also watches the job, so its progress shows as the worker sets
  * it, from this process or another on the host.
  */
-import { isBusy } from '../dialect/sqlite/connection.js'
 import { isJobsError } from '../errors.js'
 import { getJob } from '../queue/read.js'
 import { watch } from '../queue/watch.js'
@@ -97,7 +96,7 @@ export class LiveHub {
     try {
       version = this.ctx.connection.executor.dataVersion()
     } catch (error) {
-      if (isBusy(error)) return
+      if (this.ctx.connection.isBusy(error)) return
       return this.close()
     }
     if (version === this.lastVersion) return
@@ -141,7 +140,7 @@ class LiveClient {
       regions = liveRegions(this.hub.ctx, this.view, this.progress)
     } catch (error) {
       // A busy database is tried again; anything else ends this stream, and the browser reconnects.
-      if (isBusy(error)) return this.hub.changed()
+      if (this.hub.ctx.connection.isBusy(error)) return this.hub.changed()
       return this.close()
     }
     const changed: Record<string, string> = {}

@@ -7,7 +7,7 @@
  */
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { SyncDatabase } from '../dialect/sqlite/connection.js'
+import type { SyncDatabase } from '../dialect/open.js'
 import { JobsError } from '../errors.js'
 import { isLoopbackAddress } from './hosts.js'
 import { dashboard } from './index.js'

@@ -8,7 +8,10 @@ import { inspectJob, listJobs } from '../admin/list.js'
 import type { QueueCounts } from '../admin/queues.js'
 import { queueCounts } from '../admin/queues.js'
 import { oldestDueMs } from '../admin/stats.js'
-import type { SqliteConnection as Connection, SyncDatabase } from '../dialect/sqlite/connection.js'
+import type { Connection as AnyConnection } from '../dialect/index.js'
+import type { SyncDatabase } from '../dialect/open.js'
+
+type Connection = AnyConnection<'sync'>
 import { humanSpan } from '../duration.js'
 import { getJob } from '../queue/read.js'
 import { oneLine } from '../text.js'

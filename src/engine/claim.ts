@@ -13,7 +13,7 @@
  * (`passOver`): the end commits first, so watchers see it (a retry's
  * `scheduled` and its error), and a later transaction claims the job again.
  */
-import type { Connection } from '../dialect/index.js'
+import { ask, type Connection, type Program } from '../dialect/index.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import type { QueueDefinition } from './definition.js'
 import type { QueueLimits } from './queue-limits.js'
@@ -34,51 +34,51 @@ export interface ClaimRequest {
 
 const NONE: ReadonlySet<number> = new Set()
 
-export function claimJobs(connection: Connection, queue: QueueDefinition, request: ClaimRequest, moved: CountShift): ClaimedJob[] {
+export function* claimJobs(connection: Connection, queue: QueueDefinition, request: ClaimRequest, moved: CountShift): Program<ClaimedJob[]> {
   const db = connection.executor
-  const counts = db.queueClaimLimits(queue.name)
+  const counts = yield* ask(db.queueClaimLimits(queue.name))
   if (counts?.paused) return []
   const limits: QueueLimits = { total: counts?.concurrency ?? null, perGroup: counts?.perGroup ?? null }
   let limit = request.limit
   if (limits.total !== null) limit = Math.min(limit, limits.total - (counts?.running ?? 0))
   if (limit <= 0) return []
   const passOver = request.passOver ?? NONE
-  const alone = aloneClaim(db.jobGetFirstAbandoned({ queue: queue.name, now: request.now }), request.idle, passOver, request.now)
+  const alone = aloneClaim(yield* ask(db.jobGetFirstAbandoned({ queue: queue.name, now: request.now })), request.idle, passOver, request.now)
   let claimed: ClaimedJob[] = []
-  if (alone.take) claimed = claimAlone(connection, queue, limits.perGroup, alone.take)
+  if (alone.take) claimed = yield* claimAlone(connection, queue, limits.perGroup, alone.take)
   if (claimed.length === 0 && !alone.holdBack) {
     claimed =
       limits.perGroup === null
-        ? claimInOrder(connection, queue, limit, request.now, alone.passOver, passOver)
-        : claimUnderGroupCap(connection, queue, limits.perGroup, limit, request.now, alone.passOver, passOver)
+        ? yield* claimInOrder(connection, queue, limit, request.now, alone.passOver, passOver)
+        : yield* claimUnderGroupCap(connection, queue, limits.perGroup, limit, request.now, alone.passOver, passOver)
   }
   if (claimed.length === 0) return claimed
   const seqs = claimed.map((job) => job.seq)
-  const marked = db.jobSetRunningMany(seqs)
+  const marked = yield* ask(db.jobSetRunningMany(seqs))
   // What was read in this write transaction is still runnable: nothing else can write meanwhile.
   if (marked !== claimed.length) throw new Error(`drizzle-jobs: only ${marked} of ${claimed.length} jobs read for a claim were runnable within the same transaction`)
-  db.leaseInsertMany(seqs, { owner: request.owner, expiresAt: request.now + request.leaseMs, channel: request.channel })
+  yield* ask(db.leaseInsertMany(seqs, { owner: request.owner, expiresAt: request.now + request.leaseMs, channel: request.channel }))
   for (const job of claimed) shift(moved, job.claimedFrom, 'running')
   return claimed
 }
 
 /** The runnable jobs to claim, in claim order, but for those passed over: it reads as many more as it may pass over. */
-function claimInOrder(connection: Connection, queue: QueueDefinition, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
-  const jobs = connection.executor.jobGetAvailable({ queue: queue.name, now, limit: limit + passOver.size }, skipAbandoned)
+function* claimInOrder(connection: Connection, queue: QueueDefinition, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): Program<ClaimedJob[]> {
+  const jobs = yield* ask(connection.executor.jobGetAvailable({ queue: queue.name, now, limit: limit + passOver.size }, skipAbandoned))
   return passOver.size === 0 ? jobs : jobs.filter((job) => !passOver.has(job.seq)).slice(0, limit)
 }
 
 /** The abandoned job, unless its group is at its cap. */
-function claimAlone(connection: Connection, queue: QueueDefinition, perGroup: number | null, job: ClaimedJob): ClaimedJob[] {
-  if (perGroup !== null && job.grp !== null && (groupsRunning(connection, queue).get(job.grp) ?? 0) >= perGroup) return []
+function* claimAlone(connection: Connection, queue: QueueDefinition, perGroup: number | null, job: ClaimedJob): Program<ClaimedJob[]> {
+  if (perGroup !== null && job.grp !== null && ((yield* groupsRunning(connection, queue)).get(job.grp) ?? 0) >= perGroup) return []
   return [job]
 }
 
 /** Walks candidates in claim order, skipping jobs whose group is at its cap, counting the ones taken here too. */
-function claimUnderGroupCap(connection: Connection, queue: QueueDefinition, perGroup: number, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): ClaimedJob[] {
+function* claimUnderGroupCap(connection: Connection, queue: QueueDefinition, perGroup: number, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): Program<ClaimedJob[]> {
   const db = connection.executor
-  const candidates = db.jobGetAvailableByGroup({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 + passOver.size, skipAbandoned: skipAbandoned ? 1 : 0 })
-  const running = groupsRunning(connection, queue)
+  const candidates = yield* ask(db.jobGetAvailableByGroup({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 + passOver.size, skipAbandoned: skipAbandoned ? 1 : 0 }))
+  const running = yield* groupsRunning(connection, queue)
   const claimed: ClaimedJob[] = []
   for (const candidate of candidates) {
     if (claimed.length === limit) break
@@ -88,13 +88,13 @@ function claimUnderGroupCap(connection: Connection, queue: QueueDefinition, perG
       if (inGroup >= perGroup) continue
       running.set(candidate.grp, inGroup + 1)
     }
-    const job = db.jobGetAvailableOne(candidate.seq)
+    const job = yield* ask(db.jobGetAvailableOne(candidate.seq))
     if (job) claimed.push(job)
   }
   return claimed
 }
 
-function groupsRunning(connection: Connection, queue: QueueDefinition): Map<string, number> {
-  const rows = connection.executor.leaseCountByGroup(queue.name)
+function* groupsRunning(connection: Connection, queue: QueueDefinition): Program<Map<string, number>> {
+  const rows = yield* ask(connection.executor.leaseCountByGroup(queue.name))
   return new Map(rows.map((row) => [row.grp, row.running]))
 }

@@ -5,35 +5,45 @@
  * renewed when another process took it meanwhile. A run that lost its lease
  * is aborted with LEASE_LOST, and nothing it writes lands (JOB-16).
  */
-import type { Connection } from '../dialect/index.js'
+import { ask, type Connection, type Kind, type Program, type Result } from '../dialect/index.js'
 import type { RunContext } from './run.js'
 
-/** Marks `run` as having lost its lease, saying so as a cancel when its job was canceled. @internal */
-export function leaseLost(connection: Connection, run: RunContext): void {
-  run.loseLease(connection.executor.jobGetState(run.seq) === 'canceled' ? `job '${run.id}' was canceled` : undefined)
+/** Marks `run` as having lost its lease, saying so as a cancel when its job was canceled. */
+function* leaseLost(connection: Connection, run: RunContext): Program<void> {
+  const state = yield* ask(connection.executor.jobGetState(run.seq))
+  run.loseLease(state === 'canceled' ? `job '${run.id}' was canceled` : undefined)
 }
 
-/** Checks `runs` of `owner` against the lease rows: a run whose row is gone lost its lease. @internal */
-export function checkLeases(connection: Connection, owner: string, runs: Iterable<RunContext>): void {
-  const held = leaseKeys(connection.executor.leaseListByOwner(owner))
-  for (const run of runs) if (!held.has(leaseKey(run.seq, run.attempt))) leaseLost(connection, run)
+/**
+ * Checks `runs` of `owner` against the lease rows: a run whose row is gone lost its lease. On a synchronous
+ * connection the runs are aborted before it returns, so a cancel in this process aborts its run at once.
+ * @internal
+ */
+export function checkLeases<K extends Kind>(connection: Connection<K>, owner: string, runs: Iterable<RunContext>): Result<K, void> {
+  const checked = [...runs]
+  return connection.read(
+    (function* () {
+      const held = leaseKeys(yield* ask(connection.executor.leaseListByOwner(owner)))
+      for (const run of checked) if (!held.has(leaseKey(run.seq, run.attempt))) yield* leaseLost(connection, run)
+    })(),
+  )
 }
 
 /**
  * Renews every lease `owner` holds until `expiresAt`, in a write transaction of its own: a run whose
- * lease was not renewed lost it. Throws SQLite's busy error when another writer holds the lock.
+ * lease was not renewed lost it. Throws the database's busy error when another writer holds the lock.
  * @internal
  */
-export function renewLeases(connection: Connection, owner: string, runs: Iterable<RunContext>, expiresAt: number): void {
-  const held = connection.immediate(() => connection.executor.leaseRenewByOwner({ owner, expiresAt }))
+export async function renewLeases(connection: Connection, owner: string, runs: Iterable<RunContext>, expiresAt: number): Promise<void> {
+  const held = await connection.write(ask(connection.executor.leaseRenewByOwner({ owner, expiresAt })))
   const renewed = leaseKeys(held)
   for (const run of runs) if (!renewed.has(leaseKey(run.seq, run.attempt))) run.loseLease()
 }
 
 /** Checks in the database that `run` still holds its lease, marking it lost when it does not; answers whether it does. @internal */
-export function confirmLease(connection: Connection, owner: string, run: RunContext): boolean {
-  if (connection.executor.leaseHeld({ seq: run.seq, owner, attempt: run.attempt })) return true
-  leaseLost(connection, run)
+export async function confirmLease(connection: Connection, owner: string, run: RunContext): Promise<boolean> {
+  if (await connection.executor.leaseHeld({ seq: run.seq, owner, attempt: run.attempt })) return true
+  await connection.read(leaseLost(connection, run))
   return false
 }
 

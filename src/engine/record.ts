@@ -5,7 +5,7 @@
  * does it drop the lease and, for an ended job, its steps (JOB-14, JOB-16).
  * The caller writes the counts of the ends that landed (engine/counts.ts).
  */
-import type { Connection, RunEndOf } from '../dialect/index.js'
+import { ask, type Connection, type Program, type RunEndOf } from '../dialect/index.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import type { Transition } from './outcome.js'
@@ -18,18 +18,18 @@ export interface RunEndRecord {
 }
 
 /** Writes each end of runs, counting in `moved` the ones that landed; answers, per record, whether it landed (false: the lease was lost). */
-export function recordEnds(connection: Connection, records: readonly RunEndRecord[], moved: CountShift): boolean[] {
+export function* recordEnds(connection: Connection, records: readonly RunEndRecord[], moved: CountShift): Program<boolean[]> {
   const db = connection.executor
   const landed = records.map(() => false)
   for (const group of alike(records)) {
     if (group.length === 1) {
       const { seq, owner, attempt, transition } = records[group[0]!]!
-      landed[group[0]!] = db.jobSetStateIfLeased({ ...transition, seq, owner, attempt })
+      landed[group[0]!] = yield* ask(db.jobSetStateIfLeased({ ...transition, seq, owner, attempt }))
       continue
     }
     const { owner, transition } = records[group[0]!]!
     const runs = group.map((i): RunEndOf => [records[i]!.seq, records[i]!.attempt, records[i]!.transition.finishedAt, records[i]!.transition.result])
-    const ended = new Set(db.jobSetStateIfLeasedMany({ ...transition, owner, runs }).map((row) => row.seq))
+    const ended = new Set((yield* ask(db.jobSetStateIfLeasedMany({ ...transition, owner, runs }))).map((row) => row.seq))
     for (const i of group) landed[i] = ended.has(records[i]!.seq)
   }
   const released: number[] = []
@@ -40,8 +40,8 @@ export function recordEnds(connection: Connection, records: readonly RunEndRecor
     if (ENDED_STATES.includes(transition.state as EndedState)) finished.push(seq)
     shift(moved, 'running', transition.state)
   })
-  if (released.length > 0) db.leaseDeleteMany(released)
-  if (finished.length > 0) db.stepDeleteMany(finished)
+  if (released.length > 0) yield* ask(db.leaseDeleteMany(released))
+  if (finished.length > 0) yield* ask(db.stepDeleteMany(finished))
   return landed
 }
 

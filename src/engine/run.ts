@@ -113,15 +113,15 @@ export class RunContext implements Run {
 
   private async runStep<A>(name: string, fn: () => A | Promise<A>): Promise<A> {
     const db = this.connection.executor
-    const kept = db.stepGet(this.seq, name)
+    const kept = await db.stepGet(this.seq, name)
     if (kept !== undefined) return (kept === null ? undefined : JSON.parse(kept)) as A
     // The lease may have been taken while this process could not tell (its event loop blocked past the lease, say).
-    if (!confirmLease(this.connection, this.owner, this)) this.assertHeld()
+    if (!(await confirmLease(this.connection, this.owner, this))) this.assertHeld()
     const answer = await fn()
     const json = encodeJson(answer, `the answer of step '${name}'`, MAX_VALUE_BYTES, true)
     this.assertHeld()
-    const written = db.stepSetIfLeased({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt })
-    if (!written && db.stepGet(this.seq, name) === undefined) {
+    const written = await db.stepSetIfLeased({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt })
+    if (!written && (await db.stepGet(this.seq, name)) === undefined) {
       this.loseLease()
       this.assertHeld()
     }

@@ -1,5 +1,5 @@
-import type { Connection } from '../dialect/index.js'
-import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { ask, type Connection, type Program } from '../dialect/index.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
 import { toMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
@@ -57,16 +57,8 @@ export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>,
   const connection = connectionOf(tx)
   checkQueue(queue)
   const row = jobRow(queue, value, options, Date.now())
-  const add = (): boolean => {
-    if (!connection.executor.jobInsertIfRoom(row)) return false
-    const counts = noShift()
-    shift(counts, null, row.state)
-    writeShift(connection, queue.name, counts)
-    return true
-  }
   // The row and its count commit together: in the caller's transaction, or in one of their own.
-  const added = connection.inTransaction() ? add() : connection.immediate(add)
-  if (!added && !connection.executor.jobExists(queue.name, row.id)) throw queueFull(queue)
+  const added = connection.inTransaction() ? connection.join(addJob(connection, queue, row)) : connection.write(addJob(connection, queue, row))
   if (added) jobsChanged(connection.key, queue.name, 'added')
   return { id: row.id, added }
 }
@@ -91,21 +83,35 @@ export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: Readonl
     return jobRow(queue, value, options, now, `items[${i}]`)
   })
   if (rows.length === 0) return []
-  const results = connection.immediate(() => insertAll(connection, queue, rows))
+  const results = connection.write(addJobs(connection, queue, rows))
   if (results.some((result) => result.added)) jobsChanged(connection.key, queue.name, 'added')
   return results
 }
 
-function insertAll(connection: Connection, queue: Queue, rows: NewJob[]): Enqueued[] {
+/** Adds one job unless its id is taken; throws QUEUE_FULL, having written nothing, when the queue is full. */
+function* addJob(connection: Connection, queue: Queue, row: NewJob): Program<boolean> {
+  if (!(yield* ask(connection.executor.jobInsertIfRoom(row)))) {
+    if (yield* ask(connection.executor.jobExists(queue.name, row.id))) return false
+    throw queueFull(queue)
+  }
   const counts = noShift()
-  const results = rows.map((row) => {
-    const added = connection.executor.jobInsert(row)
+  shift(counts, null, row.state)
+  yield* writeShift(connection, queue.name, counts)
+  return true
+}
+
+/** Adds the jobs whose ids are not taken; throws QUEUE_FULL when they take the queue past its maxWaiting (the caller's savepoint undoes them). */
+function* addJobs(connection: Connection, queue: Queue, rows: NewJob[]): Program<Enqueued[]> {
+  const counts = noShift()
+  const results: Enqueued[] = []
+  for (const row of rows) {
+    const added = yield* ask(connection.executor.jobInsert(row))
     if (added) shift(counts, null, row.state)
-    return { id: row.id, added }
-  })
-  writeShift(connection, queue.name, counts)
+    results.push({ id: row.id, added })
+  }
+  yield* writeShift(connection, queue.name, counts)
   if (results.some((result) => result.added)) {
-    const held = connection.executor.queueWaitingCount(queue.name)
+    const held = yield* ask(connection.executor.queueWaitingCount(queue.name))
     if ((held ?? 0) > queue.maxWaiting) throw queueFull(queue)
   }
   return results

@@ -2,12 +2,12 @@
  * Reading jobs as snapshots: the row, `ahead` for a waiting job, and the
  * running attempt's live progress.
  */
-import { connectionOf, type SqliteConnection as Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import { ask, type Connection, type Program, type SnapshotRow } from '../dialect/index.js'
 import { checkName } from '../json.js'
 import { MAX_AHEAD } from '../limits.js'
 import { readRemoteProgress } from '../progress/remote.js'
 import { isOwnChannel } from '../progress/channel.js'
-import { readStatements, type SnapshotRow } from '../dialect/sqlite/read.js'
 import type { JobSnapshot, JobState } from '../types.js'
 import { readProgress, runKey, type ProgressValue } from '../progress/store.js'
 import { StoredColumns } from '../stored.js'
@@ -37,33 +37,22 @@ export function getJob<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: strin
   const connection = connectionOf(db)
   const name = queueNameOf(queue)
   checkName(id, 'id')
-  return readStatements(connection).snapshot(() => {
-    const row = readJobRow(connection, name, id)
-    if (!row) return undefined
-    const ahead = row.state === 'waiting' ? countAhead(connection, row) : null
-    const key = runKeyOf(row)
-    return toSnapshot<ResultOf<Q>>(row, ahead, key === null ? undefined : progressOf(key, row.channel))
-  })
+  const row = connection.read(readJob(connection, name, id))
+  if (!row) return undefined
+  const key = runKeyOf(row.row)
+  return toSnapshot<ResultOf<Q>>(row.row, row.ahead, key === null ? undefined : progressOf(key, row.row.channel))
 }
 
-/** @internal */
-export function readJobRow(connection: Connection, queue: string, id: string): SnapshotRow | undefined {
-  return readStatements(connection).statements.jobById.get(queue, id)
-}
-
-/** The rows of many jobs in one statement. @internal */
-export function readJobRows(connection: Connection, seqs: readonly number[]): SnapshotRow[] {
-  return readStatements(connection).statements.jobsBySeq.all(JSON.stringify(seqs))
+/** A job's row and, when it is waiting, how many are ahead of it, read in one snapshot. @internal */
+export function* readJob(connection: Connection, queue: string, id: string): Program<{ row: SnapshotRow; ahead: number | null } | undefined> {
+  const row = yield* ask(connection.executor.jobGetSnapshot(queue, id))
+  if (!row) return undefined
+  return { row, ahead: row.state === 'waiting' ? yield* countAhead(connection, row) : null }
 }
 
 /** How many runnable jobs (waiting, or scheduled and due) of the job's queue come before it in claim order, up to 10,000. @internal */
-export function countAhead(connection: Connection, row: SnapshotRow, now = Date.now()): number {
-  const { aheadByPriority, aheadByRunAt, aheadBySeq } = readStatements(connection).statements
-  const at = { queue: row.queue, priority: row.priority, runAt: row.runAt, seq: row.seq, now, limit: MAX_AHEAD }
-  let ahead = aheadByPriority.get(at)
-  if (ahead < MAX_AHEAD) ahead += aheadByRunAt.get({ queue: row.queue, priority: row.priority, before: Math.min(row.runAt, now + 1), limit: MAX_AHEAD - ahead })
-  if (ahead < MAX_AHEAD) ahead += aheadBySeq.get({ ...at, limit: MAX_AHEAD - ahead })
-  return ahead
+export function countAhead(connection: Connection, row: SnapshotRow, now = Date.now()): Program<number> {
+  return ask(connection.executor.jobCountAhead({ queue: row.queue, priority: row.priority, runAt: row.runAt, seq: row.seq, now, limit: MAX_AHEAD }))
 }
 
 /**
@@ -73,24 +62,10 @@ export function countAhead(connection: Connection, row: SnapshotRow, now = Date.
  * walked at most 10,000 entries. Answers the counts by seq.
  * @internal
  */
-export function countAheadOfMany(connection: Connection, rows: readonly SnapshotRow[], now = Date.now()): Map<number, number> {
-  const counts = new Map<number, number>()
-  if (rows.length === 1) {
-    counts.set(rows[0]!.seq, countAhead(connection, rows[0]!, now))
-    return counts
-  }
-  const wanted = new Set(rows.map((row) => row.seq))
-  let place = 0
-  for (const seq of readStatements(connection).statements.lineHead.iterate({ queue: rows[0]!.queue, now, limit: MAX_AHEAD })) {
-    if (wanted.delete(seq)) {
-      counts.set(seq, place)
-      if (wanted.size === 0) break
-    }
-    place++
-  }
-  // Not met in the first 10,000: at least that many are ahead (or, run_at still to come, none is runnable before it).
-  for (const seq of wanted) counts.set(seq, place)
-  return counts
+export function* countAheadOfMany(connection: Connection, rows: readonly SnapshotRow[], now = Date.now()): Program<Map<number, number>> {
+  if (rows.length === 1) return new Map([[rows[0]!.seq, yield* countAhead(connection, rows[0]!, now)]])
+  // A job not met in the first 10,000 has at least that many ahead (or, its run_at still to come, none runnable before it).
+  return yield* ask(connection.executor.jobPlacesInLine({ queue: rows[0]!.queue, now, limit: MAX_AHEAD }, new Set(rows.map((row) => row.seq))))
 }
 
 /** The run whose progress a snapshot of this row shows: the attempt holding the lease, or null when none runs. @internal */

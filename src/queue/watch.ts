@@ -10,19 +10,21 @@
  * poll: watchers subscribe to the running attempt, in this process or
  * through its process's channel.
  */
-import { connectionOf, isBusy, type SqliteConnection as Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import { ask, type Connection as AnyConnection, type Program, type SnapshotRow } from '../dialect/index.js'
+
+/** Watching reads at once after each change: on a synchronous connection, for now. */
+type Connection = AnyConnection<'sync'>
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { BUSY_RETRY_MS, DEFAULT_POLL_INTERVAL_MS } from '../limits.js'
 import { isOwnChannel } from '../progress/channel.js'
 import { subscribeRemoteProgress } from '../progress/remote.js'
-import { readStatements } from '../dialect/sqlite/read.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
 import { subscribeProgress, type ProgressValue } from '../progress/store.js'
 import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
-import type { SnapshotRow } from '../dialect/sqlite/read.js'
-import { countAhead, countAheadOfMany, progressOf, readJobRow, readJobRows, runKeyOf, toSnapshot } from './read.js'
+import { countAheadOfMany, progressOf, readJob, runKeyOf, toSnapshot } from './read.js'
 import { onJobsChanged } from '../engine/wake.js'
 import { checkKnownOptions } from '../options.js'
 
@@ -75,10 +77,7 @@ export function watch<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new JobsError('INVALID_OPTION', `signal: expected an AbortSignal, got ${describe(signal)}`)
   // The refresher reads data_version before the job is read, so a commit by another process in between is not missed.
   const watched = watchedConnection(connection)
-  const row = readStatements(connection).snapshot(() => {
-    const found = readJobRow(connection, name, id)
-    return found && { row: found, ahead: found.state === 'waiting' ? countAhead(connection, found) : null }
-  })
+  const row = connection.read(readJob(connection, name, id))
   if (!row) {
     watched.releaseIfIdle()
     throw new JobsError('NOT_FOUND', `queue '${name}' holds no job with id '${id}'`)
@@ -164,7 +163,7 @@ class WatchedConnection {
     try {
       version = this.connection.executor.dataVersion()
     } catch (error) {
-      if (!isBusy(error)) this.failAll(error)
+      if (!this.connection.isBusy(error)) this.failAll(error)
       return
     }
     if (version === this.lastDataVersion) return
@@ -187,9 +186,9 @@ class WatchedConnection {
     let rows: Map<number, SnapshotRow>
     let aheads: Map<number, number>
     try {
-      ;({ rows, aheads } = readStatements(this.connection).snapshot(() => this.read(watchers)))
+      ;({ rows, aheads } = this.connection.read(readWatched(this.connection, watchers)))
     } catch (error) {
-      if (!isBusy(error)) return this.failAll(error)
+      if (!this.connection.isBusy(error)) return this.failAll(error)
       for (const watcher of watchers) this.dirtyQueues.add(watcher.queue)
       return this.refreshLater(BUSY_RETRY_MS)
     }
@@ -198,23 +197,6 @@ class WatchedConnection {
       if (row && row.id === watcher.id && row.queue === watcher.queue) watcher.update(row, aheads.get(row.seq) ?? null)
       else watcher.fail(new JobsError('NOT_FOUND', `job '${watcher.id}' of queue '${watcher.queue}' was deleted while watched`))
     }
-  }
-
-  private read(watchers: readonly JobWatcher<unknown>[]): { rows: Map<number, SnapshotRow>; aheads: Map<number, number> } {
-    const rows = new Map<number, SnapshotRow>()
-    for (const row of readJobRows(this.connection, [...new Set(watchers.map((watcher) => watcher.seq))])) rows.set(row.seq, row)
-    const waitingByQueue = new Map<string, SnapshotRow[]>()
-    for (const row of rows.values()) {
-      if (row.state !== 'waiting') continue
-      const list = waitingByQueue.get(row.queue)
-      if (list) list.push(row)
-      else waitingByQueue.set(row.queue, [row])
-    }
-    const aheads = new Map<number, number>()
-    for (const list of waitingByQueue.values()) {
-      for (const [seq, ahead] of countAheadOfMany(this.connection, list)) aheads.set(seq, ahead)
-    }
-    return { rows, aheads }
   }
 
   private refreshLater(ms = 0): void {
@@ -231,6 +213,24 @@ class WatchedConnection {
   private failAll(error: unknown): void {
     for (const set of [...this.byQueue.values()]) for (const watcher of [...set]) watcher.fail(error)
   }
+}
+
+/** The rows of the watchers' jobs in one statement, and `ahead` for the waiting ones, one walk per queue. */
+function* readWatched(connection: AnyConnection, watchers: readonly JobWatcher<unknown>[]): Program<{ rows: Map<number, SnapshotRow>; aheads: Map<number, number> }> {
+  const rows = new Map<number, SnapshotRow>()
+  for (const row of yield* ask(connection.executor.jobGetSnapshots([...new Set(watchers.map((watcher) => watcher.seq))]))) rows.set(row.seq, row)
+  const waitingByQueue = new Map<string, SnapshotRow[]>()
+  for (const row of rows.values()) {
+    if (row.state !== 'waiting') continue
+    const list = waitingByQueue.get(row.queue)
+    if (list) list.push(row)
+    else waitingByQueue.set(row.queue, [row])
+  }
+  const aheads = new Map<number, number>()
+  for (const list of waitingByQueue.values()) {
+    for (const [seq, ahead] of yield* countAheadOfMany(connection, list)) aheads.set(seq, ahead)
+  }
+  return { rows, aheads }
 }
 
 interface Buffered<Result> {

@@ -4,7 +4,7 @@
  * return as is, and that `pipeResponse` writes to a `node:http` response.
  */
 import type { ServerResponse } from 'node:http'
-import type { SyncDatabase } from '../dialect/sqlite/connection.js'
+import type { SyncDatabase } from '../dialect/open.js'
 import { toTimerMs, type Duration } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
 import type { QueueRef, ResultOf } from '../queue/ref.js'

@@ -3,11 +3,10 @@ import { AssertionError } from 'node:assert'
 import { isDeepStrictEqual } from 'node:util'
 import { toRecord, type JobRecord } from '../admin/list.js'
 import { queueNameOf } from '../queue/ref.js'
-import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import type { Queue } from '../queue/define.js'
-import { adminStatements } from '../dialect/sqlite/admin.js'
 import type { JobState } from '../types.js'
 
 /** A value, with any object in it cut down to the keys that matter. */
@@ -79,7 +78,7 @@ function findMatching(db: SyncDatabase, queue: Queue | string, match: EnqueuedMa
     if (!MATCH_KEYS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not a field of ${where}'s match (known: ${[...MATCH_KEYS].join(', ')})`)
   }
   const name = queueNameOf(queue)
-  const jobs = adminStatements(connectionOf(db)).queueJobs.all(name).map(toRecord)
+  const jobs = connectionOf(db).executor.jobListOfQueue(name).map(toRecord)
   const states = match.state === undefined ? null : typeof match.state === 'string' ? [match.state] : match.state
   const matching = jobs.filter(
     (job) =>

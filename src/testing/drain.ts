@@ -2,16 +2,14 @@
  * Running a queue's jobs inline in a test, through the engine's own claim,
  * outcome and record modules, so a job ends exactly as a worker would end it.
  */
-import { connectionOf, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { DEFAULT_DRAIN_MAX_RUNS, DEFAULT_LEASE_MS } from '../limits.js'
 import { counting } from '../engine/counts.js'
 import { checkQueue, positiveInteger, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../engine/wake.js'
-import { adminStatements } from '../dialect/sqlite/admin.js'
-import type { JobRow } from '../dialect/sqlite/statement.js'
-import type { Claimable } from '../dialect/sqlite/statements.js'
+import type { Claimable, JobRow } from '../dialect/index.js'
 import type { JobState } from '../types.js'
 import { claimJobs } from '../engine/claim.js'
 import { execute } from '../engine/executor.js'
@@ -84,38 +82,37 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
   if (typeof handler !== 'function') throw new JobsError('INVALID_OPTION', `handler: expected a function, got ${describe(handler)}`)
   const maxRuns = positiveInteger(options.maxRuns, 'maxRuns', DEFAULT_DRAIN_MAX_RUNS)
   const connection = connectionOf(db)
-  const sql = adminStatements(connection)
   const definition = checkQueue(queue)
   const owner = newOwner()
   // The lease outlives the run's timeout, so drain never has to renew it.
   const leaseMs = definition.timeoutMs + DEFAULT_LEASE_MS
   const result: DrainResult = { ran: 0, done: 0, failed: 0, scheduled: 0, canceled: 0, runs: [] }
   // As a worker's start does: the definition's limits become the queue's (JOB-19), and claims follow them.
-  const replaced = connection.immediate(() => storeLimits(connection, definition, Date.now()))
+  const replaced = connection.write(storeLimits(connection, definition, Date.now()))
   if (replaced !== null) console.warn(replaced)
 
   for (;;) {
     if (result.ran >= maxRuns) {
-      if (!isDue(connection.executor.queueClaimable(definition.name), Date.now())) break
+      if (!isDue(await connection.executor.queueClaimable(definition.name), Date.now())) break
       throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
     }
-    const [job] = connection.immediate(() =>
+    const [job] = await connection.write(
       counting(connection, definition.name, (moved) => claimJobs(connection, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }, moved)),
     )
     if (!job) break
     jobsChanged(connection.key, definition.name, 'claimed')
     const run = new RunContext(connection, owner, definition.name, job)
     const unsubscribe = onJobsChanged(connection.key, (_queue, kind) => {
-      if (kind === 'revoked') checkLeases(connection, owner, [run])
+      if (kind === 'revoked') void checkLeases(connection, owner, [run])
     })
     const transition = await execute(definition, run, job.value, handler as Handler<unknown>, Date.now)
     unsubscribe()
     run.endProgress()
     if (transition) {
-      connection.immediate(() => counting(connection, definition.name, (moved) => recordEnds(connection, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)))
+      await connection.write(counting(connection, definition.name, (moved) => recordEnds(connection, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)))
       jobsChanged(connection.key, definition.name, 'ended')
     }
-    tally(result, run, sql.jobOutcome.get(run.seq))
+    tally(result, run, await connection.executor.jobGetOutcome(run.seq))
   }
   return result
 }

@@ -3,7 +3,7 @@
  * worker died or stalled (JOB-05), end as abandoned the runs that hold no
  * lease at all (JOB-18), and prune ended jobs past retention.
  */
-import type { Connection } from '../dialect/index.js'
+import { ask, type Connection, type Program } from '../dialect/index.js'
 import type { AbandonedLease, UnleasedRun } from '../dialect/index.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'
 import { counting, shift } from '../engine/counts.js'
@@ -18,8 +18,8 @@ import { recordEnds } from '../engine/record.js'
  * Leases of the queue, other than `self`'s, whose time ran out or whose process on this host is gone.
  * A worker never takes back its own leases: it knows its runs are alive, and renews them. Read-only.
  */
-export function findAbandoned(connection: Connection, queue: Queue, self: string, now: number): AbandonedLease[] {
-  const owners = connection.executor.leaseOwners(queue.name)
+export async function findAbandoned(connection: Connection, queue: Queue, self: string, now: number): Promise<AbandonedLease[]> {
+  const owners = await connection.executor.leaseOwners(queue.name)
   const gone = owners.filter(isOwnerGone)
   return connection.executor.leaseGetAbandoned({ queue: queue.name, self, now, deadOwners: gone, limit: RESCUE_BATCH_SIZE })
 }
@@ -29,13 +29,13 @@ export function findAbandoned(connection: Connection, queue: Queue, self: string
  * after its backoff, or fails for good if that was its last attempt, with an
  * error that says what happened. Answers the seqs taken back.
  */
-export function releaseAbandoned(connection: Connection, queue: Queue, leases: readonly AbandonedLease[], now: number): number[] {
+export function* releaseAbandoned(connection: Connection, queue: Queue, leases: readonly AbandonedLease[], now: number): Program<number[]> {
   const records = leases.map((lease) => {
     const why = lease.expiresAt <= now ? `its lease expired (worker ${lease.owner} stopped renewing it)` : `its worker process (${lease.owner}) is gone`
     const transition = transitionFor(queue, { attempt: lease.attempt, maxAttempts: lease.maxAttempts }, { kind: 'abandoned', why, how: 'rescued' }, now)
     return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition }
   })
-  const landed = counting(connection, queue.name, (moved) => recordEnds(connection, records, moved))
+  const landed = yield* counting(connection, queue.name, (moved) => recordEnds(connection, records, moved))
   return records.filter((_, i) => landed[i]).map((record) => record.seq)
 }
 
@@ -50,11 +50,11 @@ const fruitlessWalks = new WeakMap<Connection, Map<string, number>>()
  * worker runs them, yet each holds a place under the queue's concurrency. Read-only: one read of the
  * counters and of the (small) lease table, and a walk of the queue's jobs only when they say some are there.
  */
-export function findUnleased(connection: Connection, queue: Queue): UnleasedRun[] {
-  const unleased = connection.executor.jobCountUnleased(queue.name)
+export async function findUnleased(connection: Connection, queue: Queue): Promise<UnleasedRun[]> {
+  const unleased = await connection.executor.jobCountUnleased(queue.name)
   let walks = fruitlessWalks.get(connection)
   if (unleased <= 0 || walks?.get(queue.name) === unleased) return []
-  const runs = connection.executor.jobGetUnleased({ queue: queue.name, limit: RESCUE_BATCH_SIZE })
+  const runs = await connection.executor.jobGetUnleased({ queue: queue.name, limit: RESCUE_BATCH_SIZE })
   if (runs.length === 0) {
     if (!walks) fruitlessWalks.set(connection, (walks = new Map()))
     walks.set(queue.name, unleased)
@@ -67,15 +67,15 @@ export function findUnleased(connection: Connection, queue: Queue): UnleasedRun[
  * after its backoff, or fails for good if that was its last attempt, with an error that says what happened.
  * Not alone: nothing says such a run took its process down. Answers the seqs ended.
  */
-export function releaseUnleased(connection: Connection, queue: Queue, runs: readonly UnleasedRun[], now: number): number[] {
+export function releaseUnleased(connection: Connection, queue: Queue, runs: readonly UnleasedRun[], now: number): Program<number[]> {
   const why = 'it was running with no lease (another program wrote it so, or deleted its lease), so no worker was running it'
-  return counting(connection, queue.name, (moved) => {
+  return counting(connection, queue.name, function* (moved) {
     const released: number[] = []
     for (const run of runs) {
       const transition = transitionFor(queue, { attempt: run.attempts, maxAttempts: run.maxAttempts }, { kind: 'abandoned', why, how: 'unleased' }, now)
-      if (!connection.executor.jobSetStateIfUnleased({ ...transition, seq: run.seq })) continue
+      if (!(yield* ask(connection.executor.jobSetStateIfUnleased({ ...transition, seq: run.seq })))) continue
       shift(moved, 'running', transition.state)
-      if (ENDED_STATES.includes(transition.state as EndedState)) connection.executor.stepDeleteMany([run.seq])
+      if (ENDED_STATES.includes(transition.state as EndedState)) yield* ask(connection.executor.stepDeleteMany([run.seq]))
       released.push(run.seq)
     }
     return released
@@ -83,16 +83,19 @@ export function releaseUnleased(connection: Connection, queue: Queue, runs: read
 }
 
 /** Whether the queue has ended jobs past their retention. Read-only. */
-export function hasPrunable(connection: Connection, queue: Queue, now: number): boolean {
-  return ENDED_STATES.some((state) => connection.executor.jobHasPrunable({ queue: queue.name, state, before: now - queue.retentionMs[state] }))
+export async function hasPrunable(connection: Connection, queue: Queue, now: number): Promise<boolean> {
+  for (const state of ENDED_STATES) {
+    if (await connection.executor.jobHasPrunable({ queue: queue.name, state, before: now - queue.retentionMs[state] })) return true
+  }
+  return false
 }
 
 /** Deletes one batch of ended jobs past retention, per ended state, in the caller's transaction. */
-export function pruneEnded(connection: Connection, queue: Queue, now: number): number {
+export function* pruneEnded(connection: Connection, queue: Queue, now: number): Program<number> {
   let deleted = 0
   for (const state of ENDED_STATES) {
     const before = now - queue.retentionMs[state]
-    deleted += connection.executor.jobDeleteEnded({ queue: queue.name, state, before, limit: PRUNE_BATCH_SIZE })
+    deleted += yield* ask(connection.executor.jobDeleteEnded({ queue: queue.name, state, before, limit: PRUNE_BATCH_SIZE }))
   }
   return deleted
 }
@@ -100,21 +103,21 @@ export function pruneEnded(connection: Connection, queue: Queue, now: number): n
 /**
  * One maintenance pass over a queue, on behalf of worker `self`: takes back abandoned leases, ends runs
  * that hold none, and prunes ended jobs past retention. Each step reads first and takes the write lock
- * only when it has work, and tells this process of what it changed. Throws SQLite's busy error when
- * another writer holds the lock.
+ * only when it has work, and tells this process of what it changed. Throws the database's busy error
+ * when another writer holds the lock.
  */
-export function maintainQueue(connection: Connection, queue: Queue, self: string, now: number): void {
-  const abandoned = findAbandoned(connection, queue, self, now)
+export async function maintainQueue(connection: Connection, queue: Queue, self: string, now: number): Promise<void> {
+  const abandoned = await findAbandoned(connection, queue, self, now)
   if (abandoned.length > 0) {
-    const released = connection.immediate(() => releaseAbandoned(connection, queue, abandoned, now))
+    const released = await connection.write(releaseAbandoned(connection, queue, abandoned, now))
     if (released.length > 0) jobsChanged(connection.key, queue.name, 'ended')
   }
-  const unleased = findUnleased(connection, queue)
-  if (unleased.length > 0 && connection.immediate(() => releaseUnleased(connection, queue, unleased, now)).length > 0) {
+  const unleased = await findUnleased(connection, queue)
+  if (unleased.length > 0 && (await connection.write(releaseUnleased(connection, queue, unleased, now))).length > 0) {
     jobsChanged(connection.key, queue.name, 'ended')
   }
-  if (hasPrunable(connection, queue, now)) {
-    connection.immediate(() => pruneEnded(connection, queue, now))
+  if (await hasPrunable(connection, queue, now)) {
+    await connection.write(pruneEnded(connection, queue, now))
     jobsChanged(connection.key, queue.name, 'other')
   }
 }

@@ -5,7 +5,8 @@
  * the next claim's transaction, so a busy worker writes claims and ends in
  * batches.
  */
-import { connectionOf, installCounters, isBusy, type SqliteConnection as Connection, type SyncDatabase } from '../dialect/sqlite/connection.js'
+import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import type { Connection } from '../dialect/index.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import {
@@ -17,25 +18,18 @@ import {
   MAINTENANCE_INTERVAL_MS,
   STOP_ABORT_GRACE_MS,
   BUSY_RETRY_MS,
-  CONTENDED_GAP_MS,
-  CONTENDED_LOCK_WAIT_MS,
-  CONTENDED_SPELL_MS,
 } from '../limits.js'
 import { checkQueue, positiveInteger, positiveMs, type Queue } from '../queue/define.js'
 import type { Json, JsonShape } from '../types.js'
-import { jobsChanged, onJobsChanged } from '../engine/wake.js'
-import { counting } from '../engine/counts.js'
-import { progressChannel } from '../progress/channel.js'
-import { claimJobs } from '../engine/claim.js'
+import { onJobsChanged } from '../engine/wake.js'
 import { maintainQueue } from './maintenance.js'
 import { DataVersionPoller } from './poller.js'
 import { ActiveRuns } from './runs.js'
+import { Flusher } from './flush.js'
 import { execute } from '../engine/executor.js'
 import { checkLeases, renewLeases } from '../engine/lease.js'
 import { transitionFor, type Outcome } from '../engine/outcome.js'
 import { newOwner } from '../engine/owner.js'
-import { storeLimits } from '../engine/queue-limits.js'
-import { recordEnds, type RunEndRecord } from '../engine/record.js'
 import { RunContext, type Run } from '../engine/run.js'
 import type { ClaimedJob } from '../dialect/index.js'
 import { checkKnownOptions } from '../options.js'
@@ -141,7 +135,7 @@ export function work<T, R, A extends HandlerAnswer<A, R>>(
     clock: options.clock === undefined ? Date.now : clockOption(options.clock),
   }
   const connection = connectionOf(db)
-  installCounters(connection.client)
+  connection.prepareWrites()
   return new QueueWorker(connection, definition, handler as Handler<unknown>, settings)
 }
 
@@ -173,18 +167,12 @@ class QueueWorker implements Worker {
   readonly queue: string
   private readonly owner = newOwner()
   private readonly active: ActiveRuns
-  private readonly pendingEnds: RunEndRecord[] = []
+  private readonly flusher: Flusher
   private readonly timers: NodeJS.Timeout[] = []
   private readonly unsubscribe: () => void
-  private flushQueued = false
-  /** Until when (performance.now() ms) flushes leave a gap, because taking the lock had to wait. */
-  private contendedUntil = 0
-  /** `PRAGMA data_version` inside the last flush's transaction: it moves only when other connections write. */
-  private versionAtLastFlush = -1
-  private nextScheduledTimer: NodeJS.Timeout | null = null
   private readonly poller: DataVersionPoller
-  /** Whether this worker's first transaction stored its definition's limits as the queue's (JOB-19). */
-  private limitsStored = false
+  /** The worker's own tasks under way (a poll, a renewal, a maintenance pass): `stop` waits for them. */
+  private readonly tasks = new Set<Promise<void>>()
   private stopping = false
   private stopped: Promise<void> | null = null
 
@@ -196,18 +184,35 @@ class QueueWorker implements Worker {
   ) {
     this.queue = definition.name
     this.active = new ActiveRuns(connection, this.owner, this.queue)
+    this.flusher = new Flusher({
+      connection,
+      queue: definition,
+      owner: this.owner,
+      slots: settings.slots,
+      leaseMs: settings.leaseMs,
+      runs: this.active,
+      clock: settings.clock,
+      onError: settings.onError,
+      stopping: () => this.stopping,
+      start: (job) => this.start(job),
+    })
     this.poller = new DataVersionPoller(connection)
     this.unsubscribe = onJobsChanged(connection.key, (queue, kind) => {
-      if (kind === 'revoked') this.checkLeases()
-      else if (queue === this.queue && kind !== 'claimed') this.scheduleFlush()
+      if (kind === 'revoked') this.track(this.checkLeases())
+      else if (queue === this.queue && kind !== 'claimed') this.flusher.schedule()
     })
     this.timers.push(
-      setInterval(() => this.pollForOtherWriters(), settings.pollIntervalMs),
-      setInterval(() => this.renewLeases(), Math.max(1, Math.floor(settings.leaseMs / LEASE_RENEWALS_PER_LEASE))),
-      setInterval(() => this.maintain(), MAINTENANCE_INTERVAL_MS),
+      setInterval(() => this.track(this.pollForOtherWriters()), settings.pollIntervalMs),
+      setInterval(() => this.track(this.renewLeases()), Math.max(1, Math.floor(settings.leaseMs / LEASE_RENEWALS_PER_LEASE))),
+      setInterval(() => this.track(this.maintain()), MAINTENANCE_INTERVAL_MS),
     )
-    this.maintain()
-    this.scheduleFlush()
+    this.track(this.maintain())
+  }
+
+  /** Keeps a task of the worker's own until it settles, for `stop` to wait on; it never rejects (each task reports its errors). */
+  private track(task: Promise<void>): void {
+    this.tasks.add(task)
+    void task.finally(() => this.tasks.delete(task))
   }
 
   get running(): number {
@@ -223,9 +228,10 @@ class QueueWorker implements Worker {
     return this.stopped
   }
 
+  /** Waits for the runs under way (ending them as failed attempts once `timeoutMs` has passed), then writes every end still pending. */
   private async shutDown(timeoutMs: number | null): Promise<void> {
     this.unsubscribe()
-    if (this.nextScheduledTimer) clearTimeout(this.nextScheduledTimer)
+    this.flusher.cancelTimers()
     if (timeoutMs !== null && !(await this.active.settledWithin(timeoutMs))) {
       const reason = new JobsError('TIMEOUT', `the worker stopped and gave up waiting for this run after ${timeoutMs} ms`)
       for (const run of this.active.values()) run.abort(reason)
@@ -233,110 +239,19 @@ class QueueWorker implements Worker {
       const now = this.settings.clock()
       for (const run of this.active.endAll()) {
         const transition = transitionFor(this.definition, { attempt: run.attempt, maxAttempts: run.attempts }, { kind: 'abandoned', why: 'the worker stopped before the run ended', how: 'stopped' }, now)
-        this.pendingEnds.push({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
+        this.flusher.endRun({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
         run.loseLease()
       }
     } else {
       await this.active.settledWithin(null)
     }
-    while (this.pendingEnds.length > 0) {
-      this.flush()
-      if (this.pendingEnds.length > 0) await sleep(BUSY_RETRY_MS)
+    while (this.flusher.hasPendingEnds) {
+      await this.flusher.flush()
+      if (this.flusher.hasPendingEnds) await sleep(BUSY_RETRY_MS)
     }
     for (const timer of this.timers) clearInterval(timer)
-  }
-
-  /**
-   * Flushes soon: on the next turn of the event loop, or, while other writers contend for the lock,
-   * after a short gap. SQLite's busy handler lets a waiting writer retry only now and then, so a
-   * worker that takes the lock back to back would starve the app's own transactions.
-   */
-  private scheduleFlush(): void {
-    if (this.flushQueued) return
-    this.flushQueued = true
-    const run = () => {
-      this.flushQueued = false
-      this.flush()
-    }
-    if (performance.now() < this.contendedUntil) setTimeout(run, CONTENDED_GAP_MS)
-    else setImmediate(run)
-  }
-
-  /**
-   * One write transaction: store the limits (the first time), record the ends waiting, then claim for
-   * the free slots. The claim passes over the jobs whose ends it has just written (a retry whose backoff
-   * has already passed): their new state commits first, for watchers to see, and the flush that the
-   * end's notice schedules claims them again.
-   */
-  private flush(): void {
-    const free = this.stopping || !this.active.mayClaim ? 0 : this.settings.slots - this.active.size
-    const ends = this.pendingEnds.splice(0)
-    const storing = !this.limitsStored && !this.stopping
-    if (ends.length === 0 && !storing && (free <= 0 || !this.mightHaveWork())) return
-    if (this.connection.inTransaction()) {
-      this.pendingEnds.unshift(...ends)
-      setTimeout(() => this.scheduleFlush(), BUSY_RETRY_MS)
-      return
-    }
-    const now = this.settings.clock()
-    let claimed: ClaimedJob[]
-    let othersWrote = false
-    let replaced = null as string | null
-    try {
-      const written = this.connection.immediateTimed(() => {
-        const version = this.connection.executor.dataVersion()
-        othersWrote = version !== this.versionAtLastFlush
-        this.versionAtLastFlush = version
-        if (storing) replaced = storeLimits(this.connection, this.definition, now)
-        return counting(this.connection, this.queue, (moved) => {
-          const landed = recordEnds(this.connection, ends, moved)
-          if (free <= 0) return []
-          const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
-          const request = { limit: free, idle: this.active.size === 0, owner: this.owner, leaseMs: this.settings.leaseMs, now, channel: progressChannel(), passOver }
-          return claimJobs(this.connection, this.definition, request, moved)
-        })
-      })
-      claimed = written.value
-      // Contended: the lock took a while, and another connection did write since our last transaction
-      // (a pause of this process alone, a GC say, must not slow it down).
-      if (othersWrote && written.lockWaitMs > CONTENDED_LOCK_WAIT_MS) this.contendedUntil = performance.now() + CONTENDED_SPELL_MS
-    } catch (error) {
-      this.pendingEnds.unshift(...ends)
-      if (!isBusy(error)) this.settings.onError(error)
-      setTimeout(() => this.scheduleFlush(), isBusy(error) ? BUSY_RETRY_MS : MAINTENANCE_INTERVAL_MS)
-      return
-    }
-    if (storing) {
-      this.limitsStored = true
-      if (replaced !== null) console.warn(replaced)
-    }
-    if (ends.length > 0) jobsChanged(this.connection.key, this.queue, 'ended')
-    if (claimed.length > 0) jobsChanged(this.connection.key, this.queue, 'claimed')
-    for (const job of claimed) this.start(job)
-    if (claimed.length > 0 && claimed.length === free) this.scheduleFlush()
-    else if (free > 0) this.mightHaveWork()
-  }
-
-  /** A read before taking the write lock: is anything claimable now? Arms a timer for the next scheduled job either way. */
-  private mightHaveWork(): boolean {
-    const counts = this.connection.executor.queueClaimable(this.queue)
-    if (!counts || counts.paused) return false
-    // The stored limit, not this process's definition: another worker's start may have replaced it (JOB-19).
-    if (counts.concurrency !== null && counts.running >= counts.concurrency) return false
-    if (counts.waiting > 0) return true
-    if (counts.nextScheduled === null) return false
-    const wait = counts.nextScheduled - this.settings.clock()
-    if (wait <= 0) return true
-    this.wakeAt(wait)
-    return false
-  }
-
-  private wakeAt(wait: number): void {
-    if (this.nextScheduledTimer) clearTimeout(this.nextScheduledTimer)
-    this.nextScheduledTimer = setTimeout(() => {
-      this.nextScheduledTimer = null
-      this.scheduleFlush()
-    }, Math.min(wait + 1, MAINTENANCE_INTERVAL_MS * 60))
+    // A task that began before the stop (a maintenance pass, say) ends before the stop does.
+    await Promise.all([...this.tasks, this.flusher.settled()])
   }
 
   private start(job: ClaimedJob): void {
@@ -348,40 +263,50 @@ class QueueWorker implements Worker {
   private async execute(run: RunContext, valueText: string): Promise<void> {
     const transition = await execute(this.definition, run, valueText, this.handler, this.settings.clock)
     if (!this.active.end(run)) return
-    if (transition) this.pendingEnds.push({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
-    this.scheduleFlush()
+    if (transition) this.flusher.endRun({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
+    else this.flusher.schedule()
   }
 
-  private pollForOtherWriters(): void {
-    if (this.stopping || !this.poller.othersWrote()) return
-    this.checkLeases()
-    this.scheduleFlush()
+  private async pollForOtherWriters(): Promise<void> {
+    if (this.stopping) return
+    try {
+      if (!(await this.poller.othersWrote())) return
+    } catch (error) {
+      if (!this.connection.isBusy(error)) this.settings.onError(error)
+      return
+    }
+    await this.checkLeases()
+    this.flusher.schedule()
   }
 
   /** Aborts runs whose lease another writer took away: canceled, or taken back as abandoned. */
-  private checkLeases(): void {
-    if (this.active.size > 0) checkLeases(this.connection, this.owner, this.active.values())
+  private async checkLeases(): Promise<void> {
+    try {
+      if (this.active.size > 0) await checkLeases(this.connection, this.owner, this.active.values())
+    } catch (error) {
+      if (!this.connection.isBusy(error)) this.settings.onError(error)
+    }
   }
 
   /** Renews this worker's leases; a run whose lease was not renewed has lost it, and is aborted. */
-  private renewLeases(): void {
+  private async renewLeases(): Promise<void> {
     if (this.active.size === 0 || this.connection.inTransaction()) return
     try {
-      renewLeases(this.connection, this.owner, this.active.values(), this.settings.clock() + this.settings.leaseMs)
+      await renewLeases(this.connection, this.owner, this.active.values(), this.settings.clock() + this.settings.leaseMs)
     } catch (error) {
-      if (!isBusy(error)) this.settings.onError(error)
+      if (!this.connection.isBusy(error)) this.settings.onError(error)
     }
   }
 
   /** Takes back abandoned leases, ends runs that hold none, and prunes ended jobs; each reads first and takes the write lock only when there is work. */
-  private maintain(): void {
+  private async maintain(): Promise<void> {
     if (this.stopping || this.connection.inTransaction()) return
     try {
-      maintainQueue(this.connection, this.definition, this.owner, this.settings.clock())
+      await maintainQueue(this.connection, this.definition, this.owner, this.settings.clock())
     } catch (error) {
-      if (!isBusy(error)) this.settings.onError(error)
+      if (!this.connection.isBusy(error)) this.settings.onError(error)
     }
-    this.scheduleFlush()
+    this.flusher.schedule()
   }
 }
 

@@ -57,6 +57,14 @@ function startWorker(): void {
   )
 }
 
+/**
+ * A writer of the app runs first, as in an app whose worker started before anyone reads counts: the first
+ * write of a connection installs the triggers that count other programs' rows (readers never install them).
+ */
+async function appHasWritten(db: TestDb['db']): Promise<void> {
+  await work(db, defineQueue('app-setup'), () => {}).stop()
+}
+
 const jobOf = (id: string) => t.client.prepare(`select state, attempts, error, result from jobs_job where queue = ? and id = ?`).get(queue.name, id) as { state: string; attempts: number; error: string | null; result: string | null }
 
 test('JOB-13 a value that is not JSON fails its job at once with an error saying so; a negative run_at runs; huge priorities run in their order; the others go on', async () => {
@@ -159,6 +167,7 @@ test('JOB-18 a job written as running with no lease runs again, as an abandoned 
 })
 
 test('JOB-18 getJob, watch, the admin API, the CLI and the dashboard show a row with times that are no times as stored, without throwing', async () => {
+  await appHasWritten(t.db)
   insertStored({ queue: queue.name, id: 'iso', value: '{"n": 1}', state: 'done', run_at: 1e300, created_at: '2026-01-01T00:00:00Z', finished_at: 'yesterday', attempts: 'one', max_attempts: 2, priority: 'high' })
   const expected = { run_at: '1e+300', created_at: "'2026-01-01T00:00:00Z'", finished_at: "'yesterday'", attempts: "'one'", priority: "'high'" }
   const { priority: _, ...snapshotMalformed } = expected
@@ -294,7 +303,7 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
   }
 
   /** Every reading surface, on every row: none may throw; each shows what the row stores. */
-  async function everySurfaceAnswers(db: TestDb, written: Written[]): Promise<void> {
+  async function everySurfaceAnswers(db: TestDb, written: Written[], countersKept: boolean): Promise<void> {
     const open = { file: db.file, db: db.db, connection: connectionOf(db.db), close: () => {} }
     const mounted = dashboard(db.db)
     try {
@@ -344,12 +353,14 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
         await watched.return()
         expect(inspectJob(db.db, q, stored.id!.value)).toMatchObject({ seq: job.seq, malformed: record.malformed })
         // Numbers and times show as stored: never NaN, nor a time that is not one.
-        const facts = show(open, { positionals: [stored.id!.value] }).text.split('\n').filter((line) => /^(priority|attempts|added|run at|ended|lease) /.test(line))
+        // Before any writer set the database up, jobs_queue lists no queue another program added jobs to: name it.
+        const facts = show(open, { positionals: [stored.id!.value], ...(countersKept ? {} : { queue: stored.queue!.value }) }).text.split('\n').filter((line) => /^(priority|attempts|added|run at|ended|lease) /.test(line))
         for (const line of facts) expect(line).not.toMatch(/(^|[^'])NaN|Invalid (time|Date)/)
         const page = await mounted.fetch(new Request(`http://127.0.0.1/queues/${encodeURIComponent(stored.queue!.value)}/jobs/${encodeURIComponent(stored.id!.value)}`))
         expect(page.status, (await page.text()).slice(0, 300)).toBe(200)
       }
-      // The counters, kept by the engine and the triggers, hold what the rows say.
+      // The counters, kept by the engine and the triggers, hold what the rows say, once a writer installed the triggers.
+      if (!countersKept) return
       const actual = db.client.prepare(`select queue, state, count(*) as n from jobs_job group by queue, state`).all() as { queue: unknown; state: string; n: number }[]
       for (const c of counts) {
         for (const state of KNOWN) {
@@ -376,8 +387,8 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
         const errors: unknown[] = []
         let rowsWorker: Worker | undefined
         try {
-          // With the triggers in place, or before any engine connection installed them.
-          if (triggersFirst) queueCounts(db.db)
+          // With the triggers in place, or before any writer installed them: a reader never does.
+          if (triggersFirst) await appHasWritten(db.db)
           const written: Written[] = rows.map((r, i) => {
             const { blobId, ...columns } = r
             const values: Record<string, unknown> = { ...columns, id: blobId ? Buffer.from(`row-${i}`) : `row-${i}` }
@@ -385,7 +396,7 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
             const seq = Number(writer.prepare(`insert into jobs_job (${names.join(', ')}) values (${names.map(() => '?').join(', ')})`).run(...Object.values(values)).lastInsertRowid)
             return { seq, stored: readStored(writer, seq)! }
           })
-          await everySurfaceAnswers(db, written)
+          await everySurfaceAnswers(db, written, triggersFirst)
 
           const runs = new Set<number>()
           rowsWorker = work(db.db, rowsQueue, (_value, run) => void runs.add(run.attempt), { pollInterval: '5ms', onError: (error) => errors.push(error) })
@@ -442,7 +453,7 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
               expect(isTime(after.run_at!) && (after.run_at!.value as number) > Date.now()).toBe(true)
             }
           }
-          await everySurfaceAnswers(db, written.filter((w) => readStored(db.client, w.seq) !== undefined))
+          await everySurfaceAnswers(db, written.filter((w) => readStored(db.client, w.seq) !== undefined), true)
         } finally {
           await rowsWorker?.stop({ timeout: '2s' })
           db.close()

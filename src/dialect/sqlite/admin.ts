@@ -1,37 +1,17 @@
 /**
  * Every statement of the admin API, the testing helpers, the command-line
  * tool and the dashboard, named by what it does and prepared once per
- * connection. Listings page by keyset over the index that serves each state,
+ * connection, on first use. Listings page by keyset over the index that serves each state,
  * so a page costs the same on the millionth job as on the first.
  */
-import type { SqliteConnection as Connection } from './connection.js'
+import type { AdminJobRow, CountsRow, ListParams } from '../index.js'
 import type { EndedState, JobState } from '../../types.js'
-import { prepareAll, single, statement, type JobRow, type LeaseRow, type PreparedStatements, type QueueRow, type StepRow } from './statement.js'
+import { single, statement, type JobRow, type LeaseRow, type QueueRow, type StepRow } from './statement.js'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 
 /** The columns of a job as the admin API answers it. */
 const JOB = `seq, queue, id, grp, value, state, priority, attempts, max_attempts as maxAttempts, run_at as runAt,
   created_at as createdAt, finished_at as finishedAt, error, error_stack as errorStack, result`
-
-/** A job as JOB reads it; another program may have stored other types in any column (admin/list.ts's toRecord reads them as stored). */
-export type AdminJobRow = Pick<
-  JobRow,
-  'seq' | 'queue' | 'id' | 'grp' | 'value' | 'state' | 'priority' | 'attempts' | 'maxAttempts' | 'runAt' | 'createdAt' | 'finishedAt' | 'error' | 'errorStack' | 'result'
->
-
-/** A queue's counters as the count statements read them. */
-export type CountsRow = Pick<QueueRow, 'name' | 'paused' | 'waiting' | 'scheduled' | 'running' | 'done' | 'failed' | 'canceled'>
-
-/** What every listing binds: the page's size and keys (k1, k2, k3: the sort keys of the last job before it, a number as the engine writes them, or as another program stored it). */
-interface ListParams {
-  queue: string | null
-  state: JobState | null
-  grp: string | null
-  limit: number
-  k1: number | string | Buffer
-  k2: number | string | Buffer | undefined
-  k3: number | string | Buffer | undefined
-}
 
 const IN_GROUP = `(@grp is null or grp = @grp)`
 
@@ -100,15 +80,3 @@ export const ADMIN_SQL = {
                 order by run_at limit 1))
     from priorities where priority is not null`),
 } as const
-
-/** The admin statements of one connection. */
-export type AdminStatements = PreparedStatements<typeof ADMIN_SQL>
-
-const prepared = new WeakMap<Connection, AdminStatements>()
-
-/** The admin statements of a connection, prepared on first use. @internal */
-export function adminStatements(connection: Connection): AdminStatements {
-  let statements = prepared.get(connection)
-  if (!statements) prepared.set(connection, (statements = prepareAll(connection.client, ADMIN_SQL)))
-  return statements
-}

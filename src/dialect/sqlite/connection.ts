@@ -3,12 +3,12 @@
  * behind a Drizzle database or transaction, its prepared statements, and the
  * schema checks done once for it.
  */
-import { resolve } from 'node:path'
+import { basename, resolve } from 'node:path'
 import type Database from 'better-sqlite3'
 import { is } from 'drizzle-orm'
 import { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core'
 import { JobsError } from '../../errors.js'
-import type { Connection } from '../index.js'
+import { runSync, type Connection, type Program } from '../index.js'
 import { sqliteExecutor } from './executor.js'
 import { prepareAll } from './statement.js'
 import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements, type Statements } from './statements.js'
@@ -20,10 +20,9 @@ import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type SyncDatabase = BaseSQLiteDatabase<'sync', any, any, any>
 
-/** A SQLite connection: the engine's Connection, with the better-sqlite3 handle and the statements readers and the admin API still run. */
+/** A SQLite connection: the engine's Connection, with the better-sqlite3 handle behind it. */
 export interface SqliteConnection extends Connection<'sync'> {
   readonly client: Database.Database
-  readonly sql: Statements
 }
 
 const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease'] as const
@@ -37,7 +36,7 @@ export function connectionOf(db: unknown): SqliteConnection {
   const client = clientOf(db)
   let connection = connections.get(client)
   if (!connection) {
-    installCounters(client)
+    checkSchema(client)
     connection = open(client)
     connections.set(client, connection)
   }
@@ -85,19 +84,30 @@ function open(client: Database.Database): SqliteConnection {
   const begin = client.prepare('begin immediate')
   const commit = client.prepare('commit')
   const rollback = client.prepare('rollback')
+  const inTransaction = () => client.inTransaction
+  const triggers = new TriggerInstall(client)
   return {
+    kind: 'sync',
     client,
-    sql,
-    executor: sqliteExecutor(sql),
+    executor: sqliteExecutor(client, sql),
     key: file,
-    inTransaction: () => client.inTransaction,
-    immediate: <T>(work: () => T) => transaction.immediate(work) as T,
-    immediateTimed<T>(work: () => T) {
+    label: client.memory || !client.name ? 'in memory' : basename(client.name),
+    inTransaction,
+    write<T>(program: Program<T>) {
+      triggers.ensure()
+      return transaction.immediate(() => runSync(program)) as T
+    },
+    join<T>(program: Program<T>) {
+      triggers.ensure()
+      return runSync(program)
+    },
+    writeTimed<T>(program: Program<T>) {
+      triggers.ensure()
       const asked = performance.now()
       begin.run()
       const lockWaitMs = performance.now() - asked
       try {
-        const value = work()
+        const value = runSync(program)
         commit.run()
         return { value, lockWaitMs }
       } catch (error) {
@@ -105,22 +115,15 @@ function open(client: Database.Database): SqliteConnection {
         throw error
       }
     },
+    read: <T>(program: Program<T>) => (client.inTransaction ? runSync(program) : (transaction.deferred(() => runSync(program)) as T)),
+    isBusy,
+    prepareWrites: () => triggers.ensure(),
   }
 }
 
-/**
- * Checks that the tables exist and installs the triggers that keep the
- * queue counters. Where the triggers were missing it recounts, so counts are
- * right even if jobs were written before. Worker start calls it again in a
- * transaction of its own, which also repairs an install that a caller's
- * transaction rolled back. The install is idempotent and versioned: each
- * trigger's name carries its version, and the install drops the older ones.
- * A read-only connection installs nothing: it only reads, and leaves the
- * triggers to the first writer.
- * @internal
- */
-export function installCounters(client: Database.Database): void {
-  const check = prepareAll(client, { tablesPresent: SQL.tablesPresent, latestColumnPresent: SQL.latestColumnPresent, triggersPresent: SQL.triggersPresent })
+/** Checks that the tables exist, as this version of drizzle-jobs made them: reads only. */
+function checkSchema(client: Database.Database): void {
+  const check = prepareAll(client, { tablesPresent: SQL.tablesPresent, latestColumnPresent: SQL.latestColumnPresent })
   const present = new Set(check.tablesPresent.all())
   const missing = TABLES.filter((table) => !present.has(table))
   if (missing.length > 0) {
@@ -129,12 +132,40 @@ export function installCounters(client: Database.Database): void {
   if (check.latestColumnPresent.get() === 0) {
     throw new JobsError('SCHEMA_MISSING', `the jobs_* tables are an older version's (jobs_queue has no limits_set_at column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``)
   }
-  // A read-only connection only reads, and reading needs no trigger: it leaves them to the first writer.
-  if (client.readonly || check.triggersPresent.get() === TRIGGER_COUNT) return
-  client.transaction(() => {
-    client.exec(COUNTER_TRIGGERS)
-    client.exec(RECOUNT_QUEUES)
-  }).immediate()
+}
+
+/**
+ * The triggers that keep the queue counters right for other writers and fail the rows that break the
+ * table protocol (statements.ts), installed before a connection's first write (Connection.write, join,
+ * writeTimed); readers never install them. Where they were missing the install recounts, so counts are
+ * right even if jobs were written before. The install is idempotent and versioned: each trigger's name
+ * carries its version, and the install drops the older ones. A read-only connection installs nothing.
+ *
+ * Once the triggers are known to be committed, a connection looks no more. An install made inside the
+ * app's transaction may yet roll back with it, so until one is seen outside such a transaction (a
+ * worker's start, say), each writer looks again, and a rolled-back install is made again.
+ */
+class TriggerInstall {
+  private committed = false
+  private installedHere = false
+  private readonly present
+
+  constructor(private readonly client: Database.Database) {
+    this.present = prepareAll(client, { triggersPresent: SQL.triggersPresent }).triggersPresent
+  }
+
+  ensure(): void {
+    if (this.committed || this.client.readonly) return
+    if (this.present.get() !== TRIGGER_COUNT) {
+      this.client.transaction(() => {
+        this.client.exec(COUNTER_TRIGGERS)
+        this.client.exec(RECOUNT_QUEUES)
+      }).immediate()
+      this.installedHere = true
+    }
+    // Present and not of our own making, or seen outside any transaction: committed.
+    this.committed = !this.installedHere || !this.client.inTransaction
+  }
 }
 
 /** Whether an error is SQLite saying another connection holds the lock. @internal */

@@ -1,13 +1,27 @@
 /**
- * The engine's requests (dialect/index.ts) answered by SQLite: each method
+ * The engine's requests (dialect/executor.ts) answered by SQLite: each method
  * runs one or two statements prepared once for the connection, passing its
- * arguments straight through.
+ * arguments straight through. The engine's statements are prepared with the
+ * connection; those of readers and of the admin API on first use, so a
+ * worker's connection never prepares them.
  */
-import type { Executor } from '../index.js'
+import type Database from 'better-sqlite3'
+import type { Executor, ListingOrder } from '../index.js'
+import { ADMIN_SQL } from './admin.js'
+import { READ_SQL } from './read.js'
+import { prepareAll, type PreparedStatements } from './statement.js'
 import { runForJobs, type Statements } from './statements.js'
 
 /** The executor of one connection's prepared statements. @internal */
-export function sqliteExecutor(sql: Statements): Executor<'sync'> {
+export function sqliteExecutor(client: Database.Database, sql: Statements): Executor<'sync'> {
+  let readStatements: PreparedStatements<typeof READ_SQL> | undefined
+  let adminStatements: PreparedStatements<typeof ADMIN_SQL> | undefined
+  const read = () => (readStatements ??= prepareAll(client, READ_SQL))
+  const admin = () => (adminStatements ??= prepareAll(client, ADMIN_SQL))
+  const listings = (order: ListingOrder) => {
+    const statements = admin()
+    return { waiting: statements.listWaiting, scheduled: statements.listScheduled, running: statements.listRunning, ended: statements.listEnded, newest: statements.listNewest }[order]
+  }
   return {
     dataVersion: () => sql.dataVersion.get(),
     queueShiftCounts: (counts) => void sql.shiftCounts.run(counts),
@@ -50,5 +64,46 @@ export function sqliteExecutor(sql: Statements): Executor<'sync'> {
 
     jobHasPrunable: (find) => sql.firstPrunable.get(find) !== undefined,
     jobDeleteEnded: (find) => sql.pruneEnded.run(find).changes,
+
+    jobGetSnapshot: (queue, id) => read().jobById.get(queue, id),
+    jobGetSnapshots: (seqs) => read().jobsBySeq.all(JSON.stringify(seqs)),
+    jobCountAhead(at) {
+      const { aheadByPriority, aheadByRunAt, aheadBySeq } = read()
+      let ahead = aheadByPriority.get(at)
+      if (ahead < at.limit) ahead += aheadByRunAt.get({ queue: at.queue, priority: at.priority, before: Math.min(at.runAt, at.now + 1), limit: at.limit - ahead })
+      if (ahead < at.limit) ahead += aheadBySeq.get({ ...at, limit: at.limit - ahead })
+      return ahead
+    },
+    jobPlacesInLine(line, seqs) {
+      const places = new Map<number, number>()
+      const wanted = new Set(seqs)
+      let place = 0
+      for (const seq of read().lineHead.iterate({ ...line, limit: line.limit })) {
+        if (wanted.delete(seq)) {
+          places.set(seq, place)
+          if (wanted.size === 0) break
+        }
+        place++
+      }
+      for (const seq of wanted) places.set(seq, place)
+      return places
+    },
+
+    jobFind: (queue, id) => admin().findJob.get(queue, id),
+    jobGetRecord: (queue, id) => admin().jobRecord.get(queue, id),
+    jobListOfQueue: (queue) => admin().queueJobs.all(queue),
+    jobList: (order, page) => listings(order).all(page),
+    jobGetOutcome: (seq) => admin().jobOutcome.get(seq),
+    jobCancel: (seq, now) => admin().cancelJob.run({ seq, now }).changes === 1,
+    jobRetry: (seq, now) => admin().retryJob.run({ seq, now }).changes === 1,
+    stepList: (seq) => admin().jobSteps.all(seq),
+    leaseGet: (seq) => admin().jobLease.get(seq),
+    queueSetPaused: (queue, paused) => void admin().setPaused.run({ queue, paused: paused ? 1 : 0 }),
+    queueGetCounts: (queue) => admin().queueCounts.get(queue),
+    queueGetCountsAll: () => admin().allQueueCounts.all(),
+    queueNames: () => admin().queueNames.all(),
+    jobCountEnded: (window) => admin().endedBetween.get(window),
+    jobCountEndedPerBucket: (window) => admin().endedPerBucket.all(window),
+    jobEarliestRunnable: (queue) => admin().earliestRunnable.get({ queue }),
   }
 }

@@ -1,9 +1,9 @@
 /**
  * The statements that read jobs for `getJob` and `watch`, prepared once per
- * connection. They only read: a watcher never takes the write lock.
+ * connection, on first use. They only read: a watcher never takes the write lock.
  */
-import type { SqliteConnection as Connection } from './connection.js'
-import { prepareAll, single, statement, type JobRow, type LeaseRow, type PreparedStatements } from './statement.js'
+import type { SnapshotRow } from '../index.js'
+import { single, statement, type JobRow } from './statement.js'
 import { LIMIT, RUNNABLE } from './terms.js'
 
 /** A job's row with its lease, as snapshots are built from. The result is read only once the job has ended. */
@@ -21,19 +21,6 @@ const JOB_COLUMNS = `j.seq, j.queue, j.id, j.grp, j.state, j.priority, j.run_at 
  * the limit leaves. Only runnable jobs count: one scheduled for later, though more urgent, is not claimed
  * before this one now.
  */
-/**
- * A job with its lease as JOB_COLUMNS reads it. Another program may have stored values of other types
- * than these in any column: queue/read.ts's toSnapshot reads them through StoredColumns.
- */
-export type SnapshotRow = Pick<
-  JobRow,
-  'seq' | 'queue' | 'id' | 'grp' | 'state' | 'priority' | 'runAt' | 'attempts' | 'maxAttempts' | 'createdAt' | 'finishedAt' | 'error' | 'result'
-> & {
-  owner: LeaseRow['owner'] | null
-  leaseAttempt: LeaseRow['attempt'] | null
-  channel: LeaseRow['channel']
-}
-
 /** Where a job stands in claim order, and how far `ahead` counts. */
 interface AheadParams {
   queue: string
@@ -57,25 +44,3 @@ export const READ_SQL = {
   /** The head of the line in claim order, for the `ahead` of many watched jobs at once: one walk serves them all. */
   lineHead: statement<[{ queue: string; now: number; limit: number }], JobRow['seq']>(`select seq from jobs_job where ${RUNNABLE_NOW} order by priority, run_at, seq ${LIMIT}`, { pluck: true }),
 } as const
-
-export interface ReadStatements {
-  readonly statements: PreparedStatements<typeof READ_SQL>
-  /** Runs `work` in one deferred (read) transaction, so every statement in it sees the same state. */
-  readonly snapshot: <T>(work: () => T) => T
-}
-
-const prepared = new WeakMap<Connection, ReadStatements>()
-
-/** The read statements of a connection, prepared on first use. */
-export function readStatements(connection: Connection): ReadStatements {
-  let read = prepared.get(connection)
-  if (!read) {
-    const transaction = connection.client.transaction((work: () => unknown) => work())
-    read = {
-      statements: prepareAll(connection.client, READ_SQL),
-      snapshot: <T>(work: () => T) => (connection.client.inTransaction ? work() : (transaction.deferred(work) as T)),
-    }
-    prepared.set(connection, read)
-  }
-  return read
-}

@@ -1,0 +1,42 @@
+/**
+ * The engine's view of one database connection, whatever its dialect. Every write goes through `write`,
+ * `join` or `writeTimed`, which first make the database ready for writes once (whatever the dialect keeps
+ * right for other writers: SQLite's counting triggers); `read` never writes, so a read-only connection
+ * serves readers.
+ */
+import type { Executor, Kind, Result } from './executor.js'
+import type { Program } from './program.js'
+
+/** What a write answers, with how long taking the write lock took, in ms: more than a moment means another writer held it. */
+export interface Timed<T> {
+  value: T
+  lockWaitMs: number
+}
+
+/**
+ * The engine's view of one database connection, whatever its dialect. Work that must see or leave one
+ * state is a program (program.ts), which the connection runs in a transaction: at once on a synchronous
+ * driver, awaiting each answer on an asynchronous one.
+ */
+export interface Connection<K extends Kind = Kind> {
+  readonly kind: K
+  readonly executor: Executor<K>
+  /** Names the database, so that every connection of this process to it shares wake-ups. */
+  readonly key: string
+  /** The database as a person knows it: a file's name, say. */
+  readonly label: string
+  /** Whether a transaction is under way on this connection (the app's own, say). */
+  inTransaction(): boolean
+  /** Runs `program` in a write transaction, or in a savepoint of the one under way. */
+  write<T>(program: Program<T>): Result<K, T>
+  /** Runs `program` in the transaction under way, with no savepoint: for work whose only write that may fail comes first. */
+  join<T>(program: Program<T>): Result<K, T>
+  /** Runs `program` in a write transaction of its own (the connection must not be in one), timing how long the write lock took. */
+  writeTimed<T>(program: Program<T>): Result<K, Timed<T>>
+  /** Runs `program`'s reads in one read transaction, so that they all see one state; in the one under way, if any. */
+  read<T>(program: Program<T>): Result<K, T>
+  /** Whether an error is the database saying another connection holds a lock: the work is retried later, never surfaced. */
+  isBusy(error: unknown): boolean
+  /** Makes the database ready for writes now, as the first write would: a writer that starts (a worker) calls it at once. */
+  prepareWrites(): Result<K, void>
+}

@@ -1,0 +1,157 @@
+/**
+ * What the engine asks of a database, in one interface: each method is named
+ * by what it does to jobs, leases, steps or queues, and holds that dialect's
+ * SQL. The protocol (claim, fence, end, rescue, counting) is written once, in
+ * engine/ and worker/, on top of it; a dialect is a folder beside this file
+ * (sqlite/ today) that implements it and holds only its statements and type
+ * conversions.
+ *
+ * Sync and async: better-sqlite3 answers at once, so the SQLite executor is
+ * `Executor<'sync'>` and `enqueue` stays synchronous in the caller's
+ * transaction. An asynchronous driver implements `Executor<'async'>`, whose
+ * methods answer promises (`Result<'async', T>`); the protocol asks through
+ * programs (program.ts), which run on either.
+ */
+import type { EndedState, JobState } from '../types.js'
+import type {
+  AbandonedLease,
+  AdminJobRow,
+  AheadParams,
+  Claimable,
+  ClaimedJob,
+  ClaimLimits,
+  ClaimWindow,
+  CountsRow,
+  EndedWindow,
+  JobRow,
+  LeaseParams,
+  LeaseRow,
+  ListingOrder,
+  ListParams,
+  NewJob,
+  NewLease,
+  RunEndOf,
+  RunEndParams,
+  SnapshotRow,
+  StateCounts,
+  StepRow,
+  StoredLimits,
+  UnleasedRun,
+} from './rows.js'
+
+/** Whether a dialect's driver answers at once (`sync`) or with promises (`async`). */
+export type Kind = 'sync' | 'async'
+
+/** What a method of a `K` executor answers for `T`. */
+export type Result<K extends Kind, T> = K extends 'sync' ? T : Promise<T>
+
+/**
+ * The engine's requests to one connection. Writes run inside the caller's transaction
+ * (Connection.immediate); those that end a run or keep a step carry the lease fence (owner, attempt)
+ * in the same statement, so a run that lost its lease changes nothing.
+ */
+export interface Executor<K extends Kind = Kind> {
+  /** A number that moves when another connection commits: the poll that finds other processes' writes. */
+  dataVersion(): Result<K, number>
+  /** Adds the engine's own moves of one transaction to a queue's counters, creating its row on its first job. */
+  queueShiftCounts(counts: { queue: string } & StateCounts): Result<K, void>
+
+  /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled; answers whether it did. */
+  jobInsertIfRoom(job: NewJob): Result<K, boolean>
+  /** Adds one job unless its id is taken; answers whether it did. */
+  jobInsert(job: NewJob): Result<K, boolean>
+  jobExists(queue: string, id: string): Result<K, boolean>
+  /** The jobs a queue holds waiting or scheduled, by its counters. */
+  queueWaitingCount(queue: string): Result<K, number | undefined>
+
+  /** What a worker reads before it takes the write lock. */
+  queueClaimable(queue: string): Result<K, Claimable | undefined>
+  queueClaimLimits(queue: string): Result<K, ClaimLimits | undefined>
+  queueLimitsGet(queue: string): Result<K, StoredLimits | undefined>
+  /** Stores a queue's limits, replacing any others: the worker started last wins. */
+  queueLimitsSet(limits: { queue: string; total: number | null; perGroup: number | null; now: number }): Result<K, void>
+
+  /** Runnable jobs in claim order (priority, run_at, seq), leaving out those that must run alone when `skipAbandoned`. */
+  jobGetAvailable(window: ClaimWindow & { limit: number }, skipAbandoned: boolean): Result<K, ClaimedJob[]>
+  /** The first due job whose last run was abandoned. */
+  jobGetFirstAbandoned(window: ClaimWindow): Result<K, (ClaimedJob & Pick<JobRow, 'runAt'>) | undefined>
+  /** Candidates for a claim under a per-group cap, leaving out groups already at it. */
+  jobGetAvailableByGroup(window: ClaimWindow & { perGroup: number; limit: number; skipAbandoned: 0 | 1 }): Result<K, Pick<JobRow, 'seq' | 'grp'>[]>
+  /** One job, if runnable, as a claim answers it. */
+  jobGetAvailableOne(seq: number): Result<K, ClaimedJob | undefined>
+  /** Runs under way per group of a queue. */
+  leaseCountByGroup(queue: string): Result<K, { grp: string; running: number }[]>
+  /** Marks running the runnable jobs `seqs`, counting their attempt; answers how many it marked. */
+  jobSetRunningMany(seqs: readonly number[]): Result<K, number>
+  leaseInsertMany(seqs: readonly number[], lease: NewLease): Result<K, void>
+
+  /** Ends a run, fenced by its lease; answers whether it landed. */
+  jobSetStateIfLeased(end: RunEndParams & LeaseParams): Result<K, boolean>
+  /** Ends several runs of one owner that end alike but for finish time and result, fenced; answers the jobs it ended. */
+  jobSetStateIfLeasedMany(end: Omit<RunEndParams, 'finishedAt' | 'result'> & { owner: string; runs: readonly RunEndOf[] }): Result<K, Pick<JobRow, 'seq'>[]>
+  /** Ends a run that holds no lease, while it still holds none; answers whether it landed. */
+  jobSetStateIfUnleased(end: RunEndParams & { seq: number }): Result<K, boolean>
+  jobGetState(seq: number): Result<K, JobState | undefined>
+  leaseDeleteMany(seqs: readonly number[]): Result<K, void>
+  stepDeleteMany(seqs: readonly number[]): Result<K, void>
+
+  /** Renews every lease an owner still holds; answers the ones still held. */
+  leaseRenewByOwner(renew: { owner: string; expiresAt: number }): Result<K, Pick<LeaseRow, 'job' | 'attempt'>[]>
+  leaseListByOwner(owner: string): Result<K, Pick<LeaseRow, 'job' | 'attempt'>[]>
+  leaseHeld(lease: LeaseParams): Result<K, boolean>
+  /** The owners holding leases of a queue. */
+  leaseOwners(queue: string): Result<K, string[]>
+  /** Leases of a queue, not `self`'s, that expired or whose owner is one of `deadOwners`. */
+  leaseGetAbandoned(find: { queue: string; self: string; now: number; deadOwners: readonly string[]; limit: number }): Result<K, AbandonedLease[]>
+  /** How many more jobs a queue counts running than it holds leases. */
+  jobCountUnleased(queue: string): Result<K, number>
+  jobGetUnleased(find: { queue: string; limit: number }): Result<K, UnleasedRun[]>
+
+  /** A step's kept answer: undefined when none is kept. */
+  stepGet(seq: number, name: string): Result<K, StepRow['answer'] | undefined>
+  /** Keeps a step's answer, fenced by the lease; answers whether it was written. */
+  stepSetIfLeased(step: LeaseParams & { name: string; answer: string | null }): Result<K, boolean>
+
+  jobHasPrunable(find: { queue: string; state: EndedState; before: number }): Result<K, boolean>
+  /** Deletes up to `limit` jobs of a queue that ended in `state` before `before`; answers how many. */
+  jobDeleteEnded(find: { queue: string; state: EndedState; before: number; limit: number }): Result<K, number>
+
+  // Reads: getJob, watch. They never take the write lock.
+  /** A job with its lease, by queue and id. */
+  jobGetSnapshot(queue: string, id: string): Result<K, SnapshotRow | undefined>
+  /** Jobs with their leases, by seq, in one pass. */
+  jobGetSnapshots(seqs: readonly number[]): Result<K, SnapshotRow[]>
+  /** How many runnable jobs (waiting, or scheduled and due) of the queue come before a job in claim order, up to `limit`. */
+  jobCountAhead(at: AheadParams): Result<K, number>
+  /**
+   * The places in claim order of several runnable jobs of one queue, in one walk down the line that stops after the
+   * last of them or after `limit` jobs; a job not met by then is given the place the walk stopped at.
+   */
+  jobPlacesInLine(line: { queue: string; now: number; limit: number }, seqs: ReadonlySet<number>): Result<K, Map<number, number>>
+
+  // The admin API, the testing helpers, the command-line tool and the dashboard.
+  jobFind(queue: string, id: string): Result<K, Pick<JobRow, 'seq' | 'state'> | undefined>
+  jobGetRecord(queue: string, id: string): Result<K, AdminJobRow | undefined>
+  /** Every job of a queue in add order: for the testing helpers, on small test databases. */
+  jobListOfQueue(queue: string): Result<K, AdminJobRow[]>
+  /** One page of jobs in `order`. */
+  jobList(order: ListingOrder, page: ListParams): Result<K, AdminJobRow[]>
+  /** What a run left its job as. */
+  jobGetOutcome(seq: number): Result<K, Pick<JobRow, 'state' | 'error'> | undefined>
+  /** Ends a job that has not ended yet as canceled; answers whether it did. Its lease and steps are the caller's to delete. */
+  jobCancel(seq: number, now: number): Result<K, boolean>
+  /** Puts a failed or canceled job back to waiting with fresh attempts; answers whether it did. Its steps are the caller's to delete. */
+  jobRetry(seq: number, now: number): Result<K, boolean>
+  stepList(seq: number): Result<K, Pick<StepRow, 'name' | 'answer'>[]>
+  leaseGet(seq: number): Result<K, Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'> | undefined>
+  queueSetPaused(queue: string, paused: boolean): Result<K, void>
+  queueGetCounts(queue: string): Result<K, CountsRow | undefined>
+  queueGetCountsAll(): Result<K, CountsRow[]>
+  queueNames(): Result<K, string[]>
+  /** Jobs of a queue that ended in a state within the window. */
+  jobCountEnded(window: EndedWindow): Result<K, number>
+  /** Ended jobs of a state within the window, counted per bucket of `bucketMs` (bucket: finish time / bucketMs). */
+  jobCountEndedPerBucket(window: EndedWindow & { bucketMs: number }): Result<K, { bucket: number; count: number }[]>
+  /** The earliest run_at among a queue's runnable jobs, or null. */
+  jobEarliestRunnable(queue: string): Result<K, number | null>
+}

@@ -1,0 +1,53 @@
+/**
+ * The protocol is written once for both kinds of driver. The work of one
+ * transaction is a program: a generator that hands each request it makes of
+ * the executor to its runner (`yield* ask(db.jobGetState(seq))`) and gets the
+ * answer back. A synchronous connection runs a program to its end at once,
+ * inside the driver's synchronous transaction, so nothing else runs in
+ * between (better-sqlite3: an await there would let other code write into the
+ * transaction); an asynchronous connection awaits each answer in turn.
+ */
+
+/** The work of one transaction, answering `T`. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Program<T> = Generator<unknown, T, any>
+
+/** Hands one answer of the executor, at once or as a promise, to the program's runner, and gives back what it resolves to. */
+export function* ask<T>(answer: T | PromiseLike<T>): Generator<T | PromiseLike<T>, T, T> {
+  return yield answer
+}
+
+/** Runs a program whose every answer came at once. */
+export function runSync<T>(program: Program<T>): T {
+  let step = program.next()
+  while (!step.done) step = program.next(step.value)
+  return step.value
+}
+
+/** Runs a program, awaiting each answer; an answer that rejects is thrown into the program where it asked. */
+export async function runAsync<T>(program: Program<T>): Promise<T> {
+  let step = program.next()
+  while (!step.done) {
+    let answer: unknown
+    try {
+      answer = await step.value
+    } catch (error) {
+      step = program.throw(error)
+      continue
+    }
+    step = program.next(answer)
+  }
+  return step.value
+}
+
+/** A program that answers `value`: for work that has nothing to ask. */
+// eslint-disable-next-line require-yield
+export function* done<T>(value: T): Program<T> {
+  return value
+}
+
+/** Applies `next` to a value that came at once or as a promise, keeping how it came: a synchronous caller stays synchronous. */
+export function andThen<T, U>(value: T | Promise<T>, next: (value: T) => U): U | Promise<U> {
+  if (value instanceof Promise) return value.then<U>(next)
+  return next(value)
+}

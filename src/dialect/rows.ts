@@ -1,0 +1,141 @@
+/**
+ * The rows and parameters of the requests the engine makes of a database
+ * (executor.ts), whatever its dialect: each table's row type taken from the
+ * Drizzle schema, and the parts of them each request reads or writes.
+ */
+import type { InferSelectModel } from 'drizzle-orm'
+import type { jobsJob, jobsLease, jobsQueue, jobsStep } from '../schema/index.js'
+import type { EndedState, JobState } from '../types.js'
+
+/** A row of each table, its columns named as the schema names them. */
+export type JobRow = InferSelectModel<typeof jobsJob>
+export type QueueRow = InferSelectModel<typeof jobsQueue>
+export type StepRow = InferSelectModel<typeof jobsStep>
+export type LeaseRow = InferSelectModel<typeof jobsLease>
+
+/** A claimed job: `attempts` is the attempt the claim starts; `abandoned` is 1 when its last run was abandoned, so this run goes alone in its worker. */
+export type ClaimedJob = Pick<JobRow, 'seq' | 'id' | 'grp' | 'value' | 'attempts' | 'maxAttempts' | 'abandoned'> & {
+  /** The state the claim took it from. */
+  claimedFrom: 'waiting' | 'scheduled'
+}
+
+/** A lease a rescue takes back, with its job's attempts. */
+export type AbandonedLease = Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'> & Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
+
+/** A running job that holds no lease. */
+export type UnleasedRun = Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
+
+/** What a worker reads of a queue before it takes the write lock: its counters, its stored limit, and when its next scheduled job is due. */
+export type Claimable = Pick<QueueRow, 'paused' | 'running' | 'waiting' | 'scheduled' | 'concurrency'> & { nextScheduled: number | null }
+
+/** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force. */
+export type ClaimLimits = Pick<QueueRow, 'paused' | 'running' | 'concurrency'> & { perGroup: QueueRow['concurrencyPerGroup'] }
+
+/** The limits a queue holds, and when a worker stored them (null: never). */
+export interface StoredLimits {
+  concurrency: QueueRow['concurrency']
+  perGroup: QueueRow['concurrencyPerGroup']
+  setAt: QueueRow['limitsSetAt']
+}
+
+/** A job as enqueue adds it. */
+export type NewJob = Pick<JobRow, 'queue' | 'id' | 'grp' | 'value' | 'priority' | 'maxAttempts' | 'runAt'> & {
+  state: 'waiting' | 'scheduled'
+  now: number
+  maxWaiting: number
+}
+
+/** The jobs a claim may take: runnable jobs of `queue` due by `now`. */
+export interface ClaimWindow {
+  queue: string
+  now: number
+}
+
+/** The lease a claim writes for each job it takes. */
+export interface NewLease {
+  owner: string
+  expiresAt: number
+  channel: string | null
+}
+
+/** A run's lease, as the fence tests it. */
+export interface LeaseParams {
+  seq: number
+  owner: string
+  attempt: number
+}
+
+/** The job's next row values: what a run's end writes. */
+export interface RunEndParams {
+  state: JobState
+  runAt: number | null
+  finishedAt: number | null
+  result: string | null
+  error: string | null
+  errorStack: string | null
+  /** 1 when the run gives its attempt back (a snooze), else 0. */
+  refund: 0 | 1
+  /** 1 when the run ended without an outcome and its job's next run goes alone (engine/alone.ts). */
+  abandoned: 0 | 1
+}
+
+/** One run of several ended alike: its job, attempt, finish time and result. */
+export type RunEndOf = readonly [seq: number, attempt: number, finishedAt: number | null, result: string | null]
+
+/** How many jobs of one queue entered (positive) or left (negative) each state. */
+export type StateCounts = Record<JobState, number>
+
+/**
+ * A job's row with its lease, as snapshots (getJob, watch) are built from; its result only once it has
+ * ended. Another program may have stored values of other types in any column: queue/read.ts's toSnapshot
+ * reads them through StoredColumns.
+ */
+export type SnapshotRow = Pick<
+  JobRow,
+  'seq' | 'queue' | 'id' | 'grp' | 'state' | 'priority' | 'runAt' | 'attempts' | 'maxAttempts' | 'createdAt' | 'finishedAt' | 'error' | 'result'
+> & {
+  owner: LeaseRow['owner'] | null
+  leaseAttempt: LeaseRow['attempt'] | null
+  channel: LeaseRow['channel']
+}
+
+/** Where a job stands in claim order, for counting the jobs ahead of it, up to `limit`. */
+export interface AheadParams {
+  queue: string
+  priority: number
+  runAt: number
+  seq: number
+  now: number
+  limit: number
+}
+
+/** A job as the admin API answers it; another program may have stored other types in any column (admin/list.ts's toRecord reads them as stored). */
+export type AdminJobRow = Pick<
+  JobRow,
+  'seq' | 'queue' | 'id' | 'grp' | 'value' | 'state' | 'priority' | 'attempts' | 'maxAttempts' | 'runAt' | 'createdAt' | 'finishedAt' | 'error' | 'errorStack' | 'result'
+>
+
+/** A queue's counters. */
+export type CountsRow = Pick<QueueRow, 'name' | 'paused' | 'waiting' | 'scheduled' | 'running' | 'done' | 'failed' | 'canceled'>
+
+/** The orders a listing of jobs walks: each over the index that serves it, so a page costs the same on the millionth job as on the first. */
+export type ListingOrder = 'waiting' | 'scheduled' | 'running' | 'ended' | 'newest'
+
+/** A page of a listing: its filters, size, and the sort keys of the last job before it (as the engine writes them, or as another program stored them). */
+export interface ListParams {
+  queue: string | null
+  state: JobState | null
+  grp: string | null
+  limit: number
+  k1: number | string | Buffer
+  k2: number | string | Buffer | undefined
+  k3: number | string | Buffer | undefined
+}
+
+/** Ended jobs of a queue in one state within [since, until). */
+export interface EndedWindow {
+  queue: string
+  state: EndedState
+  since: number
+  until: number
+}

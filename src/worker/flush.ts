@@ -1,0 +1,193 @@
+/**
+ * A worker's writes: one write transaction at a time that stores the
+ * queue's limits (the first time), records the ends of runs waiting to be
+ * written, and claims jobs for the free slots. Ends ride in the next claim's
+ * transaction, so a busy worker writes claims and ends in batches.
+ *
+ * While other writers contend for the lock, flushes leave a short gap
+ * between them: SQLite's busy handler lets a waiting writer retry only now
+ * and then, so a worker that took the lock back to back would starve the
+ * app's own transactions.
+ */
+import { ask, type ClaimedJob, type Connection } from '../dialect/index.js'
+import { claimJobs } from '../engine/claim.js'
+import { counting } from '../engine/counts.js'
+import type { QueueDefinition } from '../engine/definition.js'
+import { storeLimits } from '../engine/queue-limits.js'
+import { recordEnds, type RunEndRecord } from '../engine/record.js'
+import { jobsChanged } from '../engine/wake.js'
+import { BUSY_RETRY_MS, CONTENDED_GAP_MS, CONTENDED_LOCK_WAIT_MS, CONTENDED_SPELL_MS, MAINTENANCE_INTERVAL_MS } from '../limits.js'
+import { progressChannel } from '../progress/channel.js'
+import type { ActiveRuns } from './runs.js'
+
+/** What a flush needs of its worker. @internal */
+export interface FlushContext {
+  readonly connection: Connection
+  readonly queue: QueueDefinition
+  readonly owner: string
+  readonly slots: number
+  readonly leaseMs: number
+  readonly runs: ActiveRuns
+  readonly clock: () => number
+  readonly onError: (error: unknown) => void
+  /** Whether the worker is stopping: it claims nothing more. */
+  stopping(): boolean
+  /** Starts the run of a job the flush claimed. */
+  start(job: ClaimedJob): void
+}
+
+/** One worker's flushes. @internal */
+export class Flusher {
+  private readonly pendingEnds: RunEndRecord[] = []
+  private queued = false
+  /** The flush under way, if any: flushes never overlap, and one asked for meanwhile runs after it. */
+  private current: Promise<void> | null = null
+  private again = false
+  /** Until when (performance.now() ms) flushes leave a gap, because taking the lock had to wait. */
+  private contendedUntil = 0
+  /** The database's data version inside the last flush's transaction: it moves only when other connections write. */
+  private versionAtLastFlush = -1
+  /** Whether this worker's first transaction stored its definition's limits as the queue's (JOB-19). */
+  private limitsStored = false
+  private nextScheduledTimer: NodeJS.Timeout | null = null
+
+  constructor(private readonly worker: FlushContext) {}
+
+  /** Queues a run's end for the next flush, and asks for one. */
+  endRun(record: RunEndRecord): void {
+    this.pendingEnds.push(record)
+    this.schedule()
+  }
+
+  /** Whether ends are waiting to be written. */
+  get hasPendingEnds(): boolean {
+    return this.pendingEnds.length > 0
+  }
+
+  /** Flushes soon: on the next turn of the event loop, or, while other writers contend for the lock, after a short gap. */
+  schedule(): void {
+    if (this.queued) return
+    this.queued = true
+    const run = () => {
+      this.queued = false
+      void this.flush()
+    }
+    if (performance.now() < this.contendedUntil) setTimeout(run, CONTENDED_GAP_MS)
+    else setImmediate(run)
+  }
+
+  /** Flushes now, or once the flush under way has ended. */
+  flush(): Promise<void> {
+    if (this.current) {
+      this.again = true
+      return this.current
+    }
+    const flushing = (async () => {
+      try {
+        await this.flushOnce()
+      } finally {
+        this.current = null
+      }
+      if (this.again) {
+        this.again = false
+        this.schedule()
+      }
+    })()
+    this.current = flushing
+    return flushing
+  }
+
+  /** Resolves once no flush is under way. */
+  async settled(): Promise<void> {
+    while (this.current) await this.current
+  }
+
+  /** Stops the timer that waits for the next scheduled job. */
+  cancelTimers(): void {
+    if (this.nextScheduledTimer) clearTimeout(this.nextScheduledTimer)
+    this.nextScheduledTimer = null
+  }
+
+  /**
+   * One write transaction. The claim passes over the jobs whose ends it has just written (a retry whose
+   * backoff has already passed): their new state commits first, for watchers to see, and the flush
+   * that the end's notice schedules claims them again.
+   */
+  private async flushOnce(): Promise<void> {
+    const { connection, queue, runs } = this.worker
+    const stopping = this.worker.stopping()
+    const free = stopping || !runs.mayClaim ? 0 : this.worker.slots - runs.size
+    const ends = this.pendingEnds.splice(0)
+    const storing = !this.limitsStored && !stopping
+    if (ends.length === 0 && !storing && (free <= 0 || !(await this.mightHaveWork()))) return
+    // Inside a transaction of the app on this connection, our writes would join it: wait for its end.
+    if (connection.inTransaction()) {
+      this.pendingEnds.unshift(...ends)
+      setTimeout(() => this.schedule(), BUSY_RETRY_MS)
+      return
+    }
+    const now = this.worker.clock()
+    const self = this
+    let othersWrote = false
+    let replaced: string | null = null
+    let claimed: ClaimedJob[]
+    try {
+      const written = await connection.writeTimed(
+        (function* () {
+          const version = yield* ask(connection.executor.dataVersion())
+          othersWrote = version !== self.versionAtLastFlush
+          self.versionAtLastFlush = version
+          if (storing) replaced = yield* storeLimits(connection, queue, now)
+          return yield* counting(connection, queue.name, function* (moved) {
+            const landed = yield* recordEnds(connection, ends, moved)
+            if (free <= 0) return []
+            const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
+            const request = { limit: free, idle: runs.size === 0, owner: self.worker.owner, leaseMs: self.worker.leaseMs, now, channel: progressChannel(), passOver }
+            return yield* claimJobs(connection, queue, request, moved)
+          })
+        })(),
+      )
+      claimed = written.value
+      // Contended: the lock took a while, and another connection did write since our last transaction
+      // (a pause of this process alone, a GC say, must not slow it down).
+      if (othersWrote && written.lockWaitMs > CONTENDED_LOCK_WAIT_MS) this.contendedUntil = performance.now() + CONTENDED_SPELL_MS
+    } catch (error) {
+      this.pendingEnds.unshift(...ends)
+      const busy = connection.isBusy(error)
+      if (!busy) this.worker.onError(error)
+      setTimeout(() => this.schedule(), busy ? BUSY_RETRY_MS : MAINTENANCE_INTERVAL_MS)
+      return
+    }
+    if (storing) {
+      this.limitsStored = true
+      if (replaced !== null) console.warn(replaced)
+    }
+    if (ends.length > 0) jobsChanged(connection.key, queue.name, 'ended')
+    if (claimed.length > 0) jobsChanged(connection.key, queue.name, 'claimed')
+    for (const job of claimed) this.worker.start(job)
+    if (claimed.length > 0 && claimed.length === free) this.schedule()
+    else if (free > 0) await this.mightHaveWork()
+  }
+
+  /** A read before taking the write lock: is anything claimable now? Arms a timer for the next scheduled job either way. */
+  private async mightHaveWork(): Promise<boolean> {
+    const counts = await this.worker.connection.executor.queueClaimable(this.worker.queue.name)
+    if (!counts || counts.paused) return false
+    // The stored limit, not this process's definition: another worker's start may have replaced it (JOB-19).
+    if (counts.concurrency !== null && counts.running >= counts.concurrency) return false
+    if (counts.waiting > 0) return true
+    if (counts.nextScheduled === null) return false
+    const wait = counts.nextScheduled - this.worker.clock()
+    if (wait <= 0) return true
+    this.wakeAt(wait)
+    return false
+  }
+
+  private wakeAt(wait: number): void {
+    if (this.nextScheduledTimer) clearTimeout(this.nextScheduledTimer)
+    this.nextScheduledTimer = setTimeout(() => {
+      this.nextScheduledTimer = null
+      this.schedule()
+    }, Math.min(wait + 1, MAINTENANCE_INTERVAL_MS * 60))
+  }
+}
