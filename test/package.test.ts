@@ -27,6 +27,7 @@ const pkg = JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as {
   bin: Record<string, string>
   scripts: Record<string, string>
   peerDependencies: Record<string, string>
+  peerDependenciesMeta: Record<string, { optional?: boolean }>
   devDependencies: Record<string, string>
 }
 
@@ -122,7 +123,14 @@ test('package declarations: nothing @internal is shipped, WorkOptions has no clo
 })
 
 test('package peers: each range starts at the version the suite runs on and stops before the next breaking release', () => {
-  expect(pkg.peerDependencies).toEqual({ 'better-sqlite3': expect.any(String), 'drizzle-orm': expect.any(String) })
+  expect(pkg.peerDependencies).toEqual({
+    'better-sqlite3': expect.any(String),
+    'drizzle-orm': expect.any(String),
+    pg: expect.any(String),
+    postgres: expect.any(String),
+  })
+  // An app installs the driver of its database only: a PostgreSQL app does not compile better-sqlite3.
+  expect(pkg.peerDependenciesMeta).toEqual({ 'better-sqlite3': { optional: true }, pg: { optional: true }, postgres: { optional: true } })
   for (const [name, range] of Object.entries(pkg.peerDependencies)) {
     const tested = pkg.devDependencies[name]!.replace(/^[\^~]/, '')
     const installed = (JSON.parse(readFileSync(resolve(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version
