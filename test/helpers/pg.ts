@@ -60,8 +60,8 @@ async function onServer<T>(work: (client: pg.Client) => Promise<T>): Promise<T> 
   }
 }
 
-/** A new database on the run's server with the queue tables migrated in. */
-export async function freshPgDb(): Promise<TestPgDb> {
+/** A new database on the run's server with the queue tables migrated in (or left empty, with `migrate: false`). */
+export async function freshPgDb(options: { migrate?: boolean } = {}): Promise<TestPgDb> {
   const name = `drizzle_jobs_test_${process.pid}_${randomBytes(6).toString('hex')}`
   await onServer((client) => client.query(`create database "${name}"`))
   const url = databaseUrl(pgServerUrl(), name)
@@ -79,7 +79,7 @@ export async function freshPgDb(): Promise<TestPgDb> {
       await onServer((client) => client.query(`drop database if exists "${name}" with (force)`))
     })())
   try {
-    await migrate(db, { migrationsFolder: PG_MIGRATIONS })
+    if (options.migrate !== false) await migrate(db, { migrationsFolder: PG_MIGRATIONS })
   } catch (error) {
     await drop()
     throw error
