@@ -29,6 +29,8 @@ export const NO_SERVER =
   'the PostgreSQL tests need a server: set DATABASE_URL=postgres://user@host:port/db, or install PostgreSQL (apt-get install postgresql) so that they start their own with initdb'
 
 const SYSTEM_USER = 'postgres'
+/** util-linux's runuser, in sbin, which a root shell's PATH may lack. */
+const RUNUSER = ['/usr/sbin/runuser', '/sbin/runuser'].find((path) => existsSync(path)) ?? 'runuser'
 
 export default async function setup(project: TestProject): Promise<() => void> {
   const given = process.env.DATABASE_URL
@@ -101,7 +103,7 @@ async function startCluster(bin: Binaries): Promise<Cluster> {
   // initdb refuses to run as root, and the server with it: they run as the system user the package made.
   const asRoot = process.getuid?.() === 0
   const run = (file: string, args: string[]): string => {
-    const [command, argv] = asRoot ? ['runuser', ['-u', SYSTEM_USER, '--', file, ...args]] : [file, args]
+    const [command, argv] = asRoot ? [RUNUSER, ['-u', SYSTEM_USER, '--', file, ...args]] : [file, args]
     // In the cluster's folder: the system user may not be allowed into the current one.
     return execFileSync(command, argv, { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 })
   }
@@ -109,7 +111,8 @@ async function startCluster(bin: Binaries): Promise<Cluster> {
     const { stderr } = error as { stderr?: string }
     const tail = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').slice(-5).join(' | ') : ''
     rmSync(dir, { recursive: true, force: true })
-    return { unavailable: `the private PostgreSQL cluster did not start (${what}): ${(stderr || String(error)).trim()} ${tail}`.trim() }
+    const why = `${stderr || String(error)} ${tail}`.trim().replace(/\s*\n\s*/g, ' | ')
+    return { unavailable: `the private PostgreSQL cluster did not start (${what}): ${why}` }
   }
   try {
     if (asRoot) {
