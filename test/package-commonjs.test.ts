@@ -53,6 +53,9 @@ const { drizzle } = require('drizzle-orm/better-sqlite3')
 const { migrate } = require('drizzle-orm/better-sqlite3/migrator')
 const { defineQueue, enqueue, getJob } = require('drizzle-jobs')
 const schema = require('drizzle-jobs/schema')
+const pgSchema = require('drizzle-jobs/pg/schema')
+const { getTableName, is } = require('drizzle-orm')
+const { PgTable } = require('drizzle-orm/pg-core')
 const { jobEvents } = require('drizzle-jobs/sse')
 const { drain, assertEnqueued } = require('drizzle-jobs/testing')
 const { dashboard } = require('drizzle-jobs/dashboard')
@@ -70,6 +73,7 @@ async function main() {
     drained: drained.runs.length,
     state: getJob(db, mail, 'welcome').state,
     tables: Object.keys(schema).sort(),
+    pgTables: Object.entries(pgSchema).filter(([, table]) => is(table, PgTable)).map(([, table]) => getTableName(table)).sort(),
     sse: typeof jobEvents,
     dashboard: page.status,
   }))
@@ -78,20 +82,26 @@ main().catch((error) => { console.error(error); process.exit(1) })
 `)
   const file = join(app, 'required.db')
   const printed = JSON.parse(run(process.execPath, ['main.js', file, MIGRATIONS]).trim().split('\n').at(-1)!) as Record<string, unknown>
-  expect(printed).toEqual({ drained: 1, state: 'done', tables: ['jobsJob', 'jobsLease', 'jobsQueue', 'jobsStep'], sse: 'function', dashboard: 200 })
+  expect(printed).toEqual({ drained: 1, state: 'done', tables: ['jobsJob', 'jobsLease', 'jobsQueue', 'jobsStep'], pgTables: ['jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_step'], sse: 'function', dashboard: 200 })
   expect(jobRow(file, 'welcome')).toEqual({ state: 'done', value: '{"to":"ada@example.com"}', result: '{"sent":"ada@example.com"}' })
 })
 
 test('a CommonJS TypeScript app imports the package under tsx, tsc checks its types, and what tsc emits runs under node', () => {
-  // The tables merged into the app's schema with export *, as an app adopts them.
+  // The tables merged into the app's schemas with export *, as an app adopts them, on SQLite and on PostgreSQL.
   writeFileSync(join(app, 'schema.ts'), `
 import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core'
 export * from 'drizzle-jobs/schema'
 export const messages = sqliteTable('messages', { id: integer('id').primaryKey(), text: text('text').notNull() })
 `)
+  writeFileSync(join(app, 'pg-schema.ts'), `
+import { integer, pgTable, text } from 'drizzle-orm/pg-core'
+export * from 'drizzle-jobs/pg/schema'
+export const notes = pgTable('notes', { id: integer('id').primaryKey(), text: text('text').notNull() })
+`)
   writeFileSync(join(app, 'main.ts'), `
 import Database from 'better-sqlite3'
-import { sql } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
+import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import { defineQueue, enqueue, getJob, type Enqueued } from 'drizzle-jobs'
@@ -99,6 +109,7 @@ import { jobEvents } from 'drizzle-jobs/sse'
 import { assertEnqueued } from 'drizzle-jobs/testing'
 import { dashboard, type Dashboard } from 'drizzle-jobs/dashboard'
 import * as schema from './schema'
+import * as pgSchema from './pg-schema'
 
 const [file, migrations] = process.argv.slice(2) as [string, string]
 const db = drizzle(new Database(file), { schema })
@@ -112,6 +123,10 @@ const added: Enqueued = db.transaction((tx) => {
 assertEnqueued(db, mail, { value: { messageId: 1 } })
 const state: string | undefined = getJob(db, mail, 'digest')?.state
 const handler: Dashboard['fetch'] = dashboard(db).fetch
+// The PostgreSQL tables in a node-postgres database of the app's schema, which needs no server to build a query.
+const pgDb = drizzlePg.mock({ schema: pgSchema })
+const waiting: (typeof pgSchema.jobsJob.$inferSelect)['state'] = 'waiting'
+const pgQuery: string = pgDb.select({ seq: pgSchema.jobsJob.seq }).from(pgSchema.jobsJob).where(eq(pgSchema.jobsJob.state, waiting)).toSQL().sql
 console.log(JSON.stringify({
   id: added.id,
   state,
@@ -119,14 +134,22 @@ console.log(JSON.stringify({
   commonjs: typeof module === 'object' && typeof require === 'function',
   sse: typeof jobEvents,
   fetch: typeof handler,
+  pgQuery,
 }))
 `)
   writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({
     // node20 (or nodenext) is how TypeScript models Node ≥ 20.19, where require() loads ES modules.
     compilerOptions: { module: 'node20', strict: true, outDir: 'out', esModuleInterop: true, skipLibCheck: true, types: ['node'] },
-    files: ['main.ts', 'schema.ts'],
+    files: ['main.ts', 'schema.ts', 'pg-schema.ts'],
   }))
-  const expected = { id: 'digest', state: 'waiting', commonjs: true, sse: 'function', fetch: 'function' }
+  const expected = {
+    id: 'digest',
+    state: 'waiting',
+    commonjs: true,
+    sse: 'function',
+    fetch: 'function',
+    pgQuery: 'select "seq" from "jobs_job" where "jobs_job"."state" = $1',
+  }
   const printed = JSON.parse(run(join(BIN, 'tsx'), ['main.ts', join(app, 'tsx.db'), MIGRATIONS]).trim().split('\n').at(-1)!) as unknown
   expect(printed).toEqual(expected)
   expect(jobRow(join(app, 'tsx.db'), 'digest')).toEqual({ state: 'waiting', value: '{"messageId":1}', result: null })

@@ -1,7 +1,8 @@
 /**
  * The package as npm ships it: every export and the bin name files the build made, as publint would check;
  * what `npm pack` takes holds no source maps and no @internal declaration, and its declarations compile; the
- * peer ranges start at the versions the suite runs on; and the main entry does not load the dashboard.
+ * peer ranges start at the versions the suite runs on; the main entry does not load the dashboard; and no
+ * export loads a database driver, which the app brings.
  */
 import { execFileSync } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -27,6 +28,7 @@ const pkg = JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as {
   bin: Record<string, string>
   scripts: Record<string, string>
   peerDependencies: Record<string, string>
+  peerDependenciesMeta: Record<string, { optional?: boolean }>
   devDependencies: Record<string, string>
 }
 
@@ -40,7 +42,7 @@ test('package exports: each subpath has import and require entries with types, w
   expect(pkg.type).toBe('module')
   expect(pkg.peerDependencies['drizzle-orm']).toBeDefined()
   const subpaths = Object.entries(pkg.exports).filter(([path]) => path !== './package.json')
-  expect(subpaths.map(([path]) => path).sort()).toEqual(['.', './dashboard', './schema', './sse', './testing'])
+  expect(subpaths.map(([path]) => path).sort()).toEqual(['.', './dashboard', './pg/schema', './schema', './sse', './testing'])
   for (const [path, entry] of subpaths) {
     expect(typeof entry, path).toBe('object')
     const { import: esm, require: cjs, default: fallback } = entry as { import: Target; require: Target; default: string }
@@ -122,7 +124,14 @@ test('package declarations: nothing @internal is shipped, WorkOptions has no clo
 })
 
 test('package peers: each range starts at the version the suite runs on and stops before the next breaking release', () => {
-  expect(pkg.peerDependencies).toEqual({ 'better-sqlite3': expect.any(String), 'drizzle-orm': expect.any(String) })
+  expect(pkg.peerDependencies).toEqual({
+    'better-sqlite3': expect.any(String),
+    'drizzle-orm': expect.any(String),
+    pg: expect.any(String),
+    postgres: expect.any(String),
+  })
+  // An app installs the driver of its database only: a PostgreSQL app does not compile better-sqlite3.
+  expect(pkg.peerDependenciesMeta).toEqual({ 'better-sqlite3': { optional: true }, pg: { optional: true }, postgres: { optional: true } })
   for (const [name, range] of Object.entries(pkg.peerDependencies)) {
     const tested = pkg.devDependencies[name]!.replace(/^[\^~]/, '')
     const installed = (JSON.parse(readFileSync(resolve(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version
@@ -141,27 +150,30 @@ test('package scripts: prepare builds, so that an install from a git URL gets di
   expect(build.compilerOptions).toMatchObject({ sourceMap: false, stripInternal: true })
 })
 
-test('package main entry: importing drizzle-jobs loads no dashboard module and no htmx; drizzle-jobs/dashboard does', () => {
-  // A loader hook writes down every module Node loads.
+/** The URLs of the modules Node loads for an entry of the package, written down by a loader hook. */
+function loaded(entry: string): string[] {
   const hooks = join(scratch, 'hooks.mjs')
-  writeFileSync(hooks, `
+  if (!existsSync(hooks)) {
+    writeFileSync(hooks, `
 import { appendFileSync } from 'node:fs'
 export async function load(url, context, next) {
   appendFileSync(process.env.LOADED_LOG, url + '\\n')
   return next(url, context)
 }
 `)
-  writeFileSync(join(scratch, 'register.mjs'), `import { register } from 'node:module'\nregister(${JSON.stringify(pathToFileURL(hooks).href)})\n`)
-  const loaded = (entry: string): string[] => {
-    const log = join(scratch, `loaded-${entry.replace(/\W/g, '_')}.log`)
-    writeFileSync(log, '')
-    const target = (pkg.exports[entry] as { import: Target }).import.default
-    execFileSync(process.execPath, ['--import', pathToFileURL(join(scratch, 'register.mjs')).href, '--input-type=module', '-e', `await import(${JSON.stringify(pathToFileURL(resolve(ROOT, target)).href)})`], {
-      env: { ...process.env, LOADED_LOG: log },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    return readFileSync(log, 'utf8').split('\n').filter(Boolean)
+    writeFileSync(join(scratch, 'register.mjs'), `import { register } from 'node:module'\nregister(${JSON.stringify(pathToFileURL(hooks).href)})\n`)
   }
+  const log = join(scratch, `loaded-${entry.replace(/\W/g, '_')}.log`)
+  writeFileSync(log, '')
+  const target = (pkg.exports[entry] as { import: Target }).import.default
+  execFileSync(process.execPath, ['--import', pathToFileURL(join(scratch, 'register.mjs')).href, '--input-type=module', '-e', `await import(${JSON.stringify(pathToFileURL(resolve(ROOT, target)).href)})`], {
+    env: { ...process.env, LOADED_LOG: log },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  return readFileSync(log, 'utf8').split('\n').filter(Boolean)
+}
+
+test('package main entry: importing drizzle-jobs loads no dashboard module and no htmx; drizzle-jobs/dashboard does', () => {
   const main = loaded('.')
   expect(main).toContain(pathToFileURL(resolve(ROOT, 'dist/index.js')).href)
   expect(main.filter((url) => url.includes('/dist/dashboard/') || url.includes('htmx'))).toEqual([])
@@ -173,4 +185,12 @@ export async function load(url, context, next) {
     .map((entry) => join(entry.parentPath, entry.name))
     .filter((file) => readFileSync(file, 'utf8').includes('htmx.org'))
   expect(readers.map((file) => relative(ROOT, file))).toEqual(['dist/dashboard/assets.js'])
+})
+
+test('package drivers: no export loads better-sqlite3, pg or postgres, so an app needs only the driver it uses', () => {
+  // The app passes its own Drizzle database; the package names the drivers' types only (import type).
+  for (const entry of Object.keys(pkg.exports).filter((path) => path !== './package.json')) {
+    const drivers = loaded(entry).filter((url) => /\/node_modules\/(?:better-sqlite3|pg|postgres)\//.test(url) || /\/drizzle-orm\/(?:better-sqlite3|node-postgres|postgres-js)\//.test(url))
+    expect(drivers, entry).toEqual([])
+  }
 })

@@ -1,0 +1,109 @@
+/**
+ * The four tables of drizzle-jobs on PostgreSQL, as Drizzle schema. Merge them into the app's schema
+ * (`export * from 'drizzle-jobs/pg/schema'`) and let drizzle-kit create them: `drizzle-kit generate`, then
+ * `drizzle-kit migrate`.
+ *
+ * The tables, columns and TypeScript keys are those of the SQLite tables (`drizzle-jobs/schema`), in
+ * PostgreSQL's own types: `jsonb` values, `timestamptz` times, booleans, and an identity `seq`. Producers and
+ * workers in other languages may use them with plain SQL: an `insert into jobs_job (queue, value)` gets the
+ * defaults of every other column.
+ */
+import { sql } from 'drizzle-orm'
+import { bigint, boolean, check, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core'
+
+/**
+ * One row per queue: its pause flag, its limits across every process, and its jobs counted by state
+ * (kept by the engine).
+ */
+export const jobsQueue = pgTable('jobs_queue', {
+  name: text('name').primaryKey(),
+  paused: boolean('paused').notNull().default(false),
+  /** Runs at once across every worker of every process, or null for no limit: stored by the worker started last, enforced by every claim. */
+  concurrency: integer('concurrency'),
+  /** Runs at once of one group, likewise, or null for no limit. */
+  concurrencyPerGroup: integer('concurrency_per_group'),
+  /** When a worker last stored the limits, or null if none ever did. */
+  limitsSetAt: timestamp('limits_set_at', { withTimezone: true, mode: 'date' }),
+  waiting: bigint('waiting', { mode: 'number' }).notNull().default(0),
+  scheduled: bigint('scheduled', { mode: 'number' }).notNull().default(0),
+  running: bigint('running', { mode: 'number' }).notNull().default(0),
+  done: bigint('done', { mode: 'number' }).notNull().default(0),
+  failed: bigint('failed', { mode: 'number' }).notNull().default(0),
+  canceled: bigint('canceled', { mode: 'number' }).notNull().default(0),
+})
+
+/** One row per job. `seq` is the add order; claims go by priority, run_at, seq. */
+export const jobsJob = pgTable(
+  'jobs_job',
+  {
+    /** The add order, given by the database (an identity column: a producer never writes it). */
+    seq: bigint('seq', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    queue: text('queue').notNull(),
+    /** Unique within the queue; a random UUID when the producer gives none. */
+    id: text('id').notNull().default(sql`gen_random_uuid()::text`),
+    grp: text('grp'),
+    value: jsonb('value').notNull().default(sql`'null'::jsonb`),
+    /** One of the six states; a CHECK refuses any other, so a producer's typo fails its insert instead of leaving a job no worker claims. */
+    state: text('state', { enum: ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] }).notNull().default('waiting'),
+    /** Lower runs first. */
+    priority: integer('priority').notNull().default(0),
+    /** Runs started, counted when a run is claimed. */
+    attempts: integer('attempts').notNull().default(0),
+    maxAttempts: integer('max_attempts').notNull().default(10),
+    runAt: timestamp('run_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    finishedAt: timestamp('finished_at', { withTimezone: true, mode: 'date' }),
+    error: text('error'),
+    result: jsonb('result'),
+    /** Internal: the stack of the error that ended the last failed run, for the dashboard. */
+    errorStack: text('error_stack'),
+    /** Internal: true when the last run ended without an outcome (its worker died, or its lease expired); such a job next runs alone in its worker, so a job that kills its process takes no other job down with it. */
+    abandoned: boolean('abandoned').notNull().default(false),
+  },
+  (t) => [
+    check('jobs_job_state_check', sql`state in ('waiting', 'scheduled', 'running', 'done', 'failed', 'canceled')`),
+    uniqueIndex('jobs_job_queue_id').on(t.queue, t.id),
+    index('jobs_job_claim')
+      .on(t.queue, t.priority, t.runAt, t.seq)
+      .where(sql`state in ('waiting', 'scheduled')`),
+    index('jobs_job_scheduled').on(t.queue, t.runAt).where(sql`state = 'scheduled'`),
+    index('jobs_job_abandoned')
+      .on(t.queue, t.priority, t.runAt, t.seq)
+      .where(sql`abandoned and state in ('waiting', 'scheduled')`),
+    index('jobs_job_ended')
+      .on(t.queue, t.state, t.finishedAt)
+      .where(sql`state in ('done', 'failed', 'canceled')`),
+  ],
+)
+
+/** One row per finished step of a job; deleted when the job ends. */
+export const jobsStep = pgTable(
+  'jobs_step',
+  {
+    job: bigint('job', { mode: 'number' })
+      .notNull()
+      .references(() => jobsJob.seq, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    answer: jsonb('answer'),
+  },
+  (t) => [primaryKey({ columns: [t.job, t.name] })],
+)
+
+/** One row per running job: who runs it, which attempt, until when. */
+export const jobsLease = pgTable(
+  'jobs_lease',
+  {
+    job: bigint('job', { mode: 'number' })
+      .primaryKey()
+      .references(() => jobsJob.seq, { onDelete: 'cascade' }),
+    queue: text('queue').notNull(),
+    grp: text('grp'),
+    owner: text('owner').notNull(),
+    attempt: integer('attempt').notNull(),
+    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
+    /** Internal: where the owner process publishes the run's live progress, or null. */
+    channel: text('channel'),
+  },
+  // No index beyond the primary key: the table holds running jobs only, so look-ups by queue, group, owner
+  // or expiry scan a few rows, while each index would cost every claim and every end a write.
+)

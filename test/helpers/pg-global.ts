@@ -1,0 +1,154 @@
+/**
+ * Vitest's global setup: the one PostgreSQL server that every test file of a run shares, handed to the files
+ * as `inject('pgServer')` (test/helpers/pg.ts makes each file its own database on it).
+ *
+ * With DATABASE_URL set, that server. Otherwise a private cluster, started once per run with initdb and
+ * pg_ctl from PATH or /usr/lib/postgresql/<newest>/bin, in a fresh temporary folder, with trust
+ * authentication, listening on a free loopback port and a socket inside its folder; stopped and removed at
+ * the end of the run. As root, initdb refuses to run: the cluster then runs as the `postgres` system user.
+ * Without either, the run goes on and only the PostgreSQL tests fail, each with a line saying how to get a
+ * server.
+ */
+import { execFileSync } from 'node:child_process'
+import { accessSync, appendFileSync, chownSync, constants, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { delimiter, join } from 'node:path'
+import type { TestProject } from 'vitest/node'
+
+/** What the test files are given: a server's URL, or why there is none. */
+export type PgServer = { url: string } | { unavailable: string }
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    pgServer: PgServer
+  }
+}
+
+export const NO_SERVER =
+  'the PostgreSQL tests need a server: set DATABASE_URL=postgres://user@host:port/db, or install PostgreSQL (apt-get install postgresql) so that they start their own with initdb'
+
+const SYSTEM_USER = 'postgres'
+/** util-linux's runuser, in sbin, which a root shell's PATH may lack. */
+const RUNUSER = ['/usr/sbin/runuser', '/sbin/runuser'].find((path) => existsSync(path)) ?? 'runuser'
+
+export default async function setup(project: TestProject): Promise<() => void> {
+  const given = process.env.DATABASE_URL
+  if (given) {
+    project.provide('pgServer', { url: given })
+    return () => {}
+  }
+  const bin = findBinaries()
+  if (!bin) {
+    project.provide('pgServer', { unavailable: NO_SERVER })
+    return () => {}
+  }
+  const cluster = await startCluster(bin)
+  project.provide('pgServer', 'url' in cluster ? { url: cluster.url } : { unavailable: cluster.unavailable })
+  return () => {
+    if ('url' in cluster) cluster.stop()
+  }
+}
+
+interface Binaries {
+  initdb: string
+  pgCtl: string
+}
+
+/** initdb and pg_ctl from PATH, else from the newest /usr/lib/postgresql/<version>/bin (Debian's layout). */
+function findBinaries(): Binaries | null {
+  for (const dir of (process.env.PATH ?? '').split(delimiter).filter(Boolean)) {
+    const found = binariesIn(dir)
+    if (found) return found
+  }
+  const root = '/usr/lib/postgresql'
+  const versions = existsSync(root) ? readdirSync(root).filter((name) => /^\d+(\.\d+)?$/.test(name)) : []
+  for (const version of versions.sort((a, b) => Number(b) - Number(a))) {
+    const found = binariesIn(join(root, version, 'bin'))
+    if (found) return found
+  }
+  return null
+}
+
+function binariesIn(dir: string): Binaries | null {
+  const initdb = join(dir, 'initdb')
+  const pgCtl = join(dir, 'pg_ctl')
+  try {
+    accessSync(initdb, constants.X_OK)
+    accessSync(pgCtl, constants.X_OK)
+    return { initdb, pgCtl }
+  } catch {
+    return null
+  }
+}
+
+/** A port nobody listens on now: the system picks one for a socket bound to port 0, which is then closed. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))))
+    })
+  })
+}
+
+type Cluster = { url: string; stop(): void } | { unavailable: string }
+
+async function startCluster(bin: Binaries): Promise<Cluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'drizzle-jobs-pg-'))
+  const data = join(dir, 'data')
+  const log = join(dir, 'server.log')
+  // initdb refuses to run as root, and the server with it: they run as the system user the package made.
+  const asRoot = process.getuid?.() === 0
+  const run = (file: string, args: string[]): string => {
+    const [command, argv] = asRoot ? [RUNUSER, ['-u', SYSTEM_USER, '--', file, ...args]] : [file, args]
+    // In the cluster's folder: the system user may not be allowed into the current one.
+    return execFileSync(command, argv, { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 })
+  }
+  const failed = (what: string, error: unknown): { unavailable: string } => {
+    const { stderr } = error as { stderr?: string }
+    const tail = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').slice(-5).join(' | ') : ''
+    rmSync(dir, { recursive: true, force: true })
+    const why = `${stderr || String(error)} ${tail}`.trim().replace(/\s*\n\s*/g, ' | ')
+    return { unavailable: `the private PostgreSQL cluster did not start (${what}): ${why}` }
+  }
+  try {
+    if (asRoot) {
+      const uid = Number(execFileSync('id', ['-u', SYSTEM_USER], { encoding: 'utf8' }))
+      const gid = Number(execFileSync('id', ['-g', SYSTEM_USER], { encoding: 'utf8' }))
+      chownSync(dir, uid, gid)
+    }
+    run(bin.initdb, ['--pgdata', data, '--auth', 'trust', '--username', 'postgres', '--encoding', 'UTF8', '--locale', 'C'])
+  } catch (error) {
+    return failed('initdb', error)
+  }
+  // Only loopback and a socket in the cluster's own folder; durability settings stay at their defaults.
+  appendFileSync(join(data, 'postgresql.conf'), [
+    "listen_addresses = '127.0.0.1'",
+    `unix_socket_directories = '${dir}'`,
+    'max_connections = 200',
+    '',
+  ].join('\n'))
+  // Another process may take the free port before the server binds it: then try another.
+  for (let tries = 1; ; tries++) {
+    const port = await freePort()
+    try {
+      run(bin.pgCtl, ['--pgdata', data, '--log', log, '--wait', '--timeout', '60', '--options', `-p ${port}`, 'start'])
+    } catch (error) {
+      if (tries < 3 && existsSync(log) && /could not bind|address already in use/i.test(readFileSync(log, 'utf8'))) continue
+      return failed('pg_ctl start', error)
+    }
+    return {
+      url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+      stop() {
+        try {
+          run(bin.pgCtl, ['--pgdata', data, '--mode', 'immediate', 'stop'])
+        } finally {
+          rmSync(dir, { recursive: true, force: true })
+        }
+      },
+    }
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * Fresh PostgreSQL databases on the run's server (test/helpers/pg-global.ts), migrated with the project's
+ * drizzle-kit migrations (drizzle-pg/), as a user would: one uniquely named database per test or per file,
+ * dropped afterwards, so files running side by side never see each other's rows.
+ */
+import { randomBytes } from 'node:crypto'
+import { resolve } from 'node:path'
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
+import { migrate } from 'drizzle-orm/node-postgres/migrator'
+import { drizzle as drizzlePostgresJs, type PostgresJsDatabase } from 'drizzle-orm/postgres-js'
+import pg from 'pg'
+import postgres from 'postgres'
+import { afterEach, beforeEach, inject } from 'vitest'
+import * as schema from '../../src/schema/pg.js'
+import { NO_SERVER } from './pg-global.js'
+
+export const PG_MIGRATIONS = resolve(import.meta.dirname, '../../drizzle-pg')
+
+export interface TestPgDb {
+  /** The database's name, unique to its test (or file). */
+  name: string
+  url: string
+  /** A node-postgres pool on the database; its idle clients' errors go to `poolErrors`. */
+  pool: pg.Pool
+  db: NodePgDatabase<typeof schema>
+  /**
+   * Errors the pool emitted: an idle client whose server process ended (the database dropped, the server
+   * restarted). Without a listener such an error would crash the test process.
+   */
+  poolErrors: Error[]
+  /** Opens a postgres.js connection to the same database, as another part of the app would; closed by `drop`. */
+  postgresJs(): { client: postgres.Sql; db: PostgresJsDatabase<typeof schema> }
+  /** Closes every connection the helper opened, then drops the database; once, however often it is called. */
+  drop(): Promise<void>
+}
+
+/** The URL of the run's server, or an error whose one line says how to get one. */
+export function pgServerUrl(): string {
+  const server = inject('pgServer') ?? { unavailable: NO_SERVER }
+  if ('unavailable' in server) throw new Error(server.unavailable)
+  return server.url
+}
+
+/** The URL of `database` on the server at `serverUrl`, with the same user, host and options. */
+export function databaseUrl(serverUrl: string, database: string): string {
+  const url = new URL(serverUrl)
+  url.pathname = `/${database}`
+  return url.href
+}
+
+/** Runs `work` on a connection of its own to the server's maintenance database (the one its URL names). */
+async function onServer<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: pgServerUrl() })
+  client.on('error', () => {})
+  await client.connect()
+  try {
+    return await work(client)
+  } finally {
+    await client.end()
+  }
+}
+
+/** A new database on the run's server with the queue tables migrated in (or left empty, with `migrate: false`). */
+export async function freshPgDb(options: { migrate?: boolean } = {}): Promise<TestPgDb> {
+  const name = `drizzle_jobs_test_${process.pid}_${randomBytes(6).toString('hex')}`
+  await onServer((client) => client.query(`create database "${name}"`))
+  const url = databaseUrl(pgServerUrl(), name)
+  const poolErrors: Error[] = []
+  const pool = new pg.Pool({ connectionString: url, max: 10 })
+  pool.on('error', (error) => poolErrors.push(error))
+  const db = drizzle(pool, { schema })
+  const postgresJsClients: postgres.Sql[] = []
+  let dropped: Promise<void> | undefined
+  const drop = (): Promise<void> =>
+    (dropped ??= (async () => {
+      await Promise.all(postgresJsClients.splice(0).map((client) => client.end({ timeout: 5 })))
+      await pool.end()
+      // WITH (FORCE) ends the connections that others (a child process, a leaked client) still hold on it.
+      await onServer((client) => client.query(`drop database if exists "${name}" with (force)`))
+    })())
+  try {
+    if (options.migrate !== false) await migrate(db, { migrationsFolder: PG_MIGRATIONS })
+  } catch (error) {
+    await drop()
+    throw error
+  }
+  return {
+    name,
+    url,
+    pool,
+    db,
+    poolErrors,
+    postgresJs() {
+      const client = postgres(url, { max: 4, onnotice: () => {} })
+      postgresJsClients.push(client)
+      return { client, db: drizzlePostgresJs(client, { schema }) }
+    },
+    drop,
+  }
+}
+
+/** Gives each test of the file a fresh migrated database as `t`, dropped after the test. */
+export function eachFreshPgDb(): TestPgDb {
+  let current: TestPgDb | undefined
+  const now = (): TestPgDb => {
+    if (!current) throw new Error('the fresh database exists only inside a test')
+    return current
+  }
+  beforeEach(async () => {
+    current = await freshPgDb()
+  })
+  afterEach(async () => {
+    await current?.drop()
+    current = undefined
+  })
+  return {
+    get name() { return now().name },
+    get url() { return now().url },
+    get pool() { return now().pool },
+    get db() { return now().db },
+    get poolErrors() { return now().poolErrors },
+    postgresJs: () => now().postgresJs(),
+    drop: () => now().drop(),
+  }
+}
