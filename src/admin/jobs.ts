@@ -7,7 +7,7 @@ import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 import { jobsChanged } from '../engine/wake.js'
-import { ask, type Connection, type Program } from '../dialect/index.js'
+import { ask, type Executor, type Program } from '../dialect/index.js'
 import type { JobState } from '../types.js'
 
 /**
@@ -32,7 +32,7 @@ export function cancel(db: SyncDatabase, queue: QueueRef, id: string): boolean {
   const name = queueNameOf(queue)
   checkName(id, 'id')
   const connection = connectionOf(db)
-  const previous = connection.write(cancelJob(connection, name, id, Date.now()))
+  const previous = connection.write((db) => cancelJob(db, name, id, Date.now()))
   if (previous === null) return false
   jobsChanged(connection.key, name, previous === 'running' ? 'revoked' : 'ended')
   return true
@@ -59,14 +59,13 @@ export function retryJob(db: SyncDatabase, queue: QueueRef, id: string): boolean
   const name = queueNameOf(queue)
   checkName(id, 'id')
   const connection = connectionOf(db)
-  const retried = connection.write(retryEndedJob(connection, name, id, Date.now()))
+  const retried = connection.write((db) => retryEndedJob(db, name, id, Date.now()))
   if (retried) jobsChanged(connection.key, name, 'added')
   return retried
 }
 
 /** Cancels the job, deleting its lease and steps; answers the state it was in, or null when it had ended. */
-function* cancelJob(connection: Connection, queue: string, id: string, now: number): Program<string | null> {
-  const db = connection.executor
+function* cancelJob(db: Executor, queue: string, id: string, now: number): Program<string | null> {
   const job = yield* ask(db.jobFind(queue, id))
   if (!job) throw notFound(queue, id)
   if (!(yield* ask(db.jobCancel(job.seq, now)))) return null
@@ -76,8 +75,7 @@ function* cancelJob(connection: Connection, queue: string, id: string, now: numb
 }
 
 /** Puts a failed or canceled job back to waiting, deleting its steps; answers whether it did. */
-function* retryEndedJob(connection: Connection, queue: string, id: string, now: number): Program<boolean> {
-  const db = connection.executor
+function* retryEndedJob(db: Executor, queue: string, id: string, now: number): Program<boolean> {
   const job = yield* ask(db.jobFind(queue, id))
   if (!job) throw notFound(queue, id)
   if (!(yield* ask(db.jobRetry(job.seq, now)))) return false

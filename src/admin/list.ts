@@ -3,7 +3,7 @@ import { connectionOf, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
-import { ask, type AdminJobRow, type Connection, type ListingOrder, type Program } from '../dialect/index.js'
+import { ask, type AdminJobRow, type Connection, type Executor, type ListingOrder, type Program } from '../dialect/index.js'
 import { STATES, type JobSnapshot, type JobState } from '../types.js'
 import { StoredColumns } from '../stored.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
@@ -121,11 +121,10 @@ export function inspectJob(db: SyncDatabase, queue: QueueRef, id: string): JobDe
   const name = queueNameOf(queue)
   checkName(id, 'id')
   const connection = connectionOf(db)
-  return connection.read(readDetail(connection, name, id))
+  return connection.read((db) => readDetail(db, name, id))
 }
 
-function* readDetail(connection: Connection, name: string, id: string): Program<JobDetail | undefined> {
-  const db = connection.executor
+function* readDetail(db: Executor, name: string, id: string): Program<JobDetail | undefined> {
   const row = yield* ask(db.jobGetRecord(name, id))
   if (!row) return undefined
   const steps = (yield* ask(db.stepList(row.seq))).map((step) => ({ name: step.name, answer: new StoredColumns().json(step.answer, 'answer') }))

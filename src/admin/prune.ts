@@ -54,7 +54,7 @@ export function prune(db: SyncDatabase, options: PruneOptions): number {
     let fromQueue = 0
     for (const state of states) {
       for (;;) {
-        const batch = connection.write(ask(connection.executor.jobDeleteEnded({ queue, state, before, limit: PRUNE_BATCH_SIZE })))
+        const batch = connection.write((db) => ask(db.jobDeleteEnded({ queue, state, before, limit: PRUNE_BATCH_SIZE })))
         fromQueue += batch
         if (batch < PRUNE_BATCH_SIZE) break
       }

@@ -50,7 +50,7 @@ export function resumeQueue(db: SyncDatabase, queue: QueueRef): void {
 function setPaused(db: SyncDatabase, queue: QueueRef, paused: boolean): void {
   const name = queueNameOf(queue)
   const connection = connectionOf(db)
-  connection.write(ask(connection.executor.queueSetPaused(name, paused)))
+  connection.write((db) => ask(db.queueSetPaused(name, paused)))
   jobsChanged(connection.key, name, paused ? 'other' : 'added')
 }
 

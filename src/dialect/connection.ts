@@ -5,6 +5,9 @@
  * serves readers.
  */
 import type { Executor, Kind, Result } from './executor.js'
+
+/** The work of one transaction: a program, given the executor of that transaction. */
+export type Work<K extends Kind, T> = (db: Executor<K>) => Program<T>
 import type { Program } from './program.js'
 
 /** What a write answers, with how long taking the write lock took, in ms: more than a moment means another writer held it. */
@@ -27,14 +30,14 @@ export interface Connection<K extends Kind = Kind> {
   readonly label: string
   /** Whether a transaction is under way on this connection (the app's own, say). */
   inTransaction(): boolean
-  /** Runs `program` in a write transaction, or in a savepoint of the one under way. */
-  write<T>(program: Program<T>): Result<K, T>
-  /** Runs `program` in the transaction under way, with no savepoint: for work whose only write that may fail comes first. */
-  join<T>(program: Program<T>): Result<K, T>
-  /** Runs `program` in a write transaction of its own (the connection must not be in one), timing how long the write lock took. */
-  writeTimed<T>(program: Program<T>): Result<K, Timed<T>>
-  /** Runs `program`'s reads in one read transaction, so that they all see one state; in the one under way, if any. */
-  read<T>(program: Program<T>): Result<K, T>
+  /** Runs `work` in a write transaction, or in a savepoint of the one under way. */
+  write<T>(work: Work<K, T>): Result<K, T>
+  /** Runs `work` in the transaction under way, with no savepoint: for work whose only write that may fail comes first. */
+  join<T>(work: Work<K, T>): Result<K, T>
+  /** Runs `work` in a write transaction of its own (the connection must not be in one), timing how long the write lock took. */
+  writeTimed<T>(work: Work<K, T>): Result<K, Timed<T>>
+  /** Runs `work`'s reads in one read transaction, so that they all see one state; in the one under way, if any. */
+  read<T>(work: Work<K, T>): Result<K, T>
   /** Whether an error is the database saying another connection holds a lock: the work is retried later, never surfaced. */
   isBusy(error: unknown): boolean
   /** Makes the database ready for writes now, as the first write would: a writer that starts (a worker) calls it at once. */

@@ -6,7 +6,7 @@
  * statements and type conversions.
  */
 export type { Executor, Kind, Result } from './executor.js'
-export type { Connection, Timed } from './connection.js'
+export type { Connection, Timed, Work } from './connection.js'
 export type * from './rows.js'
 export type { Program } from './program.js'
 export { andThen, ask, done, runAsync, runSync } from './program.js'

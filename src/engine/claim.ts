@@ -13,7 +13,7 @@
  * (`passOver`): the end commits first, so watchers see it (a retry's
  * `scheduled` and its error), and a later transaction claims the job again.
  */
-import { ask, type Connection, type Program } from '../dialect/index.js'
+import { ask, type Executor, type Program } from '../dialect/index.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import type { QueueDefinition } from './definition.js'
 import type { QueueLimits } from './queue-limits.js'
@@ -34,8 +34,7 @@ export interface ClaimRequest {
 
 const NONE: ReadonlySet<number> = new Set()
 
-export function* claimJobs(connection: Connection, queue: QueueDefinition, request: ClaimRequest, moved: CountShift): Program<ClaimedJob[]> {
-  const db = connection.executor
+export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimRequest, moved: CountShift): Program<ClaimedJob[]> {
   const counts = yield* ask(db.queueClaimLimits(queue.name))
   if (counts?.paused) return []
   const limits: QueueLimits = { total: counts?.concurrency ?? null, perGroup: counts?.perGroup ?? null }
@@ -45,12 +44,12 @@ export function* claimJobs(connection: Connection, queue: QueueDefinition, reque
   const passOver = request.passOver ?? NONE
   const alone = aloneClaim(yield* ask(db.jobGetFirstAbandoned({ queue: queue.name, now: request.now })), request.idle, passOver, request.now)
   let claimed: ClaimedJob[] = []
-  if (alone.take) claimed = yield* claimAlone(connection, queue, limits.perGroup, alone.take)
+  if (alone.take) claimed = yield* claimAlone(db, queue, limits.perGroup, alone.take)
   if (claimed.length === 0 && !alone.holdBack) {
     claimed =
       limits.perGroup === null
-        ? yield* claimInOrder(connection, queue, limit, request.now, alone.passOver, passOver)
-        : yield* claimUnderGroupCap(connection, queue, limits.perGroup, limit, request.now, alone.passOver, passOver)
+        ? yield* claimInOrder(db, queue, limit, request.now, alone.passOver, passOver)
+        : yield* claimUnderGroupCap(db, queue, limits.perGroup, limit, request.now, alone.passOver, passOver)
   }
   if (claimed.length === 0) return claimed
   const seqs = claimed.map((job) => job.seq)
@@ -63,22 +62,21 @@ export function* claimJobs(connection: Connection, queue: QueueDefinition, reque
 }
 
 /** The runnable jobs to claim, in claim order, but for those passed over: it reads as many more as it may pass over. */
-function* claimInOrder(connection: Connection, queue: QueueDefinition, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): Program<ClaimedJob[]> {
-  const jobs = yield* ask(connection.executor.jobGetAvailable({ queue: queue.name, now, limit: limit + passOver.size }, skipAbandoned))
+function* claimInOrder(db: Executor, queue: QueueDefinition, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): Program<ClaimedJob[]> {
+  const jobs = yield* ask(db.jobGetAvailable({ queue: queue.name, now, limit: limit + passOver.size }, skipAbandoned))
   return passOver.size === 0 ? jobs : jobs.filter((job) => !passOver.has(job.seq)).slice(0, limit)
 }
 
 /** The abandoned job, unless its group is at its cap. */
-function* claimAlone(connection: Connection, queue: QueueDefinition, perGroup: number | null, job: ClaimedJob): Program<ClaimedJob[]> {
-  if (perGroup !== null && job.grp !== null && ((yield* groupsRunning(connection, queue)).get(job.grp) ?? 0) >= perGroup) return []
+function* claimAlone(db: Executor, queue: QueueDefinition, perGroup: number | null, job: ClaimedJob): Program<ClaimedJob[]> {
+  if (perGroup !== null && job.grp !== null && ((yield* groupsRunning(db, queue)).get(job.grp) ?? 0) >= perGroup) return []
   return [job]
 }
 
 /** Walks candidates in claim order, skipping jobs whose group is at its cap, counting the ones taken here too. */
-function* claimUnderGroupCap(connection: Connection, queue: QueueDefinition, perGroup: number, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): Program<ClaimedJob[]> {
-  const db = connection.executor
+function* claimUnderGroupCap(db: Executor, queue: QueueDefinition, perGroup: number, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): Program<ClaimedJob[]> {
   const candidates = yield* ask(db.jobGetAvailableByGroup({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 + passOver.size, skipAbandoned: skipAbandoned ? 1 : 0 }))
-  const running = yield* groupsRunning(connection, queue)
+  const running = yield* groupsRunning(db, queue)
   const claimed: ClaimedJob[] = []
   for (const candidate of candidates) {
     if (claimed.length === limit) break
@@ -94,7 +92,7 @@ function* claimUnderGroupCap(connection: Connection, queue: QueueDefinition, per
   return claimed
 }
 
-function* groupsRunning(connection: Connection, queue: QueueDefinition): Program<Map<string, number>> {
-  const rows = yield* ask(connection.executor.leaseCountByGroup(queue.name))
+function* groupsRunning(db: Executor, queue: QueueDefinition): Program<Map<string, number>> {
+  const rows = yield* ask(db.leaseCountByGroup(queue.name))
   return new Map(rows.map((row) => [row.grp, row.running]))
 }

@@ -12,7 +12,7 @@
  * - Writers install the triggers before they write (connection.ts's
  *   installCounters); a read-only connection installs nothing.
  */
-import { ask, type Connection, type Program } from '../dialect/index.js'
+import { ask, type Executor, type Program } from '../dialect/index.js'
 import type { JobState } from '../types.js'
 
 /** How many jobs of one queue entered (positive) or left (negative) each state. */
@@ -29,18 +29,18 @@ export function shift(counts: CountShift, from: JobState | null, to: JobState): 
 }
 
 /** Runs `write`, which counts in `moved` the jobs of `queue` it moves, then writes those counts once. */
-export function* counting<R>(connection: Connection, queue: string, write: (moved: CountShift) => Program<R>): Program<R> {
+export function* counting<R>(db: Executor, queue: string, write: (moved: CountShift) => Program<R>): Program<R> {
   const moved = noShift()
   const result = yield* write(moved)
-  yield* writeShift(connection, queue, moved)
+  yield* writeShift(db, queue, moved)
   return result
 }
 
 /** Writes the shift to the queue's counters, inside the caller's transaction; nothing when nothing moved. */
-export function* writeShift(connection: Connection, queue: string, counts: CountShift): Program<void> {
+export function* writeShift(db: Executor, queue: string, counts: CountShift): Program<void> {
   for (const state in counts) {
     if (counts[state as JobState] !== 0) {
-      yield* ask(connection.executor.queueShiftCounts({ queue, ...counts }))
+      yield* ask(db.queueShiftCounts({ queue, ...counts }))
       return
     }
   }

@@ -5,12 +5,12 @@
  * renewed when another process took it meanwhile. A run that lost its lease
  * is aborted with LEASE_LOST, and nothing it writes lands (JOB-16).
  */
-import { ask, type Connection, type Kind, type Program, type Result } from '../dialect/index.js'
+import { ask, type Connection, type Executor, type Kind, type Program, type Result } from '../dialect/index.js'
 import type { RunContext } from './run.js'
 
 /** Marks `run` as having lost its lease, saying so as a cancel when its job was canceled. */
-function* leaseLost(connection: Connection, run: RunContext): Program<void> {
-  const state = yield* ask(connection.executor.jobGetState(run.seq))
+function* leaseLost(db: Executor, run: RunContext): Program<void> {
+  const state = yield* ask(db.jobGetState(run.seq))
   run.loseLease(state === 'canceled' ? `job '${run.id}' was canceled` : undefined)
 }
 
@@ -21,12 +21,10 @@ function* leaseLost(connection: Connection, run: RunContext): Program<void> {
  */
 export function checkLeases<K extends Kind>(connection: Connection<K>, owner: string, runs: Iterable<RunContext>): Result<K, void> {
   const checked = [...runs]
-  return connection.read(
-    (function* () {
-      const held = leaseKeys(yield* ask(connection.executor.leaseListByOwner(owner)))
-      for (const run of checked) if (!held.has(leaseKey(run.seq, run.attempt))) yield* leaseLost(connection, run)
-    })(),
-  )
+  return connection.read(function* (db) {
+    const held = leaseKeys(yield* ask(db.leaseListByOwner(owner)))
+    for (const run of checked) if (!held.has(leaseKey(run.seq, run.attempt))) yield* leaseLost(db, run)
+  })
 }
 
 /**
@@ -35,7 +33,7 @@ export function checkLeases<K extends Kind>(connection: Connection<K>, owner: st
  * @internal
  */
 export async function renewLeases(connection: Connection, owner: string, runs: Iterable<RunContext>, expiresAt: number): Promise<void> {
-  const held = await connection.write(ask(connection.executor.leaseRenewByOwner({ owner, expiresAt })))
+  const held = await connection.write((db) => ask(db.leaseRenewByOwner({ owner, expiresAt })))
   const renewed = leaseKeys(held)
   for (const run of runs) if (!renewed.has(leaseKey(run.seq, run.attempt))) run.loseLease()
 }
@@ -43,7 +41,7 @@ export async function renewLeases(connection: Connection, owner: string, runs: I
 /** Checks in the database that `run` still holds its lease, marking it lost when it does not; answers whether it does. @internal */
 export async function confirmLease(connection: Connection, owner: string, run: RunContext): Promise<boolean> {
   if (await connection.executor.leaseHeld({ seq: run.seq, owner, attempt: run.attempt })) return true
-  await connection.read(leaseLost(connection, run))
+  await connection.read((db) => leaseLost(db, run))
   return false
 }
 

@@ -5,7 +5,7 @@
  * reads them there, in its own transaction, whatever the claiming process's
  * definition says. Null stored means no limit.
  */
-import { ask, type Connection, type Program } from '../dialect/index.js'
+import { ask, type Executor, type Program } from '../dialect/index.js'
 import type { QueueDefinition } from './definition.js'
 
 export interface QueueLimits {
@@ -17,8 +17,7 @@ export interface QueueLimits {
  * Stores the definition's limits as the queue's, in the caller's transaction. Answers the warning to give
  * once it commits when they replaced other limits that a worker had stored, else null.
  */
-export function* storeLimits(connection: Connection, queue: QueueDefinition, now: number): Program<string | null> {
-  const db = connection.executor
+export function* storeLimits(db: Executor, queue: QueueDefinition, now: number): Program<string | null> {
   const stored = yield* ask(db.queueLimitsGet(queue.name))
   const next = queue.concurrency
   yield* ask(db.queueLimitsSet({ queue: queue.name, total: next.total, perGroup: next.perGroup, now }))

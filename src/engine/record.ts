@@ -5,7 +5,7 @@
  * does it drop the lease and, for an ended job, its steps (JOB-14, JOB-16).
  * The caller writes the counts of the ends that landed (engine/counts.ts).
  */
-import { ask, type Connection, type Program, type RunEndOf } from '../dialect/index.js'
+import { ask, type Executor, type Program, type RunEndOf } from '../dialect/index.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import type { Transition } from './outcome.js'
@@ -18,8 +18,7 @@ export interface RunEndRecord {
 }
 
 /** Writes each end of runs, counting in `moved` the ones that landed; answers, per record, whether it landed (false: the lease was lost). */
-export function* recordEnds(connection: Connection, records: readonly RunEndRecord[], moved: CountShift): Program<boolean[]> {
-  const db = connection.executor
+export function* recordEnds(db: Executor, records: readonly RunEndRecord[], moved: CountShift): Program<boolean[]> {
   const landed = records.map(() => false)
   for (const group of alike(records)) {
     if (group.length === 1) {

@@ -1,4 +1,4 @@
-import { ask, type Connection, type Program } from '../dialect/index.js'
+import { ask, type Executor, type Program } from '../dialect/index.js'
 import { connectionOf, type SyncDatabase } from '../dialect/open.js'
 import { toMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
@@ -58,7 +58,8 @@ export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>,
   checkQueue(queue)
   const row = jobRow(queue, value, options, Date.now())
   // The row and its count commit together: in the caller's transaction, or in one of their own.
-  const added = connection.inTransaction() ? connection.join(addJob(connection, queue, row)) : connection.write(addJob(connection, queue, row))
+  const add = (db: Executor) => addJob(db, queue, row)
+  const added = connection.inTransaction() ? connection.join(add) : connection.write(add)
   if (added) jobsChanged(connection.key, queue.name, 'added')
   return { id: row.id, added }
 }
@@ -83,35 +84,35 @@ export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: Readonl
     return jobRow(queue, value, options, now, `items[${i}]`)
   })
   if (rows.length === 0) return []
-  const results = connection.write(addJobs(connection, queue, rows))
+  const results = connection.write((db) => addJobs(db, queue, rows))
   if (results.some((result) => result.added)) jobsChanged(connection.key, queue.name, 'added')
   return results
 }
 
 /** Adds one job unless its id is taken; throws QUEUE_FULL, having written nothing, when the queue is full. */
-function* addJob(connection: Connection, queue: Queue, row: NewJob): Program<boolean> {
-  if (!(yield* ask(connection.executor.jobInsertIfRoom(row)))) {
-    if (yield* ask(connection.executor.jobExists(queue.name, row.id))) return false
+function* addJob(db: Executor, queue: Queue, row: NewJob): Program<boolean> {
+  if (!(yield* ask(db.jobInsertIfRoom(row)))) {
+    if (yield* ask(db.jobExists(queue.name, row.id))) return false
     throw queueFull(queue)
   }
   const counts = noShift()
   shift(counts, null, row.state)
-  yield* writeShift(connection, queue.name, counts)
+  yield* writeShift(db, queue.name, counts)
   return true
 }
 
 /** Adds the jobs whose ids are not taken; throws QUEUE_FULL when they take the queue past its maxWaiting (the caller's savepoint undoes them). */
-function* addJobs(connection: Connection, queue: Queue, rows: NewJob[]): Program<Enqueued[]> {
+function* addJobs(db: Executor, queue: Queue, rows: NewJob[]): Program<Enqueued[]> {
   const counts = noShift()
   const results: Enqueued[] = []
   for (const row of rows) {
-    const added = yield* ask(connection.executor.jobInsert(row))
+    const added = yield* ask(db.jobInsert(row))
     if (added) shift(counts, null, row.state)
     results.push({ id: row.id, added })
   }
-  yield* writeShift(connection, queue.name, counts)
+  yield* writeShift(db, queue.name, counts)
   if (results.some((result) => result.added)) {
-    const held = yield* ask(connection.executor.queueWaitingCount(queue.name))
+    const held = yield* ask(db.queueWaitingCount(queue.name))
     if ((held ?? 0) > queue.maxWaiting) throw queueFull(queue)
   }
   return results

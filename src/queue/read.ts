@@ -3,7 +3,7 @@
  * running attempt's live progress.
  */
 import { connectionOf, type SyncDatabase } from '../dialect/open.js'
-import { ask, type Connection, type Program, type SnapshotRow } from '../dialect/index.js'
+import { ask, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
 import { checkName } from '../json.js'
 import { MAX_AHEAD } from '../limits.js'
 import { readRemoteProgress } from '../progress/remote.js'
@@ -37,22 +37,22 @@ export function getJob<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: strin
   const connection = connectionOf(db)
   const name = queueNameOf(queue)
   checkName(id, 'id')
-  const row = connection.read(readJob(connection, name, id))
+  const row = connection.read((db) => readJob(db, name, id))
   if (!row) return undefined
   const key = runKeyOf(row.row)
   return toSnapshot<ResultOf<Q>>(row.row, row.ahead, key === null ? undefined : progressOf(key, row.row.channel))
 }
 
 /** A job's row and, when it is waiting, how many are ahead of it, read in one snapshot. @internal */
-export function* readJob(connection: Connection, queue: string, id: string): Program<{ row: SnapshotRow; ahead: number | null } | undefined> {
-  const row = yield* ask(connection.executor.jobGetSnapshot(queue, id))
+export function* readJob(db: Executor, queue: string, id: string): Program<{ row: SnapshotRow; ahead: number | null } | undefined> {
+  const row = yield* ask(db.jobGetSnapshot(queue, id))
   if (!row) return undefined
-  return { row, ahead: row.state === 'waiting' ? yield* countAhead(connection, row) : null }
+  return { row, ahead: row.state === 'waiting' ? yield* countAhead(db, row) : null }
 }
 
 /** How many runnable jobs (waiting, or scheduled and due) of the job's queue come before it in claim order, up to 10,000. @internal */
-export function countAhead(connection: Connection, row: SnapshotRow, now = Date.now()): Program<number> {
-  return ask(connection.executor.jobCountAhead({ queue: row.queue, priority: row.priority, runAt: row.runAt, seq: row.seq, now, limit: MAX_AHEAD }))
+export function countAhead(db: Executor, row: SnapshotRow, now = Date.now()): Program<number> {
+  return ask(db.jobCountAhead({ queue: row.queue, priority: row.priority, runAt: row.runAt, seq: row.seq, now, limit: MAX_AHEAD }))
 }
 
 /**
@@ -62,10 +62,10 @@ export function countAhead(connection: Connection, row: SnapshotRow, now = Date.
  * walked at most 10,000 entries. Answers the counts by seq.
  * @internal
  */
-export function* countAheadOfMany(connection: Connection, rows: readonly SnapshotRow[], now = Date.now()): Program<Map<number, number>> {
-  if (rows.length === 1) return new Map([[rows[0]!.seq, yield* countAhead(connection, rows[0]!, now)]])
+export function* countAheadOfMany(db: Executor, rows: readonly SnapshotRow[], now = Date.now()): Program<Map<number, number>> {
+  if (rows.length === 1) return new Map([[rows[0]!.seq, yield* countAhead(db, rows[0]!, now)]])
   // A job not met in the first 10,000 has at least that many ahead (or, its run_at still to come, none runnable before it).
-  return yield* ask(connection.executor.jobPlacesInLine({ queue: rows[0]!.queue, now, limit: MAX_AHEAD }, new Set(rows.map((row) => row.seq))))
+  return yield* ask(db.jobPlacesInLine({ queue: rows[0]!.queue, now, limit: MAX_AHEAD }, new Set(rows.map((row) => row.seq))))
 }
 
 /** The run whose progress a snapshot of this row shows: the attempt holding the lease, or null when none runs. @internal */

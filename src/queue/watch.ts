@@ -11,7 +11,7 @@
  * through its process's channel.
  */
 import { connectionOf, type SyncDatabase } from '../dialect/open.js'
-import { ask, type Connection as AnyConnection, type Program, type SnapshotRow } from '../dialect/index.js'
+import { ask, type Connection as AnyConnection, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
 
 /** Watching reads at once after each change: on a synchronous connection, for now. */
 type Connection = AnyConnection<'sync'>
@@ -77,7 +77,7 @@ export function watch<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new JobsError('INVALID_OPTION', `signal: expected an AbortSignal, got ${describe(signal)}`)
   // The refresher reads data_version before the job is read, so a commit by another process in between is not missed.
   const watched = watchedConnection(connection)
-  const row = connection.read(readJob(connection, name, id))
+  const row = connection.read((db) => readJob(db, name, id))
   if (!row) {
     watched.releaseIfIdle()
     throw new JobsError('NOT_FOUND', `queue '${name}' holds no job with id '${id}'`)
@@ -186,7 +186,7 @@ class WatchedConnection {
     let rows: Map<number, SnapshotRow>
     let aheads: Map<number, number>
     try {
-      ;({ rows, aheads } = this.connection.read(readWatched(this.connection, watchers)))
+      ;({ rows, aheads } = this.connection.read((db) => readWatched(db, watchers)))
     } catch (error) {
       if (!this.connection.isBusy(error)) return this.failAll(error)
       for (const watcher of watchers) this.dirtyQueues.add(watcher.queue)
@@ -216,9 +216,9 @@ class WatchedConnection {
 }
 
 /** The rows of the watchers' jobs in one statement, and `ahead` for the waiting ones, one walk per queue. */
-function* readWatched(connection: AnyConnection, watchers: readonly JobWatcher<unknown>[]): Program<{ rows: Map<number, SnapshotRow>; aheads: Map<number, number> }> {
+function* readWatched(db: Executor, watchers: readonly JobWatcher<unknown>[]): Program<{ rows: Map<number, SnapshotRow>; aheads: Map<number, number> }> {
   const rows = new Map<number, SnapshotRow>()
-  for (const row of yield* ask(connection.executor.jobGetSnapshots([...new Set(watchers.map((watcher) => watcher.seq))]))) rows.set(row.seq, row)
+  for (const row of yield* ask(db.jobGetSnapshots([...new Set(watchers.map((watcher) => watcher.seq))]))) rows.set(row.seq, row)
   const waitingByQueue = new Map<string, SnapshotRow[]>()
   for (const row of rows.values()) {
     if (row.state !== 'waiting') continue
@@ -228,7 +228,7 @@ function* readWatched(connection: AnyConnection, watchers: readonly JobWatcher<u
   }
   const aheads = new Map<number, number>()
   for (const list of waitingByQueue.values()) {
-    for (const [seq, ahead] of yield* countAheadOfMany(connection, list)) aheads.set(seq, ahead)
+    for (const [seq, ahead] of yield* countAheadOfMany(db, list)) aheads.set(seq, ahead)
   }
   return { rows, aheads }
 }

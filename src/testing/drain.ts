@@ -88,7 +88,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
   const leaseMs = definition.timeoutMs + DEFAULT_LEASE_MS
   const result: DrainResult = { ran: 0, done: 0, failed: 0, scheduled: 0, canceled: 0, runs: [] }
   // As a worker's start does: the definition's limits become the queue's (JOB-19), and claims follow them.
-  const replaced = connection.write(storeLimits(connection, definition, Date.now()))
+  const replaced = connection.write((db) => storeLimits(db, definition, Date.now()))
   if (replaced !== null) console.warn(replaced)
 
   for (;;) {
@@ -96,8 +96,8 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       if (!isDue(await connection.executor.queueClaimable(definition.name), Date.now())) break
       throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
     }
-    const [job] = await connection.write(
-      counting(connection, definition.name, (moved) => claimJobs(connection, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }, moved)),
+    const [job] = await connection.write((db) =>
+      counting(db, definition.name, (moved) => claimJobs(db, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }, moved)),
     )
     if (!job) break
     jobsChanged(connection.key, definition.name, 'claimed')
@@ -109,7 +109,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
     unsubscribe()
     run.endProgress()
     if (transition) {
-      await connection.write(counting(connection, definition.name, (moved) => recordEnds(connection, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)))
+      await connection.write((db) => counting(db, definition.name, (moved) => recordEnds(db, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)))
       jobsChanged(connection.key, definition.name, 'ended')
     }
     tally(result, run, await connection.executor.jobGetOutcome(run.seq))

@@ -127,26 +127,24 @@ export class Flusher {
       return
     }
     const now = this.worker.clock()
-    const self = this
+    const self = this // eslint-disable-line @typescript-eslint/no-this-alias -- the program is a generator function
     let othersWrote = false
     let replaced: string | null = null
     let claimed: ClaimedJob[]
     try {
-      const written = await connection.writeTimed(
-        (function* () {
-          const version = yield* ask(connection.executor.dataVersion())
-          othersWrote = version !== self.versionAtLastFlush
-          self.versionAtLastFlush = version
-          if (storing) replaced = yield* storeLimits(connection, queue, now)
-          return yield* counting(connection, queue.name, function* (moved) {
-            const landed = yield* recordEnds(connection, ends, moved)
-            if (free <= 0) return []
-            const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
-            const request = { limit: free, idle: runs.size === 0, owner: self.worker.owner, leaseMs: self.worker.leaseMs, now, channel: progressChannel(), passOver }
-            return yield* claimJobs(connection, queue, request, moved)
-          })
-        })(),
-      )
+      const written = await connection.writeTimed(function* (db) {
+        const version = yield* ask(db.dataVersion())
+        othersWrote = version !== self.versionAtLastFlush
+        self.versionAtLastFlush = version
+        if (storing) replaced = yield* storeLimits(db, queue, now)
+        return yield* counting(db, queue.name, function* (moved) {
+          const landed = yield* recordEnds(db, ends, moved)
+          if (free <= 0) return []
+          const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
+          const request = { limit: free, idle: runs.size === 0, owner: self.worker.owner, leaseMs: self.worker.leaseMs, now, channel: progressChannel(), passOver }
+          return yield* claimJobs(db, queue, request, moved)
+        })
+      })
       claimed = written.value
       // Contended: the lock took a while, and another connection did write since our last transaction
       // (a pause of this process alone, a GC say, must not slow it down).

@@ -3,7 +3,7 @@
  * worker died or stalled (JOB-05), end as abandoned the runs that hold no
  * lease at all (JOB-18), and prune ended jobs past retention.
  */
-import { ask, type Connection, type Program } from '../dialect/index.js'
+import { ask, type Connection, type Executor, type Program } from '../dialect/index.js'
 import type { AbandonedLease, UnleasedRun } from '../dialect/index.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'
 import { counting, shift } from '../engine/counts.js'
@@ -29,13 +29,13 @@ export async function findAbandoned(connection: Connection, queue: Queue, self: 
  * after its backoff, or fails for good if that was its last attempt, with an
  * error that says what happened. Answers the seqs taken back.
  */
-export function* releaseAbandoned(connection: Connection, queue: Queue, leases: readonly AbandonedLease[], now: number): Program<number[]> {
+export function* releaseAbandoned(db: Executor, queue: Queue, leases: readonly AbandonedLease[], now: number): Program<number[]> {
   const records = leases.map((lease) => {
     const why = lease.expiresAt <= now ? `its lease expired (worker ${lease.owner} stopped renewing it)` : `its worker process (${lease.owner}) is gone`
     const transition = transitionFor(queue, { attempt: lease.attempt, maxAttempts: lease.maxAttempts }, { kind: 'abandoned', why, how: 'rescued' }, now)
     return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition }
   })
-  const landed = yield* counting(connection, queue.name, (moved) => recordEnds(connection, records, moved))
+  const landed = yield* counting(db, queue.name, (moved) => recordEnds(db, records, moved))
   return records.filter((_, i) => landed[i]).map((record) => record.seq)
 }
 
@@ -67,15 +67,15 @@ export async function findUnleased(connection: Connection, queue: Queue): Promis
  * after its backoff, or fails for good if that was its last attempt, with an error that says what happened.
  * Not alone: nothing says such a run took its process down. Answers the seqs ended.
  */
-export function releaseUnleased(connection: Connection, queue: Queue, runs: readonly UnleasedRun[], now: number): Program<number[]> {
+export function releaseUnleased(db: Executor, queue: Queue, runs: readonly UnleasedRun[], now: number): Program<number[]> {
   const why = 'it was running with no lease (another program wrote it so, or deleted its lease), so no worker was running it'
-  return counting(connection, queue.name, function* (moved) {
+  return counting(db, queue.name, function* (moved) {
     const released: number[] = []
     for (const run of runs) {
       const transition = transitionFor(queue, { attempt: run.attempts, maxAttempts: run.maxAttempts }, { kind: 'abandoned', why, how: 'unleased' }, now)
-      if (!(yield* ask(connection.executor.jobSetStateIfUnleased({ ...transition, seq: run.seq })))) continue
+      if (!(yield* ask(db.jobSetStateIfUnleased({ ...transition, seq: run.seq })))) continue
       shift(moved, 'running', transition.state)
-      if (ENDED_STATES.includes(transition.state as EndedState)) yield* ask(connection.executor.stepDeleteMany([run.seq]))
+      if (ENDED_STATES.includes(transition.state as EndedState)) yield* ask(db.stepDeleteMany([run.seq]))
       released.push(run.seq)
     }
     return released
@@ -91,11 +91,11 @@ export async function hasPrunable(connection: Connection, queue: Queue, now: num
 }
 
 /** Deletes one batch of ended jobs past retention, per ended state, in the caller's transaction. */
-export function* pruneEnded(connection: Connection, queue: Queue, now: number): Program<number> {
+export function* pruneEnded(db: Executor, queue: Queue, now: number): Program<number> {
   let deleted = 0
   for (const state of ENDED_STATES) {
     const before = now - queue.retentionMs[state]
-    deleted += yield* ask(connection.executor.jobDeleteEnded({ queue: queue.name, state, before, limit: PRUNE_BATCH_SIZE }))
+    deleted += yield* ask(db.jobDeleteEnded({ queue: queue.name, state, before, limit: PRUNE_BATCH_SIZE }))
   }
   return deleted
 }
@@ -109,15 +109,15 @@ export function* pruneEnded(connection: Connection, queue: Queue, now: number): 
 export async function maintainQueue(connection: Connection, queue: Queue, self: string, now: number): Promise<void> {
   const abandoned = await findAbandoned(connection, queue, self, now)
   if (abandoned.length > 0) {
-    const released = await connection.write(releaseAbandoned(connection, queue, abandoned, now))
+    const released = await connection.write((db) => releaseAbandoned(db, queue, abandoned, now))
     if (released.length > 0) jobsChanged(connection.key, queue.name, 'ended')
   }
   const unleased = await findUnleased(connection, queue)
-  if (unleased.length > 0 && (await connection.write(releaseUnleased(connection, queue, unleased, now))).length > 0) {
+  if (unleased.length > 0 && (await connection.write((db) => releaseUnleased(db, queue, unleased, now))).length > 0) {
     jobsChanged(connection.key, queue.name, 'ended')
   }
   if (await hasPrunable(connection, queue, now)) {
-    await connection.write(pruneEnded(connection, queue, now))
+    await connection.write((db) => pruneEnded(db, queue, now))
     jobsChanged(connection.key, queue.name, 'other')
   }
 }

@@ -8,7 +8,7 @@ import type Database from 'better-sqlite3'
 import { is } from 'drizzle-orm'
 import { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core'
 import { JobsError } from '../../errors.js'
-import { runSync, type Connection, type Program } from '../index.js'
+import { runSync, type Connection, type Work } from '../index.js'
 import { sqliteExecutor } from './executor.js'
 import { prepareAll } from './statement.js'
 import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements, type Statements } from './statements.js'
@@ -86,28 +86,29 @@ function open(client: Database.Database): SqliteConnection {
   const rollback = client.prepare('rollback')
   const inTransaction = () => client.inTransaction
   const triggers = new TriggerInstall(client)
+  const executor = sqliteExecutor(client, sql)
   return {
     kind: 'sync',
     client,
-    executor: sqliteExecutor(client, sql),
+    executor,
     key: file,
     label: client.memory || !client.name ? 'in memory' : basename(client.name),
     inTransaction,
-    write<T>(program: Program<T>) {
+    write<T>(work: Work<'sync', T>) {
       triggers.ensure()
-      return transaction.immediate(() => runSync(program)) as T
+      return transaction.immediate(() => runSync(work(executor))) as T
     },
-    join<T>(program: Program<T>) {
+    join<T>(work: Work<'sync', T>) {
       triggers.ensure()
-      return runSync(program)
+      return runSync(work(executor))
     },
-    writeTimed<T>(program: Program<T>) {
+    writeTimed<T>(work: Work<'sync', T>) {
       triggers.ensure()
       const asked = performance.now()
       begin.run()
       const lockWaitMs = performance.now() - asked
       try {
-        const value = runSync(program)
+        const value = runSync(work(executor))
         commit.run()
         return { value, lockWaitMs }
       } catch (error) {
@@ -115,7 +116,7 @@ function open(client: Database.Database): SqliteConnection {
         throw error
       }
     },
-    read: <T>(program: Program<T>) => (client.inTransaction ? runSync(program) : (transaction.deferred(() => runSync(program)) as T)),
+    read: <T>(work: Work<'sync', T>) => (client.inTransaction ? runSync(work(executor)) : (transaction.deferred(() => runSync(work(executor))) as T)),
     isBusy,
     prepareWrites: () => triggers.ensure(),
   }
