@@ -1,14 +1,14 @@
 /**
- * The engine's view of one database connection, whatever its dialect. Every write goes through `write`,
+ * A database connection as the engine sees it, whatever its dialect. Every write goes through `write`,
  * `join` or `writeTimed`, which first make the database ready for writes once (whatever the dialect keeps
  * right for other writers: SQLite's counting triggers); `read` never writes, so a read-only connection
  * serves readers.
  */
 import type { Executor, Kind, Result } from './executor.js'
+import type { Program } from './program.js'
 
 /** The work of one transaction: a program, given the executor of that transaction. */
 export type Work<K extends Kind, T> = (db: Executor<K>) => Program<T>
-import type { Program } from './program.js'
 
 /** What a write answers, with how long taking the write lock took, in ms: more than a moment means another writer held it. */
 export interface Timed<T> {
