@@ -1,7 +1,6 @@
 /**
  * The driver's client behind a Drizzle handle, whatever its dialect: the one
  * read of Drizzle's internals.
- * @internal
  */
 
 /**

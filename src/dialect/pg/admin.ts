@@ -4,7 +4,6 @@
  * by keyset over the index that serves each state, so a page costs the same
  * on the millionth job as on the first. Counts by state are counted from the
  * jobs (PostgreSQL keeps no counters: statements.ts says why).
- * @internal
  */
 import type { AdminJobRow, CountsRow, ListParams } from '../index.js'
 import type { EndedState } from '../../types.js'

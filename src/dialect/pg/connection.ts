@@ -2,7 +2,6 @@
  * The engine's view of one PostgreSQL connection: the driver's client behind
  * a Drizzle database or transaction (node-postgres or postgres.js), the
  * transactions its programs run in, and the schema check done once for it.
- * @internal
  */
 import { is } from 'drizzle-orm'
 import { PgDatabase, PgTransaction } from 'drizzle-orm/pg-core'

@@ -7,7 +7,6 @@
  *
  * Values go to the server as text, numbers, booleans or null only, each cast
  * in the statement's SQL; rows come back as plain objects.
- * @internal
  */
 
 /** A statement as a driver runs it: its text with `$n` placeholders, and a name unique to that text. */

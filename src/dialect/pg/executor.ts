@@ -4,7 +4,6 @@
  * read.ts and admin.ts on the Queryable it is given (a pool, or the one
  * client of a transaction), turning lists into JSON text and bounds into
  * times the server takes.
- * @internal
  */
 import type { Executor, ListingOrder, ListParams } from '../index.js'
 import { ADMIN_SQL } from './admin.js'

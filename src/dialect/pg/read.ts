@@ -1,7 +1,6 @@
 /**
  * The statements that read jobs for `getJob` and `watch` on PostgreSQL. They
  * only read, and lock nothing: a watcher never makes a writer wait.
- * @internal
  */
 import type { SnapshotRow } from '../index.js'
 import { pgStatement } from './statement.js'

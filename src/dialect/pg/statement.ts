@@ -5,7 +5,6 @@
  * appear, and each call passes them as one object. `all`, `get` and `one`
  * answer rows of the declared type, so no caller casts what a statement
  * answers: the one cast is here.
- * @internal
  */
 import { createHash } from 'node:crypto'
 import type { PgStatementText, PgValue, Queryable } from './driver.js'

@@ -8,7 +8,6 @@
  * wait on that one row. What the counters answered is counted from the jobs
  * and the leases instead, and jobs_queue holds a queue's pause flag and
  * limits only.
- * @internal
  */
 import type { EndedState, JobState } from '../../types.js'
 import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, LeaseParams, NewJob, RunEndParams, StoredLimits, UnleasedRun } from '../index.js'

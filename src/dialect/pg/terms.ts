@@ -4,7 +4,6 @@
  * conversions between the tables' types (timestamptz, jsonb, bigint,
  * boolean) and what the engine reads and writes (ms numbers, JSON text,
  * numbers, 0/1).
- * @internal
  */
 
 /** Literal state terms, written exactly as the partial indexes' own conditions, so that the planner sees it may use them. */
