@@ -1,0 +1,112 @@
+/**
+ * Every statement of the admin API, the testing helpers, the command-line
+ * tool and the dashboard on PostgreSQL, named by what it does. Listings page
+ * by keyset over the index that serves each state, so a page costs the same
+ * on the millionth job as on the first. Counts by state are counted from the
+ * jobs (PostgreSQL keeps no counters: statements.ts says why).
+ */
+import type { AdminJobRow, CountsRow, ListParams } from '../index.js'
+import type { EndedState } from '../../types.js'
+import { pgStatement, type JobRow, type LeaseRow, type StepRow } from './statement.js'
+import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, JOB_QUEUES, ms, RUNNABLE } from './terms.js'
+
+/** The columns of a job as the admin API answers it. */
+const JOB = `seq::float8 as seq, queue, id, grp, value::text as value, state, priority, attempts, max_attempts as "maxAttempts",
+  ${ms('run_at')} as "runAt", ${ms('created_at')} as "createdAt", ${ms('finished_at')} as "finishedAt", error,
+  error_stack as "errorStack", result::text as result`
+
+const IN_GROUP = `(@grp::text is null or grp = @grp::text)`
+
+/** A page of a listing, its keys as numbers: times in ms (±Infinity before or after every time), seqs and priorities as whole numbers. */
+type Page = Omit<ListParams, 'k1' | 'k2' | 'k3'> & { k1: number | string; k2: number | string | null; k3: number | string | null }
+
+/** Counts by state of the jobs `jobs` (a from clause whose rows are jobs_job's), one pass. */
+const COUNTS = `count(*) filter (where state = 'waiting')::float8 as waiting,
+  count(*) filter (where state = 'scheduled')::float8 as scheduled,
+  count(*) filter (where state = 'running')::float8 as running,
+  count(*) filter (where state = 'done')::float8 as done,
+  count(*) filter (where state = 'failed')::float8 as failed,
+  count(*) filter (where state = 'canceled')::float8 as canceled`
+
+type EndedWindow = { queue: string; state: EndedState; since: number; until: number }
+
+export const ADMIN_SQL = {
+  findJob: pgStatement<{ queue: string; id: string }, Pick<JobRow, 'seq' | 'state'>>('findJob', `select seq::float8 as seq, state from jobs_job where queue = @queue::text and id = @id::text`),
+  jobRecord: pgStatement<{ queue: string; id: string }, AdminJobRow>('jobRecord', `select ${JOB} from jobs_job where queue = @queue::text and id = @id::text`),
+  /** Ends a job that has not ended yet as canceled; its lease and steps are deleted beside it. */
+  cancelJob: pgStatement<{ seq: number; now: number }, { canceled: 1 }>('cancelJob', `update jobs_job set state = 'canceled', finished_at = ${at('@now')}
+    where seq = @seq::bigint and state in ('waiting', 'scheduled', 'running')
+    returning 1 as canceled`),
+  /** A failed or canceled job runs again with fresh attempts and nothing of its last run kept. */
+  retryJob: pgStatement<{ seq: number; now: number }, { retried: 1 }>('retryJob', `update jobs_job set state = 'waiting', attempts = 0, run_at = ${at('@now')}, finished_at = null,
+      error = null, error_stack = null, result = null
+    where seq = @seq::bigint and state in ('failed', 'canceled')
+    returning 1 as retried`),
+  setPaused: pgStatement<{ queue: string; paused: boolean }>('setPaused', `insert into jobs_queue (name, paused) values (@queue::text, @paused::boolean)
+    on conflict (name) do update set paused = excluded.paused`),
+  /**
+   * A queue's counts by state: a count over the queue's jobs (one pass of jobs_job_queue_id), since
+   * PostgreSQL keeps no counters. Undefined for a queue with neither a row nor a job.
+   */
+  queueCounts: pgStatement<{ queue: string }, CountsRow>('queueCounts', `select @queue::text as name,
+      coalesce((select paused::int from jobs_queue where name = @queue::text), 0) as paused, ${COUNTS}
+    from jobs_job where queue = @queue::text
+    having count(*) > 0 or exists (select 1 from jobs_queue where name = @queue::text)`),
+  /** Every queue's counts by state, by name: a count over every job. */
+  allQueueCounts: pgStatement<Record<never, never>, CountsRow>('allQueueCounts', `with recursive ${JOB_QUEUES},
+      names as (select name from jobs_queue union select name from job_queues where name is not null),
+      counts as (select queue, ${COUNTS} from jobs_job group by queue)
+    select n.name, coalesce(q.paused, false)::int as paused, coalesce(c.waiting, 0) as waiting, coalesce(c.scheduled, 0) as scheduled,
+      coalesce(c.running, 0) as running, coalesce(c.done, 0) as done, coalesce(c.failed, 0) as failed, coalesce(c.canceled, 0) as canceled
+    from names n left join jobs_queue q on q.name = n.name left join counts c on c.queue = n.name
+    order by n.name`),
+  /** The queues that have a row or a job. */
+  queueNames: pgStatement<Record<never, never>, { name: string }>('queueNames', `with recursive ${JOB_QUEUES}
+    select name from jobs_queue union select name from job_queues where name is not null order by name`),
+  /**
+   * A job's kept steps in the order they were written. The table has no column for that order, and PostgreSQL
+   * no rowid: each step is written by a transaction of its own, and a row's xmin names it, so the rows whose
+   * xmin is oldest (age(xmin), the transactions since, largest) came first.
+   */
+  jobSteps: pgStatement<{ seq: number }, Pick<StepRow, 'name' | 'answer'>>('jobSteps', `select name, answer::text as answer from jobs_step where job = @seq::bigint
+    order by age(xmin) desc, name`),
+  /** What a run left its job as: for drain's account of each run. */
+  jobOutcome: pgStatement<{ seq: number }, Pick<JobRow, 'state' | 'error'>>('jobOutcome', `select state, error from jobs_job where seq = @seq::bigint`),
+  jobLease: pgStatement<{ seq: number }, Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'>>('jobLease', `select owner, attempt, ${ms('expires_at')} as "expiresAt" from jobs_lease where job = @seq::bigint`),
+  /** Every job of a queue in add order: for the testing helpers, on small test databases. */
+  queueJobs: pgStatement<{ queue: string }, AdminJobRow>('queueJobs', `select ${JOB} from jobs_job where queue = @queue::text order by jobs_job.seq`),
+
+  /** Waiting jobs in claim order (priority, run_at, seq), over the claim index. */
+  listWaiting: pgStatement<Page, AdminJobRow>('listWaiting', `select ${JOB} from jobs_job
+    where queue = @queue::text and ${RUNNABLE} and state = 'waiting' and ${IN_GROUP}
+      and (priority, run_at, seq) > (@k1::bigint, ${at('@k2')}, @k3::bigint)
+    order by ${CLAIM_ORDER} limit @limit::bigint`),
+  /** Scheduled jobs by the time they run, over the scheduled index. */
+  listScheduled: pgStatement<Page, AdminJobRow>('listScheduled', `select ${JOB} from jobs_job
+    where queue = @queue::text and state = 'scheduled' and ${IN_GROUP} and (run_at, seq) > (${at('@k1')}, @k2::bigint)
+    order by jobs_job.run_at, jobs_job.seq limit @limit::bigint`),
+  /** Running jobs, found through their leases (few: at most the queue's concurrency), newest first. */
+  listRunning: pgStatement<Page, AdminJobRow>('listRunning', `select ${JOB} from jobs_job
+    where seq in (select job from jobs_lease where queue = @queue::text) and state = 'running' and ${IN_GROUP} and seq < @k1::bigint
+    order by jobs_job.seq desc limit @limit::bigint`),
+  /** Ended jobs of one state, most recently ended first, over the ended index. */
+  listEnded: pgStatement<Page, AdminJobRow>('listEnded', `select ${JOB} from jobs_job
+    where queue = @queue::text and ${ENDED} and state = @state::text and ${IN_GROUP} and (finished_at, seq) < (${at('@k1')}, @k2::bigint)
+    order by jobs_job.finished_at desc, jobs_job.seq desc limit @limit::bigint`),
+  /** Any other listing, newest added first, walking the primary key. */
+  listNewest: pgStatement<Page, AdminJobRow>('listNewest', `select ${JOB} from jobs_job
+    where (@queue::text is null or queue = @queue::text) and (@state::text is null or state = @state::text) and ${IN_GROUP} and seq < @k1::bigint
+    order by jobs_job.seq desc limit @limit::bigint`),
+
+  /** Jobs of a queue that ended in a state within [since, until). */
+  endedBetween: pgStatement<EndedWindow, { count: number }>('endedBetween', `select count(*)::float8 as count from jobs_job
+    where queue = @queue::text and ${ENDED} and state = @state::text and finished_at >= ${at('@since')} and finished_at < ${at('@until')}`),
+  /** Ended jobs of a state in [since, until), counted per bucket of @bucketMs (the finish time in ms over @bucketMs, rounded down). */
+  endedPerBucket: pgStatement<EndedWindow & { bucketMs: number }, { bucket: number; count: number }>('endedPerBucket', `select floor(${ms('finished_at')} / @bucketMs::float8) as bucket,
+      count(*)::float8 as count
+    from jobs_job
+    where queue = @queue::text and ${ENDED} and state = @state::text and finished_at >= ${at('@since')} and finished_at < ${at('@until')}
+    group by 1 order by 1`),
+  /** The earliest run_at among a queue's runnable jobs (terms.ts: one probe of the claim index per priority). */
+  earliestRunnable: pgStatement<{ queue: string }, { runAt: number | null }>('earliestRunnable', `select ${ms(EARLIEST_RUNNABLE)} as "runAt"`),
+} as const

@@ -1,0 +1,172 @@
+/**
+ * The engine's view of one PostgreSQL connection: the driver's client behind
+ * a Drizzle database or transaction (node-postgres or postgres.js), the
+ * transactions its programs run in, and the schema check done once for it.
+ */
+import { is } from 'drizzle-orm'
+import { PgDatabase, PgTransaction } from 'drizzle-orm/pg-core'
+import { JobsError } from '../../errors.js'
+import { driverClientOf } from '../drizzle-client.js'
+import { runAsync, type Connection, type Work } from '../index.js'
+import { Lane, pgDriverOf, type PgDatabaseName, type PgDriver, type Queryable } from './driver.js'
+import { pgExecutor } from './executor.js'
+import { one } from './statement.js'
+import { SQL } from './statements.js'
+
+/**
+ * A Drizzle PostgreSQL database or transaction, on node-postgres (`drizzle-orm/node-postgres`) or postgres.js
+ * (`drizzle-orm/postgres-js`). Both work wherever the API takes `db` or `tx`.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AsyncPgDatabase = PgDatabase<any, any, any>
+
+/** A PostgreSQL connection: the engine's Connection, with the driver behind it. */
+export interface PgConnection extends Connection<'async'> {
+  readonly driver: PgDriver
+}
+
+const MIGRATE_HINT = "add `export * from 'drizzle-jobs/pg/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
+
+/** One connection per driver client; a client seen behind a transaction is another connection than the same client behind a database. */
+const databases = new WeakMap<object, PgConnection>()
+const transactions = new WeakMap<object, PgConnection>()
+
+/**
+ * The connection behind `db`, a Drizzle PostgreSQL database or transaction, kept for its driver's client. It
+ * does no I/O: the first write or read checks the schema. Throws INVALID_OPTION for anything else. @internal
+ */
+export function pgConnectionOf(db: unknown): PgConnection {
+  if (!is(db, PgDatabase)) {
+    throw new JobsError('INVALID_OPTION', 'db: expected a Drizzle PostgreSQL database or transaction (drizzle-orm/node-postgres or drizzle-orm/postgres-js)')
+  }
+  const inTransaction = is(db, PgTransaction)
+  const client = driverClientOf(db)
+  const driver = pgDriverOf(client, inTransaction)
+  if (driver === null || (typeof client !== 'object' && typeof client !== 'function') || client === null) {
+    throw new JobsError('INVALID_OPTION', 'db: drizzle-jobs runs on PostgreSQL through node-postgres (pg) or postgres.js (postgres); this Drizzle handle uses another driver')
+  }
+  const connections = inTransaction ? transactions : databases
+  let connection = connections.get(client)
+  if (!connection) {
+    connection = open(driver)
+    connections.set(client, connection)
+  }
+  return connection
+}
+
+function keyOf(database: PgDatabaseName): string {
+  return `postgres://${database.host}:${database.port}/${database.database}`
+}
+
+let unnamedTransactions = 0
+
+function open(driver: PgDriver): PgConnection {
+  const executor = pgExecutor(driver)
+  const named = driver.database
+  // A postgres.js transaction does not say which database it is on: until its first use asks the server, its key is its own.
+  let key = named ? keyOf(named) : `postgres://transaction/${++unnamedTransactions}`
+  let label = named ? named.database : 'PostgreSQL'
+  let checked: Promise<void> | undefined
+  /** Checks the schema on the first use, and again after a check that failed (the tables may have been migrated since). */
+  const ready = (): Promise<void> =>
+    (checked ??= checkSchema(driver).then(
+      (server) => {
+        if (!named) {
+          key = keyOf(server)
+          label = server.database
+        }
+      },
+      (error: unknown) => {
+        checked = undefined
+        throw error
+      },
+    ))
+  const run = <T>(q: Queryable, work: Work<'async', T>): Promise<T> => runAsync(work(pgExecutor(q)))
+
+  let write: <T>(work: Work<'async', T>) => Promise<T>
+  let join: <T>(work: Work<'async', T>) => Promise<T>
+  let read: <T>(work: Work<'async', T>) => Promise<T>
+  if (driver.inTransaction) {
+    // One client, one transaction: this connection's work takes turns on it, or their savepoints would cross.
+    const lane = new Lane()
+    const direct = <T>(work: Work<'async', T>) => lane.run(async () => {
+      await ready()
+      return run(driver, work)
+    })
+    write = (work) => lane.run(async () => {
+      await ready()
+      return driver.savepoint((q) => run(q, work))
+    })
+    join = direct
+    read = direct
+  } else {
+    write = async (work) => {
+      await ready()
+      return driver.transaction((q) => run(q, work))
+    }
+    join = write
+    read = async (work) => {
+      await ready()
+      return driver.transaction((q) => run(q, work), { readOnly: true })
+    }
+  }
+
+  return {
+    kind: 'async',
+    driver,
+    executor,
+    get key() {
+      return key
+    },
+    get label() {
+      return label
+    },
+    inTransaction: () => driver.inTransaction,
+    write,
+    join,
+    /**
+     * A write of its own, timed at 0: PostgreSQL has no one write lock that writers queue for, as SQLite's, so
+     * there is no wait to measure; a claim of a limited queue waits on its queue's row, which is not
+     * contention a gap between flushes would ease.
+     */
+    writeTimed: async (work) => ({ value: await write(work), lockWaitMs: 0 }),
+    read,
+    isBusy: isPgBusy,
+    prepareWrites: ready,
+  }
+}
+
+/** Checks that the four tables exist; answers the database the server says the connection is on. */
+async function checkSchema(q: Queryable): Promise<PgDatabaseName> {
+  const { missing, ...server } = await one(q, SQL.schemaCheck, {})
+  if (missing !== null) {
+    throw new JobsError('SCHEMA_MISSING', `table ${missing} ${missing.includes(',') ? 'are' : 'is'} missing: ${MIGRATE_HINT}`)
+  }
+  return server
+}
+
+/**
+ * SQLSTATEs that mean "try again later": serialization_failure, deadlock_detected, lock_not_available,
+ * admin_shutdown, crash_shutdown, cannot_connect_now. Every connection_exception (class 08) is too.
+ */
+const BUSY_SQLSTATES = new Set(['40001', '40P01', '55P03', '57P01', '57P02', '57P03'])
+/** Lost or refused connections, as Node and postgres.js name them. */
+const BUSY_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'CONNECTION_CLOSED', 'CONNECT_TIMEOUT'])
+/** node-postgres's own errors for a lost connection and a pool that found none free in time carry no code. */
+const BUSY_MESSAGES = /^(Connection terminated unexpectedly|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable)$/
+
+/**
+ * Whether an error means that the work may succeed if tried again later: a conflict with another transaction, or
+ * a lost connection. Looks through the causes that wrap it (Drizzle's DrizzleQueryError, say). @internal
+ */
+export function isPgBusy(error: unknown): boolean {
+  let cause = error
+  for (let depth = 0; depth < 8 && typeof cause === 'object' && cause !== null; depth++) {
+    const code: unknown = Reflect.get(cause, 'code')
+    if (typeof code === 'string' && (BUSY_SQLSTATES.has(code) || BUSY_CODES.has(code) || /^08[0-9A-Z]{3}$/.test(code))) return true
+    const message: unknown = Reflect.get(cause, 'message')
+    if (typeof message === 'string' && BUSY_MESSAGES.test(message)) return true
+    cause = Reflect.get(cause, 'cause')
+  }
+  return false
+}

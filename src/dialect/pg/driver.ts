@@ -1,0 +1,314 @@
+/**
+ * The two PostgreSQL drivers behind Drizzle, node-postgres (`pg`) and
+ * postgres.js (`postgres`), seen through one small interface, so that the
+ * statements, the executor and the connection never know which one runs
+ * them. Neither package is imported: each client is recognised by its shape,
+ * and either may be absent.
+ *
+ * Values go to the server as text, numbers, booleans or null only, each cast
+ * in the statement's SQL; rows come back as plain objects.
+ */
+
+/** A statement as a driver runs it: its text with `$n` placeholders, and a name unique to that text. */
+export interface PgStatementText {
+  /** Names the statement on each connection that prepares it (node-postgres): one prepare per pooled connection. */
+  readonly name: string
+  readonly text: string
+}
+
+/** A value as a statement takes it: every other type is converted, then cast in SQL. */
+export type PgValue = string | number | boolean | null
+
+/** Runs one statement: on any connection of a pool, or on the one client of a transaction. */
+export interface Queryable {
+  query(statement: PgStatementText, values: readonly PgValue[]): Promise<Record<string, unknown>[]>
+}
+
+/** The database a client connects to, as its own options name it. */
+export interface PgDatabaseName {
+  host: string
+  port: number
+  database: string
+}
+
+/** A pool (or one client of its own): runs each piece of work in a transaction of its own. */
+export interface PgPoolDriver extends Queryable {
+  readonly inTransaction: false
+  readonly database: PgDatabaseName
+  /**
+   * Runs `fn` on one client inside BEGIN/COMMIT (ROLLBACK on throw); the Queryable given runs on that client.
+   * A write transaction is READ COMMITTED, whatever the server's default, so that each statement sees what
+   * committed before it (the claim's lease count after its queue lock); a read-only one is REPEATABLE READ,
+   * so that its statements see one state.
+   */
+  transaction<T>(fn: (q: Queryable) => Promise<T>, options?: { readOnly?: boolean }): Promise<T>
+}
+
+/** The client behind a transaction under way (a Drizzle PgTransaction's). */
+export interface PgTransactionDriver extends Queryable {
+  readonly inTransaction: true
+  /** The database, when the client's options say (node-postgres); null for a postgres.js transaction, which holds none. */
+  readonly database: PgDatabaseName | null
+  /** Runs `fn` inside a savepoint of the transaction: RELEASE when it answers, ROLLBACK TO when it throws. */
+  savepoint<T>(fn: (q: Queryable) => Promise<T>): Promise<T>
+}
+
+export type PgDriver = PgPoolDriver | PgTransactionDriver
+
+/** What the engine needs of node-postgres's Client, PoolClient and Pool. */
+interface NodePgQueryable {
+  query(config: { name?: string; text: string; values?: unknown[] }): Promise<{ rows: Record<string, unknown>[] }>
+}
+
+interface NodePgClient extends NodePgQueryable {
+  query(text: string): Promise<unknown>
+  query(config: { name?: string; text: string; values?: unknown[] }): Promise<{ rows: Record<string, unknown>[] }>
+  on(event: 'error', listener: (error: Error) => void): unknown
+  removeListener(event: 'error', listener: (error: Error) => void): unknown
+  readonly host?: unknown
+  readonly port?: unknown
+  readonly database?: unknown
+  readonly user?: unknown
+}
+
+interface NodePgPoolClient extends NodePgClient {
+  release(error?: Error | boolean): void
+}
+
+interface NodePgPool extends NodePgQueryable {
+  connect(): Promise<NodePgPoolClient>
+  readonly totalCount: number
+  readonly options?: Record<string, unknown>
+}
+
+/** What the engine needs of a postgres.js Sql, or of the TransactionSql behind a transaction. */
+interface PostgresJsSql {
+  unsafe(text: string, values: unknown[], options: { prepare: boolean }): PromiseLike<Record<string, unknown>[]>
+}
+
+interface PostgresJsPool extends PostgresJsSql {
+  begin<T>(options: string, fn: (tx: PostgresJsSql) => Promise<T>): Promise<T>
+  readonly options?: { host?: unknown; port?: unknown; database?: unknown; user?: unknown }
+}
+
+interface PostgresJsTransaction extends PostgresJsSql {
+  savepoint<T>(fn: (tx: PostgresJsSql) => Promise<T>): Promise<T>
+}
+
+const WRITE_BEGIN = 'begin isolation level read committed'
+const READ_BEGIN = 'begin isolation level repeatable read read only'
+
+/**
+ * The driver for a client behind a Drizzle handle: its database's `$client` (a pg Pool or Client, a
+ * postgres.js Sql), or its transaction's client (a pg PoolClient or Client, a postgres.js TransactionSql).
+ * Answers null for a client of any other driver.
+ */
+export function pgDriverOf(client: unknown, inTransaction: boolean): PgDriver | null {
+  if (inTransaction) {
+    if (isNodePgClient(client)) return nodePgTransaction(client)
+    if (isPostgresJsTransaction(client)) return postgresJsTransaction(client)
+    return null
+  }
+  if (isNodePgPool(client)) return nodePgPool(client)
+  if (isNodePgClient(client)) return nodePgClient(client)
+  if (isPostgresJsPool(client)) return postgresJsPool(client)
+  return null
+}
+
+function hasFunctions(value: unknown, ...names: string[]): value is object {
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return false
+  return names.every((name) => typeof Reflect.get(value, name) === 'function')
+}
+
+function isNodePgPool(client: unknown): client is NodePgPool {
+  return hasFunctions(client, 'query', 'connect') && typeof Reflect.get(client, 'totalCount') === 'number'
+}
+
+function isNodePgClient(client: unknown): client is NodePgClient {
+  return hasFunctions(client, 'query', 'connect', 'on', 'removeListener') && typeof Reflect.get(client, 'connectionParameters') === 'object'
+}
+
+function isPostgresJsPool(client: unknown): client is PostgresJsPool {
+  return typeof client === 'function' && hasFunctions(client, 'unsafe', 'begin')
+}
+
+function isPostgresJsTransaction(client: unknown): client is PostgresJsTransaction {
+  return typeof client === 'function' && hasFunctions(client, 'unsafe', 'savepoint')
+}
+
+/** Runs work one piece after another: for a client that one transaction holds, where interleaved savepoints would cross. */
+export class Lane {
+  private tail: Promise<unknown> = Promise.resolve()
+
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const turn = this.tail.then(fn, fn)
+    this.tail = turn.then(
+      () => undefined,
+      () => undefined,
+    )
+    return turn
+  }
+}
+
+/** Runs statements on a node-postgres client or pool as named prepared statements: each connection prepares each once. */
+function nodePgQueryable(client: NodePgQueryable): Queryable {
+  return {
+    async query(statement, values) {
+      const result = await client.query({ name: statement.name, text: statement.text, values: [...values] })
+      return result.rows
+    },
+  }
+}
+
+function nodePgPool(pool: NodePgPool): PgPoolDriver {
+  const { query } = nodePgQueryable(pool)
+  return {
+    inTransaction: false,
+    database: nodePgDatabaseName(pool.options ?? {}),
+    query,
+    async transaction(fn, options) {
+      const client = await pool.connect()
+      // A backend ended under a checked-out client (pg_terminate_backend, a restart) emits 'error': without a
+      // listener the process would crash. The error is passed to release, which destroys the client.
+      let broken: Error | undefined
+      const onError = (error: Error) => (broken ??= error)
+      client.on('error', onError)
+      let releaseWith: Error | undefined
+      try {
+        return await inTransaction(client, fn, options, (error) => (releaseWith = error))
+      } finally {
+        client.removeListener('error', onError)
+        client.release(broken ?? releaseWith)
+      }
+    },
+  }
+}
+
+/**
+ * BEGIN, `fn`, COMMIT on one node-postgres client; ROLLBACK when `fn` or COMMIT throws. `unusable` is told
+ * of an error after which the client cannot be trusted: a BEGIN or a ROLLBACK that failed.
+ */
+async function inTransaction<T>(client: NodePgClient, fn: (q: Queryable) => Promise<T>, options: { readOnly?: boolean } | undefined, unusable: (error: Error) => void): Promise<T> {
+  try {
+    await client.query(options?.readOnly ? READ_BEGIN : WRITE_BEGIN)
+  } catch (error) {
+    unusable(asError(error))
+    throw error
+  }
+  try {
+    const value = await fn(nodePgQueryable(client))
+    await client.query('commit')
+    return value
+  } catch (error) {
+    try {
+      await client.query('rollback')
+    } catch (rollbackError) {
+      unusable(asError(rollbackError))
+    }
+    throw error
+  }
+}
+
+/** One node-postgres Client of its own (not a pool): its transactions, and the statements run outside them, take turns. */
+function nodePgClient(client: NodePgClient): PgPoolDriver {
+  const lane = new Lane()
+  const { query } = nodePgQueryable(client)
+  return {
+    inTransaction: false,
+    database: nodePgDatabaseName({ host: client.host, port: client.port, database: client.database, user: client.user }),
+    query: (statement, values) => lane.run(() => query(statement, values)),
+    transaction: (fn, options) => lane.run(() => inTransaction(client, fn, options, () => {})),
+  }
+}
+
+let savepoints = 0
+
+function nodePgTransaction(client: NodePgClient): PgTransactionDriver {
+  const queryable = nodePgQueryable(client)
+  return {
+    inTransaction: true,
+    database: nodePgDatabaseName({ host: client.host, port: client.port, database: client.database, user: client.user }),
+    query: queryable.query,
+    async savepoint(fn) {
+      const name = `drizzle_jobs_${++savepoints}`
+      await client.query(`savepoint ${name}`)
+      try {
+        const value = await fn(queryable)
+        await client.query(`release savepoint ${name}`)
+        return value
+      } catch (error) {
+        // A rollback that fails leaves the transaction aborted: the caller's error says why it failed first.
+        await client.query(`rollback to savepoint ${name}`).then(() => client.query(`release savepoint ${name}`)).catch(() => {})
+        throw error
+      }
+    },
+  }
+}
+
+/** Runs statements on postgres.js as prepared statements, which it keeps per connection. */
+function postgresJsQueryable(sql: PostgresJsSql): Queryable {
+  return {
+    async query(statement, values) {
+      return await sql.unsafe(statement.text, [...values], { prepare: true })
+    },
+  }
+}
+
+function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
+  const options = sql.options ?? {}
+  const first = (value: unknown) => (Array.isArray(value) ? value[0] : value)
+  return {
+    inTransaction: false,
+    database: {
+      host: String(first(options.host) ?? 'localhost'),
+      port: Number(first(options.port) ?? 5432),
+      database: String(options.database ?? options.user ?? ''),
+    },
+    query: postgresJsQueryable(sql).query,
+    transaction: (fn, options) => sql.begin(options?.readOnly ? READ_BEGIN.slice('begin '.length) : WRITE_BEGIN.slice('begin '.length), (tx) => fn(postgresJsQueryable(tx))),
+  }
+}
+
+function postgresJsTransaction(sql: PostgresJsTransaction): PgTransactionDriver {
+  return {
+    inTransaction: true,
+    database: null,
+    query: postgresJsQueryable(sql).query,
+    savepoint: (fn) => sql.savepoint((tx) => fn(postgresJsQueryable(tx))),
+  }
+}
+
+/**
+ * The database that node-postgres connects to for these options, resolved as it resolves them: a connection
+ * string's parts first, then the options, then the PG* environment variables, then its defaults.
+ */
+function nodePgDatabaseName(options: Record<string, unknown>): PgDatabaseName {
+  const url = typeof options.connectionString === 'string' ? parseConnectionString(options.connectionString) : {}
+  const setting = (key: 'host' | 'port' | 'database' | 'user'): string | undefined => {
+    const value = url[key] ?? options[key]
+    if (value !== undefined && value !== null && value !== '') return String(value)
+    return process.env[`PG${key.toUpperCase()}`] || undefined
+  }
+  const user = setting('user') ?? process.env.USER ?? ''
+  return { host: setting('host') ?? 'localhost', port: Number(setting('port') ?? 5432), database: setting('database') ?? user }
+}
+
+function parseConnectionString(text: string): Partial<Record<'host' | 'port' | 'database' | 'user', string>> {
+  try {
+    const url = new URL(text)
+    const parts: Partial<Record<'host' | 'port' | 'database' | 'user', string>> = {}
+    const host = url.searchParams.get('host') ?? decodeURIComponent(url.hostname)
+    if (host) parts.host = host
+    if (url.port) parts.port = url.port
+    const database = decodeURIComponent(url.pathname.slice(1))
+    if (database) parts.database = database
+    if (url.username) parts.user = decodeURIComponent(url.username)
+    return parts
+  } catch {
+    return {}
+  }
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error))
+}

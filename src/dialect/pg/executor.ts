@@ -1,0 +1,163 @@
+/**
+ * The engine's requests (dialect/executor.ts) answered by PostgreSQL: each
+ * method runs one or two of the statements declared in statements.ts,
+ * read.ts and admin.ts on the Queryable it is given (a pool, or the one
+ * client of a transaction), turning lists into JSON text and bounds into
+ * times the server takes.
+ */
+import type { Executor, ListingOrder, ListParams } from '../index.js'
+import { ADMIN_SQL } from './admin.js'
+import type { Queryable } from './driver.js'
+import { READ_SQL } from './read.js'
+import { all, get, one, some } from './statement.js'
+import { SQL } from './statements.js'
+import { timeBound } from './terms.js'
+
+/**
+ * PostgreSQL has no cheap counterpart of SQLite's data_version (a number that moves when another
+ * connection commits): this one moves on every look, so pollers always look for work. Wake-ups by
+ * LISTEN/NOTIFY are to take its place.
+ */
+let dataVersion = 0
+
+/** The listings' statements, by the order they walk. */
+const LISTINGS = {
+  waiting: ADMIN_SQL.listWaiting,
+  scheduled: ADMIN_SQL.listScheduled,
+  running: ADMIN_SQL.listRunning,
+  ended: ADMIN_SQL.listEnded,
+  newest: ADMIN_SQL.listNewest,
+} as const
+
+/** The bounds of a bigint, as text: a key past every seq or priority. */
+const BIGINT_MAX = '9223372036854775807'
+const BIGINT_MIN = '-9223372036854775808'
+
+/**
+ * A listing's key for a seq or a priority: a whole number as it is; ±Infinity (a first page) the bigint's
+ * bounds; anything else (a key that only SQLite stores: a text, a blob) after every number, as SQLite sorts it.
+ */
+function wholeKey(key: ListParams['k1'] | undefined): number | string {
+  if (typeof key === 'number' && Number.isFinite(key)) return Math.trunc(key)
+  return key === -Infinity ? BIGINT_MIN : BIGINT_MAX
+}
+
+/** A listing's key for a time, in ms: ±Infinity before or after every time; a non-number after every time. */
+function timeKey(key: ListParams['k1'] | undefined): number {
+  return typeof key === 'number' ? timeBound(key) : Infinity
+}
+
+/** A page's keys in the types of the order's columns: (priority, run_at, seq), (run_at, seq), (finished_at, seq) or (seq). */
+function pageKeys(order: ListingOrder, page: ListParams): { k1: number | string; k2: number | string | null; k3: number | string | null } {
+  switch (order) {
+    case 'waiting':
+      return { k1: wholeKey(page.k1), k2: timeKey(page.k2), k3: wholeKey(page.k3) }
+    case 'scheduled':
+    case 'ended':
+      return { k1: timeKey(page.k1), k2: wholeKey(page.k2), k3: null }
+    default:
+      return { k1: wholeKey(page.k1), k2: null, k3: null }
+  }
+}
+
+/** The executor that runs its requests on `q`. @internal */
+export function pgExecutor(q: Queryable): Executor<'async'> {
+  return {
+    dataVersion: async () => ++dataVersion,
+    /**
+     * PostgreSQL keeps no counters (statements.ts): this only creates the queue's row on its first job, for its
+     * pause flag and limits, taking no lock on a row that exists.
+     */
+    queueShiftCounts: async ({ queue }) => void (await all(q, SQL.queueRowEnsure, { queue })),
+
+    jobInsertIfRoom: (job) => some(q, SQL.insertJobIfRoom, job),
+    jobInsert: (job) => some(q, SQL.insertJob, job),
+    jobExists: (queue, id) => some(q, SQL.jobExists, { queue, id }),
+    queueWaitingCount: async (queue) => (await one(q, SQL.queueWaitingCount, { queue })).count,
+
+    queueClaimable: (queue) => get(q, SQL.queueClaimable, { queue }),
+    /**
+     * A queue with a stored `concurrency` or `concurrency_per_group` is claimed under a lock on its jobs_queue
+     * row, taken here and held until the claim commits; its runs under way are then counted from its leases,
+     * in a statement of its own that sees the claims committed before the lock was granted. So two claims of a
+     * limited queue take turns and its limit is exact across hosts (JOB-07); a queue without limits takes no
+     * lock, and its claims run side by side.
+     */
+    async queueClaimLimits(queue) {
+      const peek = await get(q, SQL.queueClaimLimits, { queue })
+      if (!peek || (peek.concurrency === null && peek.perGroup === null)) return peek
+      const locked = await get(q, SQL.queueClaimLimitsLocked, { queue })
+      if (!locked) return undefined
+      const { running } = await one(q, SQL.queueLeaseCount, { queue })
+      return { ...locked, running }
+    },
+    queueLimitsGet: (queue) => get(q, SQL.queueLimits, { queue }),
+    queueLimitsSet: async (limits) => void (await all(q, SQL.storeQueueLimits, limits)),
+
+    /** Claim order, over jobs_job_claim; FOR UPDATE SKIP LOCKED, so that claims at once never take the same job. */
+    jobGetAvailable: (window, skipAbandoned) => all(q, skipAbandoned ? SQL.claimCandidatesNotAbandoned : SQL.claimCandidates, window),
+    jobGetFirstAbandoned: (window) => get(q, SQL.firstAbandoned, window),
+    jobGetAvailableByGroup: (window) => all(q, SQL.claimCandidatesByGroup, window),
+    jobGetAvailableOne: (seq) => get(q, SQL.claimCandidate, { seq }),
+    leaseCountByGroup: (queue) => all(q, SQL.groupsRunning, { queue }),
+    jobSetRunningMany: async (seqs) => (await one(q, SQL.markRunning, { seqs: JSON.stringify(seqs) })).count,
+    leaseInsertMany: async (seqs, lease) => void (await all(q, SQL.insertLeases, { ...lease, seqs: JSON.stringify(seqs) })),
+
+    jobSetStateIfLeased: (end) => some(q, SQL.endRun, end),
+    jobSetStateIfLeasedMany: ({ runs, ...end }) => all(q, SQL.endRuns, { ...end, runs: JSON.stringify(runs) }),
+    jobSetStateIfUnleased: (end) => some(q, SQL.endUnleased, end),
+    jobGetState: async (seq) => (await get(q, SQL.jobState, { seq }))?.state,
+    leaseDeleteMany: async (seqs) => void (await all(q, SQL.deleteLeases, { seqs: JSON.stringify(seqs) })),
+    stepDeleteMany: async (seqs) => void (await all(q, SQL.deleteSteps, { seqs: JSON.stringify(seqs) })),
+
+    leaseRenewByOwner: (renew) => all(q, SQL.renewLeases, renew),
+    leaseListByOwner: (owner) => all(q, SQL.ownerLeases, { owner }),
+    leaseHeld: (lease) => some(q, SQL.leaseHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt }),
+    leaseOwners: async (queue) => (await all(q, SQL.leaseOwners, { queue })).map((row) => row.owner),
+    leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) => all(q, SQL.abandonedLeases, { queue, self, now: timeBound(now), deadOwners: JSON.stringify(deadOwners), limit }),
+    jobCountUnleased: async (queue) => (await one(q, SQL.unleasedCount, { queue })).count,
+    jobGetUnleased: (find) => all(q, SQL.unleasedRuns, find),
+
+    stepGet: async (seq, name) => (await get(q, SQL.readStep, { seq, name }))?.answer,
+    stepSetIfLeased: (step) => some(q, SQL.writeStep, step),
+
+    jobHasPrunable: ({ queue, state, before }) => some(q, SQL.firstPrunable, { queue, state, before: timeBound(before) }),
+    jobDeleteEnded: async ({ queue, state, before, limit }) => (await one(q, SQL.pruneEnded, { queue, state, before: timeBound(before), limit })).count,
+
+    jobGetSnapshot: (queue, id) => get(q, READ_SQL.jobById, { queue, id }),
+    jobGetSnapshots: (seqs) => all(q, READ_SQL.jobsBySeq, { seqs: JSON.stringify(seqs) }),
+    jobCountAhead: async (at) => (await one(q, READ_SQL.countAhead, { ...at, now: timeBound(at.now) })).ahead,
+    /** One query: the head of the line, numbered by row_number() in claim order, filtered to the seqs asked about. */
+    async jobPlacesInLine(line, seqs) {
+      const rows = await all(q, READ_SQL.placesInLine, { ...line, now: timeBound(line.now), seqs: JSON.stringify([...seqs]) })
+      const places = new Map<number, number>()
+      let walked = 0
+      for (const row of rows) {
+        if (row.seq === null) walked = row.place
+        else places.set(row.seq, row.place)
+      }
+      for (const seq of seqs) if (!places.has(seq)) places.set(seq, walked)
+      return places
+    },
+
+    jobFind: (queue, id) => get(q, ADMIN_SQL.findJob, { queue, id }),
+    jobGetRecord: (queue, id) => get(q, ADMIN_SQL.jobRecord, { queue, id }),
+    jobListOfQueue: (queue) => all(q, ADMIN_SQL.queueJobs, { queue }),
+    /** One page by keyset, as SQLite's: the keys are numbers here (times in ms, seqs, priorities). */
+    jobList: (order, page) => all(q, LISTINGS[order], { queue: page.queue, state: page.state, grp: page.grp, limit: page.limit, ...pageKeys(order, page) }),
+    jobGetOutcome: (seq) => get(q, ADMIN_SQL.jobOutcome, { seq }),
+    jobCancel: (seq, now) => some(q, ADMIN_SQL.cancelJob, { seq, now }),
+    jobRetry: (seq, now) => some(q, ADMIN_SQL.retryJob, { seq, now }),
+    stepList: (seq) => all(q, ADMIN_SQL.jobSteps, { seq }),
+    leaseGet: (seq) => get(q, ADMIN_SQL.jobLease, { seq }),
+    queueSetPaused: async (queue, paused) => void (await all(q, ADMIN_SQL.setPaused, { queue, paused })),
+    /** Counted from the queue's jobs, a pass over them all (PostgreSQL keeps no counters). */
+    queueGetCounts: (queue) => get(q, ADMIN_SQL.queueCounts, { queue }),
+    /** Counted from every job, a pass over them all. */
+    queueGetCountsAll: () => all(q, ADMIN_SQL.allQueueCounts, {}),
+    queueNames: async () => (await all(q, ADMIN_SQL.queueNames, {})).map((row) => row.name),
+    jobCountEnded: async (window) => (await one(q, ADMIN_SQL.endedBetween, { ...window, since: timeBound(window.since), until: timeBound(window.until) })).count,
+    jobCountEndedPerBucket: (window) => all(q, ADMIN_SQL.endedPerBucket, { ...window, since: timeBound(window.since), until: timeBound(window.until) }),
+    jobEarliestRunnable: async (queue) => (await one(q, ADMIN_SQL.earliestRunnable, { queue })).runAt,
+  }
+}

@@ -1,0 +1,215 @@
+/**
+ * Every statement the engine runs on PostgreSQL, named by what it does. Writes
+ * that end a run or keep a step carry the lease fence (owner, attempt) in the
+ * same statement, so a run that lost its lease changes nothing (JOB-16).
+ *
+ * Unlike SQLite's, these statements keep no counters in jobs_queue: a counter
+ * row updated by every claim, end and add would make every writer of a queue
+ * wait on that one row. What the counters answered is counted from the jobs
+ * and the leases instead, and jobs_queue holds a queue's pause flag and
+ * limits only.
+ */
+import type { EndedState, JobState } from '../../types.js'
+import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, LeaseParams, NewJob, RunEndParams, StoredLimits, UnleasedRun } from '../index.js'
+import { pgStatement, type JobRow, type LeaseRow, type StepRow } from './statement.js'
+import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, inSeqs, LEASE_HELD, ms, RUNNABLE } from './terms.js'
+
+/** What a claim answers of each job: `attempts` is the attempt the claim starts. */
+const CLAIMED = `seq::float8 as seq, id, grp, value::text as value, state as "claimedFrom", attempts + 1 as attempts,
+  max_attempts as "maxAttempts", abandoned::int as abandoned`
+
+/** Runnable jobs of @queue due by @now. */
+const DUE = `queue = @queue::text and ${RUNNABLE} and run_at <= ${at('@now')}`
+
+/** The columns a run's end writes, from RunEndParams. */
+const END_SET = `state = @state::text, run_at = coalesce(${at('@runAt')}, run_at), finished_at = ${at('@finishedAt')},
+  result = @result::jsonb, error = @error::text, error_stack = @errorStack::text, attempts = attempts - @refund::int,
+  abandoned = @abandoned::int <> 0`
+
+const INSERT_JOB = `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at)
+  select @queue::text, @id::text, @grp::text, @value::jsonb, @state::text, @priority::int, 0, @maxAttempts::int, ${at('@runAt')}, ${at('@now')}`
+
+type QueueParam = { queue: string }
+type Window = { queue: string; now: number }
+type Seqs = { seqs: string }
+type EndParams = Omit<RunEndParams, 'finishedAt' | 'result'>
+
+export const SQL = {
+  /** Which of the four tables are missing, and the database the connection is on (for a client whose options do not say). */
+  schemaCheck: pgStatement<Record<never, never>, { missing: string | null; database: string; host: string; port: number }>('schemaCheck', `select
+      (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease']) with ordinality as t(name, ord)
+       where to_regclass(t.name) is null) as missing,
+      current_database() as database, coalesce(host(inet_server_addr()), 'localhost') as host,
+      coalesce(inet_server_port(), current_setting('port')::int) as port`),
+
+  /**
+   * Creates a queue's row on its first job, so that its pause flag and limits have a row to live in; else
+   * does nothing, and takes no lock on the row.
+   */
+  queueRowEnsure: pgStatement<QueueParam>('queueRowEnsure', `insert into jobs_queue (name) values (@queue::text) on conflict (name) do nothing`),
+
+  /**
+   * Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. The room is
+   * counted in the insert, up to maxWaiting: a walk of the claim index (in its order, so that the planner walks
+   * the index rather than the table) that stops there, so an add costs more the more jobs wait. Two adds that
+   * commit at once may each see the last free place: the cap is exact for one adder at a time.
+   */
+  insertJobIfRoom: pgStatement<NewJob, { added: 1 }>('insertJobIfRoom', `${INSERT_JOB}
+    where (select count(*) from (select 1 from jobs_job where queue = @queue::text and ${RUNNABLE} order by ${CLAIM_ORDER} limit @maxWaiting::bigint) room)
+      < @maxWaiting::bigint
+    on conflict (queue, id) do nothing
+    returning 1 as added`),
+  insertJob: pgStatement<NewJob, { added: 1 }>('insertJob', `${INSERT_JOB}
+    on conflict (queue, id) do nothing
+    returning 1 as added`),
+  jobExists: pgStatement<{ queue: string; id: string }, { found: 1 }>('jobExists', `select 1 as found from jobs_job where queue = @queue::text and id = @id::text`),
+  /** The jobs a queue holds waiting or scheduled: a count over its runnable jobs. */
+  queueWaitingCount: pgStatement<QueueParam, { count: number }>('queueWaitingCount', `select count(*)::float8 as count from jobs_job where queue = @queue::text and ${RUNNABLE}`),
+
+  /**
+   * What a worker reads before it claims: is there anything it may claim, under the stored limit? Read from
+   * the jobs and leases, each only as far as the worker tests it, in a few index probes however many jobs the
+   * queue holds: `running` is the count of the queue's leases; `waiting` is 1 when a runnable job is due by the
+   * server's clock (its earliest run_at, terms.ts), else 0; `scheduled` is 1 when a job is scheduled, and
+   * `nextScheduled` when the first of them is due (jobs_job_scheduled), which the worker compares with its own
+   * clock. Answers a row for a queue with no jobs_queue row (jobs added with plain SQL) too.
+   */
+  queueClaimable: pgStatement<QueueParam, Claimable>('queueClaimable', `select coalesce(q.paused, false)::int as paused, q.concurrency,
+      (select count(*)::int from jobs_lease where queue = @queue::text) as running,
+      coalesce(${EARLIEST_RUNNABLE} <= now(), false)::int as waiting,
+      (s.next is not null)::int as scheduled, ${ms('s.next')} as "nextScheduled"
+    from (select min(run_at) as next from jobs_job where queue = @queue::text and state = 'scheduled') s
+    left join jobs_queue q on q.name = @queue::text`),
+  /** A claim's first read of the queue's row, without a lock: a queue with no limit is claimed in parallel. */
+  queueClaimLimits: pgStatement<QueueParam, ClaimLimits>('queueClaimLimits', `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
+      (select count(*)::int from jobs_lease where queue = @queue::text) as running
+    from jobs_queue where name = @queue::text`),
+  /**
+   * A limited queue's row, locked until the claim commits: the claims of a limited queue take turns, each
+   * counting the runs under way (queueLeaseCount, a statement of its own, so that it sees what the claim
+   * before it committed) and so never exceeding the limit, on any host (JOB-07).
+   */
+  queueClaimLimitsLocked: pgStatement<QueueParam, Omit<ClaimLimits, 'running'>>('queueClaimLimitsLocked', `select paused::int as paused, concurrency, concurrency_per_group as "perGroup"
+    from jobs_queue where name = @queue::text for update`),
+  queueLeaseCount: pgStatement<QueueParam, { running: number }>('queueLeaseCount', `select count(*)::int as running from jobs_lease where queue = @queue::text`),
+  /** The limits a queue holds, and when a worker stored them (null: never). */
+  queueLimits: pgStatement<QueueParam, StoredLimits>('queueLimits', `select concurrency, concurrency_per_group as "perGroup", ${ms('limits_set_at')} as "setAt"
+    from jobs_queue where name = @queue::text`),
+  /** Stores a queue's limits, replacing any others: the worker started last wins. */
+  storeQueueLimits: pgStatement<{ queue: string; total: number | null; perGroup: number | null; now: number }>('storeQueueLimits', `insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at)
+    values (@queue::text, @total::int, @perGroup::int, ${at('@now')})
+    on conflict (name) do update set concurrency = excluded.concurrency, concurrency_per_group = excluded.concurrency_per_group,
+      limits_set_at = excluded.limits_set_at`),
+
+  /**
+   * Runnable jobs in claim order (priority, run_at, seq — JOB-17) over jobs_job_claim, locked: FOR UPDATE SKIP
+   * LOCKED passes over the jobs another claim has read and not yet committed, so claims running at once never
+   * take the same job, and never wait on each other.
+   */
+  claimCandidates: pgStatement<Window & { limit: number }, ClaimedJob>('claimCandidates', `select ${CLAIMED} from jobs_job where ${DUE}
+    order by ${CLAIM_ORDER} limit @limit::bigint
+    for update skip locked`),
+  /** Like claimCandidates, leaving out the jobs that must run alone. */
+  claimCandidatesNotAbandoned: pgStatement<Window & { limit: number }, ClaimedJob>('claimCandidatesNotAbandoned', `select ${CLAIMED} from jobs_job where ${DUE} and not abandoned
+    order by ${CLAIM_ORDER} limit @limit::bigint
+    for update skip locked`),
+  /** The first due job whose last run was abandoned (jobs_job_abandoned), locked as claimCandidates locks. */
+  firstAbandoned: pgStatement<Window, ClaimedJob & Pick<JobRow, 'runAt'>>('firstAbandoned', `select ${CLAIMED}, ${ms('run_at')} as "runAt" from jobs_job
+    where abandoned and ${DUE}
+    order by ${CLAIM_ORDER} limit 1
+    for update skip locked`),
+  /** Candidates for a claim under a per-group cap, locked: groups already at the cap are left out. */
+  claimCandidatesByGroup: pgStatement<Window & { perGroup: number; limit: number; skipAbandoned: 0 | 1 }, Pick<JobRow, 'seq' | 'grp'>>('claimCandidatesByGroup', `select seq::float8 as seq, grp from jobs_job
+    where ${DUE} and (@skipAbandoned::int = 0 or not abandoned)
+      and (grp is null or grp not in (select grp from jobs_lease where queue = @queue::text and grp is not null
+                                      group by grp having count(*) >= @perGroup::int))
+    order by ${CLAIM_ORDER} limit @limit::bigint
+    for update skip locked`),
+  /** One candidate of claimCandidatesByGroup, with what a claim answers (locked already by this claim). */
+  claimCandidate: pgStatement<{ seq: number }, ClaimedJob>('claimCandidate', `select ${CLAIMED} from jobs_job where seq = @seq::bigint and ${RUNNABLE}
+    for update skip locked`),
+  /** Runs under way per group of a queue, in one pass over the leases. */
+  groupsRunning: pgStatement<QueueParam, { grp: string; running: number }>('groupsRunning', `select grp, count(*)::int as running from jobs_lease
+    where queue = @queue::text and grp is not null group by grp`),
+  /** Claims the jobs a claim's select locked, counting their attempt (JOB-04); answers how many it marked. */
+  markRunning: pgStatement<Seqs, { count: number }>('markRunning', `with marked as (
+      update jobs_job set state = 'running', attempts = attempts + 1 where ${inSeqs('seq', '@seqs')} and ${RUNNABLE} returning 1
+    )
+    select count(*)::int as count from marked`),
+  /** Leases the jobs just marked running, for the attempt the claim counted. */
+  insertLeases: pgStatement<Seqs & { owner: string; expiresAt: number; channel: string | null }>('insertLeases', `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at, channel)
+    select seq, queue, grp, @owner::text, attempts, ${at('@expiresAt')}, @channel::text from jobs_job where ${inSeqs('seq', '@seqs')}`),
+
+  /** Ends a run: the job's next state, fenced by the lease. Every outcome goes through it or through endRuns. */
+  endRun: pgStatement<RunEndParams & LeaseParams, { ended: 1 }>('endRun', `update jobs_job set ${END_SET}
+    where seq = @seq::bigint and state = 'running' and ${LEASE_HELD}
+    returning 1 as ended`),
+  /**
+   * endRun for several runs of one owner whose ends differ only in when they finished and what they returned:
+   * `@runs` is a JSON array of [seq, attempt, finishedAt, result], result the JSON text of the result or null.
+   * Answers the jobs it ended.
+   */
+  endRuns: pgStatement<EndParams & { owner: string; runs: string }, Pick<JobRow, 'seq'>>('endRuns', `update jobs_job j set state = @state::text,
+      run_at = coalesce(${at('@runAt')}, j.run_at), finished_at = ${at(`(r.run ->> 2)`)}, result = (r.run ->> 3)::jsonb,
+      error = @error::text, error_stack = @errorStack::text, attempts = j.attempts - @refund::int, abandoned = @abandoned::int <> 0
+    from jsonb_array_elements(@runs::jsonb) as r(run)
+    where j.seq = (r.run ->> 0)::bigint and j.state = 'running'
+      and exists (select 1 from jobs_lease l where l.job = j.seq and l.owner = @owner::text and l.attempt = (r.run ->> 1)::int)
+    returning j.seq::float8 as seq`),
+  deleteLeases: pgStatement<Seqs>('deleteLeases', `delete from jobs_lease where ${inSeqs('job', '@seqs')}`),
+  deleteSteps: pgStatement<Seqs>('deleteSteps', `delete from jobs_step where ${inSeqs('job', '@seqs')}`),
+
+  /** Renews every lease an owner still holds; the jobs it answers are the ones still held. */
+  renewLeases: pgStatement<{ owner: string; expiresAt: number }, Pick<LeaseRow, 'job' | 'attempt'>>('renewLeases', `update jobs_lease set expires_at = ${at('@expiresAt')}
+    where owner = @owner::text returning job::float8 as job, attempt`),
+  /** Leases of a queue, not the asking worker's own, that have expired or whose owner is one of the given dead ones (a JSON array). */
+  abandonedLeases: pgStatement<{ queue: string; self: string; now: number; deadOwners: string; limit: number }, AbandonedLease>('abandonedLeases', `select l.job::float8 as seq, l.owner, l.attempt,
+      ${ms('l.expires_at')} as "expiresAt", j.attempts, j.max_attempts as "maxAttempts"
+    from jobs_lease l join jobs_job j on j.seq = l.job
+    where l.queue = @queue::text and l.owner <> @self::text
+      and (l.expires_at <= ${at('@now')} or l.owner in (select value from jsonb_array_elements_text(@deadOwners::jsonb)))
+    limit @limit::bigint`),
+  /**
+   * How many running jobs of a queue hold no lease (written so by another program, or their lease deleted).
+   * With no counters, this walks the queue's jobs: there is no index on running jobs.
+   */
+  unleasedCount: pgStatement<QueueParam, { count: number }>('unleasedCount', `select count(*)::int as count from jobs_job j
+    where queue = @queue::text and state = 'running' and not exists (select 1 from jobs_lease l where l.job = j.seq)`),
+  /** Running jobs of a queue that hold no lease. */
+  unleasedRuns: pgStatement<{ queue: string; limit: number }, UnleasedRun>('unleasedRuns', `select seq::float8 as seq, attempts, max_attempts as "maxAttempts" from jobs_job j
+    where queue = @queue::text and state = 'running' and not exists (select 1 from jobs_lease l where l.job = j.seq)
+    limit @limit::bigint`),
+  /** Ends a run that holds no lease, as endRun ends one that holds its lease: only while it still holds none. */
+  endUnleased: pgStatement<RunEndParams & { seq: number }, { ended: 1 }>('endUnleased', `update jobs_job set ${END_SET}
+    where seq = @seq::bigint and state = 'running' and not exists (select 1 from jobs_lease where job = @seq::bigint)
+    returning 1 as ended`),
+  /** The leases an owner still holds: a run missing here had its lease taken (a cancel, a rescue). */
+  ownerLeases: pgStatement<{ owner: string }, Pick<LeaseRow, 'job' | 'attempt'>>('ownerLeases', `select job::float8 as job, attempt from jobs_lease where owner = @owner::text`),
+  jobState: pgStatement<{ seq: number }, { state: JobState }>('jobState', `select state from jobs_job where seq = @seq::bigint`),
+  leaseOwners: pgStatement<QueueParam, { owner: string }>('leaseOwners', `select distinct owner from jobs_lease where queue = @queue::text`),
+
+  /** Whether a run still holds its job's lease, as the fence reads it: one look-up by the lease's key. */
+  leaseHeld: pgStatement<LeaseParams, { held: 1 }>('leaseHeld', `select 1 as held from jobs_lease where job = @seq::bigint and owner = @owner::text and attempt = @attempt::int`),
+  readStep: pgStatement<{ seq: number; name: string }, Pick<StepRow, 'answer'>>('readStep', `select answer::text as answer from jobs_step where job = @seq::bigint and name = @name::text`),
+  /** Keeps a step's answer, fenced by the lease (JOB-06, JOB-16). */
+  writeStep: pgStatement<LeaseParams & { name: string; answer: string | null }, { written: 1 }>('writeStep', `insert into jobs_step (job, name, answer)
+    select @seq::bigint, @name::text, @answer::jsonb where ${LEASE_HELD}
+    on conflict (job, name) do nothing
+    returning 1 as written`),
+
+  /** The first job of a queue that ended in @state before @before, in jobs_job_ended's order (so that the planner walks it). */
+  firstPrunable: pgStatement<{ queue: string; state: EndedState; before: number }, { found: 1 }>('firstPrunable', `select 1 as found from jobs_job
+    where queue = @queue::text and ${ENDED} and state = @state::text and finished_at < ${at('@before')}
+    order by jobs_job.finished_at limit 1`),
+  /**
+   * Deletes up to @limit jobs of a queue that ended in @state before @before, the longest ended first
+   * (jobs_job_ended's order); their steps and leases go with them.
+   */
+  pruneEnded: pgStatement<{ queue: string; state: EndedState; before: number; limit: number }, { count: number }>('pruneEnded', `with pruned as (
+      delete from jobs_job where seq = any(array(select seq from jobs_job
+        where queue = @queue::text and ${ENDED} and state = @state::text and finished_at < ${at('@before')}
+        order by jobs_job.finished_at limit @limit::bigint))
+      returning 1
+    )
+    select count(*)::int as count from pruned`),
+} as const

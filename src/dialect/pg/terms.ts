@@ -1,0 +1,85 @@
+/**
+ * SQL terms the engine's, the readers' and the admin statements share on
+ * PostgreSQL: the state terms the partial indexes are written with, and the
+ * conversions between the tables' types (timestamptz, jsonb, bigint,
+ * boolean) and what the engine reads and writes (ms numbers, JSON text,
+ * numbers, 0/1).
+ */
+
+/** Literal state terms, written exactly as the partial indexes' own conditions, so that the planner sees it may use them. */
+export const RUNNABLE = `state in ('waiting', 'scheduled')`
+export const ENDED = `state in ('done', 'failed', 'canceled')`
+
+/** A timestamptz column (or expression) as whole ms since the epoch, read as a JavaScript number; null stays null. */
+export function ms(column: string): string {
+  return `round(extract(epoch from ${column}) * 1000)::float8`
+}
+
+/** A parameter of ms since the epoch as a timestamptz; null stays null, ±Infinity are ±infinity. */
+export function at(param: string): string {
+  return `to_timestamp(${param}::float8 / 1000)`
+}
+
+/**
+ * `column` is one of the seqs of a parameter that holds them as a JSON array's text. Written as `= any(array(…))`,
+ * which the planner looks up in the primary key, one probe per seq: `in (select …)` is planned as a hash join
+ * over the whole table.
+ */
+export function inSeqs(column: string, param: string): string {
+  return `${column} = any(array(select value::bigint from jsonb_array_elements_text(${param}::jsonb)))`
+}
+
+/**
+ * Claim order (priority, run_at, seq — JOB-17), the order of jobs_job_claim. Qualified: a statement that
+ * answers `seq::float8 as seq` would otherwise sort by that output column, which no index serves.
+ */
+export const CLAIM_ORDER = `jobs_job.priority, jobs_job.run_at, jobs_job.seq`
+
+/**
+ * The lease fence: the job's lease row still names this owner and attempt. Taking a lease over always
+ * replaces the row (a rescue deletes it, a claim inserts one for the next attempt), so a run whose lease was
+ * taken fails this test, whatever the clocks say.
+ */
+export const LEASE_HELD = `exists (select 1 from jobs_lease where job = @seq::bigint and owner = @owner::text and attempt = @attempt::int)`
+
+/**
+ * The distinct queue names of jobs_job, one index probe each (a loose index scan of jobs_job_queue_id), for
+ * the queues that a program writing plain SQL filled without a jobs_queue row: a recursive query's
+ * `job_queues`, whose null row ends the walk.
+ */
+export const JOB_QUEUES = `job_queues(name) as (
+    select min(queue) from jobs_job
+    union all
+    select (select min(queue) from jobs_job where queue > job_queues.name) from job_queues where job_queues.name is not null
+  )`
+
+/**
+ * The earliest run_at among the runnable jobs of the queue `@queue`, or null: the first entry of the claim
+ * index for each distinct priority, one index probe per priority, however many jobs the queue holds. A
+ * scalar subquery.
+ */
+export const EARLIEST_RUNNABLE = `(with recursive priorities(priority) as (
+      select (select min(priority) from jobs_job where queue = @queue::text and ${RUNNABLE})
+      union all
+      select (select priority from jobs_job where queue = @queue::text and ${RUNNABLE} and priority > priorities.priority
+              order by priority limit 1)
+      from priorities where priorities.priority is not null
+    )
+    select min((select run_at from jobs_job where queue = @queue::text and ${RUNNABLE} and priority = priorities.priority
+                order by run_at limit 1))
+    from priorities where priority is not null)`
+
+/** The earliest time a timestamptz holds (4714-11-24 BC), in ms: a bound before it is -infinity. */
+const MIN_TIME_MS = -210_866_803_200_000
+/** The latest (294276 AD), in ms: a bound after it is infinity. */
+const MAX_TIME_MS = 9_224_318_016_000_000
+
+/**
+ * A time that only bounds a comparison (a retention's cut-off, a listing's key), in ms: beyond the range of
+ * timestamptz it is ±Infinity, which compares as the bound means, where the time itself would not convert.
+ */
+export function timeBound(ms: number): number {
+  if (ms < MIN_TIME_MS) return -Infinity
+  if (ms > MAX_TIME_MS) return Infinity
+  return ms
+}

@@ -1,0 +1,80 @@
+/**
+ * What the PostgreSQL executor and connection tests share: jobs as enqueue adds them, and the engine's own
+ * programs (claimJobs, recordEnds, counting, storeLimits) run in a connection's write transaction, as a
+ * worker's flush runs them.
+ */
+import { ask, type ClaimedJob, type NewJob } from '../../src/dialect/index.js'
+import type { PgConnection } from '../../src/dialect/pg/connection.js'
+import { claimJobs, type ClaimRequest } from '../../src/engine/claim.js'
+import { counting } from '../../src/engine/counts.js'
+import type { QueueDefinition } from '../../src/engine/definition.js'
+import { storeLimits } from '../../src/engine/queue-limits.js'
+import { recordEnds, type RunEndRecord } from '../../src/engine/record.js'
+import type { Transition } from '../../src/engine/outcome.js'
+
+/** A fixed "now", with milliseconds, so that times are seen to round-trip to the millisecond. */
+export const NOW = 1_700_000_000_123
+
+/** A job of `queue` as enqueue would add it, waiting and due at NOW unless `fields` say otherwise. */
+export function newJob(queue: string, id: string, fields: Partial<NewJob> = {}): NewJob {
+  const runAt = fields.runAt ?? NOW
+  return {
+    queue,
+    id,
+    grp: null,
+    value: JSON.stringify({ id }),
+    priority: 0,
+    maxAttempts: 3,
+    runAt,
+    now: NOW,
+    state: runAt > NOW ? 'scheduled' : 'waiting',
+    maxWaiting: 10_000_000,
+    ...fields,
+  }
+}
+
+/** Adds jobs in one transaction as enqueueMany does, creating the queue's row; answers their seqs by id. */
+export async function addJobs(connection: PgConnection, jobs: NewJob[]): Promise<Map<string, number>> {
+  await connection.write(function* (db) {
+    for (const job of jobs) yield* ask(db.jobInsert(job))
+    for (const queue of new Set(jobs.map((job) => job.queue))) {
+      yield* ask(db.queueShiftCounts({ queue, waiting: 1, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }))
+    }
+  })
+  const seqs = new Map<string, number>()
+  for (const job of jobs) {
+    const found = await connection.executor.jobFind(job.queue, job.id)
+    if (found) seqs.set(job.id, found.seq)
+  }
+  return seqs
+}
+
+/** A claim request of `owner` for up to `limit` jobs at `now`. */
+export function request(owner: string, limit: number, fields: Partial<ClaimRequest> = {}): ClaimRequest {
+  return { limit, idle: true, owner, leaseMs: 30_000, now: NOW, channel: null, ...fields }
+}
+
+/** Claims as a worker's flush does: claimJobs inside counting, in a write transaction of its own. */
+export function claim(connection: PgConnection, queue: QueueDefinition, claimRequest: ClaimRequest): Promise<ClaimedJob[]> {
+  return connection.write((db) => counting(db, queue.name, (moved) => claimJobs(db, queue, claimRequest, moved)))
+}
+
+/** Records ends as a worker's flush does; answers, per record, whether it landed. */
+export function end(connection: PgConnection, queue: string, records: RunEndRecord[]): Promise<boolean[]> {
+  return connection.write((db) => counting(db, queue, (moved) => recordEnds(db, records, moved)))
+}
+
+/** Stores the definition's limits as a worker's first flush does; answers the warning it would give. */
+export function store(connection: PgConnection, queue: QueueDefinition, now = NOW): Promise<string | null> {
+  return connection.write((db) => storeLimits(db, queue, now))
+}
+
+/** A run's end as done, finished at `finishedAt`, with `result` (JSON text). */
+export function done(finishedAt = NOW + 1_000, result: string | null = null): Transition {
+  return { state: 'done', runAt: null, finishedAt, result, error: null, errorStack: null, refund: 0, abandoned: 0 }
+}
+
+/** A run's end as a retry, scheduled at `runAt`. */
+export function retried(runAt: number, error = 'it threw'): Transition {
+  return { state: 'scheduled', runAt, finishedAt: null, result: null, error, errorStack: 'Error: it threw\n    at handler', refund: 0, abandoned: 0 }
+}
