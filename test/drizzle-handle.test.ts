@@ -6,7 +6,7 @@
 import Database from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { expect, test } from 'vitest'
-import { driverClientOf } from '../src/dialect/sqlite/connection.js'
+import { driverClientOf } from '../src/dialect/drizzle-client.js'
 
 test('the driver client behind a Drizzle database and behind its transaction is the better-sqlite3 database itself', () => {
   const client = new Database(':memory:')

@@ -3,6 +3,8 @@
  * A `@ts-expect-error` line that compiled would fail the type check.
  */
 import { drizzle } from 'drizzle-orm/better-sqlite3'
+import { drizzle as drizzleNodePg, type NodePgDatabase } from 'drizzle-orm/node-postgres'
+import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import Database from 'better-sqlite3'
 import { describe, expectTypeOf, test } from 'vitest'
 import {
@@ -26,6 +28,14 @@ import {
   type QueueRef,
   type Run,
   type SyncDatabase,
+  type PgDatabase,
+  type QueueCounts,
+  type JobPage,
+  type JobDetail,
+  listJobs,
+  pauseQueue,
+  prune,
+  retryJob,
 } from '../src/index.js'
 import { jobEvents } from '../src/sse/index.js'
 import { drain } from '../src/testing/index.js'
@@ -228,6 +238,46 @@ describe('types', () => {
         inspectJob(db, queue, 'a')
         queueCounts(db, queue)
       }
+    })
+  })
+
+  test('on PostgreSQL, the calls that answer at once on SQLite answer promises; the same queue and handler types hold', () => {
+    const compileOnly = async (pg: NodePgDatabase) => {
+      expectTypeOf(enqueue(pg, replies, { messageId: 1 })).toEqualTypeOf<Promise<Enqueued>>()
+      expectTypeOf(enqueueMany(pg, replies, [{ value: { messageId: 1 } }])).toEqualTypeOf<Promise<Enqueued[]>>()
+      expectTypeOf(getJob(pg, answered, 'a')).toEqualTypeOf<Promise<JobSnapshot<ReplyResult> | undefined>>()
+      expectTypeOf(cancel(pg, replies, 'a')).toEqualTypeOf<Promise<boolean>>()
+      expectTypeOf(retryJob(pg, replies, 'a')).toEqualTypeOf<Promise<boolean>>()
+      expectTypeOf(pauseQueue(pg, replies)).toEqualTypeOf<Promise<void>>()
+      expectTypeOf(queueCounts(pg, replies)).toEqualTypeOf<Promise<QueueCounts>>()
+      expectTypeOf(queueCounts(pg)).toEqualTypeOf<Promise<QueueCounts[]>>()
+      expectTypeOf(listJobs(pg)).toEqualTypeOf<Promise<JobPage>>()
+      expectTypeOf(inspectJob(pg, replies, 'a')).toEqualTypeOf<Promise<JobDetail | undefined>>()
+      expectTypeOf(prune(pg, { before: 0 })).toEqualTypeOf<Promise<number>>()
+      expectTypeOf(watch(pg, answered, 'a')).toEqualTypeOf<JobWatch<ReplyResult>>()
+      // @ts-expect-error a string is not a messageId, on PostgreSQL as on SQLite
+      await enqueue(pg, replies, { messageId: 'x' })
+      await pg.transaction(async (tx) => {
+        expectTypeOf(enqueue(tx, replies, { messageId: 2 })).toEqualTypeOf<Promise<Enqueued>>()
+      })
+      work(pg, replies, (value) => {
+        expectTypeOf(value).toEqualTypeOf<Reply>()
+      })
+      await drain(pg, replies, () => {})
+      const postgresJs: PgDatabase = drizzlePostgresJs.mock()
+      expectTypeOf(enqueue(postgresJs, replies, { messageId: 3 })).toEqualTypeOf<Promise<Enqueued>>()
+      expectTypeOf(enqueue(drizzleNodePg.mock(), replies, { messageId: 4 })).toEqualTypeOf<Promise<Enqueued>>()
+    }
+    expectTypeOf(compileOnly).toBeFunction()
+  })
+
+  test('on SQLite the same calls answer at once', () => {
+    compileOnly((db) => {
+      expectTypeOf(cancel(db, replies, 'a')).toEqualTypeOf<boolean>()
+      expectTypeOf(pauseQueue(db, replies)).toEqualTypeOf<void>()
+      expectTypeOf(queueCounts(db)).toEqualTypeOf<QueueCounts[]>()
+      expectTypeOf(listJobs(db)).toEqualTypeOf<JobPage>()
+      expectTypeOf(prune(db, { before: 0 })).toEqualTypeOf<number>()
     })
   })
 })

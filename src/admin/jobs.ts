@@ -2,12 +2,12 @@
  * Acting on one job: cancel it, or run a failed or canceled one again.
  * Each call is one short write transaction.
  */
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 import { jobsChanged } from '../engine/wake.js'
-import { ask, type Executor, type Program } from '../dialect/index.js'
+import { andThen, ask, type Executor, type Program } from '../dialect/index.js'
 import type { JobState } from '../types.js'
 
 /**
@@ -28,14 +28,20 @@ import type { JobState } from '../types.js'
  * @example
  * if (!cancel(db, replies, `reply:${messageId}`)) console.log('it had already ended')
  */
-export function cancel(db: SyncDatabase, queue: QueueRef, id: string): boolean {
-  const name = queueNameOf(queue)
-  checkName(id, 'id')
+export function cancel(db: SyncDatabase, queue: QueueRef, id: string): boolean
+export function cancel(db: PgDatabase, queue: QueueRef, id: string): Promise<boolean>
+export function cancel(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): boolean | Promise<boolean>
+export function cancel(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): boolean | Promise<boolean> {
   const connection = connectionOf(db)
-  const previous = connection.write((db) => cancelJob(db, name, id, Date.now()))
-  if (previous === null) return false
-  jobsChanged(connection.key, name, previous === 'running' ? 'revoked' : 'ended')
-  return true
+  return answer(connection, () => {
+    const name = queueNameOf(queue)
+    checkName(id, 'id')
+    return andThen(connection.write((db) => cancelJob(db, name, id, Date.now())), (previous) => {
+      if (previous === null) return false
+      jobsChanged(connection.key, name, previous === 'running' ? 'revoked' : 'ended')
+      return true
+    })
+  })
 }
 
 /**
@@ -55,13 +61,19 @@ export function cancel(db: SyncDatabase, queue: QueueRef, id: string): boolean {
  * @example
  * for (const job of listJobs(db, { queue: replies, state: 'failed' }).jobs) retryJob(db, replies, job.id)
  */
-export function retryJob(db: SyncDatabase, queue: QueueRef, id: string): boolean {
-  const name = queueNameOf(queue)
-  checkName(id, 'id')
+export function retryJob(db: SyncDatabase, queue: QueueRef, id: string): boolean
+export function retryJob(db: PgDatabase, queue: QueueRef, id: string): Promise<boolean>
+export function retryJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): boolean | Promise<boolean>
+export function retryJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): boolean | Promise<boolean> {
   const connection = connectionOf(db)
-  const retried = connection.write((db) => retryEndedJob(db, name, id, Date.now()))
-  if (retried) jobsChanged(connection.key, name, 'added')
-  return retried
+  return answer(connection, () => {
+    const name = queueNameOf(queue)
+    checkName(id, 'id')
+    return andThen(connection.write((db) => retryEndedJob(db, name, id, Date.now())), (retried) => {
+      if (retried) jobsChanged(connection.key, name, 'added')
+      return retried
+    })
+  })
 }
 
 /** Cancels the job, deleting its lease and steps; answers the state it was in, or null when it had ended. */

@@ -1,9 +1,9 @@
 /** Reading jobs for operators: a keyset-paginated listing, and one job in full. */
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, runOn, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
-import { ask, type AdminJobRow, type Connection, type Executor, type ListingOrder, type Program } from '../dialect/index.js'
+import { andThen, ask, type AdminJobRow, type Connection, type Executor, type ListingOrder, type Program } from '../dialect/index.js'
 import { STATES, type JobSnapshot, type JobState } from '../types.js'
 import { StoredColumns } from '../stored.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
@@ -79,7 +79,15 @@ type Listing = ListingOrder
  *   cursor = page.next ?? undefined
  * } while (cursor)
  */
-export function listJobs(db: SyncDatabase, options: ListJobsOptions = {}): JobPage {
+export function listJobs(db: SyncDatabase, options?: ListJobsOptions): JobPage
+export function listJobs(db: PgDatabase, options?: ListJobsOptions): Promise<JobPage>
+export function listJobs(db: SyncDatabase | PgDatabase, options?: ListJobsOptions): JobPage | Promise<JobPage>
+export function listJobs(db: SyncDatabase | PgDatabase, options: ListJobsOptions = {}): JobPage | Promise<JobPage> {
+  const connection = connectionOf(db)
+  return answer(connection, () => listWith(connection, options))
+}
+
+function listWith(connection: Connection, options: ListJobsOptions): JobPage | Promise<JobPage> {
   if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   checkKnownOptions(options, LIST_OPTIONS, 'listJobs')
   const queue = options.queue === undefined ? null : queueNameOf(options.queue)
@@ -92,18 +100,18 @@ export function listJobs(db: SyncDatabase, options: ListJobsOptions = {}): JobPa
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
     throw new JobsError('INVALID_OPTION', `limit: expected a whole number from 1 to ${MAX_LIST_LIMIT}, got ${describe(limit)}`)
   }
-  const connection = connectionOf(db)
-  if (options.id !== undefined) return { jobs: findById(connection, queue, checkName(options.id, 'id'), state, grp), next: null }
+  if (options.id !== undefined) return runOn(connection, findById(connection, queue, checkName(options.id, 'id'), state, grp))
 
   const listing: Listing =
     queue === null || state === null ? 'newest' : state === 'waiting' || state === 'scheduled' || state === 'running' ? state : 'ended'
   const keys = options.cursor === undefined ? firstKeys(listing) : decodeCursor(options.cursor, listing)
   const params = { queue, state, grp, limit: limit + 1, k1: keys[0], k2: keys[1], k3: keys[2] }
-  const rows = connection.executor.jobList(listing, params)
-  const more = rows.length > limit
-  const jobs = rows.slice(0, limit).map(toRecord)
-  const last = rows[limit - 1]
-  return { jobs, next: more && last ? encodeCursor(listing, lastKeys(listing, last)) : null }
+  return andThen(connection.executor.jobList(listing, params), (rows) => {
+    const more = rows.length > limit
+    const jobs = rows.slice(0, limit).map(toRecord)
+    const last = rows[limit - 1]
+    return { jobs, next: more && last ? encodeCursor(listing, lastKeys(listing, last)) : null }
+  })
 }
 
 /**
@@ -117,11 +125,16 @@ export function listJobs(db: SyncDatabase, options: ListJobsOptions = {}): JobPa
  * const job = inspectJob(db, replies, 'reply:42')
  * if (job?.state === 'failed') console.error(job.errorStack ?? job.error)
  */
-export function inspectJob(db: SyncDatabase, queue: QueueRef, id: string): JobDetail | undefined {
-  const name = queueNameOf(queue)
-  checkName(id, 'id')
+export function inspectJob(db: SyncDatabase, queue: QueueRef, id: string): JobDetail | undefined
+export function inspectJob(db: PgDatabase, queue: QueueRef, id: string): Promise<JobDetail | undefined>
+export function inspectJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): JobDetail | undefined | Promise<JobDetail | undefined>
+export function inspectJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): JobDetail | undefined | Promise<JobDetail | undefined> {
   const connection = connectionOf(db)
-  return connection.read((db) => readDetail(db, name, id))
+  return answer(connection, () => {
+    const name = queueNameOf(queue)
+    checkName(id, 'id')
+    return connection.read((db) => readDetail(db, name, id))
+  })
 }
 
 function* readDetail(db: Executor, name: string, id: string): Program<JobDetail | undefined> {
@@ -136,12 +149,14 @@ function* readDetail(db: Executor, name: string, id: string): Program<JobDetail 
   return { ...record, steps, lease: held ?? null, malformed }
 }
 
-function findById(connection: Connection<'sync'>, queue: string | null, id: string, state: JobState | null, grp: string | null): JobRecord[] {
-  const queues = queue === null ? connection.executor.queueNames() : [queue]
-  return queues
-    .map((name) => connection.executor.jobGetRecord(name, id))
+function* findById(connection: Connection, queue: string | null, id: string, state: JobState | null, grp: string | null): Program<JobPage> {
+  const queues = queue === null ? yield* ask(connection.executor.queueNames()) : [queue]
+  const rows: (AdminJobRow | undefined)[] = []
+  for (const name of queues) rows.push(yield* ask(connection.executor.jobGetRecord(name, id)))
+  const jobs = rows
     .filter((row): row is AdminJobRow => row !== undefined && (state === null || row.state === state) && (grp === null || row.grp === grp))
     .map(toRecord)
+  return { jobs, next: null }
 }
 
 /** The row as a record, showing what another program stored as it is (JOB-18). @internal */

@@ -1,10 +1,10 @@
 /** Deleting ended jobs, as an operator asks, beside the pruning workers do by `retention`. */
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, runOn, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { PRUNE_BATCH_SIZE } from '../limits.js'
 import { jobsChanged } from '../engine/wake.js'
-import { ask } from '../dialect/index.js'
+import { ask, type Connection } from '../dialect/index.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 import { checkKnownOptions } from '../options.js'
@@ -36,7 +36,15 @@ const PRUNE_OPTIONS = new Set(['before', 'queue', 'states'])
  * @example
  * prune(db, { before: Date.now() - 24 * 60 * 60_000, states: ['done'] })
  */
-export function prune(db: SyncDatabase, options: PruneOptions): number {
+export function prune(db: SyncDatabase, options: PruneOptions): number
+export function prune(db: PgDatabase, options: PruneOptions): Promise<number>
+export function prune(db: SyncDatabase | PgDatabase, options: PruneOptions): number | Promise<number>
+export function prune(db: SyncDatabase | PgDatabase, options: PruneOptions): number | Promise<number> {
+  const connection = connectionOf(db)
+  return answer(connection, () => pruneWith(connection, options))
+}
+
+function pruneWith(connection: Connection, options: PruneOptions): number | Promise<number> {
   if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected { before, queue?, states? }, got ${describe(options)}`)
   checkKnownOptions(options, PRUNE_OPTIONS, 'prune')
   const before = options.before instanceof Date ? options.before.getTime() : options.before
@@ -47,20 +55,26 @@ export function prune(db: SyncDatabase, options: PruneOptions): number {
   if (!Array.isArray(states) || states.length === 0 || !states.every((state) => ENDED_STATES.includes(state))) {
     throw new JobsError('INVALID_OPTION', `states: expected a non-empty array of ${ENDED_STATES.join(', ')}, got ${describe(states)}`)
   }
-  const connection = connectionOf(db)
-  const queues = options.queue === undefined ? connection.executor.queueNames() : [queueNameOf(options.queue)]
-  let deleted = 0
-  for (const queue of queues) {
-    let fromQueue = 0
-    for (const state of states) {
-      for (;;) {
-        const batch = connection.write((db) => ask(db.jobDeleteEnded({ queue, state, before, limit: PRUNE_BATCH_SIZE })))
-        fromQueue += batch
-        if (batch < PRUNE_BATCH_SIZE) break
+  const named = options.queue === undefined ? null : queueNameOf(options.queue)
+  return runOn(
+    connection,
+    (function* () {
+      const queues = named === null ? yield* ask(connection.executor.queueNames()) : [named]
+      let deleted = 0
+      for (const queue of queues) {
+        let fromQueue = 0
+        for (const state of states) {
+          // A batch a transaction, so a long prune never holds the write lock for long.
+          for (;;) {
+            const batch = yield* ask(connection.write((db) => ask(db.jobDeleteEnded({ queue, state, before, limit: PRUNE_BATCH_SIZE }))))
+            fromQueue += batch
+            if (batch < PRUNE_BATCH_SIZE) break
+          }
+        }
+        if (fromQueue > 0) jobsChanged(connection.key, queue, 'other')
+        deleted += fromQueue
       }
-    }
-    if (fromQueue > 0) jobsChanged(connection.key, queue, 'other')
-    deleted += fromQueue
-  }
-  return deleted
+      return deleted
+    })(),
+  )
 }

@@ -1,8 +1,8 @@
 /** Pausing and resuming queues, and their counts by state. */
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { jobsChanged } from '../engine/wake.js'
 import { sqlLiteral } from '../stored.js'
-import { ask, type CountsRow } from '../dialect/index.js'
+import { andThen, ask, type CountsRow } from '../dialect/index.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 
 /** A queue's jobs by state, as the engine's counters hold them. */
@@ -33,8 +33,11 @@ export interface QueueCounts {
  * pauseQueue(db, replies)   // the model is down
  * resumeQueue(db, replies)  // it is back
  */
-export function pauseQueue(db: SyncDatabase, queue: QueueRef): void {
-  setPaused(db, queue, true)
+export function pauseQueue(db: SyncDatabase, queue: QueueRef): void
+export function pauseQueue(db: PgDatabase, queue: QueueRef): Promise<void>
+export function pauseQueue(db: SyncDatabase | PgDatabase, queue: QueueRef): void | Promise<void>
+export function pauseQueue(db: SyncDatabase | PgDatabase, queue: QueueRef): void | Promise<void> {
+  return setPaused(db, queue, true)
 }
 
 /**
@@ -43,15 +46,19 @@ export function pauseQueue(db: SyncDatabase, queue: QueueRef): void {
  *
  * Throws as {@link pauseQueue} does.
  */
-export function resumeQueue(db: SyncDatabase, queue: QueueRef): void {
-  setPaused(db, queue, false)
+export function resumeQueue(db: SyncDatabase, queue: QueueRef): void
+export function resumeQueue(db: PgDatabase, queue: QueueRef): Promise<void>
+export function resumeQueue(db: SyncDatabase | PgDatabase, queue: QueueRef): void | Promise<void>
+export function resumeQueue(db: SyncDatabase | PgDatabase, queue: QueueRef): void | Promise<void> {
+  return setPaused(db, queue, false)
 }
 
-function setPaused(db: SyncDatabase, queue: QueueRef, paused: boolean): void {
-  const name = queueNameOf(queue)
+function setPaused(db: SyncDatabase | PgDatabase, queue: QueueRef, paused: boolean): void | Promise<void> {
   const connection = connectionOf(db)
-  connection.write((db) => ask(db.queueSetPaused(name, paused)))
-  jobsChanged(connection.key, name, paused ? 'other' : 'added')
+  return answer(connection, () => {
+    const name = queueNameOf(queue)
+    return andThen(connection.write((db) => ask(db.queueSetPaused(name, paused))), () => jobsChanged(connection.key, name, paused ? 'other' : 'added'))
+  })
 }
 
 /** A `jobs_queue` row: the counts, under the table's column names. */
@@ -71,12 +78,18 @@ function setPaused(db: SyncDatabase, queue: QueueRef, paused: boolean): void {
  */
 export function queueCounts(db: SyncDatabase, queue: QueueRef): QueueCounts
 export function queueCounts(db: SyncDatabase): QueueCounts[]
-export function queueCounts(db: SyncDatabase, queue?: QueueRef): QueueCounts | QueueCounts[] {
-  const name = queue === undefined ? undefined : queueNameOf(queue)
-  const executor = connectionOf(db).executor
-  if (name === undefined) return executor.queueGetCountsAll().map(toCounts)
-  const row = executor.queueGetCounts(name)
-  return row ? toCounts(row) : { queue: name, paused: false, waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }
+export function queueCounts(db: PgDatabase, queue: QueueRef): Promise<QueueCounts>
+export function queueCounts(db: SyncDatabase | PgDatabase, queue: QueueRef): QueueCounts | Promise<QueueCounts>
+export function queueCounts(db: PgDatabase): Promise<QueueCounts[]>
+export function queueCounts(db: SyncDatabase | PgDatabase): QueueCounts[] | Promise<QueueCounts[]>
+export function queueCounts(db: SyncDatabase | PgDatabase, queue?: QueueRef): QueueCounts | QueueCounts[] | Promise<QueueCounts | QueueCounts[]> {
+  const connection = connectionOf(db)
+  return answer(connection, (): QueueCounts | QueueCounts[] | Promise<QueueCounts | QueueCounts[]> => {
+    const name = queue === undefined ? undefined : queueNameOf(queue)
+    const executor = connection.executor
+    if (name === undefined) return andThen(executor.queueGetCountsAll(), (rows) => rows.map(toCounts))
+    return andThen(executor.queueGetCounts(name), (row) => (row ? toCounts(row) : { queue: name, paused: false, waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }))
+  })
 }
 
 function toCounts(row: CountsRow): QueueCounts {

@@ -3,15 +3,53 @@
  * through which the API's functions reach a database. Each connection is
  * checked and prepared on its first use, and kept for the handle's client.
  */
+import { is } from 'drizzle-orm'
+import { PgDatabase as DrizzlePgDatabase } from 'drizzle-orm/pg-core'
 import type { Connection } from './connection.js'
+import type { Kind } from './executor.js'
+import { runAsync, runSync, type Program } from './program.js'
+import { pgConnectionOf, type AsyncPgDatabase } from './pg/connection.js'
 import { connectionOf as sqliteConnectionOf, type SyncDatabase } from './sqlite/connection.js'
 
 export type { SyncDatabase } from './sqlite/connection.js'
+/** A Drizzle PostgreSQL database or transaction, on node-postgres or postgres.js. */
+export type PgDatabase = AsyncPgDatabase
+
+/** A Drizzle database or transaction the API takes: SQLite on a synchronous driver, or PostgreSQL. */
+export type Database = SyncDatabase | PgDatabase
+
+/** What a call on `D` answers for `T`: at once on SQLite's synchronous drivers, a promise on PostgreSQL. */
+export type AnswerOf<D, T> = D extends SyncDatabase ? T : Promise<T>
 
 /**
  * The connection behind `db`, a Drizzle database or transaction. Throws INVALID_OPTION for anything else,
- * SCHEMA_MISSING when the tables were not migrated. @internal
+ * SCHEMA_MISSING when the tables were not migrated (SQLite at once; PostgreSQL at its first use). @internal
  */
-export function connectionOf(db: SyncDatabase): Connection<'sync'> {
+export function connectionOf(db: SyncDatabase): Connection<'sync'>
+export function connectionOf(db: PgDatabase): Connection<'async'>
+export function connectionOf(db: Database): Connection
+export function connectionOf(db: Database): Connection {
+  if (is(db, DrizzlePgDatabase)) return pgConnectionOf(db)
   return sqliteConnectionOf(db)
+}
+
+/**
+ * Runs a program of several steps on `connection` (each its own transaction, say), answering as the
+ * connection does: at once on a synchronous one, a promise on an asynchronous one. @internal
+ */
+export function runOn<T>(connection: Connection, program: Program<T>): T | Promise<T> {
+  return connection.kind === 'sync' ? runSync(program) : runAsync(program)
+}
+
+/**
+ * Runs `call` and answers as `connection` does: a synchronous connection's result or throw as is; on an
+ * asynchronous one, a promise, which rejects where `call` threw (bad input, say). @internal
+ */
+export function answer<K extends Kind, T>(connection: Connection<K>, call: () => T | Promise<T>): T | Promise<T> {
+  if (connection.kind === 'sync') return call()
+  try {
+    return Promise.resolve(call())
+  } catch (error) {
+    return Promise.reject(error)
+  }
 }

@@ -1,5 +1,6 @@
 import { ask, type Executor, type Program } from '../dialect/index.js'
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import { andThen } from '../dialect/index.js'
+import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { toMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
@@ -34,9 +35,10 @@ export interface EnqueueItem<T> extends EnqueueOptions {
 /**
  * enqueue adds a job to `queue` inside the caller's Drizzle transaction, so
  * it commits with the app's own writes or not at all (JOB-02), and survives
- * any crash once committed (JOB-01). It is synchronous: call it inside
- * `db.transaction((tx) => …)` without awaiting. Given a database rather than
- * a transaction, it commits on its own.
+ * any crash once committed (JOB-01). On SQLite it is synchronous: call it
+ * inside `db.transaction((tx) => …)` without awaiting. On PostgreSQL it
+ * answers a promise: await it inside `db.transaction(async (tx) => …)`.
+ * Given a database rather than a transaction, it commits on its own.
  *
  * An id the queue already holds adds nothing and answers `added: false`,
  * whatever that job's state (JOB-03). Workers in this process wake at once.
@@ -52,16 +54,28 @@ export interface EnqueueItem<T> extends EnqueueOptions {
  *   const msg = tx.insert(messages).values({ text }).returning().get()
  *   enqueue(tx, replies, { messageId: msg.id }, { id: `reply:${msg.id}` })
  * })
+ * // PostgreSQL
+ * await db.transaction(async (tx) => {
+ *   const [msg] = await tx.insert(messages).values({ text }).returning()
+ *   await enqueue(tx, replies, { messageId: msg.id }, { id: `reply:${msg.id}` })
+ * })
  */
-export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued {
+export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued
+export function enqueue<T>(tx: PgDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Promise<Enqueued>
+export function enqueue<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued | Promise<Enqueued>
+export function enqueue<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued | Promise<Enqueued> {
   const connection = connectionOf(tx)
-  checkQueue(queue)
-  const row = jobRow(queue, value, options, Date.now())
-  // The row and its count commit together: in the caller's transaction, or in one of their own.
-  const add = (db: Executor) => addJob(db, queue, row)
-  const added = connection.inTransaction() ? connection.join(add) : connection.write(add)
-  if (added) jobsChanged(connection.key, queue.name, 'added')
-  return { id: row.id, added }
+  return answer(connection, () => {
+    checkQueue(queue)
+    const row = jobRow(queue, value, options, Date.now())
+    // The row and its count commit together: in the caller's transaction, or in one of their own.
+    const add = (db: Executor) => addJob(db, queue, row)
+    const added = connection.inTransaction() ? connection.join(add) : connection.write(add)
+    return andThen(added, (added): Enqueued => {
+      if (added) jobsChanged(connection.key, queue.name, 'added')
+      return { id: row.id, added }
+    })
+  })
 }
 
 /**
@@ -73,20 +87,26 @@ export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>,
  * Throws as {@link enqueue} does; QUEUE_FULL when the batch would take the
  * queue past `maxWaiting`.
  */
-export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Enqueued[] {
+export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Enqueued[]
+export function enqueueMany<T>(tx: PgDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Promise<Enqueued[]>
+export function enqueueMany<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Enqueued[] | Promise<Enqueued[]>
+export function enqueueMany<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Enqueued[] | Promise<Enqueued[]> {
   const connection = connectionOf(tx)
-  checkQueue(queue)
-  if (!Array.isArray(items)) throw new JobsError('INVALID_OPTION', `items: expected an array of { value, ...options }, got ${describe(items)}`)
-  const now = Date.now()
-  const rows = items.map((item, i) => {
-    if (typeof item !== 'object' || item === null) throw new JobsError('INVALID_OPTION', `items[${i}]: expected { value, ...options }, got ${describe(item)}`)
-    const { value, ...options } = item
-    return jobRow(queue, value, options, now, `items[${i}]`)
+  return answer(connection, () => {
+    checkQueue(queue)
+    if (!Array.isArray(items)) throw new JobsError('INVALID_OPTION', `items: expected an array of { value, ...options }, got ${describe(items)}`)
+    const now = Date.now()
+    const rows = items.map((item, i) => {
+      if (typeof item !== 'object' || item === null) throw new JobsError('INVALID_OPTION', `items[${i}]: expected { value, ...options }, got ${describe(item)}`)
+      const { value, ...options } = item
+      return jobRow(queue, value, options, now, `items[${i}]`)
+    })
+    if (rows.length === 0) return []
+    return andThen(connection.write((db) => addJobs(db, queue, rows)), (results) => {
+      if (results.some((result) => result.added)) jobsChanged(connection.key, queue.name, 'added')
+      return results
+    })
   })
-  if (rows.length === 0) return []
-  const results = connection.write((db) => addJobs(db, queue, rows))
-  if (results.some((result) => result.added)) jobsChanged(connection.key, queue.name, 'added')
-  return results
 }
 
 /** Adds one job unless its id is taken; throws QUEUE_FULL, having written nothing, when the queue is full. */

@@ -2,8 +2,8 @@
  * Reading jobs as snapshots: the row, `ahead` for a waiting job, and the
  * running attempt's live progress.
  */
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
-import { ask, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
+import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { andThen, ask, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
 import { checkName } from '../json.js'
 import { MAX_AHEAD } from '../limits.js'
 import { readRemoteProgress } from '../progress/remote.js'
@@ -15,7 +15,8 @@ import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
 
 /**
  * getJob answers the job of `queue` with this `id` as it is now, or
- * undefined when the queue holds no such job. Synchronous, like `enqueue`.
+ * undefined when the queue holds no such job. Synchronous on SQLite, like
+ * `enqueue`; a promise on PostgreSQL.
  * The queue is its definition, whose result type the snapshot's `result`
  * has, or its name alone (a `result` of any JSON).
  *
@@ -33,14 +34,20 @@ import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
  * const job = getJob(db, replies, `reply:${messageId}`)
  * if (job?.state === 'failed') console.log(job.error)
  */
-export function getJob<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string): JobSnapshot<ResultOf<Q>> | undefined {
+export function getJob<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string): JobSnapshot<ResultOf<Q>> | undefined
+export function getJob<Q extends QueueRef>(db: PgDatabase, queue: Q, id: string): Promise<JobSnapshot<ResultOf<Q>> | undefined>
+export function getJob<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: Q, id: string): JobSnapshot<ResultOf<Q>> | undefined | Promise<JobSnapshot<ResultOf<Q>> | undefined>
+export function getJob<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: Q, id: string): JobSnapshot<ResultOf<Q>> | undefined | Promise<JobSnapshot<ResultOf<Q>> | undefined> {
   const connection = connectionOf(db)
-  const name = queueNameOf(queue)
-  checkName(id, 'id')
-  const row = connection.read((db) => readJob(db, name, id))
-  if (!row) return undefined
-  const key = runKeyOf(row.row)
-  return toSnapshot<ResultOf<Q>>(row.row, row.ahead, key === null ? undefined : progressOf(key, row.row.channel))
+  return answer(connection, () => {
+    const name = queueNameOf(queue)
+    checkName(id, 'id')
+    return andThen(connection.read((db) => readJob(db, name, id)), (row) => {
+      if (!row) return undefined
+      const key = runKeyOf(row.row)
+      return toSnapshot<ResultOf<Q>>(row.row, row.ahead, key === null ? undefined : progressOf(key, row.row.channel))
+    })
+  })
 }
 
 /** A job's row and, when it is waiting, how many are ahead of it, read in one snapshot. @internal */

@@ -10,11 +10,8 @@
  * poll: watchers subscribe to the running attempt, in this process or
  * through its process's channel.
  */
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
-import { ask, type Connection as AnyConnection, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
-
-/** Watching reads at once after each change: on a synchronous connection, for now. */
-type Connection = AnyConnection<'sync'>
+import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { ask, type Connection, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
@@ -67,7 +64,7 @@ export interface JobWatch<Result = unknown> extends AsyncIterableIterator<JobSna
  *   send({ state: job.state, ahead: job.ahead, progress: job.progress })
  * }
  */
-export function watch<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string, options: WatchOptions = {}): JobWatch<ResultOf<Q>> {
+export function watch<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: Q, id: string, options: WatchOptions = {}): JobWatch<ResultOf<Q>> {
   const connection = connectionOf(db)
   const name = queueNameOf(queue)
   checkName(id, 'id')
@@ -77,12 +74,57 @@ export function watch<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new JobsError('INVALID_OPTION', `signal: expected an AbortSignal, got ${describe(signal)}`)
   // The refresher reads data_version before the job is read, so a commit by another process in between is not missed.
   const watched = watchedConnection(connection)
-  const row = connection.read((db) => readJob(db, name, id))
-  if (!row) {
-    watched.releaseIfIdle()
-    throw new JobsError('NOT_FOUND', `queue '${name}' holds no job with id '${id}'`)
+  const found = (row: FirstRow): JobWatch<ResultOf<Q>> => {
+    if (!row) {
+      watched.releaseIfIdle()
+      throw new JobsError('NOT_FOUND', `queue '${name}' holds no job with id '${id}'`)
+    }
+    return new JobWatcher<ResultOf<Q>>(watched, row.row, row.ahead, signal)
   }
-  return new JobWatcher<ResultOf<Q>>(watched, row.row, row.ahead, signal)
+  let first: FirstRow | Promise<FirstRow>
+  try {
+    first = connection.read((db) => readJob(db, name, id))
+  } catch (error) {
+    watched.releaseIfIdle()
+    throw error
+  }
+  // On an asynchronous database the job is read as the watch starts: its first next() answers NOT_FOUND.
+  return first instanceof Promise ? new StartingWatch(first.then(found, (error) => (watched.releaseIfIdle(), Promise.reject(error)))) : found(first)
+}
+
+type FirstRow = { row: SnapshotRow; ahead: number | null } | undefined
+
+/** A watch whose job is still being read: it hands on to the watch proper once the read answers. */
+class StartingWatch<Result> implements JobWatch<Result> {
+  private closed = false
+
+  constructor(private readonly started: Promise<JobWatch<Result>>) {
+    // A watch dropped before its first next() still lets go of what it holds once the read answers.
+    started.catch(() => {})
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this
+  }
+
+  async next(): Promise<IteratorResult<JobSnapshot<Result>, undefined>> {
+    const watch = await this.started
+    if (this.closed) {
+      await watch.return()
+      return { value: undefined, done: true }
+    }
+    return watch.next()
+  }
+
+  async return(): Promise<IteratorResult<JobSnapshot<Result>, undefined>> {
+    this.closed = true
+    try {
+      await (await this.started).return()
+    } catch {
+      // The job was not found, or the read failed: there is nothing to let go of.
+    }
+    return { value: undefined, done: true }
+  }
 }
 
 /** Watchers, and connections with a refresher, in this process. @internal for tests that check a watch frees everything. */
@@ -108,7 +150,9 @@ class WatchedConnection {
   private readonly dirtyQueues = new Set<string>()
   private allDirty = false
   private deferred = false
-  private lastDataVersion = 0
+  /** A refresh under way on an asynchronous connection: another one waits for it. */
+  private refreshing = false
+  private lastDataVersion: number | null = null
   private timer: NodeJS.Timeout | null = null
   private unsubscribe: (() => void) | null = null
   size = 0
@@ -149,7 +193,8 @@ class WatchedConnection {
     if (this.timer) return
     watchedConnections.add(this)
     refreshers.set(this.connection, this)
-    this.lastDataVersion = this.connection.executor.dataVersion()
+    this.lastDataVersion = null
+    this.poll()
     this.timer = setInterval(() => this.poll(), DEFAULT_POLL_INTERVAL_MS)
     this.unsubscribe = onJobsChanged(this.connection.key, (queue) => {
       if (!this.byQueue.has(queue)) return
@@ -159,23 +204,35 @@ class WatchedConnection {
   }
 
   private poll(): void {
-    let version: number
+    let version: number | Promise<number>
     try {
       version = this.connection.executor.dataVersion()
     } catch (error) {
-      if (!this.connection.isBusy(error)) this.failAll(error)
-      return
+      return this.pollFailed(error)
     }
+    if (version instanceof Promise) version.then((answered) => this.polled(answered), (error) => this.pollFailed(error))
+    else this.polled(version)
+  }
+
+  /** The first look only takes note: the watchers' own first reads came after it. */
+  private polled(version: number): void {
+    const first = this.lastDataVersion === null
     if (version === this.lastDataVersion) return
     this.lastDataVersion = version
+    if (first || this.size === 0) return
     this.allDirty = true
     this.refresh()
+  }
+
+  private pollFailed(error: unknown): void {
+    if (!this.connection.isBusy(error)) this.failAll(error)
   }
 
   /** Reads every dirty watcher's job in one read transaction and hands each watcher its row. */
   private refresh(): void {
     // Inside a transaction of this connection the reads would see uncommitted rows (an enqueue that may yet roll back): wait for its end.
     if (this.connection.inTransaction()) return this.refreshLater()
+    if (this.refreshing) return this.refreshLater(BUSY_RETRY_MS)
     const watchers: JobWatcher<unknown>[] = []
     for (const [queue, set] of this.byQueue) {
       if (this.allDirty || this.dirtyQueues.has(queue)) for (const watcher of set) watchers.push(watcher)
@@ -183,15 +240,34 @@ class WatchedConnection {
     this.allDirty = false
     this.dirtyQueues.clear()
     if (watchers.length === 0) return
-    let rows: Map<number, SnapshotRow>
-    let aheads: Map<number, number>
+    let read: Watched | Promise<Watched>
     try {
-      ;({ rows, aheads } = this.connection.read((db) => readWatched(db, watchers)))
+      read = this.connection.read((db) => readWatched(db, watchers))
     } catch (error) {
-      if (!this.connection.isBusy(error)) return this.failAll(error)
-      for (const watcher of watchers) this.dirtyQueues.add(watcher.queue)
-      return this.refreshLater(BUSY_RETRY_MS)
+      return this.readFailed(watchers, error)
     }
+    if (!(read instanceof Promise)) return this.hand(watchers, read)
+    this.refreshing = true
+    read.then(
+      (answered) => {
+        this.refreshing = false
+        this.hand(watchers, answered)
+      },
+      (error: unknown) => {
+        this.refreshing = false
+        this.readFailed(watchers, error)
+      },
+    )
+  }
+
+  private readFailed(watchers: readonly JobWatcher<unknown>[], error: unknown): void {
+    if (!this.connection.isBusy(error)) return this.failAll(error)
+    for (const watcher of watchers) this.dirtyQueues.add(watcher.queue)
+    this.refreshLater(BUSY_RETRY_MS)
+  }
+
+  /** Hands each watcher its job's fresh row. */
+  private hand(watchers: readonly JobWatcher<unknown>[], { rows, aheads }: Watched): void {
     for (const watcher of watchers) {
       const row = rows.get(watcher.seq)
       if (row && row.id === watcher.id && row.queue === watcher.queue) watcher.update(row, aheads.get(row.seq) ?? null)
@@ -215,8 +291,14 @@ class WatchedConnection {
   }
 }
 
+/** The rows of watched jobs by seq, and `ahead` of the waiting ones. */
+interface Watched {
+  rows: Map<number, SnapshotRow>
+  aheads: Map<number, number>
+}
+
 /** The rows of the watchers' jobs in one statement, and `ahead` for the waiting ones, one walk per queue. */
-function* readWatched(db: Executor, watchers: readonly JobWatcher<unknown>[]): Program<{ rows: Map<number, SnapshotRow>; aheads: Map<number, number> }> {
+function* readWatched(db: Executor, watchers: readonly JobWatcher<unknown>[]): Program<Watched> {
   const rows = new Map<number, SnapshotRow>()
   for (const row of yield* ask(db.jobGetSnapshots([...new Set(watchers.map((watcher) => watcher.seq))]))) rows.set(row.seq, row)
   const waitingByQueue = new Map<string, SnapshotRow[]>()

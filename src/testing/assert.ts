@@ -3,7 +3,8 @@ import { AssertionError } from 'node:assert'
 import { isDeepStrictEqual } from 'node:util'
 import { toRecord, type JobRecord } from '../admin/list.js'
 import { queueNameOf } from '../queue/ref.js'
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import { andThen, type Connection } from '../dialect/index.js'
+import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import type { Queue } from '../queue/define.js'
@@ -37,16 +38,20 @@ const MATCH_KEYS = new Set(['value', 'id', 'group', 'state'])
  * await app.request('/messages', { method: 'POST', body: 'hi' })
  * assertEnqueued(db, replies, { value: { messageId: 1 } })
  */
-export function assertEnqueued<T>(db: SyncDatabase, queue: Queue<T> | string, match: EnqueuedMatch<NoInfer<T>> = {}): JobRecord {
-  const { name, jobs, matching } = findMatching(db, queue, match, assertEnqueued)
-  const found = matching[0]
-  if (found) return found
-  throw new AssertionError({
-    message: `expected queue '${name}' to hold a job matching ${JSON.stringify(match)}; it holds ${describeJobs(jobs)}`,
-    actual: jobs.map((job) => job.value),
-    expected: match.value,
-    operator: 'assertEnqueued',
-    stackStartFn: assertEnqueued,
+export function assertEnqueued<T>(db: SyncDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): JobRecord
+export function assertEnqueued<T>(db: PgDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): Promise<JobRecord>
+export function assertEnqueued<T>(db: SyncDatabase | PgDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): JobRecord | Promise<JobRecord>
+export function assertEnqueued<T>(db: SyncDatabase | PgDatabase, queue: Queue<T> | string, match: EnqueuedMatch<NoInfer<T>> = {}): JobRecord | Promise<JobRecord> {
+  return findMatching(db, queue, match, assertEnqueued, ({ name, jobs, matching }) => {
+    const found = matching[0]
+    if (found) return found
+    throw new AssertionError({
+      message: `expected queue '${name}' to hold a job matching ${JSON.stringify(match)}; it holds ${describeJobs(jobs)}`,
+      actual: jobs.map((job) => job.value),
+      expected: match.value,
+      operator: 'assertEnqueued',
+      stackStartFn: assertEnqueued,
+    })
   })
 }
 
@@ -59,26 +64,45 @@ export function assertEnqueued<T>(db: SyncDatabase, queue: Queue<T> | string, ma
  * @example
  * refuteEnqueued(db, replies, { value: { messageId: 2 } })
  */
-export function refuteEnqueued<T>(db: SyncDatabase, queue: Queue<T> | string, match: EnqueuedMatch<NoInfer<T>> = {}): void {
-  const { name, matching } = findMatching(db, queue, match, refuteEnqueued)
-  if (matching.length === 0) return
-  throw new AssertionError({
-    message: `expected queue '${name}' to hold no job matching ${JSON.stringify(match)}; it holds ${describeJobs(matching)}`,
-    actual: matching.map((job) => job.value),
-    expected: match.value,
-    operator: 'refuteEnqueued',
-    stackStartFn: refuteEnqueued,
+export function refuteEnqueued<T>(db: SyncDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): void
+export function refuteEnqueued<T>(db: PgDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): Promise<void>
+export function refuteEnqueued<T>(db: SyncDatabase | PgDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): void | Promise<void>
+export function refuteEnqueued<T>(db: SyncDatabase | PgDatabase, queue: Queue<T> | string, match: EnqueuedMatch<NoInfer<T>> = {}): void | Promise<void> {
+  return findMatching(db, queue, match, refuteEnqueued, ({ name, matching }) => {
+    if (matching.length === 0) return
+    throw new AssertionError({
+      message: `expected queue '${name}' to hold no job matching ${JSON.stringify(match)}; it holds ${describeJobs(matching)}`,
+      actual: matching.map((job) => job.value),
+      expected: match.value,
+      operator: 'refuteEnqueued',
+      stackStartFn: refuteEnqueued,
+    })
   })
 }
 
-function findMatching(db: SyncDatabase, queue: Queue | string, match: EnqueuedMatch, caller: { name: string }): { name: string; jobs: JobRecord[]; matching: JobRecord[] } {
+interface Found {
+  name: string
+  jobs: JobRecord[]
+  matching: JobRecord[]
+}
+
+/** Reads the queue's jobs and hands `check` those that match; answers what `check` does, at once or as a promise as the database answers. */
+function findMatching<U>(db: SyncDatabase | PgDatabase, queue: Queue | string, match: EnqueuedMatch, caller: { name: string }, check: (found: Found) => U): U | Promise<U> {
+  const connection = connectionOf(db)
+  return answer(connection, () => andThen(readMatching(connection, queue, match, caller), check))
+}
+
+function readMatching(connection: Connection, queue: Queue | string, match: EnqueuedMatch, caller: { name: string }): Found | Promise<Found> {
   const where = caller.name
   if (typeof match !== 'object' || match === null) throw new JobsError('INVALID_OPTION', `${where}: match must be an object, got ${describe(match)}`)
   for (const key of Object.keys(match)) {
     if (!MATCH_KEYS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not a field of ${where}'s match (known: ${[...MATCH_KEYS].join(', ')})`)
   }
   const name = queueNameOf(queue)
-  const jobs = connectionOf(db).executor.jobListOfQueue(name).map(toRecord)
+  return andThen(connection.executor.jobListOfQueue(name), (rows) => matchingOf(name, rows.map(toRecord), match))
+}
+
+function matchingOf(name: string, jobs: JobRecord[], match: EnqueuedMatch): Found {
   const states = match.state === undefined ? null : typeof match.state === 'string' ? [match.state] : match.state
   const matching = jobs.filter(
     (job) =>

@@ -2,7 +2,7 @@
  * Running a queue's jobs inline in a test, through the engine's own claim,
  * outcome and record modules, so a job ends exactly as a worker would end it.
  */
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { DEFAULT_DRAIN_MAX_RUNS, DEFAULT_LEASE_MS } from '../limits.js'
@@ -72,7 +72,7 @@ const DRAIN_OPTIONS = new Set(['maxRuns'])
  * expect(result.done).toBe(1)
  */
 export async function drain<T, R, A extends HandlerAnswer<A, R>>(
-  db: SyncDatabase,
+  db: SyncDatabase | PgDatabase,
   queue: Queue<T, R>,
   handler: (value: NoInfer<T>, run: Run) => A | Promise<A>,
   options: DrainOptions = {},
@@ -88,7 +88,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
   const leaseMs = definition.timeoutMs + DEFAULT_LEASE_MS
   const result: DrainResult = { ran: 0, done: 0, failed: 0, scheduled: 0, canceled: 0, runs: [] }
   // As a worker's start does: the definition's limits become the queue's (JOB-19), and claims follow them.
-  const replaced = connection.write((db) => storeLimits(db, definition, Date.now()))
+  const replaced = await connection.write((db) => storeLimits(db, definition, Date.now()))
   if (replaced !== null) console.warn(replaced)
 
   for (;;) {

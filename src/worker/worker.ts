@@ -5,7 +5,7 @@
  * the next claim's transaction, so a busy worker writes claims and ends in
  * batches.
  */
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import type { Connection } from '../dialect/index.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
@@ -117,7 +117,7 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'onError', 'cloc
  * process.on('SIGTERM', () => worker.stop({ timeout: '10s' }))
  */
 export function work<T, R, A extends HandlerAnswer<A, R>>(
-  db: SyncDatabase,
+  db: SyncDatabase | PgDatabase,
   queue: Queue<T, R>,
   handler: (value: NoInfer<T>, run: Run) => A | Promise<A>,
   options: WorkOptions = {},
@@ -135,7 +135,9 @@ export function work<T, R, A extends HandlerAnswer<A, R>>(
     clock: options.clock === undefined ? Date.now : clockOption(options.clock),
   }
   const connection = connectionOf(db)
-  connection.prepareWrites()
+  const prepared = connection.prepareWrites()
+  // An asynchronous database checks its tables as it answers: a missing one reaches onError, and every write retries.
+  if (prepared instanceof Promise) prepared.catch(settings.onError)
   return new QueueWorker(connection, definition, handler as Handler<unknown>, settings)
 }
 

@@ -8,6 +8,7 @@ import type Database from 'better-sqlite3'
 import { is } from 'drizzle-orm'
 import { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core'
 import { JobsError } from '../../errors.js'
+import { driverClientOf } from '../drizzle-client.js'
 import { runSync, type Connection, type Work } from '../index.js'
 import { sqliteExecutor } from './executor.js'
 import { prepareAll } from './statement.js'
@@ -52,17 +53,6 @@ function clientOf(db: unknown): Database.Database {
     throw new JobsError('INVALID_OPTION', 'db: drizzle-jobs needs a synchronous SQLite driver (better-sqlite3); this Drizzle handle is asynchronous')
   }
   return client
-}
-
-/**
- * The driver's client behind a Drizzle SQLite handle: a database's public `$client`. A transaction has
- * no public handle on it, so for one this reads Drizzle's own `session.client` (drizzle-orm 0.45): the
- * one read of Drizzle's internals, checked by test/drizzle-handle.test.ts, which fails when Drizzle
- * moves it. @internal
- */
-export function driverClientOf(db: object): unknown {
-  if ('$client' in db && db.$client !== undefined) return db.$client
-  return (db as unknown as { session?: { client?: unknown } }).session?.client
 }
 
 /** Whether a driver's client is a better-sqlite3 database, the synchronous driver the engine runs on. */

@@ -1,0 +1,107 @@
+/**
+ * The contract suite's two dialects: one fresh, migrated database per test on each, with what a contract
+ * test asks of it in the same words on both (plain SQL to read what the engine stored, a place a child
+ * process can open), so that one test body checks a contract on SQLite and on PostgreSQL.
+ */
+import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
+import type { NodePgDatabase } from 'drizzle-orm/node-postgres'
+import { afterEach, beforeEach } from 'vitest'
+import type { PgDatabase, SyncDatabase, Worker } from '../../src/index.js'
+import { freshDb, removeTempDirs, type TestDb } from './db.js'
+import { freshPgDb, type TestPgDb } from './pg.js'
+import { killChildren } from './processes.js'
+
+export type DialectName = 'sqlite' | 'postgres'
+
+export const DIALECTS: readonly DialectName[] = ['sqlite', 'postgres']
+
+/** One test's database, on either dialect. */
+export interface ContractDb {
+  readonly dialect: DialectName
+  /** The Drizzle database the API takes. */
+  readonly db: SyncDatabase | PgDatabase
+  /** What a child process opens (test/fixtures/contract-child.ts): a SQLite file's path, or a PostgreSQL URL. */
+  readonly address: string
+  /** The SQLite handles, on SQLite only. */
+  readonly sqlite: BetterSQLite3Database<Record<string, unknown>> | undefined
+  /** The PostgreSQL handle, on PostgreSQL only. */
+  readonly pg: NodePgDatabase<Record<string, unknown>> | undefined
+  /** Reads rows with plain SQL, `$1`, `$2`… for parameters on both dialects. */
+  query<T>(sql: string, ...params: unknown[]): Promise<T[]>
+  /** Runs one statement of plain SQL (an app's table, say). */
+  run(sql: string, ...params: unknown[]): Promise<void>
+  /** The job of `queue` with `id` as stored: state, attempts and error. */
+  job(queue: string, id: string): Promise<{ state: string; attempts: number; error: string | null } | undefined>
+  /** How many rows `table` holds. */
+  count(table: 'jobs_job' | 'jobs_step' | 'jobs_lease'): Promise<number>
+}
+
+function sqliteDb(t: TestDb): ContractDb {
+  const toSqlite = (sql: string) => sql.replace(/\$\d+/g, '?')
+  return {
+    dialect: 'sqlite',
+    db: t.db,
+    address: t.file,
+    sqlite: t.db,
+    pg: undefined,
+    query: async <T>(sql: string, ...params: unknown[]) => t.client.prepare(toSqlite(sql)).all(...params) as T[],
+    run: async (sql: string, ...params: unknown[]) => void t.client.prepare(toSqlite(sql)).run(...params),
+    job: async (queue, id) => t.client.prepare('select state, attempts, error from jobs_job where queue = ? and id = ?').get(queue, id) as never,
+    count: async (table) => t.client.prepare(`select count(*) as n from ${table}`).pluck().get() as number,
+  }
+}
+
+function postgresDb(t: TestPgDb): ContractDb {
+  return {
+    dialect: 'postgres',
+    db: t.db,
+    address: t.url,
+    sqlite: undefined,
+    pg: t.db,
+    query: async <T>(sql: string, ...params: unknown[]) => (await t.pool.query(sql, params)).rows as T[],
+    run: async (sql: string, ...params: unknown[]) => void (await t.pool.query(sql, params)),
+    job: async (queue, id) => (await t.pool.query('select state, attempts, error from jobs_job where queue = $1 and id = $2', [queue, id])).rows[0],
+    count: async (table) => Number((await t.pool.query(`select count(*) as n from ${table}`)).rows[0].n),
+  }
+}
+
+/**
+ * Gives each test of a `describe.each(DIALECTS)` block a fresh migrated database of `dialect`, and after
+ * each test stops the workers pushed to `workers`, kills child processes, and drops the database.
+ */
+export function eachContractDb(dialect: DialectName): { t: ContractDb; workers: Worker[] } {
+  let current: { db: ContractDb; close(): Promise<void> } | undefined
+  const workers: Worker[] = []
+  beforeEach(async () => {
+    if (dialect === 'sqlite') {
+      const t = freshDb()
+      current = { db: sqliteDb(t), close: async () => t.close() }
+    } else {
+      const t = await freshPgDb()
+      current = { db: postgresDb(t), close: () => t.drop() }
+    }
+  })
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((worker) => worker.stop({ timeout: 1_000 })))
+    killChildren()
+    await current?.close()
+    current = undefined
+    removeTempDirs()
+  })
+  const now = (): ContractDb => {
+    if (!current) throw new Error('the fresh database exists only inside a test')
+    return current.db
+  }
+  const t: ContractDb = {
+    get dialect() { return now().dialect },
+    get db() { return now().db },
+    get address() { return now().address },
+    get sqlite() { return now().sqlite },
+    get pg() { return now().pg },
+    query: (sql, ...params) => now().query(sql, ...params),
+    run: (sql, ...params) => now().run(sql, ...params),
+    job: (queue, id) => now().job(queue, id),
+    count: (table) => now().count(table),
+  }
+  return { t, workers }
+}
