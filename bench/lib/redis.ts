@@ -8,7 +8,7 @@
  * SQLite subjects get fresh files; a server started `from` a template
  * folder loads that folder's append-only file first.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, rmSync } from 'node:fs'
 import { createConnection, createServer } from 'node:net'
 import { delimiter, join } from 'node:path'
@@ -25,12 +25,6 @@ export function redisServerPath(): string | null {
     if (folder && existsSync(candidate)) return candidate
   }
   return null
-}
-
-/** The server's version, as `redis-server --version` prints it (v=7.0.15). */
-export function redisVersion(binary: string): string {
-  const out = spawnSync(binary, ['--version'], { encoding: 'utf8' }).stdout ?? ''
-  return /v=(\S+)/.exec(out)?.[1] ?? 'unknown'
 }
 
 /** Servers still running: killed if this process exits before stopping them (an error, Ctrl-C). */
