@@ -5,13 +5,14 @@
  */
 import { median } from './stats.js'
 
-export type Subject = 'drizzle-jobs' | 'plainjob' | 'liteque' | 'floor'
-export const SUBJECTS: readonly Subject[] = ['drizzle-jobs', 'plainjob', 'liteque', 'floor']
-export const PEERS: readonly Subject[] = ['plainjob', 'liteque']
+export type Subject = 'drizzle-jobs' | 'plainjob' | 'liteque' | 'bullmq' | 'floor'
+export const SUBJECTS: readonly Subject[] = ['drizzle-jobs', 'plainjob', 'liteque', 'bullmq', 'floor']
+export const PEERS: readonly Subject[] = ['plainjob', 'liteque', 'bullmq']
 export const HEADINGS: Record<Subject, string> = {
   'drizzle-jobs': 'drizzle-jobs',
   plainjob: 'plainjob 0.0.14',
   liteque: 'liteque 0.8.0',
+  bullmq: 'BullMQ 6.7.6',
   floor: 'floor',
 }
 
@@ -19,6 +20,8 @@ export interface Sample {
   value: number
   /** The run stopped before the whole drain (the subject's drain does not fit the run's time). */
   capped?: boolean
+  /** What else the run saw, shown after the cell of the run whose value is the median (e.g. each process's share). */
+  detail?: string
 }
 
 export class Results {
@@ -41,6 +44,18 @@ export class Results {
     return samples.length === 0 ? undefined : median(samples.map((sample) => sample.value))
   }
 
+  /** The run whose value is the median (the lower of the middle two for an even count). */
+  medianSample(row: string, subject: Subject): Sample | undefined {
+    const sorted = [...this.samples(row, subject)].sort((a, b) => a.value - b.value)
+    return sorted[Math.floor((sorted.length - 1) / 2)]
+  }
+
+  /** The largest value of every run. */
+  max(row: string, subject: Subject): number | undefined {
+    const samples = this.samples(row, subject)
+    return samples.length === 0 ? undefined : Math.max(...samples.map((sample) => sample.value))
+  }
+
   capped(row: string, subject: Subject): boolean {
     return this.samples(row, subject).some((sample) => sample.capped)
   }
@@ -50,7 +65,7 @@ export class Results {
   }
 }
 
-export type Unit = 'tx/s' | 'jobs/s' | 'ms' | '%' | 'jobs'
+export type Unit = 'tx/s' | 'jobs/s' | 'ms' | 'µs' | 's' | '%' | 'jobs' | 'snapshots'
 
 export interface RowSpec {
   key: string
@@ -65,6 +80,10 @@ export interface RowSpec {
   extra?: (results: Results, subject: Subject) => string
   /** Why a subject has no figure in this row. */
   na?: Partial<Record<Subject, string>>
+  /** A note on a subject's figure in this row (how it was measured there). */
+  notes?: Partial<Record<Subject, string>>
+  /** The subjects this row is about (default: all); a subject missing from the run says n/a only in its rows. */
+  only?: readonly Subject[]
   target?: Target
 }
 
@@ -75,7 +94,9 @@ export interface Target {
 
 export function formatValue(value: number, unit: Unit): string {
   if (!Number.isFinite(value)) return '—'
-  if (unit === '%') return `${value >= 0 ? '+' : ''}${(value * 100).toFixed(1)}%`
+  if (unit === '%') return `${(value * 100).toFixed(1)}%`
+  if (unit === 's') return value.toFixed(2)
+  if (unit === 'µs' || unit === 'snapshots') return value < 100 ? value.toFixed(1) : Math.round(value).toLocaleString('en-US')
   if (unit === 'ms') {
     if (value < 1) return value.toFixed(3)
     if (value < 10) return value.toFixed(2)
@@ -111,36 +132,48 @@ export interface Rendered {
   targets: Array<{ figure: string; text: string; met: boolean | undefined; detail: string }>
 }
 
+export interface RenderOptions {
+  /** A target column (the docs state figures, not the issue's targets). Default true. */
+  targetColumn?: boolean
+  /** A note on a subject's column heading (e.g. the durability it runs with). */
+  headingNotes?: Partial<Record<Subject, string>>
+  /** Why a subject could not be measured in this run at all: its cells say n/a with this reason. */
+  unavailable?: Partial<Record<Subject, string>>
+  /** Why a subject was left out of one row in this run (by row key): its cell says n/a with this reason. */
+  skipped?: Record<string, Partial<Record<Subject, string>>>
+}
+
 /**
- * The Markdown table of the medians, its footnotes (n/a reasons, capped runs) and the targets. With
- * `targetColumn: false` the table has no target column (the docs state figures, not the issue's targets);
- * the footnotes are the same either way.
+ * The Markdown table of the medians, its footnotes (n/a reasons, capped runs, column notes) and the targets.
+ * With `targetColumn: false` the table has no target column; the footnotes are the same either way.
  */
-export function renderTable(
-  results: Results,
-  specs: readonly RowSpec[],
-  cappedNote: (subject: Subject) => string,
-  { targetColumn = true }: { targetColumn?: boolean } = {},
-): Rendered {
+export function renderTable(results: Results, specs: readonly RowSpec[], cappedNote: (subject: Subject) => string, options: RenderOptions = {}): Rendered {
+  const { targetColumn = true, headingNotes = {}, unavailable = {}, skipped = {} } = options
   const footnotes: string[] = []
   const note = (text: string): string => {
     let index = footnotes.indexOf(text)
     if (index === -1) index = footnotes.push(text) - 1
     return `[${index + 1}]`
   }
-  const header = ['figure', ...SUBJECTS.map((subject) => HEADINGS[subject]), 'drizzle-jobs / best peer', 'drizzle-jobs / floor', ...(targetColumn ? ['target'] : [])]
+  const heading = (subject: Subject): string => {
+    const text = unavailable[subject] ?? headingNotes[subject]
+    return text ? `${HEADINGS[subject]} ${note(text)}` : HEADINGS[subject]
+  }
+  const header = ['figure', ...SUBJECTS.map(heading), 'drizzle-jobs / best peer', 'drizzle-jobs / floor', ...(targetColumn ? ['target'] : [])]
   const lines = [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`]
   const targets: Rendered['targets'] = []
   for (const spec of specs) {
     const cells = SUBJECTS.map((subject) => {
       const value = subject === 'floor' ? floorValue(results, spec) : results.median(spec.key, subject)
       if (value === undefined) {
-        const reason = spec.na?.[subject]
+        const reason = spec.na?.[subject] ?? skipped[spec.key]?.[subject] ?? ((spec.only ?? SUBJECTS).includes(subject) ? unavailable[subject] : undefined)
         return reason ? `n/a ${note(reason)}` : '—'
       }
       let cell = formatValue(value, spec.unit)
       const row = subject === 'floor' ? (spec.floorFrom ?? spec.key) : spec.key
       if (results.capped(row, subject)) cell += ` ${note(cappedNote(subject))}`
+      const remark = spec.notes?.[subject]
+      if (remark) cell += ` ${note(remark)}`
       const extra = spec.extra?.(results, subject)
       if (extra) cell += ` ${extra}`
       return cell
@@ -161,8 +194,8 @@ export function renderTable(
   return { table: lines.join('\n'), footnotes, targets }
 }
 
-/** Every run's value, for the noise to be seen. */
-export function renderRuns(results: Results, specs: readonly RowSpec[]): string {
+/** Every run's value, for the noise to be seen; `units` gives the unit of figures that have no row of their own. */
+export function renderRuns(results: Results, specs: readonly RowSpec[], units: Record<string, Unit> = {}): string {
   const header = ['figure', ...SUBJECTS.map((subject) => HEADINGS[subject])]
   const lines = [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`]
   const keys = new Set<string>()
@@ -173,10 +206,10 @@ export function renderRuns(results: Results, specs: readonly RowSpec[]): string 
   for (const key of results.rows()) keys.add(key)
   for (const key of keys) {
     const spec = specs.find((candidate) => candidate.key === key)
-    const unit = spec?.unit ?? (key.endsWith('max') ? 'jobs' : 'jobs/s')
+    const unit = spec?.unit ?? units[key] ?? 'jobs/s'
     const cells = SUBJECTS.map((subject) => {
       const samples = results.samples(key, subject)
-      return samples.length === 0 ? '' : samples.map((sample) => `${formatValue(sample.value, unit)}${sample.capped ? '†' : ''}`).join(', ')
+      return samples.length === 0 ? '' : samples.map((sample) => `${formatValue(sample.value, unit)}${sample.capped ? '†' : ''}${sample.detail ? ` (${sample.detail})` : ''}`).join(', ')
     })
     if (cells.every((cell) => cell === '')) continue
     lines.push(`| ${[`\`${key}\``, ...cells].join(' | ')} |`)

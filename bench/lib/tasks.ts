@@ -2,6 +2,11 @@
  * The measurements every subject (drizzle-jobs, each peer, the floor)
  * implements as tasks, with their arguments and answers. A subject that
  * cannot do what a row asks leaves that task out, and the table says why.
+ *
+ * BullMQ's tasks get `redisPort` besides: the port of the fresh private
+ * Redis server the parent started for that measurement (bench/lib/redis.ts).
+ * Its tasks that drain fill the server themselves first, untimed, since it
+ * has no file to copy.
  */
 
 /** `fill`: a closed, checkpointed database file holding `count` waiting jobs, copied by the tasks below. */
@@ -103,9 +108,54 @@ export interface LifecycleArgs {
   mode: 'per-step' | 'batched'
 }
 
-/** `info`: what the subject is, and which SQLite it runs on. */
+/**
+ * `concurrency`: `count` jobs of a queue limited to `limit` running at once across processes, drained by
+ * `procs` worker processes with `slots` each (at least the limit, so that only the limit holds them back),
+ * each handler sleeping `handlerMs`. Run side by side with another subject's: the task tells its parent
+ * `ready` once its workers are, and starts them on the parent's `go`.
+ */
+export interface ConcurrencyArgs {
+  dir: string
+  warmTemplate?: string
+  procs: number
+  limit: number
+  slots: number
+  count: number
+  handlerMs: number
+}
+export interface ConcurrencyResult {
+  /** From the workers' go until no job is open, seen from the coordinator's own connection. */
+  elapsedMs: number
+  /** The most handlers running at once, from every handler's start and end on the shared monotonic clock. */
+  maxHandlers: number
+  /** The most jobs seen in the running state at once, polled every few ms. */
+  maxRunning: number
+  /** Jobs each process's handler ran. */
+  perProcess: number[]
+}
+
+/** `watched` (drizzle-jobs): drains of `count` waiting jobs at `slots`, with one `watch()` consumer per job and without. */
+export interface WatchedArgs {
+  dir: string
+  warmTemplate: string
+  count: number
+  slots: number
+  /** Measure the watched drain first (alternated between runs). */
+  watchedFirst: boolean
+}
+export interface WatchedResult {
+  unwatchedJobsPerSec: number
+  watchedJobsPerSec: number
+  /** Snapshots the consumers received, over the jobs (each consumer's first snapshot included). */
+  snapshotsPerJob: number
+}
+
+/** `info`: what the subject is, and which store it runs on. */
 export interface InfoResult {
   name: string
   version: string
-  sqlite: string
+  /** The SQLite library's version, for the subjects on SQLite. */
+  sqlite?: string
+  /** The Redis server's version, for BullMQ. */
+  redis?: string
 }

@@ -3,7 +3,7 @@
  * on files opened as the README says: WAL, synchronous = NORMAL, the
  * driver's default busy timeout, tables made by the project's drizzle-kit
  * migrations. Jobs are added inside the app's Drizzle transaction, workers
- * use their defaults except `slots`.
+ * use their defaults except `slots`. Everything goes through the public API.
  */
 import { resolve } from 'node:path'
 import Database from 'better-sqlite3'
@@ -15,9 +15,11 @@ import { appRow, benchMessages, CREATE_APP_TABLE } from '../app.js'
 import { ROOT, spawnTask, type Ctx, type Task } from '../lib/child.js'
 import { nowMs } from '../lib/clock.js'
 import { copyDb, freshPath } from '../lib/files.js'
-import { coordinateWorkers, samplePickups } from '../lib/procs.js'
+import { coordinateWorkers, maxOverlap, parentGate, samplePickups } from '../lib/procs.js'
 import { median, quantile } from '../lib/stats.js'
 import type {
+  ConcurrencyArgs,
+  ConcurrencyResult,
   EnqueueAppArgs,
   EnqueueAppResult,
   EnqueueBatchArgs,
@@ -33,9 +35,11 @@ import type {
   ProcessResult,
   ScaleArgs,
   ScaleResult,
+  WatchedArgs,
+  WatchedResult,
 } from '../lib/tasks.js'
 
-const { defineQueue, enqueue, enqueueMany, work } = api
+const { defineQueue, enqueue, enqueueMany, watch, work } = api
 const MODULE = import.meta.filename
 const MIGRATIONS = resolve(ROOT, 'drizzle')
 const schema = { ...jobsSchema, benchMessages }
@@ -45,6 +49,8 @@ interface Reply {
   messageId: number
 }
 const queue = defineQueue<Reply>('bench')
+/** The queue of the concurrency row: at most `limit` of its jobs run at once, across every process. */
+const limitedQueue = (limit: number) => defineQueue<Reply>('bench-limited', { concurrency: limit })
 
 /**
  * `getJob` (what `ahead` comes from) lives in src/queue/read.ts; it is taken
@@ -93,8 +99,12 @@ function addBatches(db: Db, total: number, batch: number, from = 0): string | un
   return last
 }
 
-/** Runs a worker until its handler has run `target` times, then stops it (which records the last ends). */
-async function drain(db: Db, target: number, slots: number): Promise<{ elapsedMs: number }> {
+/**
+ * Runs a worker until its handler has run `target` times, then stops it
+ * (which records the last ends); with `until`, also waits for that (the
+ * watchers' last snapshots) before the time is taken.
+ */
+async function drain(db: Db, target: number, slots: number, until?: () => Promise<unknown>): Promise<{ elapsedMs: number }> {
   let handled = 0
   let reached!: () => void
   const all = new Promise<void>((resolvePromise) => (reached = resolvePromise))
@@ -110,9 +120,44 @@ async function drain(db: Db, target: number, slots: number): Promise<{ elapsedMs
   )
   await all
   await worker.stop()
+  if (until) await until()
   const elapsedMs = nowMs() - t0
   if (errors.length > 0) throw errors[0]
   return { elapsedMs }
+}
+
+/**
+ * One `watch()` consumer per waiting job of the file, as a chat server
+ * streams each reply to its page: each has read its first snapshot; `ended`
+ * resolves when every consumer has seen its job end.
+ */
+async function watchEveryJob(client: Database.Database, db: Db): Promise<{ ended: Promise<unknown>; snapshots: () => number }> {
+  const ids = client.prepare(`select id from jobs_job where queue = ? and state = 'waiting'`).pluck().all(queue.name) as string[]
+  let snapshots = 0
+  const watches = ids.map((id) => watch(db, queue, id))
+  const firsts = await Promise.all(watches.map((iterator) => iterator.next()))
+  snapshots += firsts.length
+  const consumers = watches.map(async (iterator) => {
+    // The iterator ends after yielding the job's ended state.
+    for await (const _ of iterator) snapshots++
+  })
+  return { ended: Promise.all(consumers), snapshots: () => snapshots }
+}
+
+/** A drain of a fresh file holding `jobs` waiting jobs, with one watcher per job or none. */
+async function watchedDrain(dir: string, jobs: number, slots: number, watched: boolean): Promise<{ jobsPerSec: number; snapshots: number }> {
+  const file = freshPath(dir, watched ? 'watched' : 'unwatched')
+  const made = create(file)
+  addBatches(made.db, jobs, 1000)
+  made.client.pragma('wal_checkpoint(TRUNCATE)')
+  made.client.close()
+  const { client, db } = open(file)
+  const watchers = watched ? await watchEveryJob(client, db) : undefined
+  const { elapsedMs } = await drain(db, jobs, slots, watchers ? () => watchers.ended : undefined)
+  const done = count(client, `select count(*) from jobs_job where state = 'done'`)
+  client.close()
+  if (done !== jobs) throw new Error(`expected ${jobs} jobs done, found ${done}`)
+  return { jobsPerSec: (jobs / elapsedMs) * 1000, snapshots: watchers?.snapshots() ?? 0 }
 }
 
 async function warmDrain(dir: string, warmTemplate: string, slots: number): Promise<number> {
@@ -222,6 +267,76 @@ export const tasks: Record<string, Task> = {
     await worker.stop()
     if (errors.length > 0) throw errors[0]
     return { handled }
+  },
+
+  /** The same drain with and without one `watch()` consumer per job, in the order given, after a warm-up of both. */
+  async watched(args: WatchedArgs): Promise<WatchedResult> {
+    await warmDrain(args.dir, args.warmTemplate, args.slots)
+    await watchedDrain(args.dir, Math.min(200, args.count), args.slots, true)
+    const order = args.watchedFirst ? [true, false] : [false, true]
+    const runs = new Map<boolean, { jobsPerSec: number; snapshots: number }>()
+    for (const watched of order) runs.set(watched, await watchedDrain(args.dir, args.count, args.slots, watched))
+    const watched = runs.get(true) as { jobsPerSec: number; snapshots: number }
+    const unwatched = runs.get(false) as { jobsPerSec: number; snapshots: number }
+    return { unwatchedJobsPerSec: unwatched.jobsPerSec, watchedJobsPerSec: watched.jobsPerSec, snapshotsPerJob: watched.snapshots / args.count }
+  },
+
+  async concurrency(args: ConcurrencyArgs, ctx: Ctx): Promise<ConcurrencyResult> {
+    const limited = limitedQueue(args.limit)
+    const file = freshPath(args.dir, 'concurrency')
+    const made = create(file)
+    enqueueMany(
+      made.db,
+      limited,
+      Array.from({ length: args.count }, (_, i) => ({ value: { messageId: i } })),
+    )
+    made.client.pragma('wal_checkpoint(TRUNCATE)')
+    made.client.close()
+    const { client } = open(file)
+    const observe = client.prepare(`select waiting + scheduled + running as open, running from jobs_queue where name = ?`)
+    const run = await coordinateWorkers<{ handled: number; intervals: Array<[number, number]> }>({
+      module: MODULE,
+      procs: args.procs,
+      task: 'concurrency-worker',
+      workerArgs: { file, dir: args.dir, warmTemplate: args.warmTemplate, limit: args.limit, slots: args.slots, handlerMs: args.handlerMs },
+      observe: () => observe.get(limited.name) as { open: number; running: number },
+      gate: parentGate(ctx),
+    })
+    const done = count(client, `select count(*) from jobs_job where state = 'done'`)
+    client.close()
+    if (done !== args.count) throw new Error(`expected ${args.count} jobs done, found ${done}`)
+    return {
+      elapsedMs: run.elapsedMs,
+      maxHandlers: maxOverlap(run.answers.flatMap((answer) => answer.intervals)),
+      maxRunning: run.maxConcurrent,
+      perProcess: run.perProcess,
+    }
+  },
+
+  async 'concurrency-worker'(
+    args: { file: string; dir: string; warmTemplate: string; limit: number; slots: number; handlerMs: number },
+    ctx: Ctx,
+  ): Promise<{ handled: number; intervals: Array<[number, number]> }> {
+    await warmDrain(args.dir, args.warmTemplate, args.slots)
+    const { db } = open(args.file)
+    ctx.send({ type: 'ready' })
+    await ctx.receive('go')
+    const intervals: Array<[number, number]> = []
+    const errors: unknown[] = []
+    const worker = work(
+      db,
+      limitedQueue(args.limit),
+      async () => {
+        const start = nowMs()
+        await new Promise((resolvePromise) => setTimeout(resolvePromise, args.handlerMs))
+        intervals.push([start, nowMs()])
+      },
+      { slots: args.slots, onError: (error) => errors.push(error) },
+    )
+    await ctx.receive('stop', 600_000)
+    await worker.stop()
+    if (errors.length > 0) throw errors[0]
+    return { handled: intervals.length, intervals }
   },
 
   async pickup(args: PickupArgs): Promise<PickupResult> {
