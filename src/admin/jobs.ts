@@ -83,6 +83,7 @@ function* cancelJob(db: Executor, queue: string, id: string, now: number): Progr
   if (!(yield* ask(db.jobCancel(job.seq, now)))) return null
   yield* ask(db.leaseDeleteMany([job.seq]))
   yield* ask(db.stepDeleteMany([job.seq]))
+  yield* ask(db.queueNotify(queue, job.state === 'running' ? 'revoked' : 'ended'))
   return job.state
 }
 
@@ -92,6 +93,7 @@ function* retryEndedJob(db: Executor, queue: string, id: string, now: number): P
   if (!job) throw notFound(queue, id)
   if (!(yield* ask(db.jobRetry(job.seq, now)))) return false
   yield* ask(db.stepDeleteMany([job.seq]))
+  yield* ask(db.queueNotify(queue, 'added'))
   return true
 }
 

@@ -66,7 +66,13 @@ function pruneWith(connection: Connection, options: PruneOptions): number | Prom
         for (const state of states) {
           // A batch a transaction, so a long prune never holds the write lock for long.
           for (;;) {
-            const batch = yield* ask(connection.write((db) => ask(db.jobDeleteEnded({ queue, state, before, limit: PRUNE_BATCH_SIZE }))))
+            const batch = yield* ask(
+              connection.write(function* (db) {
+                const deleted = yield* ask(db.jobDeleteEnded({ queue, state, before, limit: PRUNE_BATCH_SIZE }))
+                if (deleted > 0) yield* ask(db.queueNotify(queue, 'other'))
+                return deleted
+              }),
+            )
             fromQueue += batch
             if (batch < PRUNE_BATCH_SIZE) break
           }

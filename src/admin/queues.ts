@@ -2,7 +2,7 @@
 import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { jobsChanged } from '../engine/wake.js'
 import { sqlLiteral } from '../stored.js'
-import { andThen, ask, type CountsRow } from '../dialect/index.js'
+import { andThen, ask, type CountsRow, type Executor } from '../dialect/index.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 
 /** A queue's jobs by state, as the engine's counters hold them. */
@@ -57,7 +57,12 @@ function setPaused(db: SyncDatabase | PgDatabase, queue: QueueRef, paused: boole
   const connection = connectionOf(db)
   return answer(connection, () => {
     const name = queueNameOf(queue)
-    return andThen(connection.write((db) => ask(db.queueSetPaused(name, paused))), () => jobsChanged(connection.key, name, paused ? 'other' : 'added'))
+    const kind = paused ? 'other' : 'added'
+    const write = function* (db: Executor) {
+      yield* ask(db.queueSetPaused(name, paused))
+      yield* ask(db.queueNotify(name, kind))
+    }
+    return andThen(connection.write(write), () => jobsChanged(connection.key, name, kind))
   })
 }
 

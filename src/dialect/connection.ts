@@ -5,6 +5,7 @@
  * serves readers.
  */
 import type { Executor, Kind, Result } from './executor.js'
+import type { ChangeKind } from './rows.js'
 import type { Program } from './program.js'
 
 /** The work of one transaction: a program, given the executor of that transaction. */
@@ -40,6 +41,12 @@ export interface Connection<K extends Kind = Kind> {
   read<T>(work: Work<K, T>): Result<K, T>
   /** Whether an error is the database saying another connection holds a lock: the work is retried later, never surfaced. */
   isBusy(error: unknown): boolean
+  /**
+   * Calls `onChange` with the changes that other processes tell of (Executor.queueNotify) as they commit,
+   * until the answered function is called. Where a dialect has no such channel (SQLite) it never calls:
+   * other processes' writes are found by polling the data version.
+   */
+  listen(onChange: (queue: string, kind: ChangeKind) => void): () => void
   /** Makes the database ready for writes now, as the first write would: a writer that starts (a worker) calls it at once. */
   prepareWrites(): Result<K, void>
 }

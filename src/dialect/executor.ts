@@ -17,6 +17,7 @@ import type {
   AbandonedLease,
   AdminJobRow,
   AheadParams,
+  ChangeKind,
   Claimable,
   ClaimedJob,
   ClaimLimits,
@@ -53,6 +54,12 @@ export type Result<K extends Kind, T> = K extends 'sync' ? T : Promise<T>
 export interface Executor<K extends Kind = Kind> {
   /** A number that moves when another connection commits: the poll that finds other processes' writes. */
   dataVersion(): Result<K, number>
+  /**
+   * Tells other processes, once the transaction commits, that the jobs of `queue` changed: what
+   * Connection.listen hands its listeners there. SQLite tells nothing (other processes find every write by
+   * the data version).
+   */
+  queueNotify(queue: string, kind: ChangeKind): Result<K, void>
   /** Adds the engine's own moves of one transaction to a queue's counters, creating its row on its first job. */
   queueShiftCounts(counts: { queue: string } & StateCounts): Result<K, void>
 

@@ -82,6 +82,9 @@ export interface RunEndParams {
 /** One run of several ended alike: its job, attempt, finish time and result. */
 export type RunEndOf = readonly [seq: number, attempt: number, finishedAt: number | null, result: string | null]
 
+/** What changed of a queue's jobs: `added` (jobs that may run), `claimed`, `ended` (runs ended or were taken back), `revoked` (leases taken from running jobs: a cancel), `other`. */
+export type ChangeKind = 'added' | 'claimed' | 'ended' | 'revoked' | 'other'
+
 /** How many jobs of one queue entered (positive) or left (negative) each state. */
 export type StateCounts = Record<JobState, number>
 

@@ -2,11 +2,13 @@
  * In-process change signals. A job added in this process wakes the idle
  * workers of its queue at once, without waiting for a poll; claims, ends and
  * admin actions tell watchers in this process at once too. Other processes'
- * writes are found by polling `PRAGMA data_version`.
+ * writes are found by polling the data version (SQLite's `PRAGMA
+ * data_version`), or, where the dialect carries them (PostgreSQL's
+ * LISTEN/NOTIFY), told as they commit (listenToOthers).
  */
+import type { ChangeKind, Connection } from '../dialect/index.js'
 
-/** What changed: `added` (a job was added), `claimed`, `ended` (runs ended or were taken back), `revoked` (leases taken from running jobs: a cancel), `other`. */
-export type ChangeKind = 'added' | 'claimed' | 'ended' | 'revoked' | 'other'
+export type { ChangeKind } from '../dialect/index.js'
 
 type Listener = (queue: string, kind: ChangeKind) => void
 
@@ -27,4 +29,28 @@ export function onJobsChanged(database: string, listener: Listener): () => void 
 export function jobsChanged(database: string, queue: string, kind: ChangeKind): void {
   const set = listeners.get(database)
   if (set) for (const listener of set) listener(queue, kind)
+}
+
+const listening = new Map<Connection, { users: number; stop: () => void }>()
+
+/**
+ * Hands the changes that other processes tell of on `connection` to this process's listeners, as its own
+ * changes are: one listening per connection, however many workers and watchers use it. Answers the release:
+ * the listening stops when its last user lets go.
+ */
+export function listenToOthers(connection: Connection): () => void {
+  let held = listening.get(connection)
+  if (!held) {
+    const stop = connection.listen((queue, kind) => jobsChanged(connection.key, queue, kind))
+    listening.set(connection, (held = { users: 0, stop }))
+  }
+  held.users++
+  let released = false
+  return () => {
+    if (released) return
+    released = true
+    if (--held.users > 0) return
+    listening.delete(connection)
+    held.stop()
+  }
 }

@@ -118,6 +118,7 @@ function* addJob(db: Executor, queue: Queue, row: NewJob): Program<boolean> {
   const counts = noShift()
   shift(counts, null, row.state)
   yield* writeShift(db, queue.name, counts)
+  yield* ask(db.queueNotify(queue.name, 'added'))
   return true
 }
 
@@ -132,6 +133,7 @@ function* addJobs(db: Executor, queue: Queue, rows: NewJob[]): Program<Enqueued[
   }
   yield* writeShift(db, queue.name, counts)
   if (results.some((result) => result.added)) {
+    yield* ask(db.queueNotify(queue.name, 'added'))
     const held = yield* ask(db.queueWaitingCount(queue.name))
     if ((held ?? 0) > queue.maxWaiting) throw queueFull(queue)
   }

@@ -22,7 +22,7 @@ import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
 import { subscribeProgress, type ProgressValue } from '../progress/store.js'
 import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
 import { countAheadOfMany, progressOf, readJob, runKeyOf, toSnapshot } from './read.js'
-import { onJobsChanged } from '../engine/wake.js'
+import { listenToOthers, onJobsChanged } from '../engine/wake.js'
 import { checkKnownOptions } from '../options.js'
 
 /** The options of {@link watch}. */
@@ -155,6 +155,7 @@ class WatchedConnection {
   private lastDataVersion: number | null = null
   private timer: NodeJS.Timeout | null = null
   private unsubscribe: (() => void) | null = null
+  private stopListening: (() => void) | null = null
   size = 0
 
   constructor(readonly connection: Connection) {
@@ -183,8 +184,10 @@ class WatchedConnection {
     if (this.size > 0) return
     if (this.timer) clearInterval(this.timer)
     this.unsubscribe?.()
+    this.stopListening?.()
     this.timer = null
     this.unsubscribe = null
+    this.stopListening = null
     watchedConnections.delete(this)
     refreshers.delete(this.connection)
   }
@@ -201,6 +204,8 @@ class WatchedConnection {
       this.dirtyQueues.add(queue)
       this.refresh()
     })
+    // Other processes' notices, where the dialect carries them, arrive as this process's own changes do.
+    this.stopListening = listenToOthers(this.connection)
   }
 
   private poll(): void {

@@ -2,6 +2,7 @@
  * Running a queue's jobs inline in a test, through the engine's own claim,
  * outcome and record modules, so a job ends exactly as a worker would end it.
  */
+import { ask } from '../dialect/index.js'
 import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
@@ -97,7 +98,11 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
     }
     const [job] = await connection.write((db) =>
-      counting(db, definition.name, (moved) => claimJobs(db, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }, moved)),
+      counting(db, definition.name, function* (moved) {
+        const claimed = yield* claimJobs(db, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }, moved)
+        if (claimed.length > 0) yield* ask(db.queueNotify(definition.name, 'claimed'))
+        return claimed
+      }),
     )
     if (!job) break
     jobsChanged(connection.key, definition.name, 'claimed')
@@ -109,7 +114,12 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
     unsubscribe()
     run.endProgress()
     if (transition) {
-      await connection.write((db) => counting(db, definition.name, (moved) => recordEnds(db, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)))
+      await connection.write((db) =>
+        counting(db, definition.name, function* (moved) {
+          const [landed] = yield* recordEnds(db, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)
+          if (landed) yield* ask(db.queueNotify(definition.name, 'ended'))
+        }),
+      )
       jobsChanged(connection.key, definition.name, 'ended')
     }
     tally(result, run, await connection.executor.jobGetOutcome(run.seq))

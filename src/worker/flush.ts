@@ -139,10 +139,17 @@ export class Flusher {
         if (storing) replaced = yield* storeLimits(db, queue, now)
         return yield* counting(db, queue.name, function* (moved) {
           const landed = yield* recordEnds(db, ends, moved)
-          if (free <= 0) return []
+          if (free <= 0) {
+            if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
+            return []
+          }
           const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
           const request = { limit: free, idle: runs.size === 0, owner: self.worker.owner, leaseMs: self.worker.leaseMs, now, channel: progressChannel(), passOver }
-          return yield* claimJobs(db, queue, request, moved)
+          const claimed = yield* claimJobs(db, queue, request, moved)
+          // One notice for the transaction: other processes' watchers look again, and their workers too when runs ended.
+          if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
+          else if (claimed.length > 0) yield* ask(db.queueNotify(queue.name, 'claimed'))
+          return claimed
         })
       })
       claimed = written.value

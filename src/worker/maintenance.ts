@@ -36,6 +36,7 @@ export function* releaseAbandoned(db: Executor, queue: Queue, leases: readonly A
     return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition }
   })
   const landed = yield* counting(db, queue.name, (moved) => recordEnds(db, records, moved))
+  if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
   return records.filter((_, i) => landed[i]).map((record) => record.seq)
 }
 
@@ -78,6 +79,7 @@ export function releaseUnleased(db: Executor, queue: Queue, runs: readonly Unlea
       if (ENDED_STATES.includes(transition.state as EndedState)) yield* ask(db.stepDeleteMany([run.seq]))
       released.push(run.seq)
     }
+    if (released.length > 0) yield* ask(db.queueNotify(queue.name, 'ended'))
     return released
   })
 }
@@ -97,6 +99,7 @@ export function* pruneEnded(db: Executor, queue: Queue, now: number): Program<nu
     const before = now - queue.retentionMs[state]
     deleted += yield* ask(db.jobDeleteEnded({ queue: queue.name, state, before, limit: PRUNE_BATCH_SIZE }))
   }
+  if (deleted > 0) yield* ask(db.queueNotify(queue.name, 'other'))
   return deleted
 }
 

@@ -21,7 +21,7 @@ import {
 } from '../limits.js'
 import { checkQueue, positiveInteger, positiveMs, type Queue } from '../queue/define.js'
 import type { Json, JsonShape } from '../types.js'
-import { onJobsChanged } from '../engine/wake.js'
+import { listenToOthers, onJobsChanged } from '../engine/wake.js'
 import { maintainQueue } from './maintenance.js'
 import { DataVersionPoller } from './poller.js'
 import { ActiveRuns } from './runs.js'
@@ -60,6 +60,13 @@ export interface WorkOptions {
   pollInterval?: Duration
   /** How long a claim holds without renewal; renewed every third of it. Defaults to `'30s'`. */
   lease?: Duration
+  /**
+   * On PostgreSQL, whether the worker is woken by other processes' notices (LISTEN/NOTIFY, on a connection
+   * of the pool kept for it) or only finds their work by polling every `pollInterval`: set it to false
+   * behind a pooler in transaction mode, where LISTEN does not work. Defaults to true; SQLite has nothing
+   * to listen to, and polls its data version.
+   */
+  listen?: boolean
   /** Where errors the worker cannot hand to a job go (a disk error, say). Defaults to `console.error`. */
   onError?: (error: unknown) => void
   /** The clock, in ms since the epoch. Defaults to `Date.now`. @internal for tests of clock jumps. */
@@ -81,7 +88,7 @@ export interface Worker {
   stop(options?: { timeout?: Duration }): Promise<void>
 }
 
-const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'onError', 'clock'])
+const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'listen', 'onError', 'clock'])
 
 /**
  * work starts a worker on `queue` at once. It claims in claim order, holds
@@ -127,11 +134,13 @@ export function work<T, R, A extends HandlerAnswer<A, R>>(
   const definition = checkQueue(queue)
   if (typeof handler !== 'function') throw new JobsError('INVALID_OPTION', `handler: expected a function, got ${describe(handler)}`)
   if (options.onError !== undefined && typeof options.onError !== 'function') throw new JobsError('INVALID_OPTION', `onError: expected a function, got ${describe(options.onError)}`)
+  if (options.listen !== undefined && typeof options.listen !== 'boolean') throw new JobsError('INVALID_OPTION', `listen: expected true or false, got ${describe(options.listen)}`)
   const settings: Settings = {
     slots: positiveInteger(options.slots, 'slots', DEFAULT_SLOTS),
     pollIntervalMs: options.pollInterval === undefined ? DEFAULT_POLL_INTERVAL_MS : positiveMs(options.pollInterval, 'pollInterval'),
     leaseMs: options.lease === undefined ? DEFAULT_LEASE_MS : positiveMs(options.lease, 'lease'),
     onError: options.onError ?? ((error) => console.error('drizzle-jobs worker:', error)),
+    listen: options.listen ?? true,
     clock: options.clock === undefined ? Date.now : clockOption(options.clock),
   }
   const connection = connectionOf(db)
@@ -158,6 +167,7 @@ function clockOption(clock: unknown): () => number {
 
 interface Settings {
   slots: number
+  listen: boolean
   pollIntervalMs: number
   leaseMs: number
   onError: (error: unknown) => void
@@ -172,6 +182,8 @@ class QueueWorker implements Worker {
   private readonly flusher: Flusher
   private readonly timers: NodeJS.Timeout[] = []
   private readonly unsubscribe: () => void
+  /** Lets go of other processes' notices (listenToOthers), or does nothing when the worker does not listen. */
+  private readonly stopListening: () => void
   private readonly poller: DataVersionPoller
   /** The worker's own tasks under way (a poll, a renewal, a maintenance pass): `stop` waits for them. */
   private readonly tasks = new Set<Promise<void>>()
@@ -203,6 +215,7 @@ class QueueWorker implements Worker {
       if (kind === 'revoked') this.track(this.checkLeases())
       else if (queue === this.queue && kind !== 'claimed') this.flusher.schedule()
     })
+    this.stopListening = settings.listen ? listenToOthers(connection) : () => {}
     this.timers.push(
       setInterval(() => this.track(this.pollForOtherWriters()), settings.pollIntervalMs),
       setInterval(() => this.track(this.renewLeases()), Math.max(1, Math.floor(settings.leaseMs / LEASE_RENEWALS_PER_LEASE))),
@@ -233,6 +246,7 @@ class QueueWorker implements Worker {
   /** Waits for the runs under way (ending them as failed attempts once `timeoutMs` has passed), then writes every end still pending. */
   private async shutDown(timeoutMs: number | null): Promise<void> {
     this.unsubscribe()
+    this.stopListening()
     this.flusher.cancelTimers()
     if (timeoutMs !== null && !(await this.active.settledWithin(timeoutMs))) {
       const reason = new JobsError('TIMEOUT', `the worker stopped and gave up waiting for this run after ${timeoutMs} ms`)

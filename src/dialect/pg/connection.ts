@@ -7,11 +7,11 @@ import { is } from 'drizzle-orm'
 import { PgDatabase, PgTransaction } from 'drizzle-orm/pg-core'
 import { JobsError } from '../../errors.js'
 import { driverClientOf } from '../drizzle-client.js'
-import { runAsync, type Connection, type Work } from '../index.js'
+import { runAsync, type ChangeKind, type Connection, type Work } from '../index.js'
 import { Lane, pgDriverOf, type PgDatabaseName, type PgDriver, type Queryable } from './driver.js'
 import { pgExecutor } from './executor.js'
 import { one } from './statement.js'
-import { SQL } from './statements.js'
+import { NOTICE_CHANNEL, SQL } from './statements.js'
 
 /**
  * A Drizzle PostgreSQL database or transaction, on node-postgres (`drizzle-orm/node-postgres`) or postgres.js
@@ -111,10 +111,11 @@ function open(driver: PgDriver): PgConnection {
     }
   }
 
+  const notices = noticesOf(driver)
   return {
     kind: 'async',
     driver,
-    executor,
+    executor: { ...executor, dataVersion: async () => notices.version() },
     get key() {
       return key
     },
@@ -132,9 +133,56 @@ function open(driver: PgDriver): PgConnection {
     writeTimed: async (work) => ({ value: await write(work), lockWaitMs: 0 }),
     read,
     isBusy: isPgBusy,
+    listen: (onChange) => notices.listen(onChange),
     prepareWrites: ready,
   }
 }
+
+/**
+ * A connection's notices: while anyone listens, one LISTEN on the channel (on a client of its own, kept for
+ * it), whose notices are handed to every listener; and the data version pollers read, which moves with each
+ * notice while the LISTEN is in place, and at every look otherwise (no listener, a pooler in transaction
+ * mode, or a listening connection lost and being made anew), so that pollers then look for work themselves.
+ * A LISTEN made anew after a loss moves it once more: what was told meanwhile is found by that look.
+ */
+function noticesOf(driver: PgDriver) {
+  const listeners = new Set<(queue: string, kind: ChangeKind) => void>()
+  let stop: (() => void) | null = null
+  let listeningNow = false
+  let version = 0
+  const onNotice = (payload: string) => {
+    version++
+    const at = payload.indexOf(':')
+    const kind = payload.slice(0, at)
+    if (at < 0 || !CHANGE_KINDS.has(kind)) return
+    for (const listener of listeners) listener(payload.slice(at + 1), kind as ChangeKind)
+  }
+  return {
+    version: () => (listeningNow ? version : ++version),
+    listen(onChange: (queue: string, kind: ChangeKind) => void): () => void {
+      listeners.add(onChange)
+      if (!stop && !driver.inTransaction) {
+        stop = driver.listen(
+          NOTICE_CHANNEL,
+          onNotice,
+          () => {
+            listeningNow = true
+            version++
+          },
+          () => (listeningNow = false),
+        )
+      }
+      return () => {
+        if (!listeners.delete(onChange) || listeners.size > 0 || !stop) return
+        stop()
+        stop = null
+        listeningNow = false
+      }
+    },
+  }
+}
+
+const CHANGE_KINDS: ReadonlySet<string> = new Set<ChangeKind>(['added', 'claimed', 'ended', 'revoked', 'other'])
 
 /** Checks that the four tables exist; answers the database the server says the connection is on. */
 async function checkSchema(q: Queryable): Promise<PgDatabaseName> {

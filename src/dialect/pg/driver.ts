@@ -42,6 +42,13 @@ export interface PgPoolDriver extends Queryable {
    * so that its statements see one state.
    */
   transaction<T>(fn: (q: Queryable) => Promise<T>, options?: { readOnly?: boolean }): Promise<T>
+  /**
+   * Listens on `channel` on a connection kept for it: `onNotice` gets each notification's payload, and
+   * `onListening` is called each time the LISTEN is in place (at first, and again after the connection was
+   * lost and made anew, when notices may have been missed meanwhile), and `onLost` when the listening
+   * connection is lost, where the driver says so. Answers a function that stops it.
+   */
+  listen(channel: string, onNotice: (payload: string) => void, onListening: () => void, onLost: () => void): () => void
 }
 
 /** The client behind a transaction under way (a Drizzle PgTransaction's). */
@@ -64,7 +71,9 @@ interface NodePgClient extends NodePgQueryable {
   query(text: string): Promise<unknown>
   query(config: { name?: string; text: string; values?: unknown[] }): Promise<{ rows: Record<string, unknown>[] }>
   on(event: 'error', listener: (error: Error) => void): unknown
+  on(event: 'notification', listener: (message: { channel: string; payload?: string }) => void): unknown
   removeListener(event: 'error', listener: (error: Error) => void): unknown
+  removeListener(event: 'notification', listener: (message: { channel: string; payload?: string }) => void): unknown
   readonly host?: unknown
   readonly port?: unknown
   readonly database?: unknown
@@ -88,6 +97,7 @@ interface PostgresJsSql {
 
 interface PostgresJsPool extends PostgresJsSql {
   begin<T>(options: string, fn: (tx: PostgresJsSql) => Promise<T>): Promise<T>
+  listen(channel: string, onNotify: (payload: string) => void, onListen?: () => void): Promise<{ unlisten(): Promise<void> }>
   readonly options?: { host?: unknown; port?: unknown; database?: unknown; user?: unknown }
 }
 
@@ -181,7 +191,76 @@ function nodePgPool(pool: NodePgPool): PgPoolDriver {
         client.release(broken ?? releaseWith)
       }
     },
+    listen: (channel, onNotice, onListening, onLost) => listenOnPool(pool, channel, onNotice, onListening, onLost),
   }
+}
+
+/** How long a lost listening connection waits before it is made anew: doubling from the first, up to the last. */
+const RELISTEN_FIRST_MS = 100
+const RELISTEN_MAX_MS = 5_000
+
+/**
+ * LISTEN on a client checked out of the pool and kept: it leaves the pool's count for as long as the
+ * listening lasts. A lost client (a restart, pg_terminate_backend) is destroyed, and another one listens
+ * after a backoff.
+ */
+function listenOnPool(pool: NodePgPool, channel: string, onNotice: (payload: string) => void, onListening: () => void, onLost: () => void): () => void {
+  let stopped = false
+  let client: NodePgPoolClient | undefined
+  let waitMs = RELISTEN_FIRST_MS
+  const onNotification = (message: { channel: string; payload?: string }) => {
+    if (message.channel === channel && message.payload !== undefined) onNotice(message.payload)
+  }
+  const lost = (error: Error) => {
+    const gone = client
+    client = undefined
+    onLost()
+    if (gone) {
+      gone.removeListener('notification', onNotification)
+      gone.removeListener('error', lost)
+      gone.release(error)
+    }
+    if (!stopped) setTimeout(connect, waitMs).unref()
+    waitMs = Math.min(waitMs * 2, RELISTEN_MAX_MS)
+  }
+  const connect = () => {
+    if (stopped) return
+    pool.connect().then(
+      async (made) => {
+        client = made
+        made.on('error', lost)
+        made.on('notification', onNotification)
+        try {
+          await made.query(`listen ${quoteIdentifier(channel)}`)
+        } catch (error) {
+          return lost(asError(error))
+        }
+        if (stopped) return stop()
+        waitMs = RELISTEN_FIRST_MS
+        onListening()
+      },
+      (error: unknown) => lost(asError(error)),
+    )
+  }
+  const stop = () => {
+    stopped = true
+    const made = client
+    client = undefined
+    if (!made) return
+    made.removeListener('notification', onNotification)
+    made.query(`unlisten ${quoteIdentifier(channel)}`).then(
+      () => made.release(),
+      (error: unknown) => made.release(asError(error)),
+    )
+    made.removeListener('error', lost)
+    made.on('error', () => {})
+  }
+  connect()
+  return stop
+}
+
+function quoteIdentifier(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`
 }
 
 /**
@@ -218,6 +297,18 @@ function nodePgClient(client: NodePgClient): PgPoolDriver {
     database: nodePgDatabaseName({ host: client.host, port: client.port, database: client.database, user: client.user }),
     query: (statement, values) => lane.run(() => query(statement, values)),
     transaction: (fn, options) => lane.run(() => inTransaction(client, fn, options, () => {})),
+    listen(channel, onNotice, onListening) {
+      // The app's own client: it listens beside the statements it runs.
+      const onNotification = (message: { channel: string; payload?: string }) => {
+        if (message.channel === channel && message.payload !== undefined) onNotice(message.payload)
+      }
+      client.on('notification', onNotification)
+      void lane.run(() => client.query(`listen ${quoteIdentifier(channel)}`)).then(onListening, () => {})
+      return () => {
+        client.removeListener('notification', onNotification)
+        void lane.run(() => client.query(`unlisten ${quoteIdentifier(channel)}`)).catch(() => {})
+      }
+    },
   }
 }
 
@@ -266,6 +357,22 @@ function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
     },
     query: postgresJsQueryable(sql).query,
     transaction: (fn, options) => sql.begin(options?.readOnly ? READ_BEGIN.slice('begin '.length) : WRITE_BEGIN.slice('begin '.length), (tx) => fn(postgresJsQueryable(tx))),
+    listen(channel, onNotice, onListening) {
+      // postgres.js keeps a connection for its listeners, makes it anew when lost, and calls onListening each time.
+      let stopped = false
+      let unlisten: (() => Promise<void>) | undefined
+      sql.listen(channel, onNotice, onListening).then(
+        (listening) => {
+          unlisten = () => listening.unlisten()
+          if (stopped) void unlisten().catch(() => {})
+        },
+        () => {},
+      )
+      return () => {
+        stopped = true
+        void unlisten?.().catch(() => {})
+      }
+    },
   }
 }
 

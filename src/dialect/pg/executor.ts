@@ -15,8 +15,8 @@ import { timeBound } from './terms.js'
 
 /**
  * PostgreSQL has no cheap counterpart of SQLite's data_version (a number that moves when another
- * connection commits): this one moves on every look, so pollers always look for work. Wake-ups by
- * LISTEN/NOTIFY are to take its place.
+ * connection commits): this one moves on every look, so pollers always look for work. A connection that
+ * listens for notices answers its own instead (connection.ts), which moves only when one arrives.
  */
 let dataVersion = 0
 
@@ -64,6 +64,7 @@ function pageKeys(order: ListingOrder, page: ListParams): { k1: number | string;
 export function pgExecutor(q: Queryable): Executor<'async'> {
   return {
     dataVersion: async () => ++dataVersion,
+    queueNotify: async (queue, kind) => void (await all(q, SQL.notify, { payload: `${kind}:${queue}` })),
     /**
      * PostgreSQL keeps no counters (statements.ts): this only creates the queue's row on its first job, for its
      * pause flag and limits, taking no lock on a row that exists.

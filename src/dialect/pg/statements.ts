@@ -29,6 +29,9 @@ const END_SET = `state = @state::text, run_at = coalesce(${at('@runAt')}, run_at
 const INSERT_JOB = `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at)
   select @queue::text, @id::text, @grp::text, @value::jsonb, @state::text, @priority::int, 0, @maxAttempts::int, ${at('@runAt')}, ${at('@now')}`
 
+/** The channel on which the engine tells of changes: a notice's payload is `kind:queue`. */
+export const NOTICE_CHANNEL = 'drizzle_jobs'
+
 type QueueParam = { queue: string }
 type Window = { queue: string; now: number }
 type Seqs = { seqs: string }
@@ -46,6 +49,13 @@ export const SQL = {
    * Creates a queue's row on its first job, so that its pause flag and limits have a row to live in; else
    * does nothing, and takes no lock on the row.
    */
+  /**
+   * Tells listeners of the channel, when the transaction commits, what changed of which queue: one
+   * notification per transaction and payload, however many jobs it added (PostgreSQL folds identical
+   * notifications of one transaction into one).
+   */
+  notify: pgStatement<{ payload: string }>('notify', `select pg_notify('${NOTICE_CHANNEL}', @payload::text)`),
+
   queueRowEnsure: pgStatement<QueueParam>('queueRowEnsure', `insert into jobs_queue (name) values (@queue::text) on conflict (name) do nothing`),
 
   /**

@@ -108,6 +108,8 @@ function open(client: Database.Database): SqliteConnection {
     },
     read: <T>(work: Work<'sync', T>) => (client.inTransaction ? runSync(work(executor)) : (transaction.deferred(() => runSync(work(executor))) as T)),
     isBusy,
+    // Other connections' writes are found by data_version: there is nothing to listen to.
+    listen: () => () => {},
     prepareWrites: () => triggers.ensure(),
   }
 }

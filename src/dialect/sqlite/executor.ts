@@ -24,6 +24,7 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
   }
   return {
     dataVersion: () => sql.dataVersion.get(),
+    queueNotify: () => {},
     queueShiftCounts: (counts) => void sql.shiftCounts.run(counts),
 
     jobInsertIfRoom: (job) => sql.insertJobIfRoom.run(job).changes === 1,
