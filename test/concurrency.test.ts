@@ -18,7 +18,7 @@ test('JOB-07 concurrency and perGroup hold across every worker of every process,
   const limited = defineQueue<{ n: number }>('limited', { concurrency: { total: 3, perGroup: 1 } })
   // One slot per process: three runs at once needs three processes running at once.
   const workers: Child[] = []
-  for (let i = 0; i < 4; i++) workers.push(startFixture('engine-child.ts', ['work', t.file, 'overlap', '1']))
+  for (let i = 0; i < 4; i++) workers.push(startFixture('contract-child.ts', ['work', t.file, 'overlap', '1']))
   await waitFor(() => workers.every((worker) => worker.output().includes('working')), 'the four worker processes to start', 30_000)
   // 6 groups of 10 jobs: enough that three groups always have work, so the total cap is what binds.
   enqueueMany(t.db, limited, Array.from({ length: 60 }, (_, n) => ({ value: { n }, group: `g${n % 6}` })))

@@ -23,7 +23,7 @@ function job(db: TestDb, id: string) {
 describe('crashes', () => {
   test('JOB-01 a job whose add committed survives a SIGKILL of its process before any worker ran it', async () => {
     t = freshDb()
-    const producer = startFixture('engine-child.ts', ['enqueue', t.file, 'survivor'])
+    const producer = startFixture('contract-child.ts', ['enqueue', t.file, 'survivor'])
     await waitFor(() => producer.output().includes('added'), 'the child to add its job')
     producer.process.kill('SIGKILL')
     expect(await producer.exited).toBe('SIGKILL')
@@ -42,7 +42,7 @@ describe('crashes', () => {
     t.client.prepare(`insert into jobs_job (queue, id, value, max_attempts) values ('crashes', 'poison', '{"n":1}', 3)`).run()
     const exits: Array<number | string> = []
     for (let i = 0; i < 3; i++) {
-      const worker = startFixture('engine-child.ts', ['work', t.file, 'crash'])
+      const worker = startFixture('contract-child.ts', ['work', t.file, 'crash'])
       exits.push(await worker.exited)
       expect(job(t, 'poison')!.attempts).toBe(i + 1)
     }
@@ -64,13 +64,13 @@ describe('crashes', () => {
     const stepLog = join(tempDir(), 'steps.log')
     writeFileSync(stepLog, '')
     t.client.prepare(`insert into jobs_job (queue, id, value, max_attempts) values ('steps', 'resumable', '{"n":1}', 5)`).run()
-    const first = startFixture('engine-child.ts', ['work', t.file, 'step-then-hang'], { STEP_LOG: stepLog })
+    const first = startFixture('contract-child.ts', ['work', t.file, 'step-then-hang'], { STEP_LOG: stepLog })
     await waitFor(() => first.output().includes('step-done'), 'the first attempt to finish its step')
     first.process.kill('SIGKILL')
     await first.exited
     expect(job(t, 'resumable')).toMatchObject({ state: 'running', attempts: 1 })
 
-    const second = startFixture('engine-child.ts', ['work', t.file, 'steps'], { STEP_LOG: stepLog })
+    const second = startFixture('contract-child.ts', ['work', t.file, 'steps'], { STEP_LOG: stepLog })
     await waitFor(() => job(t!, 'resumable')?.state === 'done', 'the job to run again and finish')
     second.process.kill('SIGKILL')
     expect(job(t, 'resumable')!.attempts).toBe(2)

@@ -686,7 +686,7 @@ describe('waking and pruning', () => {
       const q = defineQueue('crashes')
       const worker = work(t.db, q, () => 'ok', { pollInterval: '10ms' })
       await vi.advanceTimersByTimeAsync(0)
-      const producer = startFixture('engine-child.ts', ['enqueue', t.file, 'from-elsewhere'])
+      const producer = startFixture('contract-child.ts', ['enqueue', t.file, 'from-elsewhere'])
       await printed(producer, 'added')
       // Half of the maintenance interval, in poll-sized moves: only the poll can find the job in it.
       for (let elapsed = 0; elapsed < MAINTENANCE_INTERVAL_MS / 2 && state('from-elsewhere') !== 'done'; elapsed += 10) {
