@@ -102,6 +102,7 @@ test('JOB-16 [postgres] a Python worker claims a job with FOR UPDATE SKIP LOCKED
   await enqueue(t.db, queue, { n: 2 }, { id: 'second', group: 'g' })
   const owner = `python/${process.pid}`
   // A Node watch of the job that Python runs: Python's notices tell it of the claim and the end.
+  const notices = await hearNotices()
   const states: JobState[] = []
   const stopWatching = new AbortController()
   watches.push(stopWatching)
@@ -113,6 +114,7 @@ test('JOB-16 [postgres] a Python worker claims a job with FOR UPDATE SKIP LOCKED
   const claimed = py('claim', t.url, 'pyq', owner, '30000') as { seq: number; id: string; group: string; value: unknown; attempt: number }
   expect(claimed).toMatchObject({ id: 'first', group: 'g', value: { n: 1 }, attempt: 1, max_attempts: 10 })
   const seq = String(claimed.seq)
+  await waitFor(() => notices.includes('claimed:pyq'), 'the claim\'s notice')
   expect(py('step', t.url, seq, owner, '1', 'fetch', JSON.stringify({ fetched: true }))).toEqual({ written: true })
   expect(py('step', t.url, seq, owner, '2', 'stale', '1')).toEqual({ written: false })
   expect((await t.pool.query('select name, answer from jobs_step where job = $1', [seq])).rows).toEqual([{ name: 'fetch', answer: { fetched: true } }])
@@ -129,6 +131,7 @@ test('JOB-16 [postgres] a Python worker claims a job with FOR UPDATE SKIP LOCKED
   expect(states).toEqual(['waiting', 'running'])
   expect(py('complete', t.url, seq, owner, '1', JSON.stringify({ byPython: true }))).toEqual({ landed: true })
   expect(await rowOf('pyq', 'first')).toMatchObject({ state: 'done', attempts: 1, result: { byPython: true } })
+  await waitFor(() => notices.includes('ended:pyq'), 'the end\'s notice')
   await watching
   expect(states).toEqual(['waiting', 'running', 'done'])
   expect(await count('select count(*) from jobs_step where job = $1', seq)).toBe(0)
