@@ -1,9 +1,12 @@
 /**
- * The chat example: `npm run demo` (or `npx tsx examples/chat/main.ts`).
+ * The chat example: `npm run demo` (or `npx tsx examples/chat/main.ts`), on
+ * an embedded SQLite file; with `DATABASE_URL=postgres://…` set, on that
+ * PostgreSQL database instead (migrated at start as the file is).
  *
  *   --port 3000          where to listen (0: any free port); --host 127.0.0.1
- *   --db FILE            the SQLite file, created and migrated if needed (default examples/chat/chat.db)
- *   --processes N        web processes sharing the port and the file (default 1); each runs a worker,
+ *   --db FILE            the SQLite file, created and migrated if needed (default examples/chat/chat.db);
+ *                        not used when DATABASE_URL is set
+ *   --processes N        web processes sharing the port and the database (default 1); each runs a worker,
  *                        and the queue's concurrency of 4 holds across all of them
  *   --model-ms MIN-MAX   how long the stand-in model takes per answer (default 2000-5000)
  *   --fail-rate R        its chance of failing part way (default 0.15)
@@ -11,7 +14,7 @@
  *   --slow-down-ms MS    how long "slow down" asks to wait (default 2000)
  *   --backoff DURATION   the first retry's wait (default 5s)
  *
- * With several processes, a cluster primary migrates the file, starts the
+ * With several processes, a cluster primary migrates the database, starts the
  * web processes, starts a new one when one dies, and prints the URL once
  * all of them listen. A browser's connection may land on any of them:
  * watching a reply works from every one, progress included.
@@ -23,8 +26,10 @@ import { serve } from '@hono/node-server'
 import type { Duration } from 'drizzle-jobs'
 import { chatApp } from './app.js'
 import { migrateChatDb, openChatDb } from './db.js'
+import { migrateChatPg, openChatPg } from './db-pg.js'
 import { standInModel } from './model.js'
 import { replyQueue, startReplies } from './replies.js'
+import type { ChatStore } from './store.js'
 
 const { values } = parseArgs({
   options: {
@@ -41,6 +46,10 @@ const { values } = parseArgs({
 })
 
 const file = resolve(values.db)
+const databaseUrl = process.env.DATABASE_URL || undefined
+if (databaseUrl !== undefined && !/^postgres(?:ql)?:\/\//.test(databaseUrl)) {
+  throw new Error('DATABASE_URL: expected a postgres:// URL (unset it to run on the SQLite file)')
+}
 const processes = wholeNumber(values.processes, '--processes', 1)
 const port = wholeNumber(values.port, '--port', 0)
 
@@ -50,7 +59,25 @@ function wholeNumber(text: string, flag: string, min: number): number {
   return n
 }
 
-/** One web process: the Hono app and a worker for replies, on its own connection to the file. */
+/** Creates or brings up to date the chat's tables, once, before any web process starts. */
+async function migrateChat(): Promise<void> {
+  if (databaseUrl === undefined) migrateChatDb(file)
+  else await migrateChatPg(databaseUrl)
+}
+
+function openChat(): ChatStore {
+  return databaseUrl === undefined ? openChatDb(file) : openChatPg(databaseUrl)
+}
+
+/** Where the chat keeps its data, for the first line it prints: the file, or the database's URL without its password. */
+function databaseName(): string {
+  if (databaseUrl === undefined) return file
+  const url = new URL(databaseUrl)
+  if (url.password) url.password = '***'
+  return url.href
+}
+
+/** One web process: the Hono app and a worker for replies, on its own connection to the database. */
 function serveChat(onListening: (port: number) => void): void {
   const [minMs, maxMs] = values['model-ms'].split('-').map(Number) as [number, number]
   const model = standInModel({
@@ -60,14 +87,14 @@ function serveChat(onListening: (port: number) => void): void {
     slowDownRate: Number(values['slow-down-rate']),
     slowDownMs: Number(values['slow-down-ms']),
   })
-  const { db, close } = openChatDb(file)
+  const store = openChat()
   const queue = replyQueue(values.backoff as Duration)
-  const worker = startReplies(db, queue, model)
-  const server = serve({ fetch: chatApp(db, queue).fetch, port, hostname: values.host }, (info) => onListening(info.port))
+  const worker = startReplies(store, queue, model)
+  const server = serve({ fetch: chatApp(store, queue).fetch, port, hostname: values.host }, (info) => onListening(info.port))
   const shutDown = async (): Promise<void> => {
     server.close()
     await worker.stop({ timeout: '5s' })
-    close()
+    await store.close()
     process.exit(0)
   }
   process.once('SIGTERM', () => void shutDown())
@@ -76,14 +103,14 @@ function serveChat(onListening: (port: number) => void): void {
 
 function announce(listeningPort: number): void {
   const url = `http://${values.host.includes(':') ? `[${values.host}]` : values.host}:${listeningPort}/`
-  console.log(`drizzle-jobs chat: ${url} (${processes} process${processes === 1 ? '' : 'es'}, database ${file})`)
+  console.log(`drizzle-jobs chat: ${url} (${processes} process${processes === 1 ? '' : 'es'}, database ${databaseName()})`)
 }
 
 if (processes === 1) {
-  migrateChatDb(file)
+  await migrateChat()
   serveChat(announce)
 } else if (cluster.isPrimary) {
-  migrateChatDb(file)
+  await migrateChat()
   let stopping = false
   const listening = new Set<number>()
   let announced = false

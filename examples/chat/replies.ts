@@ -1,15 +1,12 @@
 /**
  * The chat's one queue: a reply job per user message, added in the same
- * transaction as the message, run by a worker that asks the model.
+ * transaction as the message (store.ts's postMessage), run by a worker that
+ * asks the model. Written once for both databases: the worker's calls are the
+ * same on SQLite and PostgreSQL.
  */
-import { and, asc, eq, lt } from 'drizzle-orm'
-import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
-import { defineQueue, enqueue, work, type Duration, type Worker } from 'drizzle-jobs'
+import { defineQueue, work, type Duration, type Worker } from 'drizzle-jobs'
 import { SlowDown, type Model } from './model.js'
-import { messages } from './schema.js'
-import type * as schema from './schema.js'
-
-export type ChatDb = BetterSQLite3Database<typeof schema>
+import type { ChatStore } from './store.js'
 
 export interface Reply {
   messageId: number
@@ -33,15 +30,6 @@ export function replyJobId(messageId: number): string {
   return `reply:${messageId}`
 }
 
-/** Saves a user message and adds its reply job, in one transaction: both or neither (JOB-02). */
-export function postMessage(db: ChatDb, queue: ReplyQueue, chat: string, text: string): { id: number; jobId: string } {
-  return db.transaction((tx) => {
-    const message = tx.insert(messages).values({ chat, role: 'user', text, createdAt: Date.now() }).returning({ id: messages.id }).get()
-    const { id: jobId } = enqueue(tx, queue, { messageId: message.id }, { id: replyJobId(message.id) })
-    return { id: message.id, jobId }
-  })
-}
-
 /** What a finished reply job keeps as its result, and the page shows. */
 export interface ReplyResult {
   replyId: number
@@ -49,22 +37,14 @@ export interface ReplyResult {
 }
 
 /** Starts this process's worker for replies. */
-export function startReplies(db: ChatDb, queue: ReplyQueue, model: Model): Worker {
+export function startReplies(store: ChatStore, queue: ReplyQueue, model: Model): Worker {
   return work(
-    db,
+    store.db,
     queue,
     async ({ messageId }, run): Promise<ReplyResult | ReturnType<typeof run.fail>> => {
-      const message = db.select().from(messages).where(eq(messages.id, messageId)).get()
+      const message = await store.message(messageId)
       if (!message) return run.fail('the message was deleted')
-      const history = await run.step('history', () =>
-        db
-          .select({ role: messages.role, text: messages.text })
-          .from(messages)
-          .where(and(eq(messages.chat, message.chat), lt(messages.id, message.id)))
-          .orderBy(asc(messages.id))
-          .all()
-          .slice(-20),
-      )
+      const history = await run.step('history', () => store.history(message))
       run.setProgress({ step: 'thinking' })
       let answer: string
       try {
@@ -77,9 +57,7 @@ export function startReplies(db: ChatDb, queue: ReplyQueue, model: Model): Worke
         throw error
       }
       // A rerun after a crash between this insert and the job's end finds the reply there already: it is kept once.
-      db.insert(messages).values({ chat: message.chat, role: 'assistant', text: answer, replyTo: message.id, createdAt: Date.now() }).onConflictDoNothing().run()
-      const reply = db.select().from(messages).where(eq(messages.replyTo, message.id)).get()!
-      return { replyId: reply.id, text: reply.text }
+      return store.saveReply(message, answer)
     },
     { slots: 4 },
   )

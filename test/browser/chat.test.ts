@@ -1,15 +1,19 @@
 /**
  * The chat example in headless Chromium, against the real app: several web
- * processes on one SQLite file, replies as jobs watched over server-sent
- * events. The page must show "N ahead", "thinking" and each reply exactly
- * once, also when a web process is SIGKILLed in the middle of a reply.
+ * processes on one SQLite file, and on one PostgreSQL database, replies as
+ * jobs watched over server-sent events. The page must show "N ahead",
+ * "thinking" and each reply exactly once, also when a web process is
+ * SIGKILLed in the middle of a reply. The test names carry the database:
+ * `JOB-05 [postgres] …`.
  */
 import { resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { afterAll, afterEach, beforeAll, expect, test } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { launchBrowser, screenshot, startWebProcess, type WebProcess } from '../helpers/browser.js'
 import { removeTempDirs, tempDir } from '../helpers/db.js'
+import { DIALECTS, type DialectName } from '../helpers/dialects.js'
+import { freshPgDb } from '../helpers/pg.js'
 import { waitFor } from '../helpers/wait.js'
 
 const CHAT = resolve(import.meta.dirname, '../../examples/chat/main.ts')
@@ -17,6 +21,8 @@ const CHAT = resolve(import.meta.dirname, '../../examples/chat/main.ts')
 let browser: Browser
 const chats: WebProcess[] = []
 const contexts: BrowserContext[] = []
+/** What each test opened on its database: readers, and the PostgreSQL database itself, closed or dropped after the chat stops. */
+const closers: (() => Promise<void> | void)[] = []
 
 beforeAll(async () => {
   browser = await launchBrowser()
@@ -24,27 +30,49 @@ beforeAll(async () => {
 afterEach(async () => {
   for (const context of contexts.splice(0)) await context.close()
   await Promise.all(chats.splice(0).map((chat) => chat.stop()))
+  for (const close of closers.splice(0).reverse()) await close()
   removeTempDirs()
 })
 afterAll(async () => {
   await browser?.close()
 })
 
+/** Reads the chat's database with plain SQL (`$1`… for parameters), beside the chat's own processes. */
+interface ChatDatabase {
+  query<T>(sql: string, ...params: unknown[]): Promise<T[]>
+}
+
 interface Chat {
   url: string
-  file: string
+  db: ChatDatabase
   web: WebProcess
 }
 
-/** Starts the chat with deterministic misbehaviour only (`!fail`, `!slow`), on a fresh file. */
-async function startChat(processes: number, modelMs: string): Promise<Chat> {
-  const file = resolve(tempDir('chat-'), 'chat.db')
-  const web = await startWebProcess(CHAT, [
-    '--port', '0', '--db', file, '--processes', String(processes), '--model-ms', modelMs,
+/**
+ * Starts the chat with deterministic misbehaviour only (`!fail`, `!slow`): on a fresh SQLite file, or on a
+ * fresh PostgreSQL database of the run's server, given to the chat's processes as DATABASE_URL.
+ */
+async function startChat(dialect: DialectName, processes: number, modelMs: string): Promise<Chat> {
+  const flags = [
+    '--port', '0', '--processes', String(processes), '--model-ms', modelMs,
     '--fail-rate', '0', '--slow-down-rate', '0', '--slow-down-ms', '300', '--backoff', '200ms',
-  ])
+  ]
+  if (dialect === 'sqlite') {
+    const file = resolve(tempDir('chat-'), 'chat.db')
+    const web = await startWebProcess(CHAT, [...flags, '--db', file], undefined, { DATABASE_URL: undefined })
+    chats.push(web)
+    const client = new Database(file, { readonly: true })
+    closers.push(() => void client.close())
+    const db: ChatDatabase = { query: async <T>(sql: string, ...params: unknown[]) => client.prepare(sql.replace(/\$\d+/g, '?')).all(...params) as T[] }
+    return { url: web.url, db, web }
+  }
+  // An empty database: the chat migrates it at start, as it does its SQLite file.
+  const pg = await freshPgDb({ migrate: false })
+  closers.push(() => pg.drop())
+  const web = await startWebProcess(CHAT, flags, undefined, { DATABASE_URL: pg.url })
   chats.push(web)
-  return { url: web.url, file, web }
+  const db: ChatDatabase = { query: async <T>(sql: string, ...params: unknown[]) => (await pg.pool.query(sql, params)).rows as T[] }
+  return { url: web.url, db, web }
 }
 
 /** A user: a browser context of their own (their own chat), whose page records every status and state each reply shows. */
@@ -97,100 +125,108 @@ async function allReplied(page: Page, count: number): Promise<Map<string, string
 }
 
 /** The replies in the database: each user message must have exactly one. */
-function storedReplies(file: string): { asked: number[]; failing: number; replies: Map<string, string>; copies: number[] } {
-  const client = new Database(file, { readonly: true })
-  try {
-    const asked = client.prepare(`select id from messages where role = 'user' order by id`).pluck().all() as number[]
-    const failing = client.prepare(`select id from messages where role = 'user' and text like '%!fail%'`).pluck().get() as number
-    const rows = client.prepare(`select reply_to as replyTo, text from messages where role = 'assistant'`).all() as { replyTo: number; text: string }[]
-    const copies = client.prepare(`select count(*) from messages where role = 'assistant' group by reply_to`).pluck().all() as number[]
-    return { asked, failing, replies: new Map(rows.map((row) => [String(row.replyTo), row.text])), copies }
-  } finally {
-    client.close()
-  }
+async function storedReplies(db: ChatDatabase): Promise<{ asked: number[]; failing: number | undefined; replies: Map<string, string>; copies: number[] }> {
+  const asked = (await db.query<{ id: number }>(`select id from messages where role = 'user' order by id`)).map((row) => row.id)
+  const [failing] = await db.query<{ id: number }>(`select id from messages where role = 'user' and text like '%!fail%'`)
+  const rows = await db.query<{ replyTo: number; text: string }>(`select reply_to as "replyTo", text from messages where role = 'assistant'`)
+  // PostgreSQL's count is a bigint, which node-postgres answers as text.
+  const copies = (await db.query<{ n: number | string }>(`select count(*) as n from messages where role = 'assistant' group by reply_to`)).map((row) => Number(row.n))
+  return { asked, failing: failing?.id, replies: new Map(rows.map((row) => [String(row.replyTo), row.text])), copies }
 }
 
 /** Samples the runs under way across every process from the database, to check the queue's concurrency of 4. */
-function sampleRunning(file: string): { max(): number; stop(): void } {
-  const client = new Database(file, { readonly: true })
-  const statement = client.prepare(`select count(*) from jobs_lease where queue = 'replies'`).pluck()
+function sampleRunning(db: ChatDatabase): { max(): number; stop(): Promise<void> } {
   let max = 0
-  const timer = setInterval(() => (max = Math.max(max, statement.get() as number)), 15)
-  return { max: () => max, stop: () => (clearInterval(timer), client.close()) }
+  let sampling: Promise<void> | null = null
+  const timer = setInterval(() => {
+    sampling ??= db
+      .query<{ n: number | string }>(`select count(*) as n from jobs_lease where queue = 'replies'`)
+      .then(([row]) => void (max = Math.max(max, Number(row!.n))))
+      .finally(() => (sampling = null))
+  }, 15)
+  const stop = async (): Promise<void> => {
+    clearInterval(timer)
+    await sampling
+  }
+  return { max: () => max, stop }
 }
 
-test('JOB-11 the chat page shows "N ahead", "thinking" and every reply once, with two web processes and concurrency 4 across them', async () => {
-  const chat = await startChat(2, '1000-1400')
-  const running = sampleRunning(chat.file)
-  const [alice, bob] = [await openUser(chat.url), await openUser(chat.url)]
-  const asks = {
-    alice: ['Hello there !fail', 'What is SQLite?', 'Tell me a joke', 'How are you?'],
-    bob: ['Hi !slow', 'What is Drizzle?', 'Why a queue?', 'Thanks'],
-  }
-  await Promise.all([post(alice, asks.alice), post(bob, asks.bob)])
-  // Eight replies, four at once: some wait, and say how many are ahead of them.
-  await waitFor(async () => (await Promise.all([alice, bob].map(seenOn))).flat().some((s) => /\d+ ahead/.test(s.status ?? '')), 'a reply waiting its turn')
-  await screenshot(alice, 'chat-waiting')
-  await waitFor(async () => (await seenOn(bob)).some((s) => s.status === 'thinking…'), 'a reply thinking')
-  await screenshot(bob, 'chat-thinking')
+describe.each(DIALECTS)('%s', (dialect) => {
+  const on = `[${dialect}]`
+  /** Screenshots of the SQLite chat keep their names; the PostgreSQL chat's are named after it. */
+  const shot = (page: Page, name: string) => screenshot(page, dialect === 'sqlite' ? name : name.replace('chat-', 'chat-pg-'))
 
-  const shown = await Promise.all([allReplied(alice, 4), allReplied(bob, 4)])
-  running.stop()
-  await screenshot(alice, 'chat-replied')
-  const stored = storedReplies(chat.file)
-  expect(stored.asked).toHaveLength(8)
-  expect(stored.copies).toEqual(Array(8).fill(1))
-  for (const replies of shown) {
-    for (const [messageId, text] of replies) {
-      expect(text.length).toBeGreaterThan(0)
-      expect(text).toBe(stored.replies.get(messageId))
+  test(`JOB-11 ${on} the chat page shows "N ahead", "thinking" and every reply once, with two web processes and concurrency 4 across them`, async () => {
+    const chat = await startChat(dialect, 2, '1000-1400')
+    const running = sampleRunning(chat.db)
+    const [alice, bob] = [await openUser(chat.url), await openUser(chat.url)]
+    const asks = {
+      alice: ['Hello there !fail', 'What is SQLite?', 'Tell me a joke', 'How are you?'],
+      bob: ['Hi !slow', 'What is Drizzle?', 'Why a queue?', 'Thanks'],
     }
-  }
-  const seen = [...(await seenOn(alice)), ...(await seenOn(bob))]
-  const byReply = new Map<string, Seen[]>()
-  for (const s of seen) byReply.set(s.reply, [...(byReply.get(s.reply) ?? []), s])
-  expect(byReply.size).toBe(8)
-  for (const [reply, events] of byReply) {
-    // Each reply arrived once: it entered "done" a single time, and showed "thinking" while it ran.
-    expect(events.filter((e) => e.state === 'done'), `reply to ${reply}`).toHaveLength(1)
-    expect(events.some((e) => e.status === 'thinking…'), `reply to ${reply} thinking`).toBe(true)
-  }
-  expect(seen.some((s) => /^\d+ ahead$/.test(s.status ?? '') && s.status !== '0 ahead')).toBe(true)
-  // The reply that failed once shows its retry, and the one told to slow down its snooze.
-  // Found by its text: the two users post at once, so either may have the first message.
-  const failedOnce = stored.failing
-  expect(byReply.get(String(failedOnce))!.some((e) => /attempt 1 of 5 failed \(the model is overloaded.*trying again/.test(e.status ?? ''))).toBe(true)
-  const slowed = (await bob.$$eval('[data-reply-to]', (nodes) => (nodes[0] as HTMLElement).dataset.replyTo!))
-  expect(byReply.get(slowed)!.some((e) => /slow down; trying again/.test(e.status ?? ''))).toBe(true)
-  expect(running.max()).toBe(4)
-})
+    await Promise.all([post(alice, asks.alice), post(bob, asks.bob)])
+    // Eight replies, four at once: some wait, and say how many are ahead of them.
+    await waitFor(async () => (await Promise.all([alice, bob].map(seenOn))).flat().some((s) => /\d+ ahead/.test(s.status ?? '')), 'a reply waiting its turn')
+    await shot(alice, 'chat-waiting')
+    await waitFor(async () => (await seenOn(bob)).some((s) => s.status === 'thinking…'), 'a reply thinking')
+    await shot(bob, 'chat-thinking')
 
-test('JOB-05 a web process SIGKILLed in the middle of a reply: the reply still arrives, once, on the page', async () => {
-  const chat = await startChat(2, '1800-2200')
-  const carol = await openUser(chat.url)
-  await post(carol, ['First question', 'Second question', 'Third question'])
-  await waitFor(async () => (await seenOn(carol)).filter((s) => s.status === 'thinking…').length >= 2, 'replies thinking')
-  const client = new Database(chat.file, { readonly: true })
-  const lease = await waitFor(
-    () => client.prepare(`select j.id, l.owner from jobs_lease l join jobs_job j on j.seq = l.job order by l.job limit 1`).get() as { id: string; owner: string } | undefined,
-    'a running reply',
-  )
-  const pid = Number(lease.owner.split('/')[1])
-  expect(pid).not.toBe(chat.web.process.pid)
-  process.kill(pid, 'SIGKILL')
-  await screenshot(carol, 'chat-killed')
-  await waitFor(() => chat.web.output().includes(`web process ${pid} ended (SIGKILL)`), 'the chat to notice the killed process')
+    const shown = await Promise.all([allReplied(alice, 4), allReplied(bob, 4)])
+    await running.stop()
+    await shot(alice, 'chat-replied')
+    const stored = await storedReplies(chat.db)
+    expect(stored.asked).toHaveLength(8)
+    expect(stored.copies).toEqual(Array(8).fill(1))
+    for (const replies of shown) {
+      for (const [messageId, text] of replies) {
+        expect(text.length).toBeGreaterThan(0)
+        expect(text).toBe(stored.replies.get(messageId))
+      }
+    }
+    const seen = [...(await seenOn(alice)), ...(await seenOn(bob))]
+    const byReply = new Map<string, Seen[]>()
+    for (const s of seen) byReply.set(s.reply, [...(byReply.get(s.reply) ?? []), s])
+    expect(byReply.size).toBe(8)
+    for (const [reply, events] of byReply) {
+      // Each reply arrived once: it entered "done" a single time, and showed "thinking" while it ran.
+      expect(events.filter((e) => e.state === 'done'), `reply to ${reply}`).toHaveLength(1)
+      expect(events.some((e) => e.status === 'thinking…'), `reply to ${reply} thinking`).toBe(true)
+    }
+    expect(seen.some((s) => /^\d+ ahead$/.test(s.status ?? '') && s.status !== '0 ahead')).toBe(true)
+    // The reply that failed once shows its retry, and the one told to slow down its snooze.
+    // Found by its text: the two users post at once, so either may have the first message.
+    const failedOnce = stored.failing
+    expect(byReply.get(String(failedOnce))!.some((e) => /attempt 1 of 5 failed \(the model is overloaded.*trying again/.test(e.status ?? ''))).toBe(true)
+    const slowed = (await bob.$$eval('[data-reply-to]', (nodes) => (nodes[0] as HTMLElement).dataset.replyTo!))
+    expect(byReply.get(slowed)!.some((e) => /slow down; trying again/.test(e.status ?? ''))).toBe(true)
+    expect(running.max()).toBe(4)
+  })
 
-  const shown = await allReplied(carol, 3)
-  await screenshot(carol, 'chat-recovered')
-  const attempts = client.prepare(`select attempts from jobs_job where id = ?`).pluck().get(lease.id) as number
-  client.close()
-  expect(attempts).toBe(2)
-  const stored = storedReplies(chat.file)
-  expect(stored.copies).toEqual([1, 1, 1])
-  for (const [messageId, text] of shown) expect(text).toBe(stored.replies.get(messageId))
-  const killedReply = lease.id.replace('reply:', '')
-  const events = (await seenOn(carol)).filter((e) => e.reply === killedReply)
-  expect(events.filter((e) => e.state === 'done')).toHaveLength(1)
-  expect(events.filter((e) => e.status === 'thinking…').length).toBeGreaterThanOrEqual(1)
+  test(`JOB-05 ${on} a web process SIGKILLed in the middle of a reply: the reply still arrives, once, on the page`, async () => {
+    const chat = await startChat(dialect, 2, '1800-2200')
+    const carol = await openUser(chat.url)
+    await post(carol, ['First question', 'Second question', 'Third question'])
+    await waitFor(async () => (await seenOn(carol)).filter((s) => s.status === 'thinking…').length >= 2, 'replies thinking')
+    const lease = await waitFor(
+      async () => (await chat.db.query<{ id: string; owner: string }>(`select j.id, l.owner from jobs_lease l join jobs_job j on j.seq = l.job order by l.job limit 1`))[0],
+      'a running reply',
+    )
+    const pid = Number(lease.owner.split('/')[1])
+    expect(pid).not.toBe(chat.web.process.pid)
+    process.kill(pid, 'SIGKILL')
+    await shot(carol, 'chat-killed')
+    await waitFor(() => chat.web.output().includes(`web process ${pid} ended (SIGKILL)`), 'the chat to notice the killed process')
+
+    const shown = await allReplied(carol, 3)
+    await shot(carol, 'chat-recovered')
+    const [{ attempts }] = (await chat.db.query<{ attempts: number }>(`select attempts from jobs_job where id = $1`, lease.id)) as [{ attempts: number }]
+    expect(attempts).toBe(2)
+    const stored = await storedReplies(chat.db)
+    expect(stored.copies).toEqual([1, 1, 1])
+    for (const [messageId, text] of shown) expect(text).toBe(stored.replies.get(messageId))
+    const killedReply = lease.id.replace('reply:', '')
+    const events = (await seenOn(carol)).filter((e) => e.reply === killedReply)
+    expect(events.filter((e) => e.state === 'done')).toHaveLength(1)
+    expect(events.filter((e) => e.status === 'thinking…').length).toBeGreaterThanOrEqual(1)
+  })
 })

@@ -36,9 +36,14 @@ export interface WebProcess {
   stop(graceMs?: number): Promise<void>
 }
 
-/** Starts `node --import tsx SCRIPT ...args` and resolves once it prints a URL (or rejects if it ends or takes past `timeoutMs`). */
-export function startWebProcess(script: string, args: string[], timeoutMs = 30_000): Promise<WebProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: process.env })
+/**
+ * Starts `node --import tsx SCRIPT ...args` and resolves once it prints a URL (or rejects if it ends or takes past `timeoutMs`).
+ * Its environment is this process's, with `env`'s variables set (or, where undefined, removed).
+ */
+export function startWebProcess(script: string, args: string[], timeoutMs = 30_000, env: Record<string, string | undefined> = {}): Promise<WebProcess> {
+  const childEnv = { ...process.env, ...env }
+  for (const [name, value] of Object.entries(env)) if (value === undefined) delete childEnv[name]
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv })
   let output = ''
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()))
   const stop = async (graceMs = 5_000): Promise<void> => {

@@ -1,0 +1,161 @@
+"""A producer and a worker for drizzle-jobs on PostgreSQL in Python, with psycopg 3 and plain SQL only.
+
+It follows the tables and the protocol of docs/postgres.md ("The protocol in
+plain SQL"), which is all another language needs:
+
+  add       adds jobs in one transaction (an id the queue holds adds
+            nothing), and wakes the workers with one pg_notify
+  claim     claims the first runnable job in claim order (priority, run_at,
+            seq) with FOR UPDATE SKIP LOCKED, counts its attempt and leases
+            it, in one transaction; a queue with limits is claimed under a
+            lock on its jobs_queue row: a paused queue, a queue at its
+            concurrency and a group at its per-group cap are skipped
+  step      keeps a step's answer, fenced by the lease
+  complete  ends the job done, fenced by the lease; only then drops the lease
+            and the job's steps, and tells the workers
+
+Times are the server's (timestamptz, now()); values, results and answers are
+jsonb. Each command prints one JSON line.
+
+Usage:
+  python3 jobs_pg.py add <url> <queue> <items json: [{id, value, group?, priority?, delay_ms?, max_attempts?}]>
+  python3 jobs_pg.py claim <url> <queue> <owner> <lease ms>
+  python3 jobs_pg.py step <url> <seq> <owner> <attempt> <name> <answer json>
+  python3 jobs_pg.py complete <url> <seq> <owner> <attempt> <result json>
+"""
+
+import json
+import sys
+
+import psycopg
+
+CHANNEL = "drizzle_jobs"
+RUNNABLE = "state in ('waiting', 'scheduled')"
+LEASE_HELD = "exists (select 1 from jobs_lease where job = %(seq)s and owner = %(owner)s and attempt = %(attempt)s)"
+
+
+def to_json(value):
+    """JSON text as JavaScript's JSON.stringify writes it: no spaces."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def notify(connection, kind, queue):
+    # Delivered when the transaction commits, and folded with the same notice of the same transaction.
+    connection.execute("select pg_notify(%s, %s)", (CHANNEL, f"{kind}:{queue}"))
+
+
+def add(url, queue, items):
+    with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
+        answers = []
+        for item in items:
+            delay_ms = item.get("delay_ms", 0)
+            cursor = connection.execute(
+                """insert into jobs_job (queue, id, grp, value, state, priority, max_attempts, run_at)
+                   values (%(queue)s, %(id)s, %(grp)s, %(value)s::jsonb, %(state)s, %(priority)s, %(max_attempts)s,
+                           now() + %(delay_ms)s * interval '1 millisecond')
+                   on conflict (queue, id) do nothing""",
+                {
+                    "queue": queue,
+                    "id": item["id"],
+                    "grp": item.get("group"),
+                    "value": to_json(item["value"]),
+                    "state": "scheduled" if delay_ms > 0 else "waiting",
+                    "priority": item.get("priority", 0),
+                    "max_attempts": item.get("max_attempts", 10),
+                    "delay_ms": delay_ms,
+                },
+            )
+            answers.append({"id": item["id"], "added": cursor.rowcount == 1})
+        notify(connection, "added", queue)
+        return answers
+
+
+def claim(url, queue, owner, lease_ms):
+    with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
+        limits = connection.execute(
+            "select paused, concurrency, concurrency_per_group from jobs_queue where name = %s", (queue,)
+        ).fetchone()
+        paused, total, per_group = limits if limits else (False, None, None)
+        if total is not None or per_group is not None:
+            # A limited queue's claims take turns on its row, so that its runs are counted after the claim
+            # before this one committed: the limit holds across every claimer, in any language.
+            paused, total, per_group = connection.execute(
+                "select paused, concurrency, concurrency_per_group from jobs_queue where name = %s for update", (queue,)
+            ).fetchone()
+        (running,) = connection.execute("select count(*) from jobs_lease where queue = %s", (queue,)).fetchone()
+        if paused or (total is not None and running >= total):
+            return None
+        capped = ""
+        if per_group is not None:
+            capped = """and (grp is null or grp not in (select grp from jobs_lease where queue = %(queue)s and grp is not null
+                                                        group by grp having count(*) >= %(per_group)s))"""
+        candidate = connection.execute(
+            f"""select seq from jobs_job where queue = %(queue)s and {RUNNABLE} and run_at <= now() {capped}
+                order by priority, run_at, seq limit 1
+                for update skip locked""",
+            {"queue": queue, "per_group": per_group},
+        ).fetchone()
+        if candidate is None:
+            return None
+        seq, job_id, grp, value, attempt, max_attempts = connection.execute(
+            f"""update jobs_job set state = 'running', attempts = attempts + 1
+                where seq = %s and {RUNNABLE}
+                returning seq, id, grp, value, attempts, max_attempts""",
+            (candidate[0],),
+        ).fetchone()
+        connection.execute(
+            """insert into jobs_lease (job, queue, grp, owner, attempt, expires_at)
+               values (%s, %s, %s, %s, %s, now() + %s * interval '1 millisecond')""",
+            (seq, queue, grp, owner, attempt, lease_ms),
+        )
+        notify(connection, "claimed", queue)
+        return {"seq": seq, "id": job_id, "group": grp, "value": value, "attempt": attempt, "max_attempts": max_attempts}
+
+
+def step(url, seq, owner, attempt, name, answer):
+    with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
+        cursor = connection.execute(
+            f"""insert into jobs_step (job, name, answer) select %(seq)s, %(name)s, %(answer)s::jsonb where {LEASE_HELD}
+                on conflict (job, name) do nothing""",
+            {"seq": seq, "name": name, "answer": to_json(answer), "owner": owner, "attempt": attempt},
+        )
+        return {"written": cursor.rowcount == 1}
+
+
+def complete(url, seq, owner, attempt, result):
+    with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
+        ended = connection.execute(
+            f"""update jobs_job set state = 'done', finished_at = now(), result = %(result)s::jsonb, error = null
+                where seq = %(seq)s and state = 'running' and {LEASE_HELD}
+                returning queue""",
+            {"seq": seq, "result": to_json(result), "owner": owner, "attempt": attempt},
+        ).fetchone()
+        if ended is None:
+            return {"landed": False}
+        connection.execute("delete from jobs_lease where job = %s", (seq,))
+        connection.execute("delete from jobs_step where job = %s", (seq,))
+        notify(connection, "ended", ended[0])
+        return {"landed": True}
+
+
+def main(argv):
+    command, url, *rest = argv
+    if command == "add":
+        queue, items = rest
+        answer = add(url, queue, json.loads(items))
+    elif command == "claim":
+        queue, owner, lease_ms = rest
+        answer = claim(url, queue, owner, int(lease_ms))
+    elif command == "step":
+        seq, owner, attempt, name, answer_json = rest
+        answer = step(url, int(seq), owner, int(attempt), name, json.loads(answer_json))
+    elif command == "complete":
+        seq, owner, attempt, result = rest
+        answer = complete(url, int(seq), owner, int(attempt), json.loads(result))
+    else:
+        raise SystemExit(f"unknown command {command}: expected add, claim, step or complete")
+    print(to_json(answer))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
