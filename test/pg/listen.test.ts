@@ -4,7 +4,7 @@
  * connection that is killed is made anew, and what was added meanwhile is found.
  */
 import { afterEach, expect, test } from 'vitest'
-import { work, type Worker } from '../../src/index.js'
+import { enqueue, watch, work, type Worker } from '../../src/index.js'
 import { crashes } from '../fixtures/contract-queues.js'
 import { eachFreshPgDb } from '../helpers/pg.js'
 import { killChildren, startFixture } from '../helpers/processes.js'
@@ -65,4 +65,20 @@ test('JOB-20 [postgres] a listening connection killed by the server is made anew
   const at = await waitFor(() => (started.has('after') ? performance.now() : undefined), 'the job added after to run', 5_000)
   expect(at - added).toBeLessThan(1_000)
   expect(t.poolErrors).toEqual([])
+})
+
+test('JOB-18 [postgres] a watch sees a change that another program wrote with plain SQL and no notice, within about a second', async () => {
+  await enqueue(t.db, crashes, { n: 1 }, { id: 'quiet' })
+  const states: string[] = []
+  const following = (async () => {
+    for await (const job of watch(t.db, crashes, 'quiet')) states.push(job.state)
+  })()
+  // A worker elsewhere on this database listens, as in an app: the notices alone would never tell of this write.
+  workers.push(work(t.db, crashes, () => {}, { pollInterval: '1h' }))
+  await waitFor(() => states.length > 0, 'the first snapshot')
+  await t.pool.query(`update jobs_job set state = 'canceled', finished_at = now() where id = 'quiet'`)
+  const written = performance.now()
+  await waitFor(() => states.includes('canceled'), 'the watch to see the plain SQL write', 5_000)
+  expect(performance.now() - written).toBeLessThan(2_500)
+  await following
 })

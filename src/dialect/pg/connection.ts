@@ -142,8 +142,9 @@ function open(driver: PgDriver): PgConnection {
  * A connection's notices: while anyone listens, one LISTEN on the channel (on a client of its own, kept for
  * it), whose notices are handed to every listener; and the data version pollers read, which moves with each
  * notice while the LISTEN is in place, and at every look otherwise (no listener, a pooler in transaction
- * mode, or a listening connection lost and being made anew), so that pollers then look for work themselves.
- * A LISTEN made anew after a loss moves it once more: what was told meanwhile is found by that look.
+ * mode, or a listening connection lost and being made anew), so that pollers then look for work themselves;
+ * and once a second even while listening, for rows written with no notice. A LISTEN made anew after a loss
+ * moves it once more: what was told meanwhile is found by that look.
  */
 function noticesOf(driver: PgDriver) {
   const listeners = new Set<(queue: string, kind: ChangeKind) => void>()
@@ -157,8 +158,17 @@ function noticesOf(driver: PgDriver) {
     if (at < 0 || !CHANGE_KINDS.has(kind)) return
     for (const listener of listeners) listener(payload.slice(at + 1), kind as ChangeKind)
   }
+  // While listening, the version also moves once a second: rows that a program writes without a notice are found then.
+  let slowLookAt = 0
   return {
-    version: () => (listeningNow ? version : ++version),
+    version: () => {
+      const now = Date.now()
+      if (!listeningNow || now - slowLookAt >= UNNOTIFIED_LOOK_MS) {
+        slowLookAt = now
+        return ++version
+      }
+      return version
+    },
     listen(onChange: (queue: string, kind: ChangeKind) => void): () => void {
       listeners.add(onChange)
       if (!stop && !driver.inTransaction) {
@@ -181,6 +191,9 @@ function noticesOf(driver: PgDriver) {
     },
   }
 }
+
+/** How often pollers look, while listening, for what was written with no notice (plain SQL of another program, say). */
+const UNNOTIFIED_LOOK_MS = 1_000
 
 const CHANGE_KINDS: ReadonlySet<string> = new Set<ChangeKind>(['added', 'claimed', 'ended', 'revoked', 'other'])
 
