@@ -1,12 +1,13 @@
 /**
  * Faults on a real PostgreSQL server, each done for real to a worker running jobs in this process: its
- * connections ended by pg_terminate_backend and the server restarted under it (on a private cluster of
- * its own, so that the other files on the run's server see nothing of it).
+ * connections ended by pg_terminate_backend, the server restarted under it (on a private cluster of its
+ * own, so that the other files on the run's server see nothing of it), and its claims of a limited queue
+ * waiting on the queue's row, locked by the test, past its pool's statement_timeout.
  *
  * The worker must not crash (no uncaught error, no unhandled rejection), must hand nothing to `onError`
- * (each fault is one the engine retries: a lost connection, a server that is restarting), must give back
- * every client it took from its pool, and must end every job done, each run recorded by its handler in an
- * app table matching the attempts the job counted.
+ * (each fault is one the engine retries: a lost connection, a server that is restarting, a statement
+ * canceled by its timeout), must give back every client it took from its pool, and must end every job
+ * done, each run recorded by its handler in an app table matching the attempts the job counted.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { drizzle } from 'drizzle-orm/node-postgres'
@@ -65,6 +66,21 @@ function workerPool(url: string, config: pg.PoolConfig = {}) {
     return made
   })
   return { pool, db: drizzle(pool), refused: () => refused }
+}
+
+/**
+ * Hands every query a client of `pool` is asked to `around`, with the client, the query's text and how to send
+ * it: for a test that acts just before a statement is sent, or looks at how it ended.
+ */
+function aroundQueries(pool: pg.Pool, around: (client: pg.PoolClient, text: string | undefined, send: () => unknown) => unknown): void {
+  pool.on('connect', (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown
+    Reflect.set(client, 'query', (...args: unknown[]) => {
+      const first: unknown = args[0]
+      const text = typeof first === 'string' ? first : (first as { text?: string } | undefined)?.text
+      return around(client as pg.PoolClient, text, () => query(...args))
+    })
+  })
 }
 
 const RUNS_TABLE = 'create table fault_run (job text not null, attempt integer not null, primary key (job, attempt))'
@@ -196,4 +212,31 @@ test('JOB-05 [postgres] a server restarted under a worker (pg_ctl restart -m fas
     await database?.drop()
     cluster.stop()
   }
+})
+
+test('JOB-07 [postgres] claims that wait on a limited queue\'s row, locked by another transaction, past the pool\'s statement_timeout are retried: nothing surfaces, and the jobs run once the lock is released', async () => {
+  await t.pool.query(RUNS_TABLE)
+  const { pool, db } = workerPool(t.url, { options: '-c statement_timeout=100' })
+  let canceled = 0
+  // Counts the statements the server canceled for their timeout (57014), leaving each one's failure to its caller.
+  aroundQueries(pool, (_client, _text, send) => {
+    const answer = send()
+    if (answer instanceof Promise) answer.catch((error: { code?: string }) => void (error?.code === '57014' && canceled++))
+    return answer
+  })
+  const { queue, worker, started, errors } = startWorker(db, pool, 'limited-locked', { concurrency: 2 })
+  await waitFor(async () => (await t.pool.query(`select concurrency from jobs_queue where name = $1`, [queue.name])).rows[0]?.concurrency === 2, 'the worker to store its limits')
+  const locker = await t.pool.connect()
+  try {
+    await locker.query('begin')
+    await locker.query('select 1 from jobs_queue where name = $1 for update', [queue.name])
+    await enqueueMany(t.db, queue, Array.from({ length: 10 }, (_, n) => ({ value: { n }, id: `job-${n}` })))
+    await waitFor(() => canceled >= 3, 'three claims to be canceled by their statement_timeout', 10_000)
+    expect(started.size).toBe(0)
+    await locker.query('commit')
+  } finally {
+    locker.release()
+  }
+  await allDone(t, queue.name, 10, 20_000)
+  await expectEveryJobDoneOnce(t, queue.name, 10, worker, pool, errors)
 })
