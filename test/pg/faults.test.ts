@@ -1,8 +1,9 @@
 /**
  * Faults on a real PostgreSQL server, each done for real to a worker running jobs in this process: its
  * connections ended by pg_terminate_backend, the server restarted under it (on a private cluster of its
- * own, so that the other files on the run's server see nothing of it), and its claims of a limited queue
- * waiting on the queue's row, locked by the test, past its pool's statement_timeout.
+ * own, so that the other files on the run's server see nothing of it), its claims of a limited queue
+ * waiting on the queue's row, locked by the test, past its pool's statement_timeout, and its listening
+ * connection ended just before its LISTEN is sent.
  *
  * The worker must not crash (no uncaught error, no unhandled rejection), must hand nothing to `onError`
  * (each fault is one the engine retries: a lost connection, a server that is restarting, a statement
@@ -81,6 +82,16 @@ function aroundQueries(pool: pg.Pool, around: (client: pg.PoolClient, text: stri
       return around(client as pg.PoolClient, text, () => query(...args))
     })
   })
+}
+
+/** Whether `probe` holds at some look within `ms`: for a fault that must not happen, watched for a bounded time. */
+async function seenWithin(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = performance.now() + ms
+  while (performance.now() < deadline) {
+    if (await probe()) return true
+    await sleep(20)
+  }
+  return false
 }
 
 const RUNS_TABLE = 'create table fault_run (job text not null, attempt integer not null, primary key (job, attempt))'
@@ -239,4 +250,31 @@ test('JOB-07 [postgres] claims that wait on a limited queue\'s row, locked by an
   }
   await allDone(t, queue.name, 10, 20_000)
   await expectEveryJobDoneOnce(t, queue.name, 10, worker, pool, errors)
+})
+
+test('JOB-20 [postgres] a listening connection ended just before its LISTEN is sent is made anew once: one listening connection, and no client kept out of the pool', async () => {
+  const { pool, db } = workerPool(t.url)
+  let listens = 0
+  aroundQueries(pool, (client, text, send) => {
+    if (!text?.startsWith('listen') || ++listens !== 2) return send()
+    // The LISTEN made after the first listening connection was ended: the server ends this one too, just before it is sent.
+    return new Promise((resolve, reject) => {
+      client.once('end', () => (send() as Promise<unknown>).then(resolve, reject))
+      void t.pool.query('select pg_terminate_backend($1)', [Reflect.get(client, 'processID')])
+    })
+  })
+  const { worker } = startWorker(db, pool, 'relistened')
+  const listening = async () =>
+    (await t.pool.query<{ pid: number }>(`select pid from pg_stat_activity where datname = current_database() and application_name = $1 and query ilike 'listen%'`, [WORKER_APP])).rows.map((row) => row.pid)
+  const [first] = await waitFor(async () => {
+    const pids = await listening()
+    return pids.length > 0 && pids
+  }, 'the worker to listen')
+  await t.pool.query('select pg_terminate_backend($1)', [first])
+  await waitFor(async () => listens >= 3 && (await listening()).some((pid) => pid !== first), 'a new listening connection')
+  // A second one, if the lost client were made anew twice, would come 200 ms after the loss (the backoff's second step).
+  expect(await seenWithin(async () => (await listening()).length > 1, 1_000)).toBe(false)
+  await worker.stop()
+  await waitFor(() => pool.totalCount === pool.idleCount, `the worker's pool to hold no client out (${pool.totalCount - pool.idleCount} out)`, 5_000)
+  expect(uncaught).toEqual([])
 })
