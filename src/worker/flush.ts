@@ -85,6 +85,9 @@ export class Flusher {
     const flushing = (async () => {
       try {
         await this.flushOnce()
+      } catch (error) {
+        // A read outside the write transaction (is there work?) failed: a lost connection, say.
+        this.retryAfter(error)
       } finally {
         this.current = null
       }
@@ -158,9 +161,7 @@ export class Flusher {
       if (othersWrote && written.lockWaitMs > CONTENDED_LOCK_WAIT_MS) this.contendedUntil = performance.now() + CONTENDED_SPELL_MS
     } catch (error) {
       this.pendingEnds.unshift(...ends)
-      const busy = connection.isBusy(error)
-      if (!busy) this.worker.onError(error)
-      setTimeout(() => this.schedule(), busy ? BUSY_RETRY_MS : MAINTENANCE_INTERVAL_MS)
+      this.retryAfter(error)
       return
     }
     if (storing) {
@@ -172,6 +173,13 @@ export class Flusher {
     for (const job of claimed) this.worker.start(job)
     if (claimed.length > 0 && claimed.length === free) this.schedule()
     else if (free > 0) await this.mightHaveWork()
+  }
+
+  /** After a flush failed: flushes again soon when the database was busy (never surfaced), else reports the error and flushes again after a while. */
+  private retryAfter(error: unknown): void {
+    const busy = this.worker.connection.isBusy(error)
+    if (!busy) this.worker.onError(error)
+    setTimeout(() => this.schedule(), busy ? BUSY_RETRY_MS : MAINTENANCE_INTERVAL_MS)
   }
 
   /** A read before taking the write lock: is anything claimable now? Arms a timer for the next scheduled job either way. */

@@ -145,8 +145,13 @@ export function work<T, R, A extends HandlerAnswer<A, R>>(
   }
   const connection = connectionOf(db)
   const prepared = connection.prepareWrites()
-  // An asynchronous database checks its tables as it answers: a missing one reaches onError, and every write retries.
-  if (prepared instanceof Promise) prepared.catch(settings.onError)
+  // An asynchronous database checks its tables as it answers: a missing one reaches onError, and every write retries
+  // (a busy one too, as every busy error: the server away at the start, say).
+  if (prepared instanceof Promise) {
+    prepared.catch((error: unknown) => {
+      if (!connection.isBusy(error)) settings.onError(error)
+    })
+  }
   return new QueueWorker(connection, definition, handler as Handler<unknown>, settings)
 }
 

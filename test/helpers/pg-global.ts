@@ -9,11 +9,12 @@
  * Without either, the run goes on and only the PostgreSQL tests fail, each with a line saying how to get a
  * server.
  */
-import { execFileSync } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { accessSync, appendFileSync, chownSync, constants, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
+import { promisify } from 'node:util'
 import type { TestProject } from 'vitest/node'
 
 /** What the test files are given: a server's URL, or why there is none. */
@@ -38,16 +39,35 @@ export default async function setup(project: TestProject): Promise<() => void> {
     project.provide('pgServer', { url: given })
     return () => {}
   }
-  const bin = findBinaries()
-  if (!bin) {
-    project.provide('pgServer', { unavailable: NO_SERVER })
-    return () => {}
-  }
-  const cluster = await startCluster(bin)
+  const cluster = await startPrivateCluster()
   project.provide('pgServer', 'url' in cluster ? { url: cluster.url } : { unavailable: cluster.unavailable })
   return () => {
     if ('url' in cluster) cluster.stop()
   }
+}
+
+/** A private cluster: its server's URL (user `postgres`, database `postgres`), and how to restart and stop it. */
+export interface PrivateCluster {
+  url: string
+  /** Restarts the server with `pg_ctl restart -m fast` (every connection ended), on the same port; resolves once it accepts connections again. */
+  restart(): Promise<void>
+  /** Stops the server with `pg_ctl stop -m fast`, keeping its folder: the same restart as `restart`, with the time between in the caller's hands. */
+  down(): Promise<void>
+  /** Starts the stopped server again on its port; resolves once it accepts connections. */
+  up(): Promise<void>
+  /** Stops the server at once and removes its folder. */
+  stop(): void
+}
+
+/**
+ * Starts a private cluster as the run's server is started (initdb and pg_ctl from PATH or
+ * /usr/lib/postgresql/<newest>/bin, a fresh folder, a free loopback port), or answers why none could start:
+ * for a tool or a test that needs a server of its own. The caller stops it.
+ */
+export async function startPrivateCluster(): Promise<PrivateCluster | { unavailable: string }> {
+  const bin = findBinaries()
+  if (!bin) return { unavailable: NO_SERVER }
+  return startCluster(bin)
 }
 
 interface Binaries {
@@ -94,19 +114,18 @@ function freePort(): Promise<number> {
   })
 }
 
-type Cluster = { url: string; stop(): void } | { unavailable: string }
-
-async function startCluster(bin: Binaries): Promise<Cluster> {
+async function startCluster(bin: Binaries): Promise<PrivateCluster | { unavailable: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'drizzle-jobs-pg-'))
   const data = join(dir, 'data')
   const log = join(dir, 'server.log')
   // initdb refuses to run as root, and the server with it: they run as the system user the package made.
   const asRoot = process.getuid?.() === 0
-  const run = (file: string, args: string[]): string => {
-    const [command, argv] = asRoot ? [RUNUSER, ['-u', SYSTEM_USER, '--', file, ...args]] : [file, args]
-    // In the cluster's folder: the system user may not be allowed into the current one.
-    return execFileSync(command, argv, { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 })
-  }
+  const commandOf = (file: string, args: string[]): [string, string[]] => (asRoot ? [RUNUSER, ['-u', SYSTEM_USER, '--', file, ...args]] : [file, args])
+  // In the cluster's folder: the system user may not be allowed into the current one.
+  const options = { cwd: dir, encoding: 'utf8', timeout: 120_000 } as const
+  const run = (file: string, args: string[]): string => execFileSync(...commandOf(file, args), { ...options, stdio: ['ignore', 'pipe', 'pipe'] })
+  /** As run, without blocking this process meanwhile: its clients see the server go and come back. */
+  const runAside = async (file: string, args: string[]): Promise<void> => void (await promisify(execFile)(...commandOf(file, args), options))
   const failed = (what: string, error: unknown): { unavailable: string } => {
     const { stderr } = error as { stderr?: string }
     const tail = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').slice(-5).join(' | ') : ''
@@ -134,14 +153,19 @@ async function startCluster(bin: Binaries): Promise<Cluster> {
   // Another process may take the free port before the server binds it: then try another.
   for (let tries = 1; ; tries++) {
     const port = await freePort()
+    const start = ['--pgdata', data, '--log', log, '--wait', '--timeout', '60', '--options', `-p ${port}`, 'start']
     try {
-      run(bin.pgCtl, ['--pgdata', data, '--log', log, '--wait', '--timeout', '60', '--options', `-p ${port}`, 'start'])
+      run(bin.pgCtl, start)
     } catch (error) {
       if (tries < 3 && existsSync(log) && /could not bind|address already in use/i.test(readFileSync(log, 'utf8'))) continue
       return failed('pg_ctl start', error)
     }
     return {
       url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+      // pg_ctl restart starts the server again with the options it was started with (the port among them).
+      restart: () => runAside(bin.pgCtl, ['--pgdata', data, '--log', log, '--wait', '--timeout', '60', '--mode', 'fast', 'restart']),
+      down: () => runAside(bin.pgCtl, ['--pgdata', data, '--wait', '--timeout', '60', '--mode', 'fast', 'stop']),
+      up: () => runAside(bin.pgCtl, start),
       stop() {
         try {
           run(bin.pgCtl, ['--pgdata', data, '--mode', 'immediate', 'stop'])

@@ -48,9 +48,9 @@ export function databaseUrl(serverUrl: string, database: string): string {
   return url.href
 }
 
-/** Runs `work` on a connection of its own to the server's maintenance database (the one its URL names). */
-async function onServer<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: pgServerUrl() })
+/** Runs `work` on a connection of its own to the maintenance database of the server at `server` (the database its URL names). */
+async function onServer<T>(server: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: server })
   client.on('error', () => {})
   await client.connect()
   try {
@@ -60,11 +60,15 @@ async function onServer<T>(work: (client: pg.Client) => Promise<T>): Promise<T> 
   }
 }
 
-/** A new database on the run's server with the queue tables migrated in (or left empty, with `migrate: false`). */
-export async function freshPgDb(options: { migrate?: boolean } = {}): Promise<TestPgDb> {
+/**
+ * A new database with the queue tables migrated in (or left empty, with `migrate: false`): on the run's
+ * server, or on the server whose URL `server` gives (outside a test run: `npm run soak -- --pg`).
+ */
+export async function freshPgDb(options: { migrate?: boolean; server?: string } = {}): Promise<TestPgDb> {
+  const server = options.server ?? pgServerUrl()
   const name = `drizzle_jobs_test_${process.pid}_${randomBytes(6).toString('hex')}`
-  await onServer((client) => client.query(`create database "${name}"`))
-  const url = databaseUrl(pgServerUrl(), name)
+  await onServer(server, (client) => client.query(`create database "${name}"`))
+  const url = databaseUrl(server, name)
   const poolErrors: Error[] = []
   const pool = new pg.Pool({ connectionString: url, max: 10 })
   pool.on('error', (error) => poolErrors.push(error))
@@ -76,7 +80,7 @@ export async function freshPgDb(options: { migrate?: boolean } = {}): Promise<Te
       await Promise.all(postgresJsClients.splice(0).map((client) => client.end({ timeout: 5 })))
       await pool.end()
       // WITH (FORCE) ends the connections that others (a child process, a leaked client) still hold on it.
-      await onServer((client) => client.query(`drop database if exists "${name}" with (force)`))
+      await onServer(server, (client) => client.query(`drop database if exists "${name}" with (force)`))
     })())
   try {
     if (options.migrate !== false) await migrate(db, { migrationsFolder: PG_MIGRATIONS })

@@ -208,9 +208,16 @@ async function checkSchema(q: Queryable): Promise<PgDatabaseName> {
 
 /**
  * SQLSTATEs that mean "try again later": serialization_failure, deadlock_detected, lock_not_available,
- * admin_shutdown, crash_shutdown, cannot_connect_now. Every connection_exception (class 08) is too.
+ * query_canceled, admin_shutdown, crash_shutdown, cannot_connect_now. Every connection_exception (class 08)
+ * is too.
+ *
+ * query_canceled is a statement_timeout that passed (or a cancel request): most often a wait for a lock held
+ * by another transaction (a limited queue's row, under a claim or the app's own transaction), the same wait
+ * that lock_timeout ends with lock_not_available. The engine's transaction rolled back whole, so it is tried
+ * again as any busy work is; a statement that is always slower than the timeout is then tried again without
+ * end, which the docs say (docs/postgres.md).
  */
-const BUSY_SQLSTATES = new Set(['40001', '40P01', '55P03', '57P01', '57P02', '57P03'])
+const BUSY_SQLSTATES = new Set(['40001', '40P01', '55P03', '57014', '57P01', '57P02', '57P03'])
 /** Lost or refused connections, as Node and postgres.js name them. */
 const BUSY_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'CONNECTION_CLOSED', 'CONNECT_TIMEOUT'])
 /** node-postgres's own errors for a lost connection and a pool that found none free in time carry no code. */

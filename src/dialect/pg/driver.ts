@@ -206,41 +206,43 @@ const RELISTEN_MAX_MS = 5_000
  */
 function listenOnPool(pool: NodePgPool, channel: string, onNotice: (payload: string) => void, onListening: () => void, onLost: () => void): () => void {
   let stopped = false
+  /** The client that listens, or is being made to. */
   let client: NodePgPoolClient | undefined
   let waitMs = RELISTEN_FIRST_MS
   const onNotification = (message: { channel: string; payload?: string }) => {
     if (message.channel === channel && message.payload !== undefined) onNotice(message.payload)
   }
-  const lost = (error: Error) => {
-    const gone = client
-    client = undefined
+  /** Listens anew after the backoff: the listening client was lost, or none could be made. */
+  const retry = () => {
     onLost()
-    if (gone) {
-      gone.removeListener('notification', onNotification)
-      gone.removeListener('error', lost)
-      gone.release(error)
-    }
     if (!stopped) setTimeout(connect, waitMs).unref()
     waitMs = Math.min(waitMs * 2, RELISTEN_MAX_MS)
   }
   const connect = () => {
     if (stopped) return
-    pool.connect().then(
-      async (made) => {
-        client = made
-        made.on('error', lost)
-        made.on('notification', onNotification)
-        try {
-          await made.query(`listen ${quoteIdentifier(channel)}`)
-        } catch (error) {
-          return lost(asError(error))
-        }
-        if (stopped) return stop()
-        waitMs = RELISTEN_FIRST_MS
-        onListening()
-      },
-      (error: unknown) => lost(asError(error)),
-    )
+    pool.connect().then(async (made) => {
+      // A client lost while its LISTEN is under way says so twice (its 'error' event, and the LISTEN failing):
+      // it is let go, and listened for anew, once. Once it is no longer the listening client (stopped), its errors are dropped.
+      const lost = (error: Error) => {
+        if (client !== made) return
+        client = undefined
+        made.removeListener('notification', onNotification)
+        made.removeListener('error', lost)
+        made.release(error)
+        retry()
+      }
+      client = made
+      made.on('error', lost)
+      made.on('notification', onNotification)
+      try {
+        await made.query(`listen ${quoteIdentifier(channel)}`)
+      } catch (error) {
+        return lost(asError(error))
+      }
+      if (stopped) return stop()
+      waitMs = RELISTEN_FIRST_MS
+      onListening()
+    }, retry)
   }
   const stop = () => {
     stopped = true
@@ -252,8 +254,6 @@ function listenOnPool(pool: NodePgPool, channel: string, onNotice: (payload: str
       () => made.release(),
       (error: unknown) => made.release(asError(error)),
     )
-    made.removeListener('error', lost)
-    made.on('error', () => {})
   }
   connect()
   return stop
