@@ -8,7 +8,13 @@
 /** What changed: `added` (a job was added), `claimed`, `ended` (runs ended or were taken back), `revoked` (leases taken from running jobs: a cancel), `other`. */
 export type ChangeKind = 'added' | 'claimed' | 'ended' | 'revoked' | 'other'
 
-type Listener = (queue: string, kind: ChangeKind) => void
+/**
+ * Calls back with the queue, what changed, and the seqs of the jobs whose rows the change wrote when the
+ * writer knows them: a claim and the ends of runs know theirs, an add changes no job that was there (`[]`).
+ * Undefined: any job of the queue may have changed. Whatever the seqs, the order of the queue's line may
+ * have moved (its `ahead` counts).
+ */
+type Listener = (queue: string, kind: ChangeKind, seqs: readonly number[] | undefined) => void
 
 const listeners = new Map<string, Set<Listener>>()
 
@@ -23,8 +29,11 @@ export function onJobsChanged(database: string, listener: Listener): () => void 
   }
 }
 
-/** Says that this process changed the jobs of `queue` on `database`; call it after the change is written. */
-export function jobsChanged(database: string, queue: string, kind: ChangeKind): void {
+/**
+ * Says that this process changed the jobs of `queue` on `database`; call it after the change is written. `seqs`,
+ * when given, are all the jobs whose rows it wrote.
+ */
+export function jobsChanged(database: string, queue: string, kind: ChangeKind, seqs?: readonly number[]): void {
   const set = listeners.get(database)
-  if (set) for (const listener of set) listener(queue, kind)
+  if (set) for (const listener of set) listener(queue, kind, seqs)
 }

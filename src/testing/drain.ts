@@ -100,7 +100,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       counting(db, definition.name, (moved) => claimJobs(db, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }, moved)),
     )
     if (!job) break
-    jobsChanged(connection.key, definition.name, 'claimed')
+    jobsChanged(connection.key, definition.name, 'claimed', [job.seq])
     const run = new RunContext(connection, owner, definition.name, job)
     const unsubscribe = onJobsChanged(connection.key, (_queue, kind) => {
       if (kind === 'revoked') void checkLeases(connection, owner, [run])
@@ -110,7 +110,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
     run.endProgress()
     if (transition) {
       await connection.write((db) => counting(db, definition.name, (moved) => recordEnds(db, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)))
-      jobsChanged(connection.key, definition.name, 'ended')
+      jobsChanged(connection.key, definition.name, 'ended', [run.seq])
     }
     tally(result, run, await connection.executor.jobGetOutcome(run.seq))
   }
