@@ -103,3 +103,22 @@ export function toSnapshot<Result = unknown>(row: SnapshotRow, ahead: number | n
     malformed: stored.malformed,
   }
 }
+
+/** Whether two rows of a job show the same snapshot but for `ahead` and progress. @internal */
+export function sameRun(a: SnapshotRow, b: SnapshotRow): boolean {
+  return (
+    same(a.state, b.state) &&
+    same(a.attempts, b.attempts) &&
+    same(a.maxAttempts, b.maxAttempts) &&
+    same(a.runAt, b.runAt) &&
+    same(a.finishedAt, b.finishedAt) &&
+    same(a.error, b.error) &&
+    same(a.result, b.result) &&
+    same(a.grp, b.grp)
+  )
+}
+
+/** Two stored values alike: blobs, which another program may have stored in any column, are read as new Buffers each time. */
+function same(a: unknown, b: unknown): boolean {
+  return a === b || (Buffer.isBuffer(a) && Buffer.isBuffer(b) && a.equals(b))
+}
