@@ -91,15 +91,27 @@ export function progressOf(key: string, channel: string | null): ProgressValue |
 /** The row as a snapshot, showing what another program stored as it is (JOB-18). A result that is not JSON is given as its text. @internal */
 export function toSnapshot<Result = unknown>(row: SnapshotRow, ahead: number | null, progress: ProgressValue | undefined): JobSnapshot<Result> {
   const stored = new StoredColumns()
+  // Read in the snapshot's order, so that `malformed` lists the columns in it too.
+  const id = stored.text(row.id, 'id')
+  const queue = stored.text(row.queue, 'queue')
+  const group = stored.optionalText(row.grp, 'grp')
+  const state = stored.state(row.state)
+  const run = stored.runFields(row)
+  const result = stored.json(row.result, 'result') as Result | null
   return {
-    id: stored.text(row.id, 'id'),
-    queue: stored.text(row.queue, 'queue'),
-    group: stored.optionalText(row.grp, 'grp'),
-    state: stored.state(row.state),
+    id,
+    queue,
+    group,
+    state,
     ahead,
     progress: progress === undefined ? null : progress.value,
-    ...stored.runFields(row),
-    result: stored.json(row.result, 'result') as Result | null,
+    attempt: run.attempt,
+    attempts: run.attempts,
+    runAt: run.runAt,
+    createdAt: run.createdAt,
+    finishedAt: run.finishedAt,
+    error: run.error,
+    result,
     malformed: stored.malformed,
   }
 }
@@ -120,5 +132,5 @@ export function sameRun(a: SnapshotRow, b: SnapshotRow): boolean {
 
 /** Two stored values alike: blobs, which another program may have stored in any column, are read as new Buffers each time. */
 function same(a: unknown, b: unknown): boolean {
-  return a === b || (Buffer.isBuffer(a) && Buffer.isBuffer(b) && a.equals(b))
+  return a === b || (typeof a === 'object' && Buffer.isBuffer(a) && Buffer.isBuffer(b) && a.equals(b))
 }

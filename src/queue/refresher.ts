@@ -198,14 +198,13 @@ export class WatchedConnection {
     if (this.connection.inTransaction()) return this.refreshLater()
     if (this.refreshing) return this.refreshLater(BUSY_RETRY_MS)
     const now = performance.now()
-    const read = new Set<Entry>()
+    const read = new Set<Entry>(this.dirty)
     const due = new Set<Entry>()
     for (const [name, queue] of this.byQueue) {
       if (this.allDirty || this.dirtyQueues.has(name)) for (const entry of queue.entries) read.add(entry)
       const walk = queue.nextWalk()
       if (walk !== null && walk <= now) queue.takeDue(now, due)
     }
-    for (const entry of this.dirty) read.add(entry)
     this.allDirty = false
     this.dirtyQueues.clear()
     this.dirty.clear()
@@ -230,13 +229,13 @@ export class WatchedConnection {
     }
     const counts = (entry: Entry, row: SnapshotRow): boolean => due.has(entry) || needsFreshAhead(entry.watcher.row, row)
     const toCount = (rows: ReadonlyMap<number, SnapshotRow>): SnapshotRow[] => {
-      const counted = new Map<number, SnapshotRow>()
+      const counted: SnapshotRow[] = []
       for (const entry of read) {
         const row = rows.get(entry.watcher.seq)
-        if (row?.state === 'waiting' && counts(entry, row)) counted.set(row.seq, row)
+        if (row?.state === 'waiting' && counts(entry, row)) counted.push(row)
       }
-      for (const { watcher } of countOnly) counted.set(watcher.seq, watcher.row)
-      return [...counted.values()]
+      for (const { watcher } of countOnly) counted.push(watcher.row)
+      return counted
     }
     let answer: Watched | Promise<Watched>
     try {
@@ -343,15 +342,18 @@ interface Watched {
 function* readWatched(db: Executor, seqs: readonly number[], toCount: (rows: ReadonlyMap<number, SnapshotRow>) => SnapshotRow[]): Program<Watched> {
   const rows = new Map<number, SnapshotRow>()
   if (seqs.length > 0) for (const row of yield* ask(db.jobGetSnapshots(seqs))) rows.set(row.seq, row)
-  const waitingByQueue = new Map<string, SnapshotRow[]>()
-  for (const row of toCount(rows)) {
-    const list = waitingByQueue.get(row.queue)
-    if (list) list.push(row)
-    else waitingByQueue.set(row.queue, [row])
-  }
   const aheads = new Map<number, number>()
-  for (const list of waitingByQueue.values()) {
-    for (const [seq, ahead] of yield* countAheadOfMany(db, list)) aheads.set(seq, ahead)
+  const waiting = toCount(rows)
+  if (waiting.length === 0) return { rows, aheads }
+  // By queue, each job once (two watchers may follow one job).
+  const byQueue = new Map<string, Map<number, SnapshotRow>>()
+  for (const row of waiting) {
+    const ofQueue = byQueue.get(row.queue)
+    if (ofQueue) ofQueue.set(row.seq, row)
+    else byQueue.set(row.queue, new Map([[row.seq, row]]))
+  }
+  for (const ofQueue of byQueue.values()) {
+    for (const [seq, ahead] of yield* countAheadOfMany(db, [...ofQueue.values()])) aheads.set(seq, ahead)
   }
   return { rows, aheads }
 }

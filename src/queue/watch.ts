@@ -230,6 +230,14 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
   /** A fresh row from the refresher, with `ahead` when it was counted (undefined: the last count stands). @internal */
   update(row: SnapshotRow, ahead: number | null | undefined): void {
     if (!this.attached) return
+    // The same row, counted again: only `ahead` may have changed.
+    if (row === this.row) {
+      if (ahead !== undefined && ahead !== this.ahead) {
+        this.ahead = ahead
+        this.emit(true)
+      }
+      return
+    }
     const previous = this.row
     const previousAhead = this.ahead
     const previousProgress = this.progress?.json ?? 'null'
@@ -264,10 +272,9 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
     this.unsubscribeProgress = null
     this.progress = undefined
     if (key !== null) {
-      const onProgress = (progress: ProgressValue): void => this.progressed(key, progress)
-      const local = subscribeProgress(key, onProgress)
+      const local = subscribeProgress(key, (progress) => this.progressed(key, progress))
       const channel = row.channel
-      const remote = channel !== null && !isOwnChannel(channel) ? subscribeRemoteProgress(channel, key, onProgress) : null
+      const remote = channel !== null && !isOwnChannel(channel) ? subscribeRemoteProgress(channel, key, (progress) => this.progressed(key, progress)) : null
       this.unsubscribeProgress = () => {
         local()
         remote?.()
@@ -283,19 +290,22 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
     this.emit(false)
   }
 
-  /** Hands the change to the consumer waiting for it, or keeps it until taken; a change of `ahead` alone replaces one before it. */
+  /** Hands the change to the consumer waiting for it, or keeps it until taken. */
   private emit(aheadOnly: boolean): void {
-    const pending: Pending = { row: this.row, ahead: this.ahead, progress: this.progress, aheadOnly }
     if (this.waiting) {
       const { resolve } = this.waiting
       this.waiting = null
-      resolve({ value: snapshotOf<Result>(pending), done: false })
-    } else if (aheadOnly && this.buffer[this.buffer.length - 1]?.aheadOnly) {
-      this.buffer[this.buffer.length - 1] = pending
+      resolve({ value: toSnapshot<Result>(this.row, this.ahead, this.progress), done: false })
     } else {
-      this.buffer.push(pending)
+      this.keep({ row: this.row, ahead: this.ahead, progress: this.progress, aheadOnly })
     }
     if (ENDED_STATES.includes(this.row.state as EndedState)) this.detach()
+  }
+
+  /** Keeps a change until the consumer takes it: one of `ahead` alone replaces such a change before it. */
+  private keep(pending: Pending): void {
+    if (pending.aheadOnly && this.buffer[this.buffer.length - 1]?.aheadOnly) this.buffer[this.buffer.length - 1] = pending
+    else this.buffer.push(pending)
   }
 
   /** Ends the watch: the snapshots not yet taken are dropped. */
