@@ -28,6 +28,10 @@ export const DEFAULT_RETENTION_CANCELED_MS = 24 * 60 * 60_000
 
 export const DEFAULT_SLOTS = 10
 export const DEFAULT_POLL_INTERVAL_MS = 50
+/** The least time between two snapshots of a watch that change only `ahead`. */
+export const DEFAULT_AHEAD_INTERVAL_MS = 250
+/** The least time between two walks of a queue's line for due `ahead` counts (less when a watch's interval is shorter): counts that fall due close together are made in one walk. */
+export const AHEAD_WALK_GAP_MS = 50
 export const DEFAULT_LEASE_MS = 30_000
 /** A worker renews its leases this many times per lease. */
 export const LEASE_RENEWALS_PER_LEASE = 3

@@ -163,3 +163,37 @@ test('SSE with node:http through pipeResponse: events, and the watch stops when 
   controller.abort()
   await waitFor(() => activeWatchers().watchers === 0, 'the watch to stop after the client left')
 })
+
+test('JOB-11 over SSE, aheadInterval reaches the watch: 0 sends every change of ahead; one that is not a duration is INVALID_OPTION', async () => {
+  const t = db()
+  const line = defineQueue<number>('sse-line', { concurrency: 1 })
+  for (let i = 0; i < 3; i++) enqueue(t.db, line, i, { id: `a${i}` })
+  enqueue(t.db, line, 3, { id: 'w' })
+  expect(() => jobEvents(t.db, line, 'w', { aheadInterval: 'soon' as never })).toThrow(expect.objectContaining({ code: 'INVALID_OPTION' }))
+  expect(activeWatchers().watchers).toBe(0)
+  const app = new Hono()
+  app.get('/w', (c) => jobEvents(t.db, line, 'w', { request: c.req.raw, aheadInterval: 0, serialize: (job) => ({ state: job.state, ahead: job.ahead }) }))
+  const base = await new Promise<string>((resolve) => {
+    servers.push(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(`http://127.0.0.1:${info.port}`)))
+  })
+  const live = { text: '' }
+  const reading = readEvents(await fetch(`${base}/w`), undefined, live)
+  await waitFor(() => live.text.includes('"ahead":3'), 'the first event')
+  // The jobs ahead run one at a time, each held until the event of the move it made was sent.
+  const opens: (() => void)[] = []
+  const gates = Array.from({ length: 3 }, () => new Promise<void>((resolve) => opens.push(resolve)))
+  workers.push(work(t.db, line, async (value) => gates[value]))
+  for (let i = 0; i < 3; i++) {
+    await waitFor(() => live.text.includes(`"ahead":${2 - i}`), `ahead ${2 - i}`)
+    opens[i]!()
+  }
+  const { events } = await reading
+  expect(events.filter((e) => e.data !== undefined).map((e) => e.data)).toEqual([
+    { state: 'waiting', ahead: 3 },
+    { state: 'waiting', ahead: 2 },
+    { state: 'waiting', ahead: 1 },
+    { state: 'waiting', ahead: 0 },
+    { state: 'running', ahead: null },
+    { state: 'done', ahead: null },
+  ])
+})

@@ -173,7 +173,7 @@ describe('watch', () => {
     expect(activeWatchers()).toEqual({ watchers: 0, connections: 0 })
   })
 
-  test('JOB-11 ahead counts the jobs claimed before a waiting one (priority, run_at, seq) and falls as they are claimed', async () => {
+  test('JOB-11 ahead counts the jobs claimed before a waiting one (priority, run_at, seq); with aheadInterval 0 every change of it is yielded as they are claimed', async () => {
     const t = db()
     const q = defineQueue<number>('line', { concurrency: 1 })
     const now = Date.now()
@@ -187,7 +187,7 @@ describe('watch', () => {
     expect(order.map((id) => getJob(t.db, q, id)?.ahead)).toEqual([0, 1, 2, 3, 4])
     expect(getJob(t.db, q, 'later')).toMatchObject({ state: 'scheduled', ahead: null })
 
-    const watches = order.map((id) => collect(watch(t.db, q, id)))
+    const watches = order.map((id) => collect(watch(t.db, q, id, { aheadInterval: 0 })))
     const gates = new Map(order.map((id) => [id, gate()]))
     workers.push(
       work(t.db, q, async (_value, run) => {
@@ -236,6 +236,95 @@ describe('watch', () => {
     expect(moved.map((r) => r.value?.ahead)).toEqual([2, 9_997, 9_998, 9_999])
     expect(getJob(t.db, q, 'j10001')?.ahead).toBe(10_000)
     for (const iterator of iterators) await iterator.return()
+  })
+
+  test('JOB-11 ahead alone is yielded at most once per aheadInterval while the jobs ahead are claimed quickly, and its latest count comes after the interval', async () => {
+    const t = db()
+    const q = defineQueue<number>('quick-line', { concurrency: 1 })
+    const ahead = 60
+    const intervalMs = 100
+    enqueueMany(t.db, q, Array.from({ length: ahead }, (_, i) => ({ value: i, id: `a${i}` })))
+    enqueue(t.db, q, 0, { id: 'w' })
+    const iterator = watch(t.db, q, 'w', { aheadInterval: intervalMs })
+    const seen: { at: number; snapshot: JobSnapshot }[] = []
+    const watching = (async () => {
+      for await (const snapshot of iterator) seen.push({ at: performance.now(), snapshot })
+    })()
+    await waitFor(() => seen.length > 0, 'the first snapshot')
+    expect(seen[0]!.snapshot).toMatchObject({ state: 'waiting', ahead })
+    // The jobs ahead run one at a time, a few ms each, but the last: it holds the line still with 'w' next.
+    const hold = gate()
+    workers.push(
+      work(t.db, q, async (value) => {
+        if (value === ahead - 1) await hold.promise
+        else await new Promise((resolve) => setTimeout(resolve, 2))
+      }),
+    )
+    await waitFor(() => getJob(t.db, q, `a${ahead - 1}`)?.state === 'running', 'the last job ahead to run')
+    const stoppedAt = performance.now()
+    await waitFor(() => seen.at(-1)!.snapshot.ahead === 0, 'the latest count, 0 ahead', 20 * intervalMs)
+    const latestAfterMs = performance.now() - stoppedAt
+    hold.open()
+    await watching
+
+    const waiting = seen.filter(({ snapshot }) => snapshot.state === 'waiting')
+    const counts = waiting.map(({ snapshot }) => snapshot.ahead!)
+    expect(counts.every((count, i) => i === 0 || count < counts[i - 1]!)).toBe(true)
+    // Each snapshot after the first changed `ahead` alone, and none came sooner than the interval after the one before
+    // (a little less as received here, after the turn of the event loop that made it).
+    for (let i = 1; i < waiting.length; i++) expect(waiting[i]!.at - waiting[i - 1]!.at).toBeGreaterThan(intervalMs - 25)
+    const spanMs = waiting.at(-1)!.at - waiting[0]!.at
+    expect(waiting.length - 1).toBeLessThanOrEqual(Math.floor(spanMs / (intervalMs - 25)))
+    expect(waiting.length).toBeLessThan(ahead)
+    expect(latestAfterMs).toBeLessThan(20 * intervalMs)
+    expect(seen.slice(waiting.length).map(({ snapshot }) => [snapshot.state, snapshot.ahead])).toEqual([['running', null], ['done', null]])
+  })
+
+  test('JOB-11 every change of state reaches each of many watchers during a fast drain, retries included', async () => {
+    const t = db()
+    const q = defineQueue<number>('fast-drain', { attempts: 2, backoff: { initial: 1, max: 1 } })
+    const n = 300
+    enqueueMany(t.db, q, Array.from({ length: n }, (_, i) => ({ value: i, id: `j${i}` })))
+    const watches = Array.from({ length: n }, (_, i) => collect(watch(t.db, q, `j${i}`)))
+    workers.push(
+      work(t.db, q, (value, run) => {
+        if (value % 3 === 0 && run.attempt === 1) throw new Error('the first attempt fails')
+        return value
+      }, { slots: 16 }),
+    )
+    const seen = await Promise.all(watches)
+    for (const [i, snapshots] of seen.entries()) {
+      // Snapshots that changed `ahead` alone are left out: every other one is a change of state or attempt.
+      const changes = snapshots.filter((s, k) => k === 0 || s.state !== snapshots[k - 1]!.state || s.attempt !== snapshots[k - 1]!.attempt)
+      expect(changes.length, `j${i}`).toBe(snapshots.filter((s) => s.state !== 'waiting').length + 1)
+      const expected = i % 3 === 0
+        ? [['waiting', 0], ['running', 1], ['scheduled', 1], ['running', 2], ['done', 2]]
+        : [['waiting', 0], ['running', 1], ['done', 1]]
+      expect(changes.map((s) => [s.state, s.attempt]), `j${i}`).toEqual(expected)
+      expect(snapshots[0]!.ahead, `j${i}`).toBe(i)
+      expect(snapshots.every((s) => (s.state === 'waiting') === (s.ahead !== null)), `j${i}`).toBe(true)
+      expect(snapshots.at(-1)!.result, `j${i}`).toBe(i)
+    }
+    expect(activeWatchers()).toEqual({ watchers: 0, connections: 0 })
+  })
+
+  test('JOB-13 watch refuses an aheadInterval that is not a duration with INVALID_OPTION, and holds nothing', () => {
+    const t = db()
+    const q = defineQueue<number>('bad-interval')
+    enqueue(t.db, q, 1, { id: 'a' })
+    for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31, 'soon', '250', null, {}]) {
+      let thrown: unknown
+      try {
+        watch(t.db, q, 'a', { aheadInterval: bad as never })
+      } catch (error) {
+        thrown = error
+      }
+      expect(isJobsError(thrown, 'INVALID_OPTION'), String(bad)).toBe(true)
+      expect((thrown as Error).message).toContain('aheadInterval')
+    }
+    expect(activeWatchers()).toEqual({ watchers: 0, connections: 0 })
+    for (const good of [0, '0ms', '250ms', 1_000] as const) void watch(t.db, q, 'a', { aheadInterval: good }).return()
+    expect(activeWatchers()).toEqual({ watchers: 0, connections: 0 })
   })
 
   test('getJob shows the running attempt\'s progress, set in this process', async () => {

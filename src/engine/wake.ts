@@ -10,7 +10,13 @@ import type { ChangeKind, Connection } from '../dialect/index.js'
 
 export type { ChangeKind } from '../dialect/index.js'
 
-type Listener = (queue: string, kind: ChangeKind) => void
+/**
+ * Calls back with the queue, what changed, and the seqs of the jobs whose rows the change wrote when the
+ * writer knows them: a claim and the ends of runs know theirs, an add changes no job that was there (`[]`).
+ * Undefined: any job of the queue may have changed. Whatever the seqs, the order of the queue's line may
+ * have moved (its `ahead` counts).
+ */
+type Listener = (queue: string, kind: ChangeKind, seqs: readonly number[] | undefined) => void
 
 const listeners = new Map<string, Set<Listener>>()
 
@@ -25,10 +31,13 @@ export function onJobsChanged(database: string, listener: Listener): () => void 
   }
 }
 
-/** Says that this process changed the jobs of `queue` on `database`; call it after the change is written. */
-export function jobsChanged(database: string, queue: string, kind: ChangeKind): void {
+/**
+ * Says that this process changed the jobs of `queue` on `database`; call it after the change is written. `seqs`,
+ * when given, are all the jobs whose rows it wrote.
+ */
+export function jobsChanged(database: string, queue: string, kind: ChangeKind, seqs?: readonly number[]): void {
   const set = listeners.get(database)
-  if (set) for (const listener of set) listener(queue, kind)
+  if (set) for (const listener of set) listener(queue, kind, seqs)
 }
 
 const listening = new Map<Connection, { users: number; stop: () => void }>()

@@ -72,7 +72,7 @@ export function enqueue<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, value
     const add = (db: Executor) => addJob(db, queue, row)
     const added = connection.inTransaction() ? connection.join(add) : connection.write(add)
     return andThen(added, (added): Enqueued => {
-      if (added) jobsChanged(connection.key, queue.name, 'added')
+      if (added) jobsChanged(connection.key, queue.name, 'added', [])
       return { id: row.id, added }
     })
   })
@@ -103,7 +103,7 @@ export function enqueueMany<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, i
     })
     if (rows.length === 0) return []
     return andThen(connection.write((db) => addJobs(db, queue, rows)), (results) => {
-      if (results.some((result) => result.added)) jobsChanged(connection.key, queue.name, 'added')
+      if (results.some((result) => result.added)) jobsChanged(connection.key, queue.name, 'added', [])
       return results
     })
   })

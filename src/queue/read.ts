@@ -91,15 +91,46 @@ export function progressOf(key: string, channel: string | null): ProgressValue |
 /** The row as a snapshot, showing what another program stored as it is (JOB-18). A result that is not JSON is given as its text. @internal */
 export function toSnapshot<Result = unknown>(row: SnapshotRow, ahead: number | null, progress: ProgressValue | undefined): JobSnapshot<Result> {
   const stored = new StoredColumns()
+  // Read in the snapshot's order, so that `malformed` lists the columns in it too.
+  const id = stored.text(row.id, 'id')
+  const queue = stored.text(row.queue, 'queue')
+  const group = stored.optionalText(row.grp, 'grp')
+  const state = stored.state(row.state)
+  const run = stored.runFields(row)
+  const result = stored.json(row.result, 'result') as Result | null
   return {
-    id: stored.text(row.id, 'id'),
-    queue: stored.text(row.queue, 'queue'),
-    group: stored.optionalText(row.grp, 'grp'),
-    state: stored.state(row.state),
+    id,
+    queue,
+    group,
+    state,
     ahead,
     progress: progress === undefined ? null : progress.value,
-    ...stored.runFields(row),
-    result: stored.json(row.result, 'result') as Result | null,
+    attempt: run.attempt,
+    attempts: run.attempts,
+    runAt: run.runAt,
+    createdAt: run.createdAt,
+    finishedAt: run.finishedAt,
+    error: run.error,
+    result,
     malformed: stored.malformed,
   }
+}
+
+/** Whether two rows of a job show the same snapshot but for `ahead` and progress. @internal */
+export function sameRun(a: SnapshotRow, b: SnapshotRow): boolean {
+  return (
+    same(a.state, b.state) &&
+    same(a.attempts, b.attempts) &&
+    same(a.maxAttempts, b.maxAttempts) &&
+    same(a.runAt, b.runAt) &&
+    same(a.finishedAt, b.finishedAt) &&
+    same(a.error, b.error) &&
+    same(a.result, b.result) &&
+    same(a.grp, b.grp)
+  )
+}
+
+/** Two stored values alike: blobs, which another program may have stored in any column, are read as new Buffers each time. */
+function same(a: unknown, b: unknown): boolean {
+  return a === b || (typeof a === 'object' && Buffer.isBuffer(a) && Buffer.isBuffer(b) && a.equals(b))
 }

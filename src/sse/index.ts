@@ -30,12 +30,17 @@ export interface JobEventsOptions<Result = unknown> {
   serialize?: (snapshot: JobSnapshot<Result>) => unknown
   /** Headers added to the response. */
   headers?: HeadersInit
+  /**
+   * The least time between two events that change only `ahead`, passed to {@link watch}: every other change is
+   * sent as it happens. `0` sends every change of `ahead`. Defaults to `'250ms'`.
+   */
+  aheadInterval?: Duration
 }
 
 /** The id of the last event, the job's ended state: a reconnect that carries it has nothing more to get. */
 export const END_EVENT_ID = 'end'
 
-const OPTIONS = new Set(['request', 'signal', 'retry', 'heartbeat', 'serialize', 'headers'])
+const OPTIONS = new Set(['request', 'signal', 'retry', 'heartbeat', 'serialize', 'headers', 'aheadInterval'])
 
 /**
  * jobEvents streams a {@link watch} of the job as server-sent events: a
@@ -48,9 +53,14 @@ const OPTIONS = new Set(['request', 'signal', 'retry', 'heartbeat', 'serialize',
  * an ended state. One that reconnects anyway, after the end, gets 204 No
  * Content, which makes it stop.
  *
+ * `ahead` alone is sent at most once per `aheadInterval` (250 ms by
+ * default), as {@link watch} yields it; every other change is sent as it
+ * happens.
+ *
  * Answers 404 (text) when the queue holds no such job. Throws
- * INVALID_OPTION for a bad option, id or queue name, SCHEMA_MISSING when
- * the tables were not migrated.
+ * INVALID_OPTION for a bad option (an `aheadInterval` that is not a
+ * duration, say), id or queue name, SCHEMA_MISSING when the tables were not
+ * migrated.
  *
  * @example
  * // Hono
@@ -74,7 +84,7 @@ export function jobEvents<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: st
   const headers = new Headers(options.headers)
   let watching: JobWatch<ResultOf<Q>>
   try {
-    watching = watch(db, queue, id, { signal: stop.signal })
+    watching = watch(db, queue, id, { signal: stop.signal, aheadInterval: options.aheadInterval })
   } catch (error) {
     if (!isJobsError(error, 'NOT_FOUND')) throw error
     headers.set('content-type', 'text/plain; charset=utf-8')

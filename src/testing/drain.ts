@@ -105,7 +105,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       }),
     )
     if (!job) break
-    jobsChanged(connection.key, definition.name, 'claimed')
+    jobsChanged(connection.key, definition.name, 'claimed', [job.seq])
     const run = new RunContext(connection, owner, definition.name, job)
     const unsubscribe = onJobsChanged(connection.key, (_queue, kind) => {
       if (kind === 'revoked') void checkLeases(connection, owner, [run])
@@ -120,7 +120,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
           if (landed) yield* ask(db.queueNotify(definition.name, 'ended'))
         }),
       )
-      jobsChanged(connection.key, definition.name, 'ended')
+      jobsChanged(connection.key, definition.name, 'ended', [run.seq])
     }
     tally(result, run, await connection.executor.jobGetOutcome(run.seq))
   }

@@ -168,8 +168,8 @@ export class Flusher {
       this.limitsStored = true
       if (replaced !== null) console.warn(replaced)
     }
-    if (ends.length > 0) jobsChanged(connection.key, queue.name, 'ended')
-    if (claimed.length > 0) jobsChanged(connection.key, queue.name, 'claimed')
+    if (ends.length > 0) jobsChanged(connection.key, queue.name, 'ended', ends.map((end) => end.seq))
+    if (claimed.length > 0) jobsChanged(connection.key, queue.name, 'claimed', claimed.map((job) => job.seq))
     for (const job of claimed) this.worker.start(job)
     if (claimed.length > 0 && claimed.length === free) this.schedule()
     else if (free > 0) await this.mightHaveWork()

@@ -113,11 +113,12 @@ export async function maintainQueue(connection: Connection, queue: Queue, self: 
   const abandoned = await findAbandoned(connection, queue, self, now)
   if (abandoned.length > 0) {
     const released = await connection.write((db) => releaseAbandoned(db, queue, abandoned, now))
-    if (released.length > 0) jobsChanged(connection.key, queue.name, 'ended')
+    if (released.length > 0) jobsChanged(connection.key, queue.name, 'ended', released)
   }
   const unleased = await findUnleased(connection, queue)
-  if (unleased.length > 0 && (await connection.write((db) => releaseUnleased(db, queue, unleased, now))).length > 0) {
-    jobsChanged(connection.key, queue.name, 'ended')
+  if (unleased.length > 0) {
+    const released = await connection.write((db) => releaseUnleased(db, queue, unleased, now))
+    if (released.length > 0) jobsChanged(connection.key, queue.name, 'ended', released)
   }
   if (await hasPrunable(connection, queue, now)) {
     await connection.write((db) => pruneEnded(db, queue, now))

@@ -155,6 +155,39 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(seen.map((snapshot) => snapshot.state).filter((s, i, all) => s !== all[i - 1])).toEqual(['waiting', 'running', 'done'])
   })
 
+  test(`JOB-11 ${on} ahead alone comes at most once per aheadInterval while the jobs ahead are claimed, its latest count after the interval, and every change of state still comes`, async () => {
+    const q = defineQueue<number>('coalesced', { concurrency: 1 })
+    const ahead = 30
+    const intervalMs = 100
+    await enqueueMany(t.db, q, Array.from({ length: ahead }, (_, i) => ({ value: i, id: `a${i}` })))
+    await enqueue(t.db, q, ahead, { id: 'w' })
+    const seen: { at: number; snapshot: JobSnapshot }[] = []
+    const following = (async () => {
+      for await (const snapshot of watch(t.db, q, 'w', { aheadInterval: intervalMs })) seen.push({ at: performance.now(), snapshot })
+    })()
+    await waitFor(() => seen.length > 0, 'the first snapshot')
+    expect(seen[0]!.snapshot).toMatchObject({ state: 'waiting', ahead })
+    let release!: () => void
+    const released = new Promise<void>((resolve) => (release = resolve))
+    workers.push(
+      work(t.db, q, async (value) => {
+        // The last job ahead holds the line still, with 'w' next.
+        if (value === ahead - 1) await released
+      }),
+    )
+    await waitFor(async () => (await state('coalesced', `a${ahead - 1}`)) === 'running', 'the last job ahead to run')
+    await waitFor(() => seen.at(-1)!.snapshot.ahead === 0, 'the latest count, 0 ahead', 20 * intervalMs)
+    release()
+    await following
+    const waiting = seen.filter(({ snapshot }) => snapshot.state === 'waiting')
+    for (let i = 1; i < waiting.length; i++) {
+      expect(waiting[i]!.snapshot.ahead!).toBeLessThan(waiting[i - 1]!.snapshot.ahead!)
+      expect(waiting[i]!.at - waiting[i - 1]!.at).toBeGreaterThan(intervalMs - 25)
+    }
+    expect(waiting.length).toBeLessThan(ahead)
+    expect(seen.slice(waiting.length).map(({ snapshot }) => [snapshot.state, snapshot.ahead])).toEqual([['running', null], ['done', null]])
+  })
+
   test(`JOB-13 ${on} bad input gives a JobsError with its code and writes nothing`, async () => {
     const q = defineQueue('bad', { maxWaiting: 1 })
     const refused = async (call: () => unknown, code: string) => {
