@@ -6,7 +6,7 @@ import { dirname, join, resolve } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { defineQueue, enqueue, getJob, watch, type JobSnapshot } from '../src/index.js'
 import { openChannelConnections, subscribeRemoteProgress } from '../src/progress/remote.js'
-import { activeWatchers } from '../src/queue/watch.js'
+import { activeWatchers } from '../src/queue/refresher.js'
 import { freshDb, removeTempDirs, tempDir, type TestDb } from './helpers/db.js'
 import { waitFor } from './helpers/wait.js'
 

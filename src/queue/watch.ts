@@ -23,7 +23,6 @@ import { watchedConnection, type WatchedConnection } from './refresher.js'
 import type { Watcher } from './watched-queue.js'
 import { checkKnownOptions } from '../options.js'
 
-export { activeWatchers } from './refresher.js'
 
 /** The options of {@link watch}. */
 export interface WatchOptions {

@@ -462,7 +462,8 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
       // A failing case is reported as found: shrinking it would start a worker per try.
       { numRuns: 80, endOnFailure: true },
     )
-  })
+    // 80 databases, each with a worker started and stopped: about 25 s on a quiet 2-core machine, more beside other test files.
+  }, 180_000)
 })
 
 test('JOB-18 a watch of a row holding a blob yields it once, not again at each refresh', async () => {
