@@ -14,6 +14,8 @@
  *   BENCH_SMALL=1 npm run bench -- …    every count small, to check that rows run
  * Stages: enqueue, process, processes, limit, watch, pickup, scale, floor.
  * BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof" profiles every child.
+ *   npm run bench -- --pg [--only …] [--subjects …] [--reps n]
+ *                                       the PostgreSQL benchmark instead (bench/pg/run.ts)
  */
 import { execFileSync } from 'node:child_process'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -40,6 +42,12 @@ import type {
   WatchedResult,
 } from './lib/tasks.js'
 import { CONFIGURATIONS, COUNTS, METHOD, ROWS, SIDE_UNITS, SMALL } from './rows.js'
+
+// `--pg`: the PostgreSQL benchmark, drizzle-jobs beside graphile-worker and pg-boss (bench/pg/run.ts).
+if (process.argv.includes('--pg')) {
+  await import('./pg/run.js')
+  process.exit()
+}
 
 const STAGES = ['enqueue', 'process', 'processes', 'limit', 'watch', 'pickup', 'scale', 'floor'] as const
 type Stage = (typeof STAGES)[number]

@@ -28,6 +28,10 @@ export { prune } from './admin/prune.js'
 export type { PruneOptions } from './admin/prune.js'
 export type { QueueRef, ResultOf } from './queue/ref.js'
 
+/** Recurring schedules: any worker of the queue adds the job of each due slot, once (JOB-21). */
+export { schedule, unschedule, listSchedules } from './admin/schedules.js'
+export type { ScheduleInfo, ScheduleOptions } from './admin/schedules.js'
+
 /** Reading and watching jobs: snapshots with `ahead` and live progress. Server-sent events are in `drizzle-jobs/sse`. */
 export { getJob } from './queue/read.js'
 export { watch } from './queue/watch.js'

@@ -5,7 +5,9 @@ import { MAX_JSON_DEPTH, MAX_NAME_BYTES } from './limits.js'
  * Encodes `value` as JSON text, refusing what would not come back the same
  * from `JSON.parse`: BigInt, symbols, functions, non-finite numbers, cycles,
  * array holes or undefined elements, objects that are not plain (a Date,
- * a Map, a class instance), and nesting deeper than 1,000 arrays and objects.
+ * a Map, a class instance), nesting deeper than 1,000 arrays and objects, and
+ * a string or key holding the character U+0000, which PostgreSQL's jsonb cannot
+ * store (refused on SQLite too, so that a value is good on both or on neither).
  * `undefined` object properties are dropped, as JSON does. A top-level
  * `undefined` is refused unless `allowUndefined`, in which case it encodes as
  * `null` SQL (the function returns `null`).
@@ -22,7 +24,8 @@ export function encodeJson(value: unknown, what: string, maxBytes: number, allow
   }
   let text: string
   try {
-    checkJson(value, what, new Set(), 1)
+    // The walk that names the bad part, with its paths and cycle set, runs only for a value the quick one refused.
+    if (!isPlainJson(value, 1)) checkJson(value, what, new Set(), 1)
     text = JSON.stringify(value)
   } catch (error) {
     if (error instanceof JobsError) throw error
@@ -34,9 +37,46 @@ export function encodeJson(value: unknown, what: string, maxBytes: number, allow
   return text
 }
 
+/**
+ * Whether checkJson would pass `value`, answered without building a path for each part or keeping a set of
+ * the objects on the way: a cycle fails here by its depth, and checkJson then names it.
+ */
+function isPlainJson(value: unknown, depth: number): boolean {
+  switch (typeof value) {
+    case 'string':
+      return !value.includes('\u0000')
+    case 'boolean':
+      return true
+    case 'number':
+      return Number.isFinite(value)
+    case 'object': {
+      if (value === null) return true
+      if (depth > MAX_JSON_DEPTH) return false
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) {
+          if (!(i in value) || value[i] === undefined || !isPlainJson(value[i], depth + 1)) return false
+        }
+        return true
+      }
+      const proto = Object.getPrototypeOf(value)
+      if (proto !== Object.prototype && proto !== null) return false
+      for (const key of Object.keys(value)) {
+        if (key.includes('\u0000')) return false
+        const item = (value as Record<string, unknown>)[key]
+        if (item !== undefined && !isPlainJson(item, depth + 1)) return false
+      }
+      return true
+    }
+    default:
+      return false
+  }
+}
+
 function checkJson(value: unknown, path: string, seen: Set<object>, depth: number): void {
   switch (typeof value) {
     case 'string':
+      if (value.includes('\u0000')) throw bad(path, `a string holding the character U+0000 (at index ${value.indexOf('\u0000')}), which PostgreSQL's jsonb cannot store`)
+      return
     case 'boolean':
       return
     case 'number':
@@ -59,6 +99,7 @@ function checkJson(value: unknown, path: string, seen: Set<object>, depth: numbe
           throw bad(path, `a ${kind}, which does not come back from JSON the same (a Date: pass getTime() or toISOString())`)
         }
         for (const key of Object.keys(value)) {
+          if (key.includes('\u0000')) throw bad(path, `an object with a key holding the character U+0000 (${JSON.stringify(key.slice(0, 40))}), which PostgreSQL's jsonb cannot store`)
           const item = (value as Record<string, unknown>)[key]
           if (item !== undefined) checkJson(item, `${path}.${key}`, seen, depth + 1)
         }
@@ -90,5 +131,6 @@ export function checkName(value: unknown, what: string): string {
   if (value.length > MAX_NAME_BYTES / 3 && Buffer.byteLength(value, 'utf8') > MAX_NAME_BYTES) {
     throw new JobsError('TOO_LARGE', `${what} is ${Buffer.byteLength(value, 'utf8')} bytes; the limit is ${MAX_NAME_BYTES}`)
   }
+  if (value.includes('\u0000')) throw new JobsError('INVALID_OPTION', `${what} holds the character U+0000, which PostgreSQL cannot store as text`)
   return value
 }

@@ -6,8 +6,12 @@ export const MAX_NAME_BYTES = 1024
 export const MAX_VALUE_BYTES = 1024 * 1024
 /** Arrays and objects nested in a value, a step's answer, a result or progress: SQLite's JSON functions read no deeper. */
 export const MAX_JSON_DEPTH = 1_000
-/** A run's progress, as JSON text. */
+/** A run's progress, as JSON text: with its run's name, it fits one PostgreSQL notice (under 8,000 bytes). */
 export const MAX_PROGRESS_BYTES = 4 * 1024
+/** On PostgreSQL, a process sends the progress of its runs at most once per this many ms: each run's latest value since the last send, so at most one notice per run per interval. */
+export const PROGRESS_NOTICE_INTERVAL_MS = 50
+/** A process that watches no run of another process any more stops listening for progress after this long (a watcher often follows the next attempt at once). */
+export const PROGRESS_LISTEN_IDLE_MS = 1_000
 /** A kept error message, as UTF-8: a longer one is cut, ending with a marker saying how much was. */
 export const MAX_ERROR_BYTES = 64 * 1024
 /** A kept stack, as UTF-8, cut as an error message is. */
@@ -52,12 +56,29 @@ export const MAX_TIMER_MS = 2 ** 31 - 1
 
 /** How long to wait before trying a write again after SQLite said busy. */
 export const BUSY_RETRY_MS = 5
+/** A step's read or write, or a lease renewal, that met a busy database or a lost connection is tried again after this long, doubling each time... */
+export const BUSY_BACKOFF_FIRST_MS = 10
+/** ...up to this long between tries. */
+export const BUSY_BACKOFF_MAX_MS = 1_000
 /** Taking the write lock longer than this means another writer held it. */
 export const CONTENDED_LOCK_WAIT_MS = 1
 /** After such a wait, flushes leave a gap for this long... */
 export const CONTENDED_SPELL_MS = 1_000
 /** ...of this many ms, so that other writers, the app's among them, get the lock in between. */
 export const CONTENDED_GAP_MS = 2
+/**
+ * The most jobs a worker claims ahead of its free slots, to start as runs end (worker/flush.ts), by the kind of
+ * its connection: a synchronous one (SQLite) flushes in-process, in well under a millisecond; an asynchronous
+ * one (PostgreSQL) pays about ten round trips a flush, which larger batches spread (measured: a no-op drain
+ * at 1 slot ran 11,600 jobs/s at 128 and 17,700 at 512; on SQLite 512 gained nothing that held across processes).
+ */
+export const MAX_CLAIM_AHEAD = { sync: 128, async: 512 } as const
+/**
+ * A start counts against a queue's rate for its window plus this many ms (at most a tenth of the window): room for
+ * the time between a claim's write of its starts and its handlers' calls (the commit, the process's event loop),
+ * so that the starts handlers see keep the rate too, on a loaded machine as well.
+ */
+export const RATE_SLACK_MS = 100
 /** How long a due job that must run alone may wait while workers are busy before they stop claiming so that one of them frees up for it. */
 export const ABANDONED_PATIENCE_MS = 5_000
 
@@ -72,3 +93,11 @@ export const SHOWN_CHARS = 100
 export const MAX_CHANNEL_LINE_BYTES = 64 * 1024
 /** The longest line a progress channel's subscriber may send: a subscription names a run, whose owner is at most a few kB. */
 export const MAX_SUBSCRIBER_LINE_BYTES = 16 * 1024
+
+// Schedules (JOB-21).
+/** The most slots one pass adds for one schedule after downtime, with `backfill`: the latest ones within it. */
+export const MAX_BACKFILL_SLOTS = 1_000
+/** Due schedules of one queue that one pass takes in one transaction; more are taken by the next pass, at once. */
+export const SCHEDULE_BATCH_SIZE = 100
+/** A schedule's name leaves room in a job id (1,024 bytes) for `@` and the slot's 24 characters. */
+export const MAX_SCHEDULE_NAME_BYTES = 999

@@ -73,6 +73,12 @@ export interface JobSnapshot<Result = unknown> {
   state: JobState
   /** For a waiting job, how many jobs of its queue are claimed before it (up to 10,000); otherwise null. */
   ahead: number | null
+  /**
+   * For a waiting job held back by its queue's `rate` (JOB-22), when the rate next lets a run start (for its group
+   * too, under `rate.perGroup`): the rate's window is full until then. Null when the rate holds nothing back, for a
+   * queue with no rate, and for a job that is not waiting. The job stays `waiting` meanwhile, and `ahead` counts it.
+   */
+  rateLimitedUntil: Date | null
   /** The running attempt's live progress, or null. Never stored on disk. */
   progress: unknown
   /** Attempts counted so far (1-based once it has run). */

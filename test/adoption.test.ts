@@ -1,5 +1,5 @@
 /**
- * Adoption exactly as SPEC §1 says: an existing Drizzle app merges the queue's tables into its schema with
+ * Adoption exactly as the README says: an existing Drizzle app merges the queue's tables into its schema with
  * `export * from 'drizzle-jobs/schema'`, runs `drizzle-kit generate` and `drizzle-kit migrate`, and then adds
  * and runs jobs through the package's public entry points (the built dist/, resolved by package name).
  */

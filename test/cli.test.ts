@@ -1,12 +1,19 @@
-/** The command-line tool, run as users run it: the package's `bin`, built into dist, in a child process. */
+/**
+ * The command-line tool, run as users run it: the package's `bin`, built into dist, in a child process, on
+ * each dialect (`--db FILE` on SQLite, `--db postgres://…` on PostgreSQL). Test names carry the dialect.
+ */
 import { execFile } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { get } from 'node:http'
+import { createServer } from 'node:net'
 import { join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
-import { defineQueue, enqueue, listJobs, queueCounts, work, type Worker } from '../src/index.js'
+import { defineQueue, enqueue, listJobs, queueCounts, schedule, work, type Worker } from '../src/index.js'
+import { drain, runSchedule } from '../src/testing/index.js'
 import { freshDb, removeTempDirs, tempDir, type TestDb } from './helpers/db.js'
+import { DIALECTS, eachContractDb } from './helpers/dialects.js'
+import { databaseUrl, freshPgDb, pgServerUrl } from './helpers/pg.js'
 import { killChildren, startFixture } from './helpers/processes.js'
 import { count, jobRow } from './helpers/rows.js'
 import { startDashboardCommand } from './helpers/dashboard.js'
@@ -21,197 +28,363 @@ interface Ran {
   stderr: string
 }
 
-function cli(...args: string[]): Promise<Ran> {
+/** Runs the command with DRIZZLE_JOBS_DB and DATABASE_URL unset, unless `env` sets them. */
+function cliWith(env: Record<string, string>, ...args: string[]): Promise<Ran> {
   return new Promise((done) => {
-    execFile(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, DRIZZLE_JOBS_DB: '' }, timeout: 30_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, DRIZZLE_JOBS_DB: '', DATABASE_URL: '', ...env }, timeout: 30_000 }, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0
       done({ code, stdout, stderr })
     })
   })
 }
 
+const cli = (...args: string[]) => cliWith({}, ...args)
+
 const json = (ran: Ran) => JSON.parse(ran.stdout) as Record<string, unknown>
 
-let t: TestDb
-const workers: Worker[] = []
 const replies = defineQueue<{ messageId: number }>('replies', { attempts: 1 })
 const digests = defineQueue<{ day: string }>('digests')
 
 beforeAll(() => {
   if (!existsSync(BIN)) throw new Error(`${BIN} is missing: build first (npm run build; npm test does it)`)
 })
-beforeEach(() => {
-  t = freshDb('chat.db')
-})
-afterEach(async () => {
-  killChildren()
-  await Promise.all(workers.splice(0).map((worker) => worker.stop({ timeout: 1_000 })))
-  t.close()
-  removeTempDirs()
-})
+afterEach(() => removeTempDirs())
 
-/** Two queues: replies with a done, a failed (with stack and no steps left), two waiting and one scheduled job; digests with one waiting. */
-async function seed(): Promise<void> {
-  enqueue(t.db, replies, { messageId: 1 }, { id: 'reply:1' })
-  enqueue(t.db, replies, { messageId: 2 }, { id: 'reply:2', group: 'chat:7' })
-  const worker = work(t.db, replies, async ({ messageId }, run) => {
-    await run.step('history', () => ['hi'])
-    if (messageId === 2) throw new RangeError('the model is down')
-    return { text: 'hello' }
+describe.each(DIALECTS)('%s', (dialect) => {
+  const { t, workers } = eachContractDb(dialect)
+  const on = `[${dialect}]`
+
+  /** A job's row as stored: its state, attempts, error and result (JSON text, or null). */
+  async function jobRow(id: string, queue = 'replies'): Promise<{ state: string; attempts: number; error: string | null; result: string | null } | undefined> {
+    const [row] = await t.query<{ state: string; attempts: number; error: string | null; result: string | null }>(
+      `select state, attempts, error, ${t.dialect === 'postgres' ? 'result::text' : 'result'} as result from jobs_job where queue = $1 and id = $2`,
+      queue,
+      id,
+    )
+    return row
+  }
+
+  /** Sets when a job ended, in ms since the epoch. */
+  async function endedAt(id: string, ms: number): Promise<void> {
+    await t.run(`update jobs_job set finished_at = ${t.dialect === 'postgres' ? 'to_timestamp($1::float8 / 1000)' : '$1'} where id = $2 and queue = 'replies'`, ms, id)
+  }
+
+  /** Two queues: replies with a done, a failed (with stack and no steps left), two waiting and one scheduled job; digests with one waiting. */
+  async function seed(): Promise<void> {
+    await enqueue(t.db, replies, { messageId: 1 }, { id: 'reply:1' })
+    await enqueue(t.db, replies, { messageId: 2 }, { id: 'reply:2', group: 'chat:7' })
+    const worker = work(t.db, replies, async ({ messageId }, run) => {
+      await run.step('history', () => ['hi'])
+      if (messageId === 2) throw new RangeError('the model is down')
+      return { text: 'hello' }
+    })
+    await waitFor(async () => {
+      const counts = await queueCounts(t.db, replies)
+      return counts.done + counts.failed === 2
+    }, 'both jobs to end')
+    await worker.stop()
+    await enqueue(t.db, replies, { messageId: 3 }, { id: 'reply:3' })
+    await enqueue(t.db, replies, { messageId: 4 }, { id: 'reply:4', priority: -1 })
+    await enqueue(t.db, replies, { messageId: 5 }, { id: 'reply:5', delay: '1h' })
+    await enqueue(t.db, digests, { day: '2026-12-02' }, { id: 'reply:1' })
+  }
+
+  describe('status', () => {
+    test(`${on} shows each queue with its counts, what ended in the last minute and the oldest due age`, async () => {
+      await seed()
+      const [text, asJson] = await Promise.all([cli('status', '--db', t.address), cli('status', '--db', t.address, '--json')])
+      expect(text.code).toBe(0)
+      const lines = text.stdout.trim().split('\n')
+      expect(lines[0]).toMatch(/^queue\s+status\s+waiting\s+scheduled\s+running\s+done\s+failed\s+canceled\s+done\/min\s+failed\/min\s+oldest due$/)
+      expect(lines[1]).toMatch(/^digests\s+active\s+1\s+0\s+0\s+0\s+0\s+0\s+0\s+0\s+\d+(ms|s)$/)
+      expect(lines[2]).toMatch(/^replies\s+active\s+2\s+1\s+0\s+1\s+1\s+0\s+1\s+1\s+\d+(ms|s)$/)
+      expect(asJson.code).toBe(0)
+      const queues = json(asJson).queues as Record<string, unknown>[]
+      expect(queues).toHaveLength(2)
+      expect(queues[1]).toMatchObject({ ...(await queueCounts(t.db, replies)), donePerMinute: 1, failedPerMinute: 1 })
+      expect(queues[1]!.oldestDueMs).toBeGreaterThanOrEqual(0)
+    })
+
+    test(`${on} an empty migrated database says there is no queue yet`, async () => {
+      const ran = await cli('status', '--db', t.address)
+      expect(ran).toMatchObject({ code: 0, stdout: 'no queue yet: no job has been added to this database\n' })
+    })
   })
-  await waitFor(() => queueCounts(t.db, replies).done + queueCounts(t.db, replies).failed === 2, 'both jobs to end')
-  await worker.stop()
-  enqueue(t.db, replies, { messageId: 3 }, { id: 'reply:3' })
-  enqueue(t.db, replies, { messageId: 4 }, { id: 'reply:4', priority: -1 })
-  enqueue(t.db, replies, { messageId: 5 }, { id: 'reply:5', delay: '1h' })
-  enqueue(t.db, digests, { day: '2026-12-02' }, { id: 'reply:1' })
-}
 
-describe('status', () => {
-  test('shows each queue with its counts, what ended in the last minute and the oldest due age', async () => {
-    await seed()
-    const [text, asJson] = await Promise.all([cli('status', '--db', t.file), cli('status', '--db', t.file, '--json')])
+  describe('list', () => {
+    test(`${on} prints a page, and the cursor of the next, which --cursor follows`, async () => {
+      await seed()
+      const first = await cli('list', '--db', t.address, '--queue', 'replies', '--state', 'waiting', '--limit', '1', '--json')
+      expect(first.code).toBe(0)
+      const page = json(first) as { jobs: { id: string; state: string; value: unknown }[]; next: string }
+      expect(page.jobs.map((job) => job.id)).toEqual(['reply:4'])
+      const second = await cli('list', '--db', t.address, '--queue', 'replies', '--state', 'waiting', '--limit', '1', '--cursor', page.next, '--json')
+      expect((json(second) as typeof page).jobs.map((job) => job.id)).toEqual(['reply:3'])
+
+      const text = await cli('list', '--db', t.address, '--queue', 'replies', '--state', 'waiting', '--limit', '1')
+      expect(text.stdout).toMatch(/^queue\s+id\s+state\s+group\s+attempt\s+when\s+error\nreplies\s+reply:4\s+waiting\s+0\/1\s+due \d+(ms|s) ago\n\nmore: add --cursor \S+\n$/)
+      const failed = await cli('list', '--db', t.address, '--state', 'failed')
+      expect(failed.stdout).toMatch(/replies\s+reply:2\s+failed\s+chat:7\s+1\/1\s+ended \d+(ms|s) ago\s+the model is down/)
+      const none = await cli('list', '--db', t.address, '--group', 'nobody')
+      expect(none).toMatchObject({ code: 0, stdout: 'no job matches\n' })
+    })
+  })
+
+  describe('show', () => {
+    test(`${on} shows a job: value, error with stack, attempts; an id held by two queues needs --queue`, async () => {
+      await seed()
+      const text = await cli('show', 'reply:2', '--db', t.address)
+      expect(text.code).toBe(0)
+      expect(text.stdout).toMatch(/^job {8}reply:2\nqueue {6}replies\nstate {6}failed\ngroup {6}chat:7\n/)
+      expect(text.stdout).toContain('attempts   1 of 1')
+      expect(text.stdout).toContain('value\n  {\n    "messageId": 2\n  }')
+      expect(text.stdout).toMatch(/error\n {2}RangeError: the model is down\n {6}at /)
+      const asJson = await cli('show', 'reply:2', '--db', t.address, '--json')
+      expect(json(asJson)).toMatchObject({ id: 'reply:2', state: 'failed', error: 'the model is down', steps: [], lease: null, value: { messageId: 2 } })
+
+      const ambiguous = await cli('show', 'reply:1', '--db', t.address)
+      expect(ambiguous.code).toBe(2)
+      expect(ambiguous.stderr).toBe("drizzle-jobs: queues 'digests', 'replies' each hold a job with id 'reply:1': say which with --queue\n")
+      const chosen = await cli('show', 'reply:1', '--db', t.address, '--queue', 'digests', '--json')
+      expect(json(chosen)).toMatchObject({ queue: 'digests', value: { day: '2026-12-02' } })
+      const missing = await cli('show', 'reply:99', '--db', t.address, '--json')
+      expect(missing.code).toBe(4)
+      expect(JSON.parse(missing.stderr)).toEqual({ error: { kind: 'not_found', exitCode: 4, message: "no queue holds a job with id 'reply:99' (it may have been pruned)" } })
+    })
+
+    test(`${on} shows a running job's steps and lease`, async () => {
+      const q = defineQueue<{ hold?: boolean }>('admin')
+      const child = startFixture('admin-child.ts', [t.address])
+      await enqueue(t.db, q, { hold: true }, { id: 'busy' })
+      await waitFor(() => child.output().includes('running busy'), 'the worker process to run the job')
+      const ran = await cli('show', 'busy', '--db', t.address)
+      expect(ran.stdout).toMatch(/state {6}running\n/)
+      expect(ran.stdout).toMatch(new RegExp(`lease {6}attempt 1 by \\S+/${child.process.pid}/\\S+, expires in \\d+s`))
+      expect(ran.stdout).toContain('steps\n  one: "kept"')
+    })
+  })
+
+  describe('retry and cancel', () => {
+    test(`${on} retry puts a failed job back with fresh attempts; a second retry is refused with exit 5`, async () => {
+      await seed()
+      const ran = await cli('retry', 'reply:2', '--db', t.address)
+      expect(ran).toMatchObject({ code: 0, stdout: "job 'reply:2' of queue 'replies' is waiting again, with fresh attempts\n" })
+      expect(await jobRow('reply:2')).toMatchObject({ state: 'waiting', attempts: 0, error: null })
+      const again = await cli('retry', 'reply:2', '--db', t.address, '--json')
+      expect(again.code).toBe(5)
+      expect(JSON.parse(again.stderr).error).toMatchObject({ kind: 'refused', message: expect.stringContaining('is waiting: only failed or canceled jobs can be retried; nothing changed') })
+      expect(await cli('retry', 'nope', '--queue', 'replies', '--db', t.address)).toMatchObject({ code: 4 })
+    })
+
+    test(`${on} cancel ends a waiting job; a running job in a worker process is aborted within its poll interval`, async () => {
+      await seed()
+      expect(await cli('cancel', 'reply:3', '--db', t.address, '--json')).toMatchObject({ code: 0, stdout: expect.stringContaining('"canceled": true') })
+      expect((await jobRow('reply:3'))!.state).toBe('canceled')
+      const again = await cli('cancel', 'reply:3', '--db', t.address)
+      expect(again).toMatchObject({ code: 5, stderr: "drizzle-jobs: job 'reply:3' of queue 'replies' has already ended (canceled); nothing changed\n" })
+
+      const q = defineQueue<{ hold?: boolean }>('admin')
+      const child = startFixture('admin-child.ts', [t.address])
+      await enqueue(t.db, q, { hold: true }, { id: 'long' })
+      await waitFor(() => child.output().includes('running long'), 'the worker process to run the job')
+      expect(await cli('cancel', 'long', '--db', t.address)).toMatchObject({ code: 0, stdout: "job 'long' of queue 'admin' is canceled\n" })
+      await waitFor(() => child.output().includes('aborted long LEASE_LOST'), 'the worker process to abort the run')
+      expect(await jobRow('long', 'admin')).toMatchObject({ state: 'canceled', result: null })
+      expect(await t.count('jobs_lease')).toBe(0)
+    })
+  })
+
+  describe('pause, resume and prune', () => {
+    test(`${on} pause and resume set the queue flag that workers obey`, async () => {
+      expect(await cli('pause', 'replies', '--db', t.address)).toMatchObject({ code: 0, stdout: "queue 'replies' is paused: workers claim nothing more from it until it is resumed\n" })
+      expect((await queueCounts(t.db, replies)).paused).toBe(true)
+      const status = await cli('status', '--db', t.address)
+      expect(status.stdout).toMatch(/\nreplies\s+paused\s+0/)
+      expect(json(await cli('resume', '--queue', 'replies', '--db', t.address, '--json'))).toEqual({ queue: 'replies', paused: false })
+      expect((await queueCounts(t.db, replies)).paused).toBe(false)
+      expect(await cli('pause', '--db', t.address)).toMatchObject({ code: 2 })
+    })
+
+    test(`${on} prune deletes jobs that ended longer ago than --older-than, and needs it`, async () => {
+      await seed()
+      await endedAt('reply:1', Date.now() - 2 * 86_400_000)
+      const ran = await cli('prune', '--older-than', '1d', '--db', t.address, '--json')
+      expect(ran.code).toBe(0)
+      expect(json(ran)).toMatchObject({ deleted: 1 })
+      expect((await listJobs(t.db, { queue: replies })).jobs.map((job) => job.id).sort()).toEqual(['reply:2', 'reply:3', 'reply:4', 'reply:5'])
+      expect(json(await cli('prune', '--older-than', '0', '--state', 'done', '--db', t.address, '--json'))).toMatchObject({ deleted: 0 })
+      expect(json(await cli('prune', '--older-than', '0ms', '--queue', 'replies', '--state', 'failed', '--db', t.address, '--json'))).toMatchObject({ deleted: 1 })
+      const missing = await cli('prune', '--db', t.address)
+      expect(missing.code).toBe(2)
+      expect(missing.stderr).toContain('prune needs --older-than DURATION')
+      expect(await cli('prune', '--older-than', 'soon', '--db', t.address)).toMatchObject({ code: 2 })
+    })
+
+    test(`JOB-13 ${on} prune takes ages of months and years: --older-than 30d deletes what ended 40 days ago and keeps what ended 20 days ago`, async () => {
+      await seed()
+      const day = 86_400_000
+      await endedAt('reply:1', Date.now() - 40 * day)
+      await endedAt('reply:2', Date.now() - 20 * day)
+      const ran = await cli('prune', '--older-than', '30d', '--db', t.address, '--json')
+      expect(ran.code, ran.stderr).toBe(0)
+      expect(json(ran)).toMatchObject({ deleted: 1 })
+      expect((await listJobs(t.db, { queue: replies })).jobs.map((job) => job.id).sort()).toEqual(['reply:2', 'reply:3', 'reply:4', 'reply:5'])
+      expect(json(await cli('prune', '--older-than', '3650d', '--db', t.address, '--json'))).toMatchObject({ deleted: 0 })
+    })
+  })
+
+  describe('text stored in jobs, printed for a person', () => {
+    /** What a terminal would act on: C0 controls but the line break, DEL, C1 controls, line and paragraph separators, bidirectional overrides. */
+    const CONTROL = /[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u
+    const TITLE = '\x1b]0;you have been owned\x07'
+    const LINK = '\x1b]8;;https://evil.example/\x1b\\click me\x1b]8;;\x1b\\'
+    const COLOUR = '\x1b[31mred\x1b[0m\x1b[2J'
+    const queue = `q${TITLE}`
+    const id = `job${LINK}`
+    const group = `${COLOUR}\u202eexe.txt`
+    const reason = `the model said ${TITLE}${COLOUR}\u009b31m C1\x7f\u2028${LINK}`
+
+    test(`${on} every human-readable output escapes control characters; --json stays exact`, async () => {
+      const evil = defineQueue<{ text: string }>(queue, { attempts: 2, backoff: { initial: '1h', max: '1h' } })
+      await enqueue(t.db, evil, { text: `\u009b2J${TITLE}\u202e` }, { id, group })
+      const worker = work(t.db, evil, async (_value, run) => {
+        await run.step(`step${COLOUR}`, () => `\u009b${TITLE}`)
+        throw new Error(reason)
+      }, { slots: 1 })
+      workers.push(worker)
+      await waitFor(async () => (await jobRow(id, queue))?.state === 'scheduled', 'the first attempt to fail')
+      await worker.stop()
+      await enqueue(t.db, evil, { text: 'waits' }, { id: `${id}:2`, group })
+
+      const runs = await Promise.all([
+        cli('status', '--db', t.address),
+        cli('list', '--db', t.address),
+        cli('list', '--db', t.address, '--state', 'scheduled'),
+        cli('show', id, '--db', t.address),
+        cli('show', id, '--queue', queue, '--db', t.address),
+        cli('show', `nope${TITLE}`, '--queue', queue, '--db', t.address),
+        cli('status', '--queue', `nowhere${TITLE}`, '--db', t.address),
+      ])
+      for (const ran of runs) {
+        expect(ran.stdout, ran.stdout).not.toMatch(CONTROL)
+        expect(ran.stderr, ran.stderr).not.toMatch(CONTROL)
+      }
+      const [status, list, failed, show, shown, missing, nowhere] = runs
+      expect(status!.code).toBe(0)
+      expect(status!.stdout).toContain('q\\x1b]0;you have been owned\\x07  active')
+      expect(list!.stdout).toContain('job\\x1b]8;;https://evil.example/\\x1b\\click me\\x1b]8;;\\x1b\\')
+      expect(list!.stdout).toContain('\\x1b[31mred\\x1b[0m\\x1b[2J\\u202eexe.txt')
+      expect(failed!.stdout).toContain('the model said \\x1b]0;you have been owned\\x07\\x1b[31mred')
+      expect(show!.code).toBe(0)
+      expect(shown!.code).toBe(0)
+      expect(show!.stdout).toContain(`job        job\\x1b]8;;https://evil.example/\\x1b\\click me\\x1b]8;;\\x1b\\\n`)
+      expect(show!.stdout).toContain('Error: the model said \\x1b]0;you have been owned\\x07')
+      expect(show!.stdout).toContain('\\x7f\\u2028\\x1b]8;;')
+      expect(show!.stdout).toContain('"text": "\\u009b2J\\u001b]0;you have been owned\\u0007\\u202e"')
+      expect(show!.stdout).toContain('  step\\x1b[31mred\\x1b[0m\\x1b[2J: "\\u009b\\u001b]0;you have been owned\\u0007"')
+      expect(missing!.code).toBe(4)
+      expect(missing!.stderr).toContain("job with id 'nope\\x1b]0;you have been owned\\x07'")
+      expect(nowhere!.code).toBe(0)
+      expect(nowhere!.stdout).toContain('nowhere\\x1b]0;you have been owned\\x07  active')
+
+      const asJson = await Promise.all([cli('list', '--db', t.address, '--json'), cli('show', id, '--db', t.address, '--json'), cli('status', '--db', t.address, '--json'), cli('show', `nope${TITLE}`, '--queue', queue, '--db', t.address, '--json')])
+      for (const ran of asJson) {
+        expect(ran.stdout).not.toMatch(CONTROL)
+        expect(ran.stderr).not.toMatch(CONTROL)
+      }
+      const page = JSON.parse(asJson[0]!.stdout) as { jobs: { id: string; queue: string; group: string; error: string | null }[] }
+      expect(page.jobs.map((job) => [job.queue, job.id, job.group]).sort()).toEqual([[queue, id, group], [queue, `${id}:2`, group]])
+      expect(page.jobs.find((job) => job.id === id)!.error).toBe(reason)
+      const detail = JSON.parse(asJson[1]!.stdout) as { value: unknown; errorStack: string }
+      expect(detail.value).toEqual({ text: `\u009b2J${TITLE}\u202e` })
+      expect(detail.errorStack.startsWith(`Error: ${reason}\n`)).toBe(true)
+      expect((JSON.parse(asJson[2]!.stdout) as { queues: { queue: string }[] }).queues.map((q) => q.queue)).toEqual([queue])
+      expect(JSON.parse(asJson[3]!.stderr).error.message).toContain(`nope${TITLE}`)
+
+      const acted = [await cli('cancel', `${id}:2`, '--db', t.address), await cli('retry', `${id}:2`, '--queue', queue, '--db', t.address), await cli('pause', queue, '--db', t.address)]
+      for (const ran of acted) {
+        expect(ran.code, ran.stderr).toBe(0)
+        expect(ran.stdout).not.toMatch(CONTROL)
+      }
+      expect(acted[0]!.stdout).toBe("job 'job\\x1b]8;;https://evil.example/\\x1b\\click me\\x1b]8;;\\x1b\\:2' of queue 'q\\x1b]0;you have been owned\\x07' is canceled\n")
+      expect(acted[1]!.stdout).toContain("' is waiting again")
+      expect((await jobRow(`${id}:2`, queue))?.state).toBe('waiting')
+      expect((await queueCounts(t.db, queue)).paused).toBe(true)
+    })
+  })
+
+  describe('dashboard', () => {
+    test(`${on} serves on 127.0.0.1, answers only loopback Host headers, and exits 0 on SIGTERM`, async () => {
+      await seed()
+      const served = await startDashboardCommand('--db', t.address, '--port', '0')
+      try {
+        expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/)
+        const page = await fetch(served.url)
+        expect(page.status).toBe(200)
+        const text = await page.text()
+        expect(text).toContain('<tr data-queue="replies">')
+        expect(text).toContain('<td class="num" data-count="failed"><a href="/queues/replies?state=failed" class="count-failed">1</a></td>')
+        // fetch cannot set Host: node:http can, as a browser led there by a rebound DNS name would send it.
+        const rebound = await new Promise<number | undefined>((done, failed) =>
+          get(served.url, { headers: { host: 'jobs.example.com' } }, (res) => {
+            res.resume()
+            done(res.statusCode)
+          }).on('error', failed),
+        )
+        expect(rebound).toBe(421)
+      } finally {
+        expect(await served.stop()).toBe(0)
+      }
+    })
+
+    test(`${on} refuses any other address without a token, and a short token; with one, every request needs it`, async () => {
+      const [open, short] = await Promise.all([cli('dashboard', '--db', t.address, '--host', '0.0.0.0', '--port', '0'), cli('dashboard', '--db', t.address, '--token', 'short', '--port', '0')])
+      expect(open.code).toBe(2)
+      expect(open.stderr).toContain('refusing to listen on 0.0.0.0 without a token')
+      expect(short.code).toBe(2)
+      expect(short.stderr).toContain('token: at least 16 characters')
+      const served = await startDashboardCommand('--db', t.address, '--port', '0', '--token', 'correct-horse-battery-staple')
+      try {
+        expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=correct-horse-battery-staple$/)
+        const bare = new URL(served.url)
+        bare.search = ''
+        expect((await fetch(bare)).status).toBe(401)
+        const entry = await fetch(served.url, { redirect: 'manual' })
+        expect(entry.status).toBe(303)
+        const cookie = entry.headers.get('set-cookie')!.split(';')[0]!
+        expect((await fetch(bare, { headers: { cookie } })).status).toBe(200)
+        const pause = await fetch(new URL('/queues/replies/pause', bare), { method: 'POST', headers: { cookie, 'hx-request': 'true' } })
+        expect(pause.status).toBe(200)
+        expect((await queueCounts(t.db, replies)).paused).toBe(true)
+      } finally {
+        expect(await served.stop()).toBe(0)
+      }
+    })
+  })
+
+  test(`JOB-21 ${on} lists each schedule with its cron, zone, next and last slots and the last job\'s state; --queue narrows, --json is exact`, async () => {
+    await schedule(t.db, digests, 'daily-digest', { cron: '0 8 * * *', tz: 'Europe/Paris', value: { day: 'today' } })
+    await schedule(t.db, replies, 'nightly', { cron: '0 3 * * *', value: { messageId: 0 } })
+    const fired = await runSchedule(t.db, digests, 'daily-digest')
+    await drain(t.db, digests, () => {})
+    const text = await cli('schedules', '--db', t.address)
     expect(text.code).toBe(0)
-    const lines = text.stdout.trim().split('\n')
-    expect(lines[0]).toMatch(/^queue\s+status\s+waiting\s+scheduled\s+running\s+done\s+failed\s+canceled\s+done\/min\s+failed\/min\s+oldest due$/)
-    expect(lines[1]).toMatch(/^digests\s+active\s+1\s+0\s+0\s+0\s+0\s+0\s+0\s+0\s+\d+(ms|s)$/)
-    expect(lines[2]).toMatch(/^replies\s+active\s+2\s+1\s+0\s+1\s+1\s+0\s+1\s+1\s+\d+(ms|s)$/)
-    expect(asJson.code).toBe(0)
-    const queues = json(asJson).queues as Record<string, unknown>[]
-    expect(queues).toHaveLength(2)
-    expect(queues[1]).toMatchObject({ ...queueCounts(t.db, replies), donePerMinute: 1, failedPerMinute: 1 })
-    expect(queues[1]!.oldestDueMs).toBeGreaterThanOrEqual(0)
-  })
-
-  test('an empty migrated database says there is no queue yet', async () => {
-    const ran = await cli('status', '--db', t.file)
-    expect(ran).toMatchObject({ code: 0, stdout: 'no queue yet: no job has been added to this database\n' })
-  })
-})
-
-describe('list', () => {
-  test('prints a page, and the cursor of the next, which --cursor follows', async () => {
-    await seed()
-    const first = await cli('list', '--db', t.file, '--queue', 'replies', '--state', 'waiting', '--limit', '1', '--json')
-    expect(first.code).toBe(0)
-    const page = json(first) as { jobs: { id: string; state: string; value: unknown }[]; next: string }
-    expect(page.jobs.map((job) => job.id)).toEqual(['reply:4'])
-    const second = await cli('list', '--db', t.file, '--queue', 'replies', '--state', 'waiting', '--limit', '1', '--cursor', page.next, '--json')
-    expect((json(second) as typeof page).jobs.map((job) => job.id)).toEqual(['reply:3'])
-
-    const text = await cli('list', '--db', t.file, '--queue', 'replies', '--state', 'waiting', '--limit', '1')
-    expect(text.stdout).toMatch(/^queue\s+id\s+state\s+group\s+attempt\s+when\s+error\nreplies\s+reply:4\s+waiting\s+0\/1\s+due \d+(ms|s) ago\n\nmore: add --cursor \S+\n$/)
-    const failed = await cli('list', '--db', t.file, '--state', 'failed')
-    expect(failed.stdout).toMatch(/replies\s+reply:2\s+failed\s+chat:7\s+1\/1\s+ended \d+(ms|s) ago\s+the model is down/)
-    const none = await cli('list', '--db', t.file, '--group', 'nobody')
-    expect(none).toMatchObject({ code: 0, stdout: 'no job matches\n' })
-  })
-})
-
-describe('show', () => {
-  test('shows a job: value, error with stack, attempts; an id held by two queues needs --queue', async () => {
-    await seed()
-    const text = await cli('show', 'reply:2', '--db', t.file)
-    expect(text.code).toBe(0)
-    expect(text.stdout).toMatch(/^job {8}reply:2\nqueue {6}replies\nstate {6}failed\ngroup {6}chat:7\n/)
-    expect(text.stdout).toContain('attempts   1 of 1')
-    expect(text.stdout).toContain('value\n  {\n    "messageId": 2\n  }')
-    expect(text.stdout).toMatch(/error\n {2}RangeError: the model is down\n {6}at /)
-    const asJson = await cli('show', 'reply:2', '--db', t.file, '--json')
-    expect(json(asJson)).toMatchObject({ id: 'reply:2', state: 'failed', error: 'the model is down', steps: [], lease: null, value: { messageId: 2 } })
-
-    const ambiguous = await cli('show', 'reply:1', '--db', t.file)
-    expect(ambiguous.code).toBe(2)
-    expect(ambiguous.stderr).toBe("drizzle-jobs: queues 'digests', 'replies' each hold a job with id 'reply:1': say which with --queue\n")
-    const chosen = await cli('show', 'reply:1', '--db', t.file, '--queue', 'digests', '--json')
-    expect(json(chosen)).toMatchObject({ queue: 'digests', value: { day: '2026-12-02' } })
-    const missing = await cli('show', 'reply:99', '--db', t.file, '--json')
-    expect(missing.code).toBe(4)
-    expect(JSON.parse(missing.stderr)).toEqual({ error: { kind: 'not_found', exitCode: 4, message: "no queue holds a job with id 'reply:99' (it may have been pruned)" } })
-  })
-
-  test("shows a running job's steps and lease", async () => {
-    const q = defineQueue<{ hold?: boolean }>('admin')
-    const child = startFixture('admin-child.ts', [t.file])
-    enqueue(t.db, q, { hold: true }, { id: 'busy' })
-    await waitFor(() => child.output().includes('running busy'), 'the worker process to run the job')
-    const ran = await cli('show', 'busy', '--db', t.file)
-    expect(ran.stdout).toMatch(/state {6}running\n/)
-    expect(ran.stdout).toMatch(new RegExp(`lease {6}attempt 1 by \\S+/${child.process.pid}/\\S+, expires in \\d+s`))
-    expect(ran.stdout).toContain('steps\n  one: "kept"')
-  })
-})
-
-describe('retry and cancel', () => {
-  test('retry puts a failed job back with fresh attempts; a second retry is refused with exit 5', async () => {
-    await seed()
-    const ran = await cli('retry', 'reply:2', '--db', t.file)
-    expect(ran).toMatchObject({ code: 0, stdout: "job 'reply:2' of queue 'replies' is waiting again, with fresh attempts\n" })
-    expect(jobRow(t.client, 'reply:2')).toMatchObject({ state: 'waiting', attempts: 0, error: null })
-    const again = await cli('retry', 'reply:2', '--db', t.file, '--json')
-    expect(again.code).toBe(5)
-    expect(JSON.parse(again.stderr).error).toMatchObject({ kind: 'refused', message: expect.stringContaining('is waiting: only failed or canceled jobs can be retried; nothing changed') })
-    expect(await cli('retry', 'nope', '--queue', 'replies', '--db', t.file)).toMatchObject({ code: 4 })
-  })
-
-  test('cancel ends a waiting job; a running job in a worker process is aborted within its poll interval', async () => {
-    await seed()
-    expect(await cli('cancel', 'reply:3', '--db', t.file, '--json')).toMatchObject({ code: 0, stdout: expect.stringContaining('"canceled": true') })
-    expect(jobRow(t.client, 'reply:3')!.state).toBe('canceled')
-    const again = await cli('cancel', 'reply:3', '--db', t.file)
-    expect(again).toMatchObject({ code: 5, stderr: "drizzle-jobs: job 'reply:3' of queue 'replies' has already ended (canceled); nothing changed\n" })
-
-    const q = defineQueue<{ hold?: boolean }>('admin')
-    const child = startFixture('admin-child.ts', [t.file])
-    enqueue(t.db, q, { hold: true }, { id: 'long' })
-    await waitFor(() => child.output().includes('running long'), 'the worker process to run the job')
-    expect(await cli('cancel', 'long', '--db', t.file)).toMatchObject({ code: 0, stdout: "job 'long' of queue 'admin' is canceled\n" })
-    await waitFor(() => child.output().includes('aborted long LEASE_LOST'), 'the worker process to abort the run')
-    expect(jobRow(t.client, 'long', 'admin')).toMatchObject({ state: 'canceled', result: null })
-    expect(count(t.client, 'jobs_lease')).toBe(0)
-  })
-})
-
-describe('pause, resume and prune', () => {
-  test('pause and resume set the queue flag that workers obey', async () => {
-    expect(await cli('pause', 'replies', '--db', t.file)).toMatchObject({ code: 0, stdout: "queue 'replies' is paused: workers claim nothing more from it until it is resumed\n" })
-    expect(queueCounts(t.db, replies).paused).toBe(true)
-    const status = await cli('status', '--db', t.file)
-    expect(status.stdout).toMatch(/\nreplies\s+paused\s+0/)
-    expect(json(await cli('resume', '--queue', 'replies', '--db', t.file, '--json'))).toEqual({ queue: 'replies', paused: false })
-    expect(queueCounts(t.db, replies).paused).toBe(false)
-    expect(await cli('pause', '--db', t.file)).toMatchObject({ code: 2 })
-  })
-
-  test('prune deletes jobs that ended longer ago than --older-than, and needs it', async () => {
-    await seed()
-    t.client.prepare("update jobs_job set finished_at = finished_at - 2 * 86400000 where id = 'reply:1' and queue = 'replies'").run()
-    const ran = await cli('prune', '--older-than', '1d', '--db', t.file, '--json')
-    expect(ran.code).toBe(0)
-    expect(json(ran)).toMatchObject({ deleted: 1 })
-    expect(listJobs(t.db, { queue: replies }).jobs.map((job) => job.id).sort()).toEqual(['reply:2', 'reply:3', 'reply:4', 'reply:5'])
-    expect(json(await cli('prune', '--older-than', '0', '--state', 'done', '--db', t.file, '--json'))).toMatchObject({ deleted: 0 })
-    expect(json(await cli('prune', '--older-than', '0ms', '--queue', 'replies', '--state', 'failed', '--db', t.file, '--json'))).toMatchObject({ deleted: 1 })
-    const missing = await cli('prune', '--db', t.file)
-    expect(missing.code).toBe(2)
-    expect(missing.stderr).toContain('prune needs --older-than DURATION')
-    expect(await cli('prune', '--older-than', 'soon', '--db', t.file)).toMatchObject({ code: 2 })
-  })
-
-  test('JOB-13 prune takes ages of months and years: --older-than 30d deletes what ended 40 days ago and keeps what ended 20 days ago', async () => {
-    await seed()
-    const day = 86_400_000
-    t.client.prepare("update jobs_job set finished_at = ? where id = 'reply:1' and queue = 'replies'").run(Date.now() - 40 * day)
-    t.client.prepare("update jobs_job set finished_at = ? where id = 'reply:2' and queue = 'replies'").run(Date.now() - 20 * day)
-    const ran = await cli('prune', '--older-than', '30d', '--db', t.file, '--json')
-    expect(ran.code, ran.stderr).toBe(0)
-    expect(json(ran)).toMatchObject({ deleted: 1 })
-    expect(listJobs(t.db, { queue: replies }).jobs.map((job) => job.id).sort()).toEqual(['reply:2', 'reply:3', 'reply:4', 'reply:5'])
-    expect(json(await cli('prune', '--older-than', '3650d', '--db', t.file, '--json'))).toMatchObject({ deleted: 0 })
+    const [header, first, second] = text.stdout.trim().split('\n')
+    expect(header).toMatch(/queue\s+name\s+cron\s+tz\s+next slot\s+last slot\s+last job/)
+    expect(first).toMatch(/^digests\s+daily-digest\s+0 8 \* \* \*\s+Europe\/Paris\s+in .+\s+done$/)
+    expect(second).toMatch(/^replies\s+nightly\s+0 3 \* \* \*\s+UTC\s+in .+\s+-\s+-$/)
+    const one = json(await cli('schedules', '--db', t.address, '--queue', 'digests', '--json')) as { schedules: { name: string; lastJob: unknown; value: unknown }[] }
+    expect(one.schedules).toHaveLength(1)
+    expect(one.schedules[0]).toMatchObject({ name: 'daily-digest', value: { day: 'today' }, lastJob: { id: fired.id, state: 'done' } })
+    expect((await cli('schedules', '--db', t.address, '--queue', 'none')).stdout.trim()).toBe('no schedule yet')
+    expect((await cli('schedules', 'extra', '--db', t.address)).code).toBe(2)
   })
 })
 
 describe('errors and exit codes', () => {
+  /** A migrated SQLite file, for the commands that only need one to parse their arguments. */
+  const file = () => freshDb('chat.db')
+
   test('a missing file, a file that is not SQLite and an unmigrated database each exit 3 with what to do', async () => {
     const dir = tempDir()
     const notSqlite = join(dir, 'notes.txt')
@@ -235,6 +408,7 @@ describe('errors and exit codes', () => {
   })
 
   test('usage errors exit 2; help and version exit 0', async () => {
+    const t = file()
     const [unknown, badOption, wrongOption, noId, noCommand, help, version] = await Promise.all([
       cli('frobnicate', '--db', t.file),
       cli('status', '--db', t.file, '--colour'),
@@ -257,136 +431,84 @@ describe('errors and exit codes', () => {
 
 describe('commands', () => {
   test('names every object has are no commands', async () => {
+    const t = freshDb('chat.db')
     const runs = await Promise.all(['constructor', 'toString', '__proto__', 'hasOwnProperty'].map((name) => cli(name, '--db', t.file)))
     for (const ran of runs) expect(ran).toMatchObject({ code: 2, stderr: expect.stringContaining('unknown command') })
   })
 })
 
-describe('text stored in jobs, printed for a person', () => {
-  /** What a terminal would act on: C0 controls but the line break, DEL, C1 controls, line and paragraph separators, bidirectional overrides. */
-  const CONTROL = /[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u
-  const TITLE = '\x1b]0;you have been owned\x07'
-  const LINK = '\x1b]8;;https://evil.example/\x1b\\click me\x1b]8;;\x1b\\'
-  const COLOUR = '\x1b[31mred\x1b[0m\x1b[2J'
-  const queue = `q${TITLE}`
-  const id = `job${LINK}`
-  const group = `${COLOUR}\u202eexe.txt`
-  const reason = `the model said ${TITLE}${COLOUR}\u009b31m C1\x7f\u2028${LINK}`
+describe('PostgreSQL: errors and exit codes', () => {
+  /** A loopback port where nothing listens: one the system gave a server that has closed since. */
+  async function deadPort(): Promise<number> {
+    const server = createServer()
+    await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening))
+    const { port } = server.address() as { port: number }
+    await new Promise<void>((closed) => server.close(() => closed()))
+    return port
+  }
 
-  test('every human-readable output escapes control characters; --json stays exact', async () => {
-    const evil = defineQueue<{ text: string }>(queue, { attempts: 2, backoff: { initial: '1h', max: '1h' } })
-    enqueue(t.db, evil, { text: `\u009b2J${TITLE}\u202e` }, { id, group })
-    const worker = work(t.db, evil, async (_value, run) => {
-      await run.step(`step${COLOUR}`, () => `\u009b${TITLE}`)
-      throw new Error(reason)
-    }, { slots: 1 })
-    workers.push(worker)
-    await waitFor(() => jobRow(t.client, id, queue)?.state === 'scheduled', 'the first attempt to fail')
-    await worker.stop()
-    enqueue(t.db, evil, { text: 'waits' }, { id: `${id}:2`, group })
-
-    const runs = await Promise.all([
-      cli('status', '--db', t.file),
-      cli('list', '--db', t.file),
-      cli('list', '--db', t.file, '--state', 'scheduled'),
-      cli('show', id, '--db', t.file),
-      cli('show', id, '--queue', queue, '--db', t.file),
-      cli('show', `nope${TITLE}`, '--queue', queue, '--db', t.file),
-      cli('status', '--queue', `nowhere${TITLE}`, '--db', t.file),
+  test('a URL that cannot be read, or is not postgres://, exits 6 with one line saying what is expected', async () => {
+    const [mysql, unreadable, fromEnv, asJson] = await Promise.all([
+      cli('status', '--db', 'mysql://root@127.0.0.1/app'),
+      cli('status', '--db', 'postgres://user:pw@[not-a-host/app'),
+      cliWith({ DATABASE_URL: 'app.db' }, 'status'),
+      cli('list', '--db', 'http://127.0.0.1:5432/app', '--json'),
     ])
-    for (const ran of runs) {
-      expect(ran.stdout, ran.stdout).not.toMatch(CONTROL)
-      expect(ran.stderr, ran.stderr).not.toMatch(CONTROL)
-    }
-    const [status, list, failed, show, shown, missing, nowhere] = runs
-    expect(status!.code).toBe(0)
-    expect(status!.stdout).toContain('q\\x1b]0;you have been owned\\x07  active')
-    expect(list!.stdout).toContain('job\\x1b]8;;https://evil.example/\\x1b\\click me\\x1b]8;;\\x1b\\')
-    expect(list!.stdout).toContain('\\x1b[31mred\\x1b[0m\\x1b[2J\\u202eexe.txt')
-    expect(failed!.stdout).toContain('the model said \\x1b]0;you have been owned\\x07\\x1b[31mred')
-    expect(show!.code).toBe(0)
-    expect(shown!.code).toBe(0)
-    expect(show!.stdout).toContain(`job        job\\x1b]8;;https://evil.example/\\x1b\\click me\\x1b]8;;\\x1b\\\n`)
-    expect(show!.stdout).toContain('Error: the model said \\x1b]0;you have been owned\\x07')
-    expect(show!.stdout).toContain('\\x7f\\u2028\\x1b]8;;')
-    expect(show!.stdout).toContain('"text": "\\u009b2J\\u001b]0;you have been owned\\u0007\\u202e"')
-    expect(show!.stdout).toContain('  step\\x1b[31mred\\x1b[0m\\x1b[2J: "\\u009b\\u001b]0;you have been owned\\u0007"')
-    expect(missing!.code).toBe(4)
-    expect(missing!.stderr).toContain("job with id 'nope\\x1b]0;you have been owned\\x07'")
-    expect(nowhere!.code).toBe(0)
-    expect(nowhere!.stdout).toContain('nowhere\\x1b]0;you have been owned\\x07  active')
-
-    const asJson = await Promise.all([cli('list', '--db', t.file, '--json'), cli('show', id, '--db', t.file, '--json'), cli('status', '--db', t.file, '--json'), cli('show', `nope${TITLE}`, '--queue', queue, '--db', t.file, '--json')])
-    for (const ran of asJson) {
-      expect(ran.stdout).not.toMatch(CONTROL)
-      expect(ran.stderr).not.toMatch(CONTROL)
-    }
-    const page = JSON.parse(asJson[0]!.stdout) as { jobs: { id: string; queue: string; group: string; error: string | null }[] }
-    expect(page.jobs.map((job) => [job.queue, job.id, job.group]).sort()).toEqual([[queue, id, group], [queue, `${id}:2`, group]])
-    expect(page.jobs.find((job) => job.id === id)!.error).toBe(reason)
-    const detail = JSON.parse(asJson[1]!.stdout) as { value: unknown; errorStack: string }
-    expect(detail.value).toEqual({ text: `\u009b2J${TITLE}\u202e` })
-    expect(detail.errorStack.startsWith(`Error: ${reason}\n`)).toBe(true)
-    expect((JSON.parse(asJson[2]!.stdout) as { queues: { queue: string }[] }).queues.map((q) => q.queue)).toEqual([queue])
-    expect(JSON.parse(asJson[3]!.stderr).error.message).toContain(`nope${TITLE}`)
-
-    const acted = [await cli('cancel', `${id}:2`, '--db', t.file), await cli('retry', `${id}:2`, '--queue', queue, '--db', t.file), await cli('pause', queue, '--db', t.file)]
-    for (const ran of acted) {
-      expect(ran.code, ran.stderr).toBe(0)
-      expect(ran.stdout).not.toMatch(CONTROL)
-    }
-    expect(acted[0]!.stdout).toBe("job 'job\\x1b]8;;https://evil.example/\\x1b\\click me\\x1b]8;;\\x1b\\:2' of queue 'q\\x1b]0;you have been owned\\x07' is canceled\n")
-    expect(acted[1]!.stdout).toContain("' is waiting again")
-    expect(jobRow(t.client, `${id}:2`, queue)?.state).toBe('waiting')
-    expect(queueCounts(t.db, queue).paused).toBe(true)
+    expect(mysql).toMatchObject({ code: 6, stdout: '', stderr: "drizzle-jobs: --db: mysql:// URLs are not served: expected postgres:// or postgresql://, or a SQLite file's path with --db\n" })
+    expect(unreadable).toMatchObject({ code: 6, stderr: expect.stringMatching(/^drizzle-jobs: --db: not a URL that can be read: expected postgres:\/\/USER:PASSWORD@HOST:PORT\/DATABASE[^\n]*\n$/) })
+    expect(fromEnv).toMatchObject({ code: 6, stderr: expect.stringContaining('DATABASE_URL: not a URL that can be read') })
+    expect(JSON.parse(asJson.stderr).error).toMatchObject({ kind: 'bad_url', exitCode: 6 })
   })
-})
 
-describe('dashboard', () => {
-  test('serves on 127.0.0.1, answers only loopback Host headers, and exits 0 on SIGTERM', async () => {
-    await seed()
-    const served = await startDashboardCommand('--db', t.file, '--port', '0')
+  test('a refused connection exits 7: nothing listens there, or the database does not exist; the password is never printed', async () => {
+    const port = await deadPort()
+    const server = pgServerUrl()
+    const noDatabase = databaseUrl(server, 'drizzle_jobs_no_such_database')
+    const withPassword = new URL(`postgres://someone:hunter2hunter2@127.0.0.1:${port}/app`).href
+    const [nobody, missing, asJson] = await Promise.all([
+      cli('status', '--db', withPassword),
+      cli('status', '--db', noDatabase),
+      cli('dashboard', '--db', noDatabase, '--port', '0', '--json'),
+    ])
+    expect(nobody).toMatchObject({ code: 7, stdout: '' })
+    expect(nobody.stderr).toMatch(new RegExp(`^drizzle-jobs: cannot connect to postgres://someone:\\*\\*\\*@127\\.0\\.0\\.1:${port}/app: .*ECONNREFUSED.*\\(is the server running, at that host and port\\?\\)\\n$`))
+    expect(nobody.stderr).not.toContain('hunter2')
+    expect(missing).toMatchObject({ code: 7, stderr: expect.stringContaining('database "drizzle_jobs_no_such_database" does not exist (create it, or name another database in the URL)') })
+    expect(missing.stderr.trimEnd().split('\n')).toHaveLength(1)
+    expect(JSON.parse(asJson.stderr).error).toMatchObject({ kind: 'unreachable', exitCode: 7 })
+  })
+
+  test('a database whose tables are not migrated exits 3, naming them and the command to run', async () => {
+    const bare = await freshPgDb({ migrate: false })
     try {
-      expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/)
-      const page = await fetch(served.url)
-      expect(page.status).toBe(200)
-      const text = await page.text()
-      expect(text).toContain('<tr data-queue="replies">')
-      expect(text).toContain('<td class="num" data-count="failed"><a href="/queues/replies?state=failed" class="count-failed">1</a></td>')
-      // fetch cannot set Host: node:http can, as a browser led there by a rebound DNS name would send it.
-      const rebound = await new Promise<number | undefined>((done, failed) =>
-        get(served.url, { headers: { host: 'jobs.example.com' } }, (res) => {
-          res.resume()
-          done(res.statusCode)
-        }).on('error', failed),
-      )
-      expect(rebound).toBe(421)
+      const [text, asJson, dashboard] = await Promise.all([cli('status', '--db', bare.url), cliWith({ DATABASE_URL: bare.url }, 'list', '--json'), cli('dashboard', '--db', bare.url, '--port', '0')])
+      expect(text).toMatchObject({ code: 3, stdout: '' })
+      expect(text.stderr).toMatch(/^drizzle-jobs: postgres:\/\/\S+: table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_count are missing: .*drizzle-kit migrate`\n$/)
+      expect(JSON.parse(asJson.stderr).error).toMatchObject({ kind: 'database', exitCode: 3 })
+      expect(dashboard.code).toBe(3)
     } finally {
-      expect(await served.stop()).toBe(0)
+      await bare.drop()
     }
   })
 
-  test('refuses any other address without a token, and a short token; with one, every request needs it', async () => {
-    const [open, short] = await Promise.all([cli('dashboard', '--db', t.file, '--host', '0.0.0.0', '--port', '0'), cli('dashboard', '--db', t.file, '--token', 'short', '--port', '0')])
-    expect(open.code).toBe(2)
-    expect(open.stderr).toContain('refusing to listen on 0.0.0.0 without a token')
-    expect(short.code).toBe(2)
-    expect(short.stderr).toContain('token: at least 16 characters')
-    const served = await startDashboardCommand('--db', t.file, '--port', '0', '--token', 'correct-horse-battery-staple')
+  test('DATABASE_URL names the database when --db is not given; DRIZZLE_JOBS_DB and --db come first', async () => {
+    const pgDb = await freshPgDb()
+    const sqlite = freshDb('other.db')
     try {
-      expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=correct-horse-battery-staple$/)
-      const bare = new URL(served.url)
-      bare.search = ''
-      expect((await fetch(bare)).status).toBe(401)
-      const entry = await fetch(served.url, { redirect: 'manual' })
-      expect(entry.status).toBe(303)
-      const cookie = entry.headers.get('set-cookie')!.split(';')[0]!
-      expect((await fetch(bare, { headers: { cookie } })).status).toBe(200)
-      const pause = await fetch(new URL('/queues/replies/pause', bare), { method: 'POST', headers: { cookie, 'hx-request': 'true' } })
-      expect(pause.status).toBe(200)
-      expect(queueCounts(t.db, replies).paused).toBe(true)
+      await enqueue(pgDb.db, replies, { messageId: 1 }, { id: 'on-postgres' })
+      enqueue(sqlite.db, replies, { messageId: 2 }, { id: 'on-sqlite' })
+      const ids = (ran: Ran) => (json(ran) as { jobs: { id: string }[] }).jobs.map((job) => job.id)
+      const [fromUrl, fromJobsDb, fromFlag] = await Promise.all([
+        cliWith({ DATABASE_URL: pgDb.url }, 'list', '--json'),
+        cliWith({ DATABASE_URL: pgDb.url, DRIZZLE_JOBS_DB: sqlite.file }, 'list', '--json'),
+        cliWith({ DATABASE_URL: pgDb.url }, 'list', '--db', sqlite.file, '--json'),
+      ])
+      expect(ids(fromUrl)).toEqual(['on-postgres'])
+      expect(ids(fromJobsDb)).toEqual(['on-sqlite'])
+      expect(ids(fromFlag)).toEqual(['on-sqlite'])
     } finally {
-      expect(await served.stop()).toBe(0)
+      sqlite.close()
+      await pgDb.drop()
     }
   })
 })

@@ -68,6 +68,27 @@ describe('enqueue in the app transaction', () => {
     expect(count(t.client, 'jobs_job')).toBe(0)
   })
 
+  test('JOB-02 the counting triggers that an add installs roll back with its transaction, and the next add installs them again', () => {
+    const triggers = () => t.client.prepare(`select count(*) from sqlite_master where type = 'trigger'`).pluck().get()
+    expect(triggers()).toBe(0)
+    expect(() =>
+      t.db.transaction((tx) => {
+        enqueue(tx, replies, { messageId: 1 })
+        expect(triggers()).toBeGreaterThan(0)
+        throw new Error('the app changes its mind')
+      }),
+    ).toThrow('the app changes its mind')
+    expect(triggers()).toBe(0)
+    t.db.transaction((tx) => {
+      enqueue(tx, replies, { messageId: 2 })
+      enqueue(tx, replies, { messageId: 3 })
+    })
+    expect(triggers()).toBeGreaterThan(0)
+    // Another program's row is counted by the triggers.
+    t.client.prepare(`insert into jobs_job (queue, value) values ('replies', '{}')`).run()
+    expect(t.client.prepare(`select waiting from jobs_queue where name = 'replies'`).pluck().get()).toBe(3)
+  })
+
   test('JOB-03 a second add with an id the queue holds adds nothing and says so, whatever the state', async () => {
     expect(enqueue(t.db, replies, { messageId: 1 }, { id: 'once' })).toEqual({ id: 'once', added: true })
     expect(enqueue(t.db, replies, { messageId: 2 }, { id: 'once' })).toEqual({ id: 'once', added: false })
@@ -83,6 +104,17 @@ describe('enqueue in the app transaction', () => {
       { id: 'fresh', added: true },
     ])
     expect(jobRow(t.client, 'once', 'replies')).toMatchObject({ state: 'done', value: '{"messageId":1}' })
+  })
+
+  test('JOB-03 a batch across many statements adds each id once: taken ids and repeats answer added: false, in order', () => {
+    enqueueMany(t.db, replies, [{ value: { messageId: 0 }, id: 'taken-5' }, { value: { messageId: 0 }, id: 'taken-150' }])
+    // 233 items: statements of 100, 100, 10, 10, 10 and 1s; a taken id and a repeat in several of them.
+    const ids = Array.from({ length: 233 }, (_, i) => (i === 5 ? 'taken-5' : i === 150 ? 'taken-150' : i === 120 || i === 231 ? 'item-7' : `item-${i}`))
+    const answers = enqueueMany(t.db, replies, ids.map((id, i) => ({ value: { messageId: i }, id })))
+    expect(answers).toEqual(ids.map((id, i) => ({ id, added: ![5, 150, 120, 231].includes(i) })))
+    expect(count(t.client, 'jobs_job')).toBe(2 + 229)
+    expect(jobRow(t.client, 'item-7')!.value).toBe('{"messageId":7}')
+    expect(t.client.prepare(`select waiting from jobs_queue where name = 'replies'`).pluck().get()).toBe(231)
   })
 
   test('ids are generated when absent, and options land in their columns', () => {

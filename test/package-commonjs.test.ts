@@ -82,7 +82,7 @@ main().catch((error) => { console.error(error); process.exit(1) })
 `)
   const file = join(app, 'required.db')
   const printed = JSON.parse(run(process.execPath, ['main.js', file, MIGRATIONS]).trim().split('\n').at(-1)!) as Record<string, unknown>
-  expect(printed).toEqual({ drained: 1, state: 'done', tables: ['jobsJob', 'jobsLease', 'jobsQueue', 'jobsStep'], pgTables: ['jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_step'], sse: 'function', dashboard: 200 })
+  expect(printed).toEqual({ drained: 1, state: 'done', tables: ['jobsJob', 'jobsLease', 'jobsQueue', 'jobsSchedule', 'jobsStep'], pgTables: ['jobs_count', 'jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_schedule', 'jobs_step'], sse: 'function', dashboard: 200 })
   expect(jobRow(file, 'welcome')).toEqual({ state: 'done', value: '{"to":"ada@example.com"}', result: '{"sent":"ada@example.com"}' })
 })
 

@@ -1,32 +1,24 @@
-/** drizzle-jobs/sse: a watch as server-sent events, served by Hono (@hono/node-server) and by node:http, over real sockets. */
+/**
+ * drizzle-jobs/sse: a watch as server-sent events, served by Hono (@hono/node-server) and by node:http, over
+ * real sockets, on each dialect (test names carry it).
+ */
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { serve } from '@hono/node-server'
 import { Hono } from 'hono'
-import { afterEach, expect, test } from 'vitest'
-import { defineQueue, enqueue, work, type Worker } from '../src/index.js'
+import { afterEach, describe, expect, test } from 'vitest'
+import { defineQueue, enqueue, work } from '../src/index.js'
 import { activeWatchers } from '../src/queue/refresher.js'
 import { jobEvents, pipeResponse } from '../src/sse/index.js'
-import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
+import { DIALECTS, eachContractDb, type ContractDb } from './helpers/dialects.js'
 import { waitFor } from './helpers/wait.js'
 
 const replies = defineQueue<{ text: string }>('replies')
-const open: TestDb[] = []
 const servers: { close(): void }[] = []
-const workers: Worker[] = []
 
-afterEach(async () => {
-  await Promise.all(workers.splice(0).map((worker) => worker.stop({ timeout: '1s' })))
+afterEach(() => {
   for (const server of servers.splice(0)) server.close()
-  for (const t of open.splice(0)) t.close()
-  removeTempDirs()
 })
-
-function db(): TestDb {
-  const t = freshDb()
-  open.push(t)
-  return t
-}
 
 /** Reads server-sent events off a fetch body until `until` says stop or the stream ends. */
 async function readEvents(
@@ -74,7 +66,7 @@ function parse(text: string): ParsedEvent[] {
     })
 }
 
-function honoApp(t: TestDb): Promise<string> {
+function honoApp(t: ContractDb): Promise<string> {
   const app = new Hono()
   app.get('/jobs/:id/events', (c) =>
     jobEvents(t.db, replies, c.req.param('id'), { request: c.req.raw, heartbeat: 30, serialize: (job) => ({ state: job.state, ahead: job.ahead, progress: job.progress }) }),
@@ -84,7 +76,7 @@ function honoApp(t: TestDb): Promise<string> {
   })
 }
 
-function nodeHttpApp(t: TestDb): Promise<string> {
+function nodeHttpApp(t: ContractDb): Promise<string> {
   const server: Server = createServer((req, res) => {
     const id = new URL(req.url!, 'http://localhost').searchParams.get('id')!
     void pipeResponse(jobEvents(t.db, replies, id, { retry: '2s' }), res)
@@ -93,107 +85,111 @@ function nodeHttpApp(t: TestDb): Promise<string> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)))
 }
 
-test('JOB-11 over SSE with Hono: retry, one event per snapshot, heartbeats, and the stream ends with the job', async () => {
-  const t = db()
-  enqueue(t.db, replies, { text: 'hi' }, { id: 'r1' })
-  const base = await honoApp(t)
-  const response = await fetch(`${base}/jobs/r1/events`)
-  expect(response.status).toBe(200)
-  expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8')
-  expect(response.headers.get('cache-control')).toBe('no-cache, no-transform')
-  let release!: () => void
-  const released = new Promise<void>((resolve) => (release = resolve))
-  const live = { text: '' }
-  const reading = readEvents(response, undefined, live)
-  workers.push(
-    work(t.db, replies, async (_value, run) => {
-      run.setProgress({ step: 'thinking' })
-      await released
-      return 'hello'
-    }),
-  )
-  await waitFor(() => live.text.includes('thinking'), 'the progress event')
-  // While nothing changes, heartbeats keep the stream alive.
-  await waitFor(() => live.text.split('thinking')[1]!.includes(': heartbeat'), 'a heartbeat')
-  release()
-  const { events, text } = await reading
-  expect(text.startsWith('retry: 1000\n\n')).toBe(true)
-  expect(events.some((e) => e.comment === 'heartbeat')).toBe(true)
-  const data = events.filter((e) => e.data !== undefined)
-  expect(data.map((e) => e.data)).toEqual([
-    { state: 'waiting', ahead: 0, progress: null },
-    { state: 'running', ahead: null, progress: null },
-    { state: 'running', ahead: null, progress: { step: 'thinking' } },
-    { state: 'done', ahead: null, progress: null },
-  ])
-  expect(data.at(-1)!.id).toBe('end')
-  expect(activeWatchers().watchers).toBe(0)
+describe.each(DIALECTS)('%s', (dialect) => {
+  const { t, workers } = eachContractDb(dialect)
+  const on = `[${dialect}]`
 
-  // A reconnect after the end is told to stop (204); an unknown job is a 404.
-  const again = await fetch(`${base}/jobs/r1/events`, { headers: { 'last-event-id': 'end' } })
-  expect(again.status).toBe(204)
-  const missing = await fetch(`${base}/jobs/nope/events`)
-  expect(missing.status).toBe(404)
-  expect(await missing.text()).toContain("no job with id 'nope'")
-})
+  test(`JOB-11 ${on} over SSE with Hono: retry, one event per snapshot, heartbeats, and the stream ends with the job`, async () => {
+    await enqueue(t.db, replies, { text: 'hi' }, { id: 'r1' })
+    const base = await honoApp(t)
+    const response = await fetch(`${base}/jobs/r1/events`)
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8')
+    expect(response.headers.get('cache-control')).toBe('no-cache, no-transform')
+    let release!: () => void
+    const released = new Promise<void>((resolve) => (release = resolve))
+    const live = { text: '' }
+    const reading = readEvents(response, undefined, live)
+    workers.push(
+      work(t.db, replies, async (_value, run) => {
+        // Progress is set once the stream told of the run: on PostgreSQL the watch reads the row after the claim
+        // commits, and a progress set before that read would come with the running state, in one event.
+        await waitFor(() => live.text.includes('"state":"running"'), 'the running event')
+        run.setProgress({ step: 'thinking' })
+        await released
+        return 'hello'
+      }),
+    )
+    await waitFor(() => live.text.includes('thinking'), 'the progress event')
+    // While nothing changes, heartbeats keep the stream alive.
+    await waitFor(() => live.text.split('thinking')[1]!.includes(': heartbeat'), 'a heartbeat')
+    release()
+    const { events, text } = await reading
+    expect(text.startsWith('retry: 1000\n\n')).toBe(true)
+    expect(events.some((e) => e.comment === 'heartbeat')).toBe(true)
+    const data = events.filter((e) => e.data !== undefined)
+    expect(data.map((e) => e.data)).toEqual([
+      { state: 'waiting', ahead: 0, progress: null },
+      { state: 'running', ahead: null, progress: null },
+      { state: 'running', ahead: null, progress: { step: 'thinking' } },
+      { state: 'done', ahead: null, progress: null },
+    ])
+    expect(data.at(-1)!.id).toBe('end')
+    expect(activeWatchers().watchers).toBe(0)
 
-test('SSE with Hono stops watching when the client goes away', async () => {
-  const t = db()
-  enqueue(t.db, replies, { text: 'hi' }, { id: 'r2' })
-  const base = await honoApp(t)
-  const controller = new AbortController()
-  const response = await fetch(`${base}/jobs/r2/events`, { signal: controller.signal })
-  const { events } = await readEvents(response, (seen) => seen.some((e) => e.data !== undefined))
-  expect(events.find((e) => e.data !== undefined)?.data).toMatchObject({ state: 'waiting' })
-  expect(activeWatchers().watchers).toBe(1)
-  controller.abort()
-  await waitFor(() => activeWatchers().watchers === 0, 'the watch to stop after the client left')
-})
-
-test('SSE with node:http through pipeResponse: events, and the watch stops when the client goes away', async () => {
-  const t = db()
-  enqueue(t.db, replies, { text: 'hi' }, { id: 'r3' })
-  const base = await nodeHttpApp(t)
-  const controller = new AbortController()
-  const response = await fetch(`${base}/?id=r3`, { signal: controller.signal })
-  expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8')
-  const { events, text } = await readEvents(response, (seen) => seen.some((e) => e.data !== undefined))
-  expect(text.startsWith('retry: 2000\n\n')).toBe(true)
-  expect(events.find((e) => e.data !== undefined)?.data).toMatchObject({ id: 'r3', queue: 'replies', state: 'waiting', ahead: 0, attempt: 0 })
-  controller.abort()
-  await waitFor(() => activeWatchers().watchers === 0, 'the watch to stop after the client left')
-})
-
-test('JOB-11 over SSE, aheadInterval reaches the watch: 0 sends every change of ahead; one that is not a duration is INVALID_OPTION', async () => {
-  const t = db()
-  const line = defineQueue<number>('sse-line', { concurrency: 1 })
-  for (let i = 0; i < 3; i++) enqueue(t.db, line, i, { id: `a${i}` })
-  enqueue(t.db, line, 3, { id: 'w' })
-  expect(() => jobEvents(t.db, line, 'w', { aheadInterval: 'soon' as never })).toThrow(expect.objectContaining({ code: 'INVALID_OPTION' }))
-  expect(activeWatchers().watchers).toBe(0)
-  const app = new Hono()
-  app.get('/w', (c) => jobEvents(t.db, line, 'w', { request: c.req.raw, aheadInterval: 0, serialize: (job) => ({ state: job.state, ahead: job.ahead }) }))
-  const base = await new Promise<string>((resolve) => {
-    servers.push(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(`http://127.0.0.1:${info.port}`)))
+    // A reconnect after the end is told to stop (204); an unknown job is a 404.
+    const again = await fetch(`${base}/jobs/r1/events`, { headers: { 'last-event-id': 'end' } })
+    expect(again.status).toBe(204)
+    const missing = await fetch(`${base}/jobs/nope/events`)
+    expect(missing.status).toBe(404)
+    expect(await missing.text()).toContain("no job with id 'nope'")
   })
-  const live = { text: '' }
-  const reading = readEvents(await fetch(`${base}/w`), undefined, live)
-  await waitFor(() => live.text.includes('"ahead":3'), 'the first event')
-  // The jobs ahead run one at a time, each held until the event of the move it made was sent.
-  const opens: (() => void)[] = []
-  const gates = Array.from({ length: 3 }, () => new Promise<void>((resolve) => opens.push(resolve)))
-  workers.push(work(t.db, line, async (value) => gates[value]))
-  for (let i = 0; i < 3; i++) {
-    await waitFor(() => live.text.includes(`"ahead":${2 - i}`), `ahead ${2 - i}`)
-    opens[i]!()
-  }
-  const { events } = await reading
-  expect(events.filter((e) => e.data !== undefined).map((e) => e.data)).toEqual([
-    { state: 'waiting', ahead: 3 },
-    { state: 'waiting', ahead: 2 },
-    { state: 'waiting', ahead: 1 },
-    { state: 'waiting', ahead: 0 },
-    { state: 'running', ahead: null },
-    { state: 'done', ahead: null },
-  ])
+
+  test(`${on} SSE with Hono stops watching when the client goes away`, async () => {
+    await enqueue(t.db, replies, { text: 'hi' }, { id: 'r2' })
+    const base = await honoApp(t)
+    const controller = new AbortController()
+    const response = await fetch(`${base}/jobs/r2/events`, { signal: controller.signal })
+    const { events } = await readEvents(response, (seen) => seen.some((e) => e.data !== undefined))
+    expect(events.find((e) => e.data !== undefined)?.data).toMatchObject({ state: 'waiting' })
+    expect(activeWatchers().watchers).toBe(1)
+    controller.abort()
+    await waitFor(() => activeWatchers().watchers === 0, 'the watch to stop after the client left')
+  })
+
+  test(`${on} SSE with node:http through pipeResponse: events, and the watch stops when the client goes away`, async () => {
+    await enqueue(t.db, replies, { text: 'hi' }, { id: 'r3' })
+    const base = await nodeHttpApp(t)
+    const controller = new AbortController()
+    const response = await fetch(`${base}/?id=r3`, { signal: controller.signal })
+    expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8')
+    const { events, text } = await readEvents(response, (seen) => seen.some((e) => e.data !== undefined))
+    expect(text.startsWith('retry: 2000\n\n')).toBe(true)
+    expect(events.find((e) => e.data !== undefined)?.data).toMatchObject({ id: 'r3', queue: 'replies', state: 'waiting', ahead: 0, attempt: 0 })
+    controller.abort()
+    await waitFor(() => activeWatchers().watchers === 0, 'the watch to stop after the client left')
+  })
+
+  test(`JOB-11 ${on} over SSE, aheadInterval reaches the watch: 0 sends every change of ahead; one that is not a duration is INVALID_OPTION`, async () => {
+    const line = defineQueue<number>('sse-line', { concurrency: 1 })
+    for (let i = 0; i < 3; i++) await enqueue(t.db, line, i, { id: `a${i}` })
+    await enqueue(t.db, line, 3, { id: 'w' })
+    expect(() => jobEvents(t.db, line, 'w', { aheadInterval: 'soon' as never })).toThrow(expect.objectContaining({ code: 'INVALID_OPTION' }))
+    expect(activeWatchers().watchers).toBe(0)
+    const app = new Hono()
+    app.get('/w', (c) => jobEvents(t.db, line, 'w', { request: c.req.raw, aheadInterval: 0, serialize: (job) => ({ state: job.state, ahead: job.ahead }) }))
+    const base = await new Promise<string>((resolve) => {
+      servers.push(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(`http://127.0.0.1:${info.port}`)))
+    })
+    const live = { text: '' }
+    const reading = readEvents(await fetch(`${base}/w`), undefined, live)
+    await waitFor(() => live.text.includes('"ahead":3'), 'the first event')
+    // The jobs ahead run one at a time, each held until the event of the move it made was sent.
+    const opens: (() => void)[] = []
+    const gates = Array.from({ length: 3 }, () => new Promise<void>((resolve) => opens.push(resolve)))
+    workers.push(work(t.db, line, async (value) => gates[value]))
+    for (let i = 0; i < 3; i++) {
+      await waitFor(() => live.text.includes(`"ahead":${2 - i}`), `ahead ${2 - i}`)
+      opens[i]!()
+    }
+    const { events } = await reading
+    expect(events.filter((e) => e.data !== undefined).map((e) => e.data)).toEqual([
+      { state: 'waiting', ahead: 3 },
+      { state: 'waiting', ahead: 2 },
+      { state: 'waiting', ahead: 1 },
+      { state: 'waiting', ahead: 0 },
+      { state: 'running', ahead: null },
+      { state: 'done', ahead: null },
+    ])
+  })
 })

@@ -2,11 +2,11 @@
  * Type contracts, checked by the compiler (`npm run typecheck` runs over test/) and by vitest's expectTypeOf.
  * A `@ts-expect-error` line that compiled would fail the type check.
  */
-import { drizzle } from 'drizzle-orm/better-sqlite3'
+import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
 import { drizzle as drizzleNodePg, type NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import Database from 'better-sqlite3'
-import { describe, expectTypeOf, test } from 'vitest'
+import { describe, expect, expectTypeOf, test } from 'vitest'
 import {
   cancel,
   defineQueue,
@@ -38,7 +38,9 @@ import {
   retryJob,
 } from '../src/index.js'
 import { jobEvents } from '../src/sse/index.js'
-import { drain } from '../src/testing/index.js'
+import { dashboard, type Dashboard } from '../src/dashboard/index.js'
+import { drain, runSchedule } from '../src/testing/index.js'
+import { listSchedules, schedule, unschedule, type ScheduleInfo } from '../src/index.js'
 
 interface Reply {
   messageId: number
@@ -200,11 +202,21 @@ describe('types', () => {
     })
   })
 
+  test('a rate is { limit, per, perGroup? }: a number and a duration', () => {
+    defineQueue('typed-rate', { rate: { limit: 60, per: '1m' } })
+    defineQueue('typed-rate', { rate: { limit: 60, per: 60_000, perGroup: 2 } })
+    // @ts-expect-error per is a duration, not any string
+    expect(() => defineQueue('typed-rate', { rate: { limit: 60, per: 'a minute' } })).toThrow()
+    // @ts-expect-error a rate needs its window
+    expect(() => defineQueue('typed-rate', { rate: { limit: 60 } })).toThrow()
+  })
+
   test("getJob, watch and jobEvents show the queue's result type", () => {
     compileOnly((db) => {
       expectTypeOf(getJob(db, answered, 'a')).toEqualTypeOf<JobSnapshot<ReplyResult> | undefined>()
       expectTypeOf(getJob(db, answered, 'a')!.result).toEqualTypeOf<ReplyResult | null>()
       expectTypeOf(getJob(db, replies, 'a')!.result).toEqualTypeOf<Json | null>()
+      expectTypeOf(getJob(db, replies, 'a')!.rateLimitedUntil).toEqualTypeOf<Date | null>()
       expectTypeOf(watch(db, answered, 'a')).toEqualTypeOf<JobWatch<ReplyResult>>()
       void (async () => {
         for await (const job of watch(db, answered, 'a')) expectTypeOf(job.result).toEqualTypeOf<ReplyResult | null>()
@@ -255,6 +267,8 @@ describe('types', () => {
       expectTypeOf(inspectJob(pg, replies, 'a')).toEqualTypeOf<Promise<JobDetail | undefined>>()
       expectTypeOf(prune(pg, { before: 0 })).toEqualTypeOf<Promise<number>>()
       expectTypeOf(watch(pg, answered, 'a')).toEqualTypeOf<JobWatch<ReplyResult>>()
+      expectTypeOf(jobEvents(pg, answered, 'a')).toEqualTypeOf<Promise<Response>>()
+      expectTypeOf(dashboard(pg)).toEqualTypeOf<Dashboard>()
       // @ts-expect-error a string is not a messageId, on PostgreSQL as on SQLite
       await enqueue(pg, replies, { messageId: 'x' })
       await pg.transaction(async (tx) => {
@@ -278,6 +292,26 @@ describe('types', () => {
       expectTypeOf(queueCounts(db)).toEqualTypeOf<QueueCounts[]>()
       expectTypeOf(listJobs(db)).toEqualTypeOf<JobPage>()
       expectTypeOf(prune(db, { before: 0 })).toEqualTypeOf<number>()
+      expectTypeOf(jobEvents(db, replies, 'a')).toEqualTypeOf<Response>()
     })
+  })
+})
+
+describe('schedules (JOB-21)', () => {
+  test("schedule takes the queue's value type; the calls answer at once on SQLite and promises on PostgreSQL", () => {
+    const compileOnly = async (sqlite: BetterSQLite3Database, pg: NodePgDatabase) => {
+      const replies = defineQueue<Reply>('replies')
+      expectTypeOf(schedule(sqlite, replies, 'nightly', { cron: '0 3 * * *', value: { messageId: 1 } })).toEqualTypeOf<boolean>()
+      expectTypeOf(schedule(pg, replies, 'nightly', { cron: '0 3 * * *', tz: 'Europe/Paris', value: { messageId: 1 }, backfill: '6h' })).toEqualTypeOf<Promise<boolean>>()
+      // @ts-expect-error a string is not a messageId
+      schedule(sqlite, replies, 'nightly', { cron: '0 3 * * *', value: { messageId: 'x' } })
+      expectTypeOf(unschedule(sqlite, 'replies', 'nightly')).toEqualTypeOf<boolean>()
+      expectTypeOf(unschedule(pg, replies, 'nightly')).toEqualTypeOf<Promise<boolean>>()
+      expectTypeOf(listSchedules(sqlite)).toEqualTypeOf<ScheduleInfo[]>()
+      expectTypeOf(listSchedules(pg, replies)).toEqualTypeOf<Promise<ScheduleInfo[]>>()
+      expectTypeOf(runSchedule(sqlite, replies, 'nightly')).toEqualTypeOf<Enqueued>()
+      expectTypeOf(runSchedule(pg, replies, 'nightly')).toEqualTypeOf<Promise<Enqueued>>()
+    }
+    expectTypeOf(compileOnly).toBeFunction()
   })
 })

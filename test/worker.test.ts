@@ -99,7 +99,7 @@ describe('JOB-13 work refuses what it cannot use', () => {
   })
 })
 
-describe('JOB-08 each handler outcome leads to the state SPEC §5 gives', () => {
+describe('JOB-08 each handler outcome leads to the state the outcome table gives', () => {
   test('JOB-08 returning ends the job done, keeping a JSON result', async () => {
     const q = defineQueue<{ a: number }>('outcomes')
     enqueue(t.db, q, { a: 2 }, { id: 'value' })

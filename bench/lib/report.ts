@@ -24,10 +24,11 @@ export interface Sample {
   detail?: string
 }
 
-export class Results {
-  private readonly data = new Map<string, Map<Subject, Sample[]>>()
+/** The samples of a run, by row and subject (the SQLite subjects by default; the PostgreSQL run has its own). */
+export class Results<S extends string = Subject> {
+  private readonly data = new Map<string, Map<S, Sample[]>>()
 
-  add(row: string, subject: Subject, sample: Sample): void {
+  add(row: string, subject: S, sample: Sample): void {
     let bySubject = this.data.get(row)
     if (!bySubject) this.data.set(row, (bySubject = new Map()))
     let list = bySubject.get(subject)
@@ -35,28 +36,28 @@ export class Results {
     list.push(sample)
   }
 
-  samples(row: string, subject: Subject): Sample[] {
+  samples(row: string, subject: S): Sample[] {
     return this.data.get(row)?.get(subject) ?? []
   }
 
-  median(row: string, subject: Subject): number | undefined {
+  median(row: string, subject: S): number | undefined {
     const samples = this.samples(row, subject)
     return samples.length === 0 ? undefined : median(samples.map((sample) => sample.value))
   }
 
   /** The run whose value is the median (the lower of the middle two for an even count). */
-  medianSample(row: string, subject: Subject): Sample | undefined {
+  medianSample(row: string, subject: S): Sample | undefined {
     const sorted = [...this.samples(row, subject)].sort((a, b) => a.value - b.value)
     return sorted[Math.floor((sorted.length - 1) / 2)]
   }
 
   /** The largest value of every run. */
-  max(row: string, subject: Subject): number | undefined {
+  max(row: string, subject: S): number | undefined {
     const samples = this.samples(row, subject)
     return samples.length === 0 ? undefined : Math.max(...samples.map((sample) => sample.value))
   }
 
-  capped(row: string, subject: Subject): boolean {
+  capped(row: string, subject: S): boolean {
     return this.samples(row, subject).some((sample) => sample.capped)
   }
 

@@ -27,10 +27,10 @@ export function chatApp(store: ChatStore, queue: ReplyQueue): Hono {
     return c.json(await store.postMessage(queue, c.req.param('chat'), text), 201)
   })
 
-  // One event per change of the reply job: "3 ahead", then "thinking" (with the words so far), then the reply.
+  // One event per change of the reply job: "3 ahead" (or "waiting for the model's rate limit"), then "thinking" (with the words so far), then the reply.
   app.get('/api/replies/:jobId/events', (c) =>
     store.replyEvents(queue, c.req.param('jobId'), c.req.raw, (job) => ({
-      state: job.state, ahead: job.ahead, progress: job.progress, attempt: job.attempt, attempts: job.attempts, runAt: job.runAt, error: job.error, result: job.result,
+      state: job.state, ahead: job.ahead, rateLimitedUntil: job.rateLimitedUntil, progress: job.progress, attempt: job.attempt, attempts: job.attempts, runAt: job.runAt, error: job.error, result: job.result,
     })),
   )
 

@@ -13,11 +13,14 @@
  *   --slow-down-rate R   its chance of answering "slow down" (default 0.1)
  *   --slow-down-ms MS    how long "slow down" asks to wait (default 2000)
  *   --backoff DURATION   the first retry's wait (default 5s)
+ *   --rate LIMIT/PER     the model's rate limit: replies started per window across every process
+ *                        (default 60/1m); replies beyond it wait, and the page says so
  *
  * With several processes, a cluster primary migrates the database, starts the
  * web processes, starts a new one when one dies, and prints the URL once
  * all of them listen. A browser's connection may land on any of them:
- * watching a reply works from every one, progress included.
+ * watching a reply works from every one, progress included. Each web process
+ * also runs a worker of the nightly summary schedule (summaries.ts).
  */
 import cluster from 'node:cluster'
 import { resolve } from 'node:path'
@@ -28,8 +31,9 @@ import { chatApp } from './app.js'
 import { migrateChatDb, openChatDb } from './db.js'
 import { migrateChatPg, openChatPg } from './db-pg.js'
 import { standInModel } from './model.js'
-import { replyQueue, startReplies } from './replies.js'
+import { parseReplyRate, replyQueue, startReplies } from './replies.js'
 import type { ChatStore } from './store.js'
+import { startSummaries } from './summaries.js'
 
 const { values } = parseArgs({
   options: {
@@ -42,6 +46,7 @@ const { values } = parseArgs({
     'slow-down-rate': { type: 'string', default: '0.1' },
     'slow-down-ms': { type: 'string', default: '2000' },
     backoff: { type: 'string', default: '5s' },
+    rate: { type: 'string', default: '60/1m' },
   },
 })
 
@@ -51,6 +56,7 @@ if (databaseUrl !== undefined && !/^postgres(?:ql)?:\/\//.test(databaseUrl)) {
   throw new Error('DATABASE_URL: expected a postgres:// URL (unset it to run on the SQLite file)')
 }
 const processes = wholeNumber(values.processes, '--processes', 1)
+const replyRate = parseReplyRate(values.rate)
 const port = wholeNumber(values.port, '--port', 0)
 
 function wholeNumber(text: string, flag: string, min: number): number {
@@ -88,12 +94,13 @@ function serveChat(onListening: (port: number) => void): void {
     slowDownMs: Number(values['slow-down-ms']),
   })
   const store = openChat()
-  const queue = replyQueue(values.backoff as Duration)
+  const queue = replyQueue(values.backoff as Duration, replyRate)
   const worker = startReplies(store, queue, model)
+  const summaries = startSummaries(store)
   const server = serve({ fetch: chatApp(store, queue).fetch, port, hostname: values.host }, (info) => onListening(info.port))
   const shutDown = async (): Promise<void> => {
     server.close()
-    await worker.stop({ timeout: '5s' })
+    await Promise.all([worker.stop({ timeout: '5s' }), summaries.stop({ timeout: '5s' })])
     await store.close()
     process.exit(0)
   }

@@ -1,6 +1,7 @@
 /**
  * The chat page: plain HTML and a little script, no build step. Each reply
  * is followed with an EventSource on its job: "N ahead" while it waits,
+ * "waiting for the model's rate limit" while the queue's rate holds it back,
  * "thinking" (with the words so far) while it runs, "trying again" after a
  * failure or a "slow down", then the reply.
  */
@@ -72,8 +73,17 @@ function show(reply, job) {
   const status = reply.querySelector('.status')
   const text = reply.querySelector('.text')
   reply.dataset.state = job.state
+  clearTimeout(reply.rateTick)
   if (job.state === 'waiting') {
-    status.textContent = job.ahead === 0 ? 'next up · 0 ahead' : (job.ahead >= 10000 ? '10,000+' : job.ahead) + ' ahead'
+    const ahead = job.ahead === 0 ? 'next up · 0 ahead' : (job.ahead >= 10000 ? '10,000+' : job.ahead) + ' ahead'
+    if (job.rateLimitedUntil) {
+      const seconds = Math.max(0, Math.ceil((new Date(job.rateLimitedUntil).getTime() - Date.now()) / 1000))
+      status.textContent = "waiting for the model's rate limit (" + seconds + ' s) · ' + ahead
+      // The count goes down each second until the next snapshot comes.
+      if (seconds > 0) reply.rateTick = setTimeout(() => show(reply, job), 1000)
+    } else {
+      status.textContent = ahead
+    }
   } else if (job.state === 'running') {
     const thinking = job.progress && job.progress.step === 'thinking'
     status.textContent = thinking ? 'thinking…' : 'starting…'

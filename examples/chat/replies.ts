@@ -12,15 +12,34 @@ export interface Reply {
   messageId: number
 }
 
-/** The reply queue, as the README defines it; `backoff` can be shortened (the tests do). */
-export function replyQueue(backoff: Duration = '5s') {
+/** The model's rate limit the chat keeps by default: 60 replies started per minute, across every process. */
+export const DEFAULT_REPLY_RATE: ReplyRate = { limit: 60, per: '1m' }
+
+/** Replies started per window, across every process of the chat. */
+export interface ReplyRate {
+  limit: number
+  per: Duration
+}
+
+/** The reply queue, as the README defines it; `backoff` can be shortened (the tests do), and `rate` changed. */
+export function replyQueue(backoff: Duration = '5s', rate: ReplyRate = DEFAULT_REPLY_RATE) {
   return defineQueue<Reply>('replies', {
     attempts: 5,
     backoff: { initial: backoff, max: '10m' },
     // Four replies at once across every process of the chat, however many run.
     concurrency: 4,
+    // The model's own rate limit: replies beyond it wait (and the page says so) rather than fail with "slow down".
+    rate,
     timeout: '1m',
   })
+}
+
+/** A rate written as on the command line, `LIMIT/DURATION` (`60/1m`, `5/10s`). */
+export function parseReplyRate(text: string): ReplyRate {
+  const match = /^\s*(\d+)\s*\/\s*(\S+)\s*$/.exec(text)
+  if (!match) throw new Error(`--rate: expected LIMIT/DURATION such as 60/1m, got '${text}'`)
+  const per = /^\d+$/.test(match[2]!) ? Number(match[2]) : (match[2] as Duration)
+  return { limit: Number(match[1]), per }
 }
 
 export type ReplyQueue = ReturnType<typeof replyQueue>

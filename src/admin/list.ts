@@ -11,7 +11,7 @@ import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT } from '../limits.js'
 import { checkKnownOptions } from '../options.js'
 
 /** A job's row as the admin API shows it: a snapshot's fields (without the live ones) and the row's own. */
-export interface JobRecord extends Omit<JobSnapshot, 'ahead' | 'progress'> {
+export interface JobRecord extends Omit<JobSnapshot, 'ahead' | 'rateLimitedUntil' | 'progress'> {
   /** The job's place in add order (`jobs_job.seq`). */
   seq: number
   /** The job's value; a value that is not JSON (written by hand) is given as its text. */

@@ -8,6 +8,7 @@ import { inspectJob, listJobs, type JobDetail, type JobRecord } from '../admin/l
 import { prune } from '../admin/prune.js'
 import { pauseQueue, queueCounts, resumeQueue } from '../admin/queues.js'
 import { endedBetween, oldestDueMs } from '../admin/stats.js'
+import { listSchedules } from '../admin/schedules.js'
 import { toMs } from '../duration.js'
 import { isJobsError } from '../errors.js'
 import { STATES, type EndedState, type JobState } from '../types.js'
@@ -34,15 +35,18 @@ export interface Output {
 const RATE_WINDOW_MS = 60_000
 
 /** `status`: each queue with its counts, what ended in the last minute, and how long its oldest due job has waited. */
-export function status(open: OpenDatabase, args: Args): Output {
+export async function status(open: OpenDatabase, args: Args): Promise<Output> {
   const now = Date.now()
-  const all = args.queue === undefined ? queueCounts(open.db) : [queueCounts(open.db, args.queue)]
-  const queues = all.map((counts) => ({
-    ...counts,
-    donePerMinute: endedBetween(open.connection, counts.queue, 'done', now - RATE_WINDOW_MS, now + 1),
-    failedPerMinute: endedBetween(open.connection, counts.queue, 'failed', now - RATE_WINDOW_MS, now + 1),
-    oldestDueMs: oldestDueMs(open.connection, counts.queue, now),
-  }))
+  const all = args.queue === undefined ? await queueCounts(open.db) : [await queueCounts(open.db, args.queue)]
+  const queues = []
+  for (const counts of all) {
+    queues.push({
+      ...counts,
+      donePerMinute: await endedBetween(open.connection, counts.queue, 'done', now - RATE_WINDOW_MS, now + 1),
+      failedPerMinute: await endedBetween(open.connection, counts.queue, 'failed', now - RATE_WINDOW_MS, now + 1),
+      oldestDueMs: await oldestDueMs(open.connection, counts.queue, now),
+    })
+  }
   const rows = queues.map((q) => [
     q.queue,
     q.paused ? 'paused' : 'active',
@@ -64,10 +68,10 @@ export function status(open: OpenDatabase, args: Args): Output {
 }
 
 /** `list`: one page of jobs, with the cursor of the next. */
-export function list(open: OpenDatabase, args: Args): Output {
+export async function list(open: OpenDatabase, args: Args): Promise<Output> {
   const state = oneState(args.state)
   const limit = args.limit === undefined ? undefined : wholeNumber(args.limit, '--limit')
-  const page = listJobs(open.db, {
+  const page = await listJobs(open.db, {
     ...(args.queue === undefined ? {} : { queue: args.queue }),
     ...(state === undefined ? {} : { state }),
     ...(args.group === undefined ? {} : { group: args.group }),
@@ -89,9 +93,9 @@ function when(job: JobRecord, now: number): string {
 }
 
 /** `show ID`: one job in full. */
-export function show(open: OpenDatabase, args: Args): Output {
-  const { queue, id } = jobArgument(open, args, 'show')
-  const job = inspectJob(open.db, queue, id)
+export async function show(open: OpenDatabase, args: Args): Promise<Output> {
+  const { queue, id } = await jobArgument(open, args, 'show')
+  const job = await inspectJob(open.db, queue, id)
   if (!job) throw notFound(queue, id)
   return { text: describeJob(job, Date.now()), json: job }
 }
@@ -130,29 +134,49 @@ function indent(text: string): string {
   return text.replace(/^/gm, '  ')
 }
 
+/** `schedules`: each recurring schedule with its next slot, its last slot and the state of that slot's job. */
+export async function schedules(open: OpenDatabase, args: Args): Promise<Output> {
+  if (args.positionals.length > 0) throw usageError(`schedules takes no argument (got ${args.positionals.join(' ')}); name a queue with --queue`)
+  const found = await listSchedules(open.db, args.queue)
+  const now = Date.now()
+  const rows = found.map((s) => [
+    printable(s.queue),
+    printable(s.name),
+    printable(s.cron),
+    printable(s.tz),
+    relative(s.nextAt, now),
+    s.lastSlot === null ? '-' : relative(s.lastSlot, now),
+    s.lastJob === null ? '-' : (s.lastJob.state ?? 'pruned'),
+  ])
+  return {
+    text: found.length === 0 ? 'no schedule yet' : table(['queue', 'name', 'cron', 'tz', 'next slot', 'last slot', 'last job'], rows),
+    json: { at: new Date(now), schedules: found },
+  }
+}
+
 /** `retry ID`: a failed or canceled job runs again with fresh attempts. */
-export function retry(open: OpenDatabase, args: Args): Output {
-  const { queue, id } = jobArgument(open, args, 'retry')
-  if (!retryJob(open.db, queue, id)) {
-    throw new CliError(EXIT.REFUSED, `job '${id}' of queue '${queue}' is ${stateOf(open, queue, id)}: only failed or canceled jobs can be retried; nothing changed`, 'refused')
+export async function retry(open: OpenDatabase, args: Args): Promise<Output> {
+  const { queue, id } = await jobArgument(open, args, 'retry')
+  if (!(await retryJob(open.db, queue, id))) {
+    throw new CliError(EXIT.REFUSED, `job '${id}' of queue '${queue}' is ${await stateOf(open, queue, id)}: only failed or canceled jobs can be retried; nothing changed`, 'refused')
   }
   return { text: `job ${quoted(id)} of queue ${quoted(queue)} is waiting again, with fresh attempts`, json: { queue, id, retried: true } }
 }
 
 /** `cancel ID`: a job that has not ended ends canceled; a running one has its signal aborted. */
-export function cancelCommand(open: OpenDatabase, args: Args): Output {
-  const { queue, id } = jobArgument(open, args, 'cancel')
-  if (!cancel(open.db, queue, id)) {
-    throw new CliError(EXIT.REFUSED, `job '${id}' of queue '${queue}' has already ended (${stateOf(open, queue, id)}); nothing changed`, 'refused')
+export async function cancelCommand(open: OpenDatabase, args: Args): Promise<Output> {
+  const { queue, id } = await jobArgument(open, args, 'cancel')
+  if (!(await cancel(open.db, queue, id))) {
+    throw new CliError(EXIT.REFUSED, `job '${id}' of queue '${queue}' has already ended (${await stateOf(open, queue, id)}); nothing changed`, 'refused')
   }
   return { text: `job ${quoted(id)} of queue ${quoted(queue)} is canceled`, json: { queue, id, canceled: true } }
 }
 
 /** `pause QUEUE` and `resume QUEUE`. */
-export function pause(open: OpenDatabase, args: Args, paused: boolean): Output {
+export async function pause(open: OpenDatabase, args: Args, paused: boolean): Promise<Output> {
   const queue = queueArgument(args, paused ? 'pause' : 'resume')
-  if (paused) pauseQueue(open.db, queue)
-  else resumeQueue(open.db, queue)
+  if (paused) await pauseQueue(open.db, queue)
+  else await resumeQueue(open.db, queue)
   return {
     text: paused ? `queue ${quoted(queue)} is paused: workers claim nothing more from it until it is resumed` : `queue ${quoted(queue)} is resumed`,
     json: { queue, paused },
@@ -160,7 +184,7 @@ export function pause(open: OpenDatabase, args: Args, paused: boolean): Output {
 }
 
 /** `prune --older-than DURATION`: deletes ended jobs that ended longer ago than that. */
-export function pruneCommand(open: OpenDatabase, args: Args): Output {
+export async function pruneCommand(open: OpenDatabase, args: Args): Promise<Output> {
   if (args.positionals.length > 0) throw usageError(`prune takes no argument (got ${args.positionals.join(' ')}); say what to delete with --older-than`)
   if (args['older-than'] === undefined) throw usageError('prune needs --older-than DURATION (for example 7d, 12h, 30m): jobs that ended longer ago than that are deleted')
   const olderThan = duration(args['older-than'], '--older-than')
@@ -169,17 +193,17 @@ export function pruneCommand(open: OpenDatabase, args: Args): Output {
     return state as EndedState
   })
   const before = Date.now() - olderThan
-  const deleted = prune(open.db, { before, ...(args.queue === undefined ? {} : { queue: args.queue }), ...(states.length > 0 ? { states } : {}) })
+  const deleted = await prune(open.db, { before, ...(args.queue === undefined ? {} : { queue: args.queue }), ...(states.length > 0 ? { states } : {}) })
   return { text: `deleted ${deleted} job${deleted === 1 ? '' : 's'} that ended before ${new Date(before).toISOString()}`, json: { deleted, before: new Date(before) } }
 }
 
 /** The job an ID command acts on: in --queue, or in the one queue that holds that id. */
-function jobArgument(open: OpenDatabase, args: Args, command: string): { queue: string; id: string } {
+async function jobArgument(open: OpenDatabase, args: Args, command: string): Promise<{ queue: string; id: string }> {
   const [id, ...rest] = args.positionals
-  if (id === undefined || id === '') throw usageError(`${command} needs the job's id: drizzle-jobs ${command} ID [--queue QUEUE] --db FILE`)
+  if (id === undefined || id === '') throw usageError(`${command} needs the job's id: drizzle-jobs ${command} ID [--queue QUEUE] --db FILE|URL`)
   if (rest.length > 0) throw usageError(`${command} takes one id (got ${args.positionals.join(' ')})`)
   if (args.queue !== undefined) return { queue: args.queue, id }
-  const holders = listJobs(open.db, { id }).jobs.map((job) => job.queue)
+  const holders = (await listJobs(open.db, { id })).jobs.map((job) => job.queue)
   if (holders.length === 0) throw new CliError(EXIT.NOT_FOUND, `no queue holds a job with id '${id}' (it may have been pruned)`, 'not_found')
   if (holders.length > 1) throw usageError(`queues ${holders.map((queue) => `'${queue}'`).join(', ')} each hold a job with id '${id}': say which with --queue`)
   return { queue: holders[0]!, id }
@@ -187,12 +211,12 @@ function jobArgument(open: OpenDatabase, args: Args, command: string): { queue: 
 
 function queueArgument(args: Args, command: string): string {
   const named = [...args.positionals, ...(args.queue === undefined ? [] : [args.queue])]
-  if (named.length !== 1 || named[0] === '') throw usageError(`${command} needs one queue: drizzle-jobs ${command} QUEUE --db FILE`)
+  if (named.length !== 1 || named[0] === '') throw usageError(`${command} needs one queue: drizzle-jobs ${command} QUEUE --db FILE|URL`)
   return named[0]!
 }
 
-function stateOf(open: OpenDatabase, queue: string, id: string): string {
-  return inspectJob(open.db, queue, id)?.state ?? 'gone'
+async function stateOf(open: OpenDatabase, queue: string, id: string): Promise<string> {
+  return (await inspectJob(open.db, queue, id))?.state ?? 'gone'
 }
 
 function notFound(queue: string, id: string): CliError {

@@ -10,12 +10,16 @@ export const EXIT = {
   FAILURE: 1,
   /** The command line is wrong: an unknown command or option, a missing argument, a bad value. */
   USAGE: 2,
-  /** The database cannot be used: no such file, not SQLite, or the jobs_* tables are not migrated. */
+  /** The database cannot be used: no such file, not SQLite, or the jobs_* tables are not migrated (on SQLite or PostgreSQL). */
   DATABASE: 3,
   /** No job with that id (in that queue). */
   NOT_FOUND: 4,
   /** The job's state does not allow the action (retry of a job that has not failed, cancel of an ended one): nothing changed. */
   REFUSED: 5,
+  /** The database URL cannot be read, or is not a PostgreSQL URL (postgres:// or postgresql://). */
+  BAD_URL: 6,
+  /** The PostgreSQL server refused the connection: nothing listens there, no such database, or the login failed. */
+  UNREACHABLE: 7,
 } as const
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT]
@@ -25,7 +29,7 @@ export class CliError extends Error {
   constructor(
     readonly exitCode: ExitCode,
     message: string,
-    /** A stable word for `--json` output: usage, database, not_found, refused. */
+    /** A stable word for `--json` output: usage, database, not_found, refused, bad_url, unreachable, failure. */
     readonly kind: string,
   ) {
     super(message)

@@ -7,14 +7,14 @@ import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { DEFAULT_DASHBOARD_HOST, DEFAULT_DASHBOARD_PORT, serveDashboard, type ServedDashboard } from '../dashboard/serve.js'
 import { isJobsError } from '../errors.js'
-import { cancelCommand, list, pause, pruneCommand, retry, show, status, type Args, type Output } from './commands.js'
+import { cancelCommand, list, pause, pruneCommand, retry, schedules, show, status, type Args, type Output } from './commands.js'
 import { CliError, EXIT, usageError, type ExitCode } from './exit.js'
 import { json, printable, printableLines } from './format.js'
-import { openDatabase, type OpenDatabase } from './open.js'
+import { databaseTarget, openDatabase, type OpenDatabase } from './open.js'
 
-const HELP = `drizzle-jobs: look at and act on the job queues of a SQLite database
+const HELP = `drizzle-jobs: look at and act on the job queues of a SQLite or PostgreSQL database
 
-usage: drizzle-jobs COMMAND [ARGUMENTS] --db FILE [--json]
+usage: drizzle-jobs COMMAND [ARGUMENTS] --db FILE|URL [--json]
 
 commands
   status [--queue Q]                         queues: counts by state, done and failed in the
@@ -29,12 +29,15 @@ commands
   resume QUEUE                               they start again
   prune --older-than DURATION                deletes jobs that ended longer ago than DURATION
         [--queue Q] [--state S]...           (7d, 12h, 30m, 500ms), optionally of one queue or state
+  schedules [--queue Q]                      recurring schedules: cron and zone, next slot, last
+                                             slot and the state of its job
   dashboard [--host H] [--port P] [--token T]
                                              the web dashboard, on 127.0.0.1:4580 by default; any
                                              other address needs a token (or DRIZZLE_JOBS_TOKEN)
 
 options
-  --db FILE     the SQLite file the app uses (or set DRIZZLE_JOBS_DB)
+  --db FILE|URL the SQLite file the app uses, or a postgres:// URL (or set DRIZZLE_JOBS_DB;
+                without either, DATABASE_URL names a PostgreSQL database)
   --json        print JSON on stdout for scripts; errors as {"error":{...}} on stderr
   -h, --help    this text
   --version     the version of drizzle-jobs
@@ -48,6 +51,9 @@ exit codes
   3  database: no such file, not a SQLite database, or the jobs_* tables are not migrated
   4  not found: no job with that id
   5  refused: the job's state does not allow it (nothing changed)
+  6  bad URL: the database URL cannot be read, or is not postgres:// or postgresql://
+  7  unreachable: the PostgreSQL server refused the connection (nothing listens there,
+     no such database, or the login failed)
 `
 
 const OPTIONS = {
@@ -71,7 +77,7 @@ type OptionName = keyof typeof OPTIONS
 const COMMON: OptionName[] = ['db', 'json', 'help']
 
 /** Each command, the options it takes beside --db and --json, and what it runs. */
-const COMMANDS = new Map<string, { options: OptionName[]; run: (open: OpenDatabase, args: Args) => Output }>([
+const COMMANDS = new Map<string, { options: OptionName[]; run: (open: OpenDatabase, args: Args) => Promise<Output> }>([
   ['status', { options: ['queue'], run: status }],
   ['list', { options: ['queue', 'state', 'group', 'id', 'limit', 'cursor'], run: list }],
   ['show', { options: ['queue'], run: show }],
@@ -80,6 +86,7 @@ const COMMANDS = new Map<string, { options: OptionName[]; run: (open: OpenDataba
   ['pause', { options: ['queue'], run: (open, args) => pause(open, args, true) }],
   ['resume', { options: ['queue'], run: (open, args) => pause(open, args, false) }],
   ['prune', { options: ['older-than', 'queue', 'state'], run: pruneCommand }],
+  ['schedules', { options: ['queue'], run: schedules }],
 ])
 
 async function main(argv: string[]): Promise<ExitCode> {
@@ -102,12 +109,12 @@ async function main(argv: string[]): Promise<ExitCode> {
     for (const name of Object.keys(values) as OptionName[]) {
       if (!COMMON.includes(name) && !spec.options.includes(name)) throw usageError(`${command} takes no --${name}; see drizzle-jobs --help`)
     }
-    const open = openDatabase(values.db ?? process.env.DRIZZLE_JOBS_DB)
+    const open = await openDatabase(databaseTarget(values.db, process.env))
     try {
-      const output = spec.run(open, { ...values, positionals: rest })
+      const output = await spec.run(open, { ...values, positionals: rest })
       process.stdout.write(`${asJson ? json(output.json) : output.text}\n`)
     } finally {
-      open.close()
+      await open.close()
     }
     return EXIT.OK
   } catch (error) {
@@ -124,25 +131,25 @@ async function runDashboard(values: ReturnType<typeof parse>['values'], rest: st
   const port = values.port === undefined ? DEFAULT_DASHBOARD_PORT : Number(values.port)
   if (values.port !== undefined && !/^\d+$/.test(values.port)) throw usageError(`--port: expected a port number, got '${values.port}'`)
   const token = values.token ?? (process.env.DRIZZLE_JOBS_TOKEN || undefined)
-  const open = openDatabase(values.db ?? process.env.DRIZZLE_JOBS_DB)
+  const open = await openDatabase(databaseTarget(values.db, process.env))
   let served: ServedDashboard
   try {
-    served = await serveDashboard(open.db, { port, ...(values.host === undefined ? {} : { host: values.host }), ...(token === undefined ? {} : { token }), title: open.file })
+    served = await serveDashboard(open.db, { port, ...(values.host === undefined ? {} : { host: values.host }), ...(token === undefined ? {} : { token }), title: open.label })
   } catch (error) {
-    open.close()
+    await open.close()
     const code = (error as { code?: unknown }).code
     if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
       throw new CliError(EXIT.FAILURE, `cannot listen on ${values.host ?? DEFAULT_DASHBOARD_HOST}:${port} (${code}): pass another --port or --host`, 'failure')
     }
     throw error
   }
-  process.stdout.write(asJson ? `${json({ url: served.url }, 0)}\n` : `drizzle-jobs dashboard of ${printable(open.file)} on ${served.url}\n(stop it with Ctrl-C)\n`)
+  process.stdout.write(asJson ? `${json({ url: served.url }, 0)}\n` : `drizzle-jobs dashboard of ${printable(open.label)} on ${served.url}\n(stop it with Ctrl-C)\n`)
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve)
     process.once('SIGTERM', resolve)
   })
   await served.close()
-  open.close()
+  await open.close()
   return EXIT.OK
 }
 

@@ -1,24 +1,52 @@
 /**
  * Opening the database a command names, with a clear message for each way it
- * can be unusable: no such file, not SQLite, tables not migrated.
+ * can be unusable: a SQLite file that is missing, not SQLite, or not
+ * migrated; a PostgreSQL URL that is not one, a server that refuses the
+ * connection, or a database whose tables are not migrated.
  */
 import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
-import type { Connection as AnyConnection } from '../dialect/index.js'
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import type { Connection } from '../dialect/index.js'
+import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { done } from '../dialect/program.js'
+import { openPgUrl, type OpenedPg } from '../dialect/pg/open.js'
 import { openSqliteFile } from '../dialect/sqlite/open.js'
 import { isJobsError } from '../errors.js'
 import { CliError, EXIT, usageError } from './exit.js'
 
+/** An open database: its Drizzle handle, its connection, what a person calls it, and its close. */
 export interface OpenDatabase {
-  file: string
-  db: SyncDatabase
-  connection: AnyConnection<'sync'>
-  close(): void
+  /** The SQLite file's path, or the PostgreSQL URL without its password. */
+  label: string
+  db: SyncDatabase | PgDatabase
+  connection: Connection
+  close(): Promise<void>
 }
 
-export function openDatabase(file: string | undefined): OpenDatabase {
-  if (file === undefined || file === '') throw usageError('--db FILE is required: the SQLite file your app uses (or set DRIZZLE_JOBS_DB)')
+/** Where the database is: `--db`, else DRIZZLE_JOBS_DB (a SQLite file or a URL), else DATABASE_URL (a PostgreSQL URL). */
+export function databaseTarget(db: string | undefined, env: NodeJS.ProcessEnv): { target: string; from: string } | undefined {
+  if (db !== undefined && db !== '') return { target: db, from: '--db' }
+  if (env.DRIZZLE_JOBS_DB) return { target: env.DRIZZLE_JOBS_DB, from: 'DRIZZLE_JOBS_DB' }
+  if (env.DATABASE_URL) return { target: env.DATABASE_URL, from: 'DATABASE_URL' }
+  return undefined
+}
+
+/** A target that names a URL (`scheme://…`), not a file: only PostgreSQL's are served. */
+const URL_LIKE = /^[a-z][a-z0-9+.-]*:\/\//i
+
+/**
+ * Opens the database `target` names: a PostgreSQL URL (postgres:// or postgresql://) or a SQLite file's path.
+ * DATABASE_URL must be a PostgreSQL URL. Throws a CliError whose exit code says what is wrong.
+ */
+export async function openDatabase(target: { target: string; from: string } | undefined): Promise<OpenDatabase> {
+  if (target === undefined) {
+    throw usageError('--db is required: the SQLite file your app uses, or a postgres:// URL (or set DRIZZLE_JOBS_DB, or DATABASE_URL for PostgreSQL)')
+  }
+  if (URL_LIKE.test(target.target) || target.from === 'DATABASE_URL') return openPostgres(target.target, target.from)
+  return openSqlite(target.target)
+}
+
+function openSqlite(file: string): Promise<OpenDatabase> {
   const path = resolve(file)
   if (!existsSync(path)) throw new CliError(EXIT.DATABASE, `no database file at ${path}: pass the SQLite file your app uses with --db`, 'database')
   if (statSync(path).isDirectory()) throw new CliError(EXIT.DATABASE, `${path} is a directory, not a SQLite database file`, 'database')
@@ -30,7 +58,7 @@ export function openDatabase(file: string | undefined): OpenDatabase {
   }
   try {
     const connection = connectionOf(opened.db)
-    return { file: path, db: opened.db, connection, close: opened.close }
+    return Promise.resolve({ label: path, db: opened.db, connection, close: async () => opened.close() })
   } catch (error) {
     opened.close()
     if (isJobsError(error, 'SCHEMA_MISSING')) throw new CliError(EXIT.DATABASE, `${path}: ${error.message}`, 'database')
@@ -38,4 +66,75 @@ export function openDatabase(file: string | undefined): OpenDatabase {
     if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') throw new CliError(EXIT.DATABASE, `${path} is not a SQLite database (${(error as Error).message})`, 'database')
     throw error
   }
+}
+
+/** How long the first connection may take before the server counts as unreachable. */
+const CONNECT_TIMEOUT_MS = 10_000
+/** Connections a command keeps open at most: the dashboard reads a few things at once, a command one at a time. */
+const POOL_SIZE = 4
+
+/**
+ * Opens a node-postgres pool on `url`, and checks that the server answers and that the tables are migrated
+ * before any command runs, so that each failure has its exit code: BAD_URL, UNREACHABLE, DATABASE.
+ */
+async function openPostgres(url: string, from: string): Promise<OpenDatabase> {
+  const label = shownUrl(url, from)
+  let opened: OpenedPg
+  try {
+    opened = await openPgUrl(url, { max: POOL_SIZE, connectTimeoutMs: CONNECT_TIMEOUT_MS })
+  } catch (error) {
+    const code = (error as { code?: unknown }).code
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') throw new CliError(EXIT.FAILURE, `PostgreSQL needs the pg package: npm install pg (${oneLine(error)})`, 'failure')
+    throw new CliError(EXIT.BAD_URL, `${label} is not a PostgreSQL URL that can be read (${oneLine(error)}): expected postgres://USER:PASSWORD@HOST:PORT/DATABASE`, 'bad_url')
+  }
+  const { db, close } = opened
+  try {
+    await opened.ping()
+  } catch (error) {
+    await close()
+    throw new CliError(EXIT.UNREACHABLE, `cannot connect to ${label}: ${refusal(error)}`, 'unreachable')
+  }
+  const connection = connectionOf(db)
+  try {
+    // The first read checks the schema (every jobs_* table present).
+    await connection.read(() => done(undefined))
+  } catch (error) {
+    await close()
+    if (isJobsError(error, 'SCHEMA_MISSING')) throw new CliError(EXIT.DATABASE, `${label}: ${error.message}`, 'database')
+    throw new CliError(EXIT.UNREACHABLE, `cannot use ${label}: ${refusal(error)}`, 'unreachable')
+  }
+  return { label, db, connection, close }
+}
+
+/**
+ * The URL as it can be shown: without its password. Throws BAD_URL for text that is not a URL, or a URL of
+ * another scheme than postgres:// or postgresql://.
+ */
+function shownUrl(text: string, from: string): string {
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    throw new CliError(EXIT.BAD_URL, `${from}: not a URL that can be read: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE, or a SQLite file's path with --db`, 'bad_url')
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new CliError(EXIT.BAD_URL, `${from}: ${url.protocol}// URLs are not served: expected postgres:// or postgresql://, or a SQLite file's path with --db`, 'bad_url')
+  }
+  if (url.password !== '') url.password = '***'
+  return url.href
+}
+
+/** Why the server refused, in one line, with what to check. */
+function refusal(error: unknown): string {
+  const code = (error as { code?: unknown }).code
+  const message = oneLine(error)
+  if (code === '3D000') return `${message} (create it, or name another database in the URL)`
+  if (code === '28P01' || code === '28000') return `${message} (check the user and password in the URL)`
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'ETIMEDOUT') return `${message} (is the server running, at that host and port?)`
+  return message
+}
+
+function oneLine(error: unknown): string {
+  const text = error instanceof Error ? error.message || String((error as { code?: unknown }).code ?? error.name) : String(error)
+  return text.replace(/\s+/g, ' ').trim()
 }

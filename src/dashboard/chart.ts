@@ -3,9 +3,7 @@
  * 10 minutes, read over the ended-jobs index. Buckets older than a few
  * seconds are kept in memory, so each refresh reads only the newest ones.
  */
-import type { Connection as AnyConnection } from '../dialect/index.js'
-
-type Connection = AnyConnection<'sync'>
+import type { Connection } from '../dialect/index.js'
 import { endedPerBucket } from '../admin/stats.js'
 import { html, type Html } from './html.js'
 
@@ -27,14 +25,14 @@ export class Throughput {
 
   constructor(private readonly connection: Connection) {}
 
-  series(queues: readonly string[], now: number): Series {
+  async series(queues: readonly string[], now: number): Promise<Series> {
     const current = Math.floor(now / BUCKET_MS)
     const first = current - WINDOW_BUCKETS + 1
     const done = new Array<number>(WINDOW_BUCKETS).fill(0)
     const failed = new Array<number>(WINDOW_BUCKETS).fill(0)
     for (const queue of queues) {
-      add(done, this.counts(queue, 'done', first, current, now))
-      add(failed, this.counts(queue, 'failed', first, current, now))
+      add(done, await this.counts(queue, 'done', first, current, now))
+      add(failed, await this.counts(queue, 'failed', first, current, now))
     }
     return { start: first * BUCKET_MS, done, failed }
   }
@@ -45,14 +43,14 @@ export class Throughput {
     for (const key of this.kept.keys()) if (!wanted.has(key)) this.kept.delete(key)
   }
 
-  private counts(queue: string, state: 'done' | 'failed', first: number, current: number, now: number): number[] {
+  private async counts(queue: string, state: 'done' | 'failed', first: number, current: number, now: number): Promise<number[]> {
     const key = `${queue}\u0000${state}`
     let kept = this.kept.get(key)
     if (!kept) this.kept.set(key, (kept = new Map()))
     for (const bucket of kept.keys()) if (bucket < first) kept.delete(bucket)
     let from = first
     while (from <= current && kept.has(from)) from++
-    const fresh = from <= current ? endedPerBucket(this.connection, queue, state, from * BUCKET_MS, now + 1, BUCKET_MS) : []
+    const fresh = from <= current ? await endedPerBucket(this.connection, queue, state, from * BUCKET_MS, now + 1, BUCKET_MS) : []
     const settled = Math.floor((now - SETTLE_MS) / BUCKET_MS)
     fresh.forEach((count, i) => {
       if (from + i < settled) kept.set(from + i, count)

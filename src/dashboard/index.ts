@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { cancel, retryJob } from '../admin/jobs.js'
 import { inspectJob } from '../admin/list.js'
 import { pauseQueue, resumeQueue } from '../admin/queues.js'
-import { connectionOf, type SyncDatabase } from '../dialect/open.js'
+import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
 import { STATES, type JobState } from '../types.js'
@@ -40,7 +40,7 @@ export interface DashboardOptions {
    * (`'jobs.internal:8080'`) matches that port only. Defaults to none.
    */
   allowedHosts?: string[]
-  /** What the header shows. Defaults to the database file's name. */
+  /** What the header shows. Defaults to the database file's name (on PostgreSQL, the database's). */
   title?: string
 }
 
@@ -95,7 +95,7 @@ const SECURITY_HEADERS = {
  * // node:http
  * http.createServer(dashboard(db).node).listen(4580, '127.0.0.1')
  */
-export function dashboard(db: SyncDatabase, options: DashboardOptions = {}): Dashboard {
+export function dashboard(db: SyncDatabase | PgDatabase, options: DashboardOptions = {}): Dashboard {
   if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   checkKnownOptions(options, OPTIONS, 'dashboard')
   const base = (options.basePath ?? '').replace(/\/+$/, '')
@@ -114,7 +114,7 @@ export function dashboard(db: SyncDatabase, options: DashboardOptions = {}): Das
   const hub = new LiveHub(ctx)
   const fetch = async (request: Request): Promise<Response> => {
     try {
-      return route(ctx, hub, { token, allowedHosts }, request)
+      return await route(ctx, hub, { token, allowedHosts }, request)
     } catch (error) {
       if (isJobsError(error, 'NOT_FOUND')) return htmlResponse(flash(error.message, false), 404)
       if (isJobsError(error, 'INVALID_OPTION') || isJobsError(error, 'TOO_LARGE')) return htmlResponse(flash(error.message, false), 400)
@@ -130,7 +130,7 @@ interface Access {
   allowedHosts: readonly AllowedHost[]
 }
 
-function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Request): Response {
+async function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Request): Promise<Response> {
   const { token } = access
   const host = requestHost(request)
   if (token === undefined && !isAllowedHost(host, access.allowedHosts)) return misdirected(host)
@@ -161,8 +161,8 @@ function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Request)
   if (request.method === 'POST') {
     if (!isOwnAction(request)) return htmlResponse(flash('Actions are taken from the dashboard’s own pages (or with the bearer token).', false), 403)
     if (first === 'queues' && queue !== undefined && segments.length === 3 && (third === 'pause' || third === 'resume')) {
-      if (third === 'pause') pauseQueue(ctx.db, queue)
-      else resumeQueue(ctx.db, queue)
+      if (third === 'pause') await pauseQueue(ctx.db, queue)
+      else await resumeQueue(ctx.db, queue)
       return htmlResponse(flash(third === 'pause' ? `Queue ${queue} is paused: workers claim nothing more from it.` : `Queue ${queue} is resumed.`, true))
     }
     if (first === 'queues' && queue !== undefined && third === 'jobs' && id !== undefined && segments.length === 5 && (fifth === 'retry' || fifth === 'cancel')) {
@@ -182,20 +182,20 @@ function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Request)
     return view ? pageResponse(ctx, view, `Queue ${queue}`) : htmlResponse(flash(`Unknown state: expected one of ${STATES.join(', ')}.`, false), 400)
   }
   if (first === 'queues' && queue !== undefined && third === 'jobs' && id !== undefined && segments.length === 4) {
-    if (!inspectJob(ctx.db, queue, id)) return htmlResponse(pageShell(ctx, flash(`Queue ${queue} holds no job with id ${id}: it may have been pruned.`, false)), 404)
+    if (!(await inspectJob(ctx.db, queue, id))) return htmlResponse(pageShell(ctx, flash(`Queue ${queue} holds no job with id ${id}: it may have been pruned.`, false)), 404)
     return pageResponse(ctx, { page: 'job', queue, id }, `Job ${id}`)
   }
   return notFound()
 }
 
-function jobAction(ctx: ViewContext, queue: string, id: string, action: 'retry' | 'cancel'): Response {
+async function jobAction(ctx: ViewContext, queue: string, id: string, action: 'retry' | 'cancel'): Promise<Response> {
   const link = html`<a href="${jobPath(ctx, queue, id)}">${id}</a>`
   if (action === 'retry') {
-    if (retryJob(ctx.db, queue, id)) return htmlResponse(html`<p class="flash" data-flash="ok">Job ${link} is waiting again, with fresh attempts.</p>`)
-    return htmlResponse(html`<p class="flash error" data-flash="error">Job ${link} is ${inspectJob(ctx.db, queue, id)?.state ?? 'gone'}: only failed or canceled jobs can be retried. Nothing changed.</p>`, 409)
+    if (await retryJob(ctx.db, queue, id)) return htmlResponse(html`<p class="flash" data-flash="ok">Job ${link} is waiting again, with fresh attempts.</p>`)
+    return htmlResponse(html`<p class="flash error" data-flash="error">Job ${link} is ${(await inspectJob(ctx.db, queue, id))?.state ?? 'gone'}: only failed or canceled jobs can be retried. Nothing changed.</p>`, 409)
   }
-  if (cancel(ctx.db, queue, id)) return htmlResponse(html`<p class="flash" data-flash="ok">Job ${link} is canceled.</p>`)
-  return htmlResponse(html`<p class="flash error" data-flash="error">Job ${link} has already ended (${inspectJob(ctx.db, queue, id)?.state ?? 'gone'}). Nothing changed.</p>`, 409)
+  if (await cancel(ctx.db, queue, id)) return htmlResponse(html`<p class="flash" data-flash="ok">Job ${link} is canceled.</p>`)
+  return htmlResponse(html`<p class="flash error" data-flash="error">Job ${link} has already ended (${(await inspectJob(ctx.db, queue, id))?.state ?? 'gone'}). Nothing changed.</p>`, 409)
 }
 
 /** The view an events stream follows, from its query: the page's own view. */
@@ -228,8 +228,8 @@ function eventsUrl(ctx: ViewContext, view: View): string {
   return `${ctx.base}/events?${query}`
 }
 
-function pageResponse(ctx: ViewContext, view: View, title: string): Response {
-  return htmlResponse(page(ctx, view, title, eventsUrl(ctx, view)))
+async function pageResponse(ctx: ViewContext, view: View, title: string): Promise<Response> {
+  return htmlResponse(await page(ctx, view, title, eventsUrl(ctx, view)))
 }
 
 function pageShell(ctx: ViewContext, content: Html): Html {

@@ -1,10 +1,10 @@
 /**
  * Live updates over server-sent events. One hub per dashboard notices
- * changes — at once for commits of this process, by one `PRAGMA
- * data_version` check per poll for other processes' — and has each open
- * page render its live regions again, sending only those that changed. A
- * job's page also watches the job, so its progress shows as the worker sets
- * it, from this process or another on the host.
+ * changes — at once for commits of this process; for other processes', by
+ * one `PRAGMA data_version` check per poll on SQLite, by their NOTIFY on
+ * PostgreSQL — and has each open page render its live regions again,
+ * sending only those that changed. A job's page also watches the job, so its
+ * progress shows as the worker sets it, from this process or another.
  */
 import { isJobsError } from '../errors.js'
 import { getJob } from '../queue/read.js'
@@ -33,7 +33,8 @@ export class LiveHub {
   private readonly clients = new Set<LiveClient>()
   private timers: NodeJS.Timeout[] = []
   private unsubscribe: (() => void) | null = null
-  private lastVersion = 0
+  private lastVersion: number | null = null
+  private polling = false
   private refreshTimer: NodeJS.Timeout | null = null
   private lastRefresh = 0
 
@@ -69,10 +70,17 @@ export class LiveHub {
   private add(client: LiveClient): void {
     this.clients.add(client)
     if (this.unsubscribe) return
-    this.lastVersion = this.ctx.connection.executor.dataVersion()
-    this.unsubscribe = onJobsChanged(this.ctx.connection.key, () => this.changed())
+    this.lastVersion = null
+    void this.poll()
+    const local = onJobsChanged(this.ctx.connection.key, () => this.changed())
+    // Other processes' changes as they tell of them (PostgreSQL's NOTIFY); SQLite's are found by the poll.
+    const remote = this.ctx.connection.listen(() => this.changed())
+    this.unsubscribe = () => {
+      local()
+      remote()
+    }
     this.timers = [
-      setInterval(() => this.poll(), POLL_MS),
+      setInterval(() => void this.poll(), POLL_MS),
       setInterval(() => this.changed(), TICK_MS),
       setInterval(() => {
         for (const each of this.clients) each.heartbeat()
@@ -91,17 +99,23 @@ export class LiveHub {
     this.refreshTimer = null
   }
 
-  private poll(): void {
+  private async poll(): Promise<void> {
+    // One look at a time: on PostgreSQL a look is a promise, which may outlast the interval.
+    if (this.polling) return
+    this.polling = true
     let version: number
     try {
-      version = this.ctx.connection.executor.dataVersion()
+      version = await this.ctx.connection.executor.dataVersion()
     } catch (error) {
       if (this.ctx.connection.isBusy(error)) return
       return this.close()
+    } finally {
+      this.polling = false
     }
+    const first = this.lastVersion === null
     if (version === this.lastVersion) return
     this.lastVersion = version
-    this.changed()
+    if (!first) this.changed()
   }
 
   /** Something may have changed: render every page again, soon, and not more often than the gap allows. */
@@ -121,6 +135,9 @@ export class LiveHub {
 class LiveClient {
   private readonly sent = new Map<string, string>()
   private closed = false
+  /** A render under way, and whether another was asked for meanwhile: renders never overlap, and the last one asked for runs. */
+  private rendering = false
+  private again = false
   private watching: AbortController | null = null
   private progress: { value: unknown } | undefined
   private progressTimer: NodeJS.Timeout | null = null
@@ -135,14 +152,30 @@ class LiveClient {
   /** Renders the view's regions and sends those that differ from what the page shows. */
   refresh(): void {
     if (this.closed) return
+    if (this.rendering) {
+      this.again = true
+      return
+    }
+    this.rendering = true
+    void this.render().finally(() => {
+      this.rendering = false
+      if (this.again) {
+        this.again = false
+        this.refresh()
+      }
+    })
+  }
+
+  private async render(): Promise<void> {
     let regions: Record<string, Html>
     try {
-      regions = liveRegions(this.hub.ctx, this.view, this.progress)
+      regions = await liveRegions(this.hub.ctx, this.view, this.progress)
     } catch (error) {
       // A busy database is tried again; anything else ends this stream, and the browser reconnects.
       if (this.hub.ctx.connection.isBusy(error)) return this.hub.changed()
       return this.close()
     }
+    if (this.closed) return
     const changed: Record<string, string> = {}
     for (const [name, markup] of Object.entries(regions)) {
       if (this.sent.get(name) === markup.text) continue
@@ -150,7 +183,7 @@ class LiveClient {
       changed[name] = markup.text
     }
     if (Object.keys(changed).length > 0) this.write(`data: ${JSON.stringify(changed)}\n\n`)
-    if (this.view.page === 'job') this.followJob(this.view)
+    if (this.view.page === 'job') await this.followJob(this.view)
   }
 
   heartbeat(): void {
@@ -180,10 +213,16 @@ class LiveClient {
   }
 
   /** Watches a job that has not ended, for its progress; a job that ended and was retried is watched again. */
-  private followJob(view: Extract<View, { page: 'job' }>): void {
+  private async followJob(view: Extract<View, { page: 'job' }>): Promise<void> {
     if (this.watching || this.closed) return
-    const now = getJob(this.hub.ctx.db, view.queue, view.id)
-    if (!now || ENDED_STATES.includes(now.state as EndedState)) return
+    let now
+    try {
+      now = await getJob(this.hub.ctx.db, view.queue, view.id)
+    } catch {
+      // Looked for again at the next refresh.
+      return
+    }
+    if (this.watching || this.closed || !now || ENDED_STATES.includes(now.state as EndedState)) return
     const watching = (this.watching = new AbortController())
     void (async () => {
       try {

@@ -8,10 +8,9 @@ import { inspectJob, listJobs } from '../admin/list.js'
 import type { QueueCounts } from '../admin/queues.js'
 import { queueCounts } from '../admin/queues.js'
 import { oldestDueMs } from '../admin/stats.js'
-import type { Connection as AnyConnection } from '../dialect/index.js'
-import type { SyncDatabase } from '../dialect/open.js'
-
-type Connection = AnyConnection<'sync'>
+import { listSchedules } from '../admin/schedules.js'
+import type { Connection } from '../dialect/index.js'
+import type { PgDatabase, SyncDatabase } from '../dialect/open.js'
 import { humanSpan } from '../duration.js'
 import { getJob } from '../queue/read.js'
 import { oneLine } from '../text.js'
@@ -21,7 +20,7 @@ import { html, raw, type Html } from './html.js'
 import { jobPath, queuePath } from './paths.js'
 
 export interface ViewContext {
-  db: SyncDatabase
+  db: SyncDatabase | PgDatabase
   connection: Connection
   throughput: Throughput
   /** The path the dashboard is mounted at, '' at the root. */
@@ -49,27 +48,32 @@ function listPath(ctx: ViewContext, view: Extract<View, { page: 'queue' }>, chan
   return `${queuePath(ctx, next.queue)}${text ? `?${text}` : ''}`
 }
 
-/** The live regions of a view, by name, as markup: what the page holds and what each update replaces. */
-export function liveRegions(ctx: ViewContext, view: View, progress?: { value: unknown }): Record<string, Html> {
+/**
+ * The live regions of a view, by name, as markup: what the page holds and what each update replaces. Each
+ * read answers at once on SQLite and is awaited on PostgreSQL.
+ */
+export async function liveRegions(ctx: ViewContext, view: View, progress?: { value: unknown }): Promise<Record<string, Html>> {
   const now = Date.now()
   switch (view.page) {
     case 'overview': {
-      const all = queueCounts(ctx.db)
+      const all = await queueCounts(ctx.db)
       const names = all.map((counts) => counts.queue)
       ctx.throughput.keepOnly(names)
-      const perQueue = new Map(names.map((name) => [name, ctx.throughput.series([name], now)]))
-      return { chart: renderChart(sumSeries([...perQueue.values()], now)), queues: queuesTable(ctx, all, perQueue, now) }
+      const perQueue = new Map<string, Series>()
+      for (const name of names) perQueue.set(name, await ctx.throughput.series([name], now))
+      return { chart: renderChart(sumSeries([...perQueue.values()], now)), queues: await queuesTable(ctx, all, perQueue, now) }
     }
     case 'queue': {
       ctx.throughput.keepOnly([view.queue])
       return {
-        summary: queueSummary(ctx, view, queueCounts(ctx.db, view.queue)),
-        chart: renderChart(ctx.throughput.series([view.queue], now)),
-        jobs: jobsList(ctx, view, now),
+        summary: queueSummary(ctx, view, await queueCounts(ctx.db, view.queue)),
+        chart: renderChart(await ctx.throughput.series([view.queue], now)),
+        jobs: await jobsList(ctx, view, now),
+        schedules: await schedulesPanel(ctx, view.queue, now),
       }
     }
     case 'job':
-      return { job: jobBody(ctx, view, now, progress) }
+      return { job: await jobBody(ctx, view, now, progress) }
   }
 }
 
@@ -89,11 +93,12 @@ function lastMinute(series: Series | undefined, state: 'done' | 'failed'): numbe
   return series ? series[state].slice(-6).reduce((sum, count) => sum + count, 0) : 0
 }
 
-function queuesTable(ctx: ViewContext, all: QueueCounts[], series: Map<string, Series>, now: number): Html {
+async function queuesTable(ctx: ViewContext, all: QueueCounts[], series: Map<string, Series>, now: number): Promise<Html> {
   if (all.length === 0) return html`<p class="empty">No queue yet: no job has been added to this database.</p>`
-  const rows = all.map((counts) => {
-    const due = oldestDueMs(ctx.connection, counts.queue, now)
-    return html`<tr data-queue="${counts.queue}">
+  const rows: Html[] = []
+  for (const counts of all) {
+    const due = await oldestDueMs(ctx.connection, counts.queue, now)
+    rows.push(html`<tr data-queue="${counts.queue}">
 <td><a href="${queuePath(ctx, counts.queue)}">${counts.queue}</a></td>
 <td>${statusBadge(counts.paused)}</td>
 ${STATES.map((state) => html`<td class="num" data-count="${state}"><a href="${`${queuePath(ctx, counts.queue)}?state=${state}`}" class="${state === 'failed' && counts.failed > 0 ? 'count-failed' : ''}">${counts[state]}</a></td>`)}
@@ -101,8 +106,8 @@ ${STATES.map((state) => html`<td class="num" data-count="${state}"><a href="${`$
 <td class="num">${lastMinute(series.get(counts.queue), 'failed')}</td>
 <td class="num">${due === null ? '–' : humanSpan(due)}</td>
 <td>${pauseButton(ctx, counts.queue, counts.paused)}</td>
-</tr>`
-  })
+</tr>`)
+  }
   return html`<table><thead><tr><th>queue</th><th>status</th>${STATES.map((state) => html`<th class="num">${state}</th>`)}<th class="num">done/min</th><th class="num">failed/min</th><th class="num">oldest due</th><th></th></tr></thead>
 <tbody>${rows}</tbody></table>`
 }
@@ -124,10 +129,33 @@ function queueSummary(ctx: ViewContext, view: Extract<View, { page: 'queue' }>, 
 <p>${statusBadge(counts.paused)} ${pauseButton(ctx, view.queue, counts.paused)}</p>`
 }
 
-function jobsList(ctx: ViewContext, view: Extract<View, { page: 'queue' }>, now: number): Html {
+/** The queue's recurring schedules (JOB-21): cron and zone, next and last slots, and the last slot's job. */
+async function schedulesPanel(ctx: ViewContext, queue: string, now: number): Promise<Html> {
+  let schedules
+  try {
+    schedules = await listSchedules(ctx.db, queue)
+  } catch (error) {
+    return html`<p class="flash error">${(error as Error).message}</p>`
+  }
+  if (schedules.length === 0) return html`<p class="empty">No schedule adds jobs to this queue.</p>`
+  const rows = schedules.map(
+    (s) => html`<tr data-schedule="${s.name}">
+<td>${s.name}</td>
+<td><code>${s.cron}</code></td>
+<td>${s.tz}</td>
+<td>${time(s.nextAt, now)}</td>
+<td>${s.lastSlot === null ? '–' : time(s.lastSlot, now)}</td>
+<td>${s.lastJob === null ? '–' : s.lastJob.state === null ? html`<span class="muted" title="${s.lastJob.id}">pruned</span>` : html`<a href="${jobPath(ctx, queue, s.lastJob.id)}">${stateBadge(s.lastJob.state)}</a>`}</td>
+</tr>`,
+  )
+  return html`<table><thead><tr><th>schedule</th><th>cron</th><th>zone</th><th>next slot</th><th>last slot</th><th>last job</th></tr></thead>
+<tbody>${rows}</tbody></table>`
+}
+
+async function jobsList(ctx: ViewContext, view: Extract<View, { page: 'queue' }>, now: number): Promise<Html> {
   let page
   try {
-    page = listJobs(ctx.db, {
+    page = await listJobs(ctx.db, {
       queue: view.queue,
       ...(view.state ? { state: view.state } : {}),
       ...(view.group ? { group: view.group } : {}),
@@ -162,10 +190,10 @@ function when(job: JobRecord, now: number): Html {
   return html`${job.runAt && job.runAt.getTime() > now ? 'runs' : 'due'} ${time(job.runAt, now, job.malformed?.run_at)}`
 }
 
-function jobBody(ctx: ViewContext, view: Extract<View, { page: 'job' }>, now: number, progress?: { value: unknown }): Html {
-  const job = inspectJob(ctx.db, view.queue, view.id)
+async function jobBody(ctx: ViewContext, view: Extract<View, { page: 'job' }>, now: number, progress?: { value: unknown }): Promise<Html> {
+  const job = await inspectJob(ctx.db, view.queue, view.id)
   if (!job) return html`<p class="flash error">Queue ${view.queue} holds no job with id ${view.id}: it may have been pruned.</p>`
-  const snapshot = getJob(ctx.db, view.queue, view.id)
+  const snapshot = await getJob(ctx.db, view.queue, view.id)
   const shownProgress = job.state === 'running' ? (progress ? progress.value : (snapshot?.progress ?? null)) : null
   return html`<h1>Job ${job.id} <span class="badge ${job.state}" data-state="${job.state}">${job.state}</span></h1>
 <div class="grid">
@@ -225,8 +253,8 @@ function stored(value: number, literal?: string): string {
 }
 
 /** A whole page: the layout around a view's regions, each in its `data-live` element. */
-export function page(ctx: ViewContext, view: View, title: string, eventsUrl: string): Html {
-  const regions = liveRegions(ctx, view)
+export async function page(ctx: ViewContext, view: View, title: string, eventsUrl: string): Promise<Html> {
+  const regions = await liveRegions(ctx, view)
   const region = (name: string, tag = 'div', cls = '') => html`<${raw(tag)} data-live="${name}"${cls ? html` class="${cls}"` : ''}>${regions[name] ?? ''}</${raw(tag)}>`
   let body: Html
   switch (view.page) {
@@ -240,6 +268,7 @@ export function page(ctx: ViewContext, view: View, title: string, eventsUrl: str
 <h1>Queue ${view.queue}</h1>
 ${region('summary')}
 <div class="card"><h2>Throughput</h2>${region('chart', 'div', 'chart')}</div>
+<div class="card"><h2>Schedules</h2>${region('schedules')}</div>
 <div class="card"><form class="search" method="get" action="${queuePath(ctx, view.queue)}">
 ${view.state ? html`<input type="hidden" name="state" value="${view.state}">` : ''}
 <input type="search" name="id" placeholder="job id" value="${view.id ?? ''}" aria-label="job id">

@@ -49,4 +49,29 @@ export interface Connection<K extends Kind = Kind> {
   listen(onChange: (queue: string, kind: ChangeKind) => void): () => void
   /** Makes the database ready for writes now, as the first write would: a writer that starts (a worker) calls it at once. */
   prepareWrites(): Result<K, void>
+  /**
+   * Progress carried between processes by the database itself (PostgreSQL's NOTIFY), on every host; absent
+   * where processes pass it through a local channel instead (SQLite).
+   */
+  readonly progressNotices?: ProgressNotices
+}
+
+/**
+ * Notices that carry runs' progress between processes (src/progress/notices.ts says what they hold). A value
+ * goes to the processes that listen for values; an ask goes to the processes that listen to others
+ * (`Connection.listen`), among them the workers, so that the owner of a run answers it.
+ */
+export interface ProgressNotices {
+  /** The longest payload one notice may carry, in bytes of UTF-8. */
+  readonly maxPayloadBytes: number
+  /** Sends values and asks, in one transaction of their own. */
+  send(values: readonly string[], asks: readonly string[]): Promise<void>
+  /**
+   * Calls `onValue` with each value's payload, `onListening` each time the listening is in place (at first,
+   * and again after a lost connection was made anew: values may have been missed meanwhile), `onLost` when it
+   * is lost. Answers the stop.
+   */
+  listen(onValue: (payload: string) => void, onListening: () => void, onLost: () => void): () => void
+  /** Calls `onAsk` with each ask's payload, while this connection listens to others (`Connection.listen`). Answers the stop. */
+  onAsk(onAsk: (payload: string) => void): () => void
 }

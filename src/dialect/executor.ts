@@ -30,6 +30,7 @@ import type {
   ListingOrder,
   ListParams,
   NewJob,
+  NewJobs,
   NewLease,
   RunEndOf,
   RunEndParams,
@@ -37,8 +38,10 @@ import type {
   StateCounts,
   StepRow,
   StoredLimits,
+  StoreLimitsParams,
   UnleasedRun,
 } from './rows.js'
+import type { ScheduleRequests } from './schedules.js'
 
 /** Whether a dialect's driver answers at once (`sync`) or with promises (`async`). */
 export type Kind = 'sync' | 'async'
@@ -51,7 +54,7 @@ export type Result<K extends Kind, T> = K extends 'sync' ? T : Promise<T>
  * (Connection.immediate); those that end a run or keep a step carry the lease fence (owner, attempt)
  * in the same statement, so a run that lost its lease changes nothing.
  */
-export interface Executor<K extends Kind = Kind> {
+export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** A number that moves when another connection commits: the poll that finds other processes' writes. */
   dataVersion(): Result<K, number>
   /**
@@ -62,11 +65,20 @@ export interface Executor<K extends Kind = Kind> {
   queueNotify(queue: string, kind: ChangeKind): Result<K, void>
   /** Adds the engine's own moves of one transaction to a queue's counters, creating its row on its first job. */
   queueShiftCounts(counts: { queue: string } & StateCounts): Result<K, void>
+  /** Whether some of a queue's counts are kept apart, not yet folded into its row (PostgreSQL's jobs_count; never on SQLite). */
+  queueHasUnfolded(queue: string): Result<K, boolean>
+  /** Folds a queue's counts kept apart into its row, unless another transaction is folding them; answers how many changes it folded. */
+  queueFoldCounts(queue: string): Result<K, number>
 
   /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled; answers whether it did. */
   jobInsertIfRoom(job: NewJob): Result<K, boolean>
   /** Adds one job unless its id is taken; answers whether it did. */
   jobInsert(job: NewJob): Result<K, boolean>
+  /**
+   * Adds jobs of one queue in order (SQLite: one statement per 100 jobs; PostgreSQL: one in all), but for
+   * those whose ids are taken (or repeat an id earlier in the batch); answers the ids it added.
+   */
+  jobInsertMany(batch: NewJobs): Result<K, string[]>
   jobExists(queue: string, id: string): Result<K, boolean>
   /** The jobs a queue holds waiting or scheduled, by its counters. */
   queueWaitingCount(queue: string): Result<K, number | undefined>
@@ -75,8 +87,12 @@ export interface Executor<K extends Kind = Kind> {
   queueClaimable(queue: string): Result<K, Claimable | undefined>
   queueClaimLimits(queue: string): Result<K, ClaimLimits | undefined>
   queueLimitsGet(queue: string): Result<K, StoredLimits | undefined>
-  /** Stores a queue's limits, replacing any others: the worker started last wins. */
-  queueLimitsSet(limits: { queue: string; total: number | null; perGroup: number | null; now: number }): Result<K, void>
+  /** Stores a queue's limits (its rate among them), replacing any others: the worker started last wins. */
+  queueLimitsSet(limits: StoreLimitsParams): Result<K, void>
+
+  // Rates (JOB-22): a claim reads the log with queueClaimLimits, under the queue's write lock, and writes it back here.
+  /** Writes back a rated queue's log of recent starts (JSON text, engine/rate.ts) in the claim's transaction. */
+  queueRateStartsSet(queue: string, starts: string): Result<K, void>
 
   /** Runnable jobs in claim order (priority, run_at, seq), leaving out those that must run alone when `skipAbandoned`. */
   jobGetAvailable(window: ClaimWindow & { limit: number }, skipAbandoned: boolean): Result<K, ClaimedJob[]>

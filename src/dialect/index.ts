@@ -6,7 +6,8 @@
  * statements and type conversions.
  */
 export type { Executor, Kind, Result } from './executor.js'
-export type { Connection, Timed, Work } from './connection.js'
+export type { Connection, ProgressNotices, Timed, Work } from './connection.js'
 export type * from './rows.js'
+export type * from './schedules.js'
 export type { Program } from './program.js'
 export { andThen, ask, done, runAsync, runSync } from './program.js'

@@ -29,10 +29,35 @@ export type UnleasedRun = Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
 export type Claimable = Pick<QueueRow, 'paused' | 'running' | 'waiting' | 'scheduled' | 'concurrency'> & { nextScheduled: number | null }
 
 /** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force. */
-export type ClaimLimits = Pick<QueueRow, 'paused' | 'running' | 'concurrency'> & { perGroup: QueueRow['concurrencyPerGroup'] }
+export type ClaimLimits = Pick<QueueRow, 'paused' | 'running' | 'concurrency'> & { perGroup: QueueRow['concurrencyPerGroup'] } & Partial<ClaimRate>
+
+/**
+ * The queue's rate in force and its log of recent starts (engine/rate.ts), as a claim reads them under the queue's
+ * write lock; `rateNow` is the time the rate's window ends at, on the clock the log is kept with: the server's on
+ * PostgreSQL, read once the lock is held; null on SQLite, whose claims stamp starts with the worker's clock.
+ */
+export interface ClaimRate extends StoredRate {
+  rateStarts: unknown
+  rateNow: number | null
+}
+
+/** A queue's stored rate (JOB-22): null columns for no rate. */
+export interface StoredRate {
+  rateLimit: QueueRow['rateLimit']
+  ratePer: QueueRow['ratePer']
+  ratePerGroup: QueueRow['ratePerGroup']
+}
+
+/** A queue's limits as a worker stores them (null: no limit), and when. */
+export interface StoreLimitsParams extends StoredRate {
+  queue: string
+  total: number | null
+  perGroup: number | null
+  now: number
+}
 
 /** The limits a queue holds, and when a worker stored them (null: never). */
-export interface StoredLimits {
+export interface StoredLimits extends StoredRate {
   concurrency: QueueRow['concurrency']
   perGroup: QueueRow['concurrencyPerGroup']
   setAt: QueueRow['limitsSetAt']
@@ -44,6 +69,20 @@ export type NewJob = Pick<JobRow, 'queue' | 'id' | 'grp' | 'value' | 'priority' 
   now: number
   maxWaiting: number
 }
+
+/**
+ * Jobs of one queue added together, all at `now` with the queue's attempts: each job its
+ * `[id, grp, value, state, priority, runAt]`, in the order they are added.
+ */
+export interface NewJobs {
+  queue: string
+  maxAttempts: number
+  now: number
+  jobs: readonly NewJobTuple[]
+}
+
+/** One job of NewJobs: `[id, grp, value, state, priority, runAt]`. */
+export type NewJobTuple = readonly [id: string, grp: string | null, value: string, state: 'waiting' | 'scheduled', priority: number, runAt: number]
 
 /** The jobs a claim may take: runnable jobs of `queue` due by `now`. */
 export interface ClaimWindow {
@@ -100,7 +139,13 @@ export type SnapshotRow = Pick<
   owner: LeaseRow['owner'] | null
   leaseAttempt: LeaseRow['attempt'] | null
   channel: LeaseRow['channel']
-}
+} & SnapshotRate
+
+/**
+ * A waiting job's queue rate, for the snapshot's `rateLimitedUntil`: null columns for a job that is not waiting or a
+ * queue with no rate. `rateNow`, on PostgreSQL, is the server's clock, which the log is kept with; null on SQLite.
+ */
+export type SnapshotRate = { [K in keyof ClaimRate]: ClaimRate[K] | null }
 
 /** Where a job stands in claim order, for counting the jobs ahead of it, up to `limit`. */
 export interface AheadParams {

@@ -6,6 +6,13 @@
  * last started worker's, JOB-19, not the claiming process's definition) and
  * the runs under way, so it holds across processes (JOB-07).
  *
+ * A queue's rate (JOB-22) is decided here too, in the same transaction, from
+ * its log of recent starts (rate.ts): the claim takes no more than the
+ * window has room for, passes over groups at their own rate cap, appends its
+ * starts to the log and writes it back. When the rate held jobs back, the
+ * claim says in `hold` how long until the window opens, so that an idle
+ * worker wakes then rather than on its next poll.
+ *
  * A due job whose last run was abandoned runs alone: alone.ts holds that
  * rule, and the claim asks it what to take.
  *
@@ -19,9 +26,15 @@ import type { QueueDefinition } from './definition.js'
 import type { QueueLimits } from './queue-limits.js'
 import type { ClaimedJob } from '../dialect/index.js'
 import { aloneClaim } from './alone.js'
+import { RateLog, rateOf, rateSlackMs } from './rate.js'
 
 export interface ClaimRequest {
   limit: number
+  /**
+   * Of `limit`, how many would wait in the worker for a slot (claimed ahead). A queue with a `concurrency`, a cap
+   * per group or a `rate` takes none of them: there every claimed job counts against the limit as it waits.
+   */
+  ahead?: number
   /** Whether the claiming worker runs nothing now: only then may it take an abandoned job. */
   idle: boolean
   owner: string
@@ -30,26 +43,65 @@ export interface ClaimRequest {
   channel: string | null
   /** Jobs whose runs this transaction ended: a later transaction claims them. */
   passOver?: ReadonlySet<number>
+  /**
+   * The claiming worker's clock, asked inside the transaction (once the write lock is held) for the time a rate's
+   * starts are stamped with, on SQLite; PostgreSQL stamps them with the server's clock. Defaults to `now`.
+   */
+  clock?: () => number
+}
+
+/** What a claim tells its worker of a rate that held jobs back (JOB-22). */
+export interface RateHold {
+  /** How long until the rate lets the next job start, in ms; null when it held nothing back. */
+  waitMs: number | null
+  /**
+   * When the claim stamped its starts, plus the rate's slack, on `performance.now()`'s clock: a run whose handler
+   * cannot be called by then is handed back unstarted (rate.ts). Null when the claim made no start under a rate.
+   */
+  startBy?: number | null
 }
 
 const NONE: ReadonlySet<number> = new Set()
 
-export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimRequest, moved: CountShift): Program<ClaimedJob[]> {
+/** A cap per group that never binds: the candidates' statement takes one, and a rate's cap per group may come alone. */
+const NO_GROUP_CAP = 2 ** 31 - 1
+
+export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimRequest, moved: CountShift, hold?: RateHold): Program<ClaimedJob[]> {
   const counts = yield* ask(db.queueClaimLimits(queue.name))
   if (counts?.paused) return []
   const limits: QueueLimits = { total: counts?.concurrency ?? null, perGroup: counts?.perGroup ?? null }
+  const rate = counts === undefined ? null : rateOf({ rateLimit: counts.rateLimit ?? null, ratePer: counts.ratePer ?? null, ratePerGroup: counts.ratePerGroup ?? null })
   let limit = request.limit
+  // A claimed job counts as running against a limit: under one, a worker claims only what it starts now.
+  if (limits.total !== null || limits.perGroup !== null || rate !== null) limit -= request.ahead ?? 0
   if (limits.total !== null) limit = Math.min(limit, limits.total - (counts?.running ?? 0))
   if (limit <= 0) return []
+  const clock = request.clock ?? (() => request.now)
+  const readAt = clock()
+  const log = rate === null ? null : new RateLog(rate, counts?.rateStarts, counts?.rateNow ?? readAt)
+  if (log !== null) {
+    limit = Math.min(limit, log.room())
+    if (limit <= 0) {
+      if (hold) hold.waitMs = log.opensAt() - log.now
+      return []
+    }
+  }
   const passOver = request.passOver ?? NONE
   const alone = aloneClaim(yield* ask(db.jobGetFirstAbandoned({ queue: queue.name, now: request.now })), request.idle, passOver, request.now)
+  const gate: GroupGate = { perGroup: limits.perGroup, log, heldBack: null }
   let claimed: ClaimedJob[] = []
-  if (alone.take) claimed = yield* claimAlone(db, queue, limits.perGroup, alone.take)
+  if (alone.take) claimed = yield* claimAlone(db, queue, gate, alone.take)
   if (claimed.length === 0 && !alone.holdBack) {
-    claimed =
-      limits.perGroup === null
-        ? yield* claimInOrder(db, queue, limit, request.now, alone.passOver, passOver)
-        : yield* claimUnderGroupCap(db, queue, limits.perGroup, limit, request.now, alone.passOver, passOver)
+    if (limits.perGroup === null && (rate === null || rate.perGroup === null)) {
+      claimed = yield* claimInOrder(db, queue, limit, request.now, alone.passOver, passOver)
+      if (log !== null) for (const job of claimed) log.add(job.grp)
+    } else {
+      claimed = yield* claimUnderGroupCap(db, queue, gate, limit, request.now, alone.passOver, passOver)
+    }
+  }
+  if (log !== null && hold) {
+    const opensAt = log.room() === 0 ? log.opensAt() : gate.heldBack
+    hold.waitMs = opensAt === null ? null : Math.max(0, opensAt - log.now)
   }
   if (claimed.length === 0) return claimed
   const seqs = claimed.map((job) => job.seq)
@@ -58,7 +110,32 @@ export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimR
   if (marked !== claimed.length) throw new Error(`drizzle-jobs: only ${marked} of ${claimed.length} jobs read for a claim were runnable within the same transaction`)
   yield* ask(db.leaseInsertMany(seqs, { owner: request.owner, expiresAt: request.now + request.leaseMs, channel: request.channel }))
   for (const job of claimed) shift(moved, job.claimedFrom, 'running')
+  if (log !== null) {
+    // Stamped now, on the log's clock: the server's as read under the lock, moved on by the time this process saw pass.
+    log.stamp(log.now + (clock() - readAt))
+    if (hold) hold.startBy = performance.now() + rateSlackMs(log.rate)
+    yield* ask(db.queueRateStartsSet(queue.name, JSON.stringify(log)))
+  }
   return claimed
+}
+
+/**
+ * What lets a job of a group start: the runs under way of its group below the concurrency's cap per group, and
+ * its group's starts in the rate's window below the rate's. `heldBack` is the earliest time a group passed over
+ * for its rate may start, if one was.
+ */
+interface GroupGate {
+  perGroup: number | null
+  log: RateLog | null
+  heldBack: number | null
+}
+
+/** Whether the rate lets a job of `grp` start; notes when it will if not. */
+function rateLets(gate: GroupGate, grp: string | null): boolean {
+  if (gate.log === null || gate.log.groupHasRoom(grp)) return true
+  const opensAt = gate.log.groupOpensAt(grp)
+  gate.heldBack = gate.heldBack === null ? opensAt : Math.min(gate.heldBack, opensAt)
+  return false
 }
 
 /** The runnable jobs to claim, in claim order, but for those passed over: it reads as many more as it may pass over. */
@@ -67,16 +144,22 @@ function* claimInOrder(db: Executor, queue: QueueDefinition, limit: number, now:
   return passOver.size === 0 ? jobs : jobs.filter((job) => !passOver.has(job.seq)).slice(0, limit)
 }
 
-/** The abandoned job, unless its group is at its cap. */
-function* claimAlone(db: Executor, queue: QueueDefinition, perGroup: number | null, job: ClaimedJob): Program<ClaimedJob[]> {
-  if (perGroup !== null && job.grp !== null && ((yield* groupsRunning(db, queue)).get(job.grp) ?? 0) >= perGroup) return []
+/** The abandoned job, unless its group is at its cap, or at its rate's. */
+function* claimAlone(db: Executor, queue: QueueDefinition, gate: GroupGate, job: ClaimedJob): Program<ClaimedJob[]> {
+  if (gate.perGroup !== null && job.grp !== null && ((yield* groupsRunning(db, queue)).get(job.grp) ?? 0) >= gate.perGroup) return []
+  if (!rateLets(gate, job.grp)) return []
+  if (gate.log !== null) gate.log.add(job.grp)
   return [job]
 }
 
-/** Walks candidates in claim order, skipping jobs whose group is at its cap, counting the ones taken here too. */
-function* claimUnderGroupCap(db: Executor, queue: QueueDefinition, perGroup: number, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): Program<ClaimedJob[]> {
+/**
+ * Walks candidates in claim order, skipping jobs whose group is at its cap (runs under way, or starts in the rate's
+ * window), counting the ones taken here too.
+ */
+function* claimUnderGroupCap(db: Executor, queue: QueueDefinition, gate: GroupGate, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): Program<ClaimedJob[]> {
+  const perGroup = gate.perGroup ?? NO_GROUP_CAP
   const candidates = yield* ask(db.jobGetAvailableByGroup({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 + passOver.size, skipAbandoned: skipAbandoned ? 1 : 0 }))
-  const running = yield* groupsRunning(db, queue)
+  const running = gate.perGroup === null ? new Map<string, number>() : yield* groupsRunning(db, queue)
   const claimed: ClaimedJob[] = []
   for (const candidate of candidates) {
     if (claimed.length === limit) break
@@ -84,10 +167,14 @@ function* claimUnderGroupCap(db: Executor, queue: QueueDefinition, perGroup: num
     if (candidate.grp !== null) {
       const inGroup = running.get(candidate.grp) ?? 0
       if (inGroup >= perGroup) continue
+      if (!rateLets(gate, candidate.grp)) continue
       running.set(candidate.grp, inGroup + 1)
     }
     const job = yield* ask(db.jobGetAvailableOne(candidate.seq))
-    if (job) claimed.push(job)
+    if (!job) continue
+    claimed.push(job)
+    // Counted at once, so that the next candidate of its group meets the cap.
+    if (gate.log !== null) gate.log.add(job.grp)
   }
   return claimed
 }

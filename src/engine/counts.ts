@@ -1,18 +1,27 @@
 /**
- * How `jobs_queue`'s counters stay right: the whole rule, in one place.
+ * How a queue's counts by state stay right: the whole rule, in one place.
  *
+ * On SQLite, the counters live in `jobs_queue`'s row:
  * - The engine's own adds, claims and ends (enqueue, a worker's or drain's
  *   flush, a rescue) bump the row's `engine_writes` in the statement that
  *   writes it, and count what they moved here (`shift`), written once per
  *   transaction by `counting` or `writeShift`, in that transaction.
  * - Every other write to `jobs_job` (the admin API's cancel, retry and
  *   prune, another program's plain SQL) leaves `engine_writes` as it was,
- *   and the triggers (SQLite's: COUNTER_TRIGGERS in dialect/sqlite/statements.ts) count it. A
+ *   and the triggers (COUNTER_TRIGGERS in dialect/sqlite/statements.ts) count it. A
  *   delete is always counted by its trigger.
- * - Writers install the triggers before they write (connection.ts's
- *   installCounters); a read-only connection installs nothing.
+ *
+ * On PostgreSQL, one row that every claim, end and add updated would make
+ * them wait on one another, so statement-level triggers count every write
+ * alike, the engine's too (dialect/pg/counts.ts): each statement appends
+ * its changes to `jobs_count`; `writeShift` only makes sure the queue has its
+ * row. The workers' maintenance folds those changes into the row
+ * (`foldCounts`), and counts are read as the row plus what is not folded.
+ *
+ * On both, writers install the triggers before they write (each dialect's
+ * connection.ts); a read-only connection installs nothing.
  */
-import { ask, type Executor, type Program } from '../dialect/index.js'
+import { ask, type Connection, type Executor, type Program } from '../dialect/index.js'
 import type { JobState } from '../types.js'
 
 /** How many jobs of one queue entered (positive) or left (negative) each state. */
@@ -44,4 +53,14 @@ export function* writeShift(db: Executor, queue: string, counts: CountShift): Pr
       return
     }
   }
+}
+
+/**
+ * Folds the queue's counts kept apart (PostgreSQL's jobs_count) into its row, in a transaction of its own,
+ * when there are some: a read first, so that a queue with nothing to fold, and SQLite, write nothing.
+ * Answers how many changes were folded.
+ */
+export async function foldCounts(connection: Connection, queue: string): Promise<number> {
+  if (!(await connection.executor.queueHasUnfolded(queue))) return 0
+  return connection.write((db) => ask(db.queueFoldCounts(queue)))
 }

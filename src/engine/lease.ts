@@ -6,6 +6,7 @@
  * is aborted with LEASE_LOST, and nothing it writes lands (JOB-16).
  */
 import { ask, type Connection, type Executor, type Kind, type Program, type Result } from '../dialect/index.js'
+import type { ClaimedJob } from '../dialect/index.js'
 import type { RunContext } from './run.js'
 
 /** Marks `run` as having lost its lease, saying so as a cancel when its job was canceled. */
@@ -15,14 +16,24 @@ function* leaseLost(db: Executor, run: RunContext): Program<void> {
 }
 
 /**
- * Checks `runs` of `owner` against the lease rows: a run whose row is gone lost its lease. On a synchronous
+ * Checks `runs` of `owner` against the lease rows: a run whose row is gone lost its lease. `ahead`, if given, are
+ * the jobs claimed ahead: the ones whose row is gone are handed to its `lost` (not started, so nothing to abort). On a synchronous
  * connection the runs are aborted before it returns, so a cancel in this process aborts its run at once.
  * @internal
  */
-export function checkLeases<K extends Kind>(connection: Connection<K>, owner: string, runs: Iterable<RunContext>): Result<K, void> {
+export function checkLeases<K extends Kind>(
+  connection: Connection<K>,
+  owner: string,
+  runs: Iterable<RunContext>,
+  ahead?: { jobs: readonly ClaimedJob[]; lost: (jobs: ClaimedJob[]) => void },
+): Result<K, void> {
+  // Only what was there before the read is checked: a claim that commits meanwhile adds leases the read may miss.
   const checked = [...runs]
+  const waiting = ahead ? [...ahead.jobs] : []
   return connection.read(function* (db) {
     const held = leaseKeys(yield* ask(db.leaseListByOwner(owner)))
+    const lost = waiting.filter((job) => !held.has(leaseKey(job.seq, job.attempts)))
+    if (lost.length > 0) ahead!.lost(lost)
     for (const run of checked) if (!held.has(leaseKey(run.seq, run.attempt))) yield* leaseLost(db, run)
   })
 }
@@ -33,9 +44,11 @@ export function checkLeases<K extends Kind>(connection: Connection<K>, owner: st
  * @internal
  */
 export async function renewLeases(connection: Connection, owner: string, runs: Iterable<RunContext>, expiresAt: number): Promise<void> {
+  // The runs under way before the renewal: one a claim started meanwhile holds a lease the renewal may not have seen.
+  const checked = [...runs]
   const held = await connection.write((db) => ask(db.leaseRenewByOwner({ owner, expiresAt })))
   const renewed = leaseKeys(held)
-  for (const run of runs) if (!renewed.has(leaseKey(run.seq, run.attempt))) run.loseLease()
+  for (const run of checked) if (!renewed.has(leaseKey(run.seq, run.attempt))) run.loseLease()
 }
 
 /** Checks in the database that `run` still holds its lease, marking it lost when it does not; answers whether it does. @internal */

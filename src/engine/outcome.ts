@@ -69,6 +69,14 @@ export function transitionFor(queue: QueueDefinition, run: RunFacts, end: RunEnd
   return scheduled(now + (value.delayMs ?? 0), null, null, 0)
 }
 
+/**
+ * A claimed job handed back before its handler was called (a rate's start that came too late, rate.ts): back to
+ * the state it was claimed from, in its place in claim order (its run_at kept), its attempt refunded.
+ */
+export function handedBack(job: { claimedFrom: 'waiting' | 'scheduled'; abandoned: number | boolean }): Transition {
+  return { state: job.claimedFrom, runAt: null, finishedAt: null, result: null, error: null, errorStack: null, refund: 1, abandoned: job.abandoned ? 1 : 0 }
+}
+
 function failedRun(queue: QueueDefinition, run: RunFacts, message: string, stack: string | null, now: number): Transition {
   // Kept errors and stacks are cut to their limits here, where every failed run passes.
   const error = cutToBytes(message, MAX_ERROR_BYTES)

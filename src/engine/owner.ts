@@ -20,6 +20,11 @@ export function newOwner(): string {
   return `${HOST}/${process.pid}/${START_TIME}/${PROCESS_TOKEN}/${++workersStarted}`
 }
 
+/** Whether `owner` is a worker of this process. */
+export function isOwnOwner(owner: string): boolean {
+  return owner.startsWith(`${HOST}/${process.pid}/${START_TIME}/${PROCESS_TOKEN}/`)
+}
+
 /** True only when `owner` is a process of this host that is certainly gone. */
 export function isOwnerGone(owner: string): boolean {
   const [host, pidText, startTime, token] = owner.split('/')

@@ -8,9 +8,11 @@ import { toMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
 import { MAX_PROGRESS_BYTES, MAX_VALUE_BYTES } from '../limits.js'
+import { retryWhileBusy } from './busy.js'
 import { confirmLease } from './lease.js'
 import type { JsonShape } from '../types.js'
 import { outcome, type Outcome } from './outcome.js'
+import { endNoticeProgress, sendProgress } from '../progress/notices.js'
 import { endProgress, publishProgress, runKey } from '../progress/store.js'
 
 /** What a handler gets beside its job's value. */
@@ -35,7 +37,9 @@ export interface Run {
    * Calls of one name in one run while one is under way share its call of
    * `fn`: they all get its answer, or its error (a later call gets the kept
    * answer, or tries again after an error). Before it calls `fn`, the run
-   * checks in the database that it still holds its lease (JOB-16).
+   * checks in the database that it still holds its lease (JOB-16). Its reads
+   * and its write are tried again while the database is busy or the
+   * connection was lost, until they answer or the run is aborted.
    *
    * Throws LEASE_LOST when the run lost its lease (taken over, or its job
    * canceled); once `signal` has aborted, the signal's reason (TIMEOUT when
@@ -113,25 +117,39 @@ export class RunContext implements Run {
 
   private async runStep<A>(name: string, fn: () => A | Promise<A>): Promise<A> {
     const db = this.connection.executor
-    const kept = await db.stepGet(this.seq, name)
+    const kept = await this.whileBusy(() => db.stepGet(this.seq, name))
     if (kept !== undefined) return (kept === null ? undefined : JSON.parse(kept)) as A
     // The lease may have been taken while this process could not tell (its event loop blocked past the lease, say).
-    if (!(await confirmLease(this.connection, this.owner, this))) this.assertHeld()
+    if (!(await this.whileBusy(() => confirmLease(this.connection, this.owner, this)))) this.assertHeld()
     const answer = await fn()
     const json = encodeJson(answer, `the answer of step '${name}'`, MAX_VALUE_BYTES, true)
     this.assertHeld()
-    const written = await db.stepSetIfLeased({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt })
-    if (!written && (await db.stepGet(this.seq, name)) === undefined) {
+    // A write whose answer was lost with its connection may have landed: tried again, it writes nothing, and the read finds it.
+    const written = await this.whileBusy(() => db.stepSetIfLeased({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt }))
+    if (!written && (await this.whileBusy(() => db.stepGet(this.seq, name))) === undefined) {
       this.loseLease()
       this.assertHeld()
     }
     return (json === null ? undefined : JSON.parse(json)) as A
   }
 
+  /**
+   * Runs a read or write of a step, again after a backoff while the database is busy or the connection was
+   * lost, until it answers or the run is aborted (its timeout, a lost lease): the handler sees the step's
+   * answer, or the abort's reason, never the database's busy error.
+   */
+  private whileBusy<T>(work: () => T | Promise<T>): Promise<T> {
+    return retryWhileBusy(this.connection, work, () => {
+      if (this.abortReason) throw this.abortReason
+      return false
+    })
+  }
+
   setProgress(progress: unknown): void {
     const json = encodeJson(progress, 'progress', MAX_PROGRESS_BYTES)
     if (this.lost || this.abortReason) return
     publishProgress(this.progressKey, json as string)
+    sendProgress(this.connection, this.progressKey, json as string)
   }
 
   fail(reason: string): Outcome {
@@ -164,6 +182,7 @@ export class RunContext implements Run {
   /** @internal */
   endProgress(): void {
     endProgress(this.progressKey)
+    endNoticeProgress(this.connection, this.progressKey)
   }
 
   private assertHeld(): void {

@@ -1,6 +1,8 @@
 /**
  * The progress channel: how a run's live progress reaches watchers in other
- * processes on the same host without ever touching the database (JOB-12).
+ * processes on the same host without ever touching the database (JOB-12), on
+ * SQLite. On PostgreSQL progress travels by NOTIFY instead (notices.ts), and
+ * leases name no channel.
  *
  * A process that runs workers listens on one local socket (a Unix socket
  * in a private folder of the temp dir, a named pipe on Windows), and every
@@ -21,6 +23,7 @@ import { chmodSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs'
 import { createServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { Connection } from '../dialect/index.js'
 import { pidNamespace } from '../pid.js'
 import { readProgress, subscribeProgress } from './store.js'
 import { MAX_SUBSCRIBER_LINE_BYTES } from '../limits.js'
@@ -47,6 +50,14 @@ export function progressChannel(): string | null {
     path = null
   }
   return path
+}
+
+/**
+ * The channel a lease on `connection` names: this process's local socket, or null where the database carries
+ * progress between processes itself (PostgreSQL, src/progress/notices.ts), one path per dialect.
+ */
+export function progressChannelFor(connection: Connection): string | null {
+  return connection.progressNotices ? null : progressChannel()
 }
 
 /** Whether `channel` is this process's own (its runs' progress is read from memory, not through a socket). */

@@ -26,6 +26,13 @@ export interface QueueOptions {
    * A worker stores it in `jobs_queue` as it starts, and every worker follows the one started last (JOB-19).
    */
   concurrency?: number | { total?: number; perGroup?: number }
+  /**
+   * Run starts allowed in any window of `per` across every worker of every process (JOB-22); `perGroup` also caps the
+   * starts of one group per window. Defaults to no rate. Stored in `jobs_queue` like `concurrency`: every worker follows
+   * the rate of the one started last (JOB-19). Jobs it holds back stay `waiting`; their snapshots' `rateLimitedUntil`
+   * says when the next may start.
+   */
+  rate?: { limit: number; per: Duration; perGroup?: number }
   /** How long one run may take before its signal aborts and it counts as failed. Defaults to `'1m'`. */
   timeout?: Duration
   /** Jobs waiting or scheduled the queue may hold; an add beyond throws QUEUE_FULL. Defaults to 10,000,000. */
@@ -57,7 +64,7 @@ export interface Queue<T = unknown, R = unknown> extends QueueDefinition {
   readonly [resultType]?: R
 }
 
-const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'timeout', 'maxWaiting', 'retention'])
+const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'rate', 'timeout', 'maxWaiting', 'retention'])
 
 /**
  * defineQueue declares a queue: its name and how its jobs run.
@@ -70,7 +77,7 @@ const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'timeout', '
  *
  * Throws INVALID_OPTION naming the option when an option is unknown or out
  * of range (for example `attempts: 0`, `timeout: 'soon'`, a `backoff.initial`
- * above its `max`), and for a name
+ * above its `max`, a `rate.perGroup` above its `limit`), and for a name
  * that is empty or over 1,024 bytes (TOO_LARGE).
  *
  * @example
@@ -80,6 +87,7 @@ const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'timeout', '
  *   attempts: 5,
  *   backoff: { initial: '5s', max: '10m' },
  *   concurrency: { total: 4, perGroup: 1 },
+ *   rate: { limit: 60, per: '1m' },
  *   timeout: '1m',
  * })
  */
@@ -96,6 +104,7 @@ export function defineQueue<T extends JsonShape<T> = Json, R extends JsonShape<R
     attempts: positiveInteger(options.attempts, 'attempts', DEFAULT_ATTEMPTS),
     backoff: Object.freeze(backoffOption(backoff)),
     concurrency: Object.freeze(concurrencyOption(options.concurrency)),
+    rate: rateOption(options.rate),
     timeoutMs: options.timeout === undefined ? DEFAULT_TIMEOUT_MS : positiveMs(options.timeout, 'timeout'),
     maxWaiting: positiveInteger(options.maxWaiting, 'maxWaiting', DEFAULT_MAX_WAITING),
     retentionMs: Object.freeze({
@@ -139,6 +148,19 @@ function concurrencyOption(value: QueueOptions['concurrency']): { total: number 
     total: limits.total === undefined ? null : positiveInteger(limits.total, 'concurrency.total', 0),
     perGroup: limits.perGroup === undefined ? null : positiveInteger(limits.perGroup, 'concurrency.perGroup', 0),
   }
+}
+
+/** `rate`: a limit of at least 1 start, a window of at least 1 ms, and a cap per group no higher than the limit. */
+function rateOption(value: QueueOptions['rate']): QueueDefinition['rate'] {
+  if (value === undefined) return null
+  const rate = objectOption(value, 'rate', ['limit', 'per', 'perGroup'])
+  if (rate.limit === undefined) throw new JobsError('INVALID_OPTION', `rate.limit: required, the run starts allowed per window (rate: { limit: 60, per: '1m' })`)
+  if (rate.per === undefined) throw new JobsError('INVALID_OPTION', `rate.per: required, the window's length (rate: { limit: 60, per: '1m' })`)
+  const limit = positiveInteger(rate.limit, 'rate.limit', 0)
+  const perMs = positiveMs(rate.per, 'rate.per')
+  const perGroup = rate.perGroup === undefined ? null : positiveInteger(rate.perGroup, 'rate.perGroup', 0)
+  if (perGroup !== null && perGroup > limit) throw new JobsError('INVALID_OPTION', `rate.perGroup: ${perGroup} is above rate.limit (${limit}); one group can never start more than the whole queue`)
+  return Object.freeze({ limit, perMs, perGroup })
 }
 
 function objectOption(value: unknown, option: string, keys: string[]): Record<string, unknown> {

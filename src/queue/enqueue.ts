@@ -79,10 +79,11 @@ export function enqueue<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, value
 }
 
 /**
- * enqueueMany adds a batch of jobs in one pass of one prepared statement,
- * all or none: inside the caller's transaction it uses a savepoint, so a
- * refused batch leaves the transaction as it was. Every item is checked
- * before anything is written. Answers one `{ id, added }` per item, in order.
+ * enqueueMany adds a batch of jobs in a few statements (on SQLite one per 100
+ * jobs; on PostgreSQL one per 4 MiB of values), all or none: inside the
+ * caller's transaction it uses a savepoint, so a refused batch leaves the
+ * transaction as it was. Every item is checked before anything is written.
+ * Answers one `{ id, added }` per item, in order.
  *
  * Throws as {@link enqueue} does; QUEUE_FULL when the batch would take the
  * queue past `maxWaiting`.
@@ -98,8 +99,7 @@ export function enqueueMany<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, i
     const now = Date.now()
     const rows = items.map((item, i) => {
       if (typeof item !== 'object' || item === null) throw new JobsError('INVALID_OPTION', `items[${i}]: expected { value, ...options }, got ${describe(item)}`)
-      const { value, ...options } = item
-      return jobRow(queue, value, options, now, `items[${i}]`)
+      return jobRow(queue, item.value, item, now, i)
     })
     if (rows.length === 0) return []
     return andThen(connection.write((db) => addJobs(db, queue, rows)), (results) => {
@@ -122,14 +122,30 @@ function* addJob(db: Executor, queue: Queue, row: NewJob): Program<boolean> {
   return true
 }
 
-/** Adds the jobs whose ids are not taken; throws QUEUE_FULL when they take the queue past its maxWaiting (the caller's savepoint undoes them). */
+/**
+ * Adds the jobs whose ids are not taken, one jobInsertMany per chunk of up to {@link BATCH_VALUE_BYTES} of
+ * values; throws QUEUE_FULL when they take the queue past its maxWaiting (the caller's savepoint undoes
+ * them). Of items that repeat an id, the first is added, as separate adds would.
+ */
 function* addJobs(db: Executor, queue: Queue, rows: NewJob[]): Program<Enqueued[]> {
   const counts = noShift()
   const results: Enqueued[] = []
-  for (const row of rows) {
-    const added = yield* ask(db.jobInsert(row))
-    if (added) shift(counts, null, row.state)
-    results.push({ id: row.id, added })
+  for (let from = 0; from < rows.length; ) {
+    let to = from
+    let bytes = 0
+    while (to < rows.length && (to === from || bytes + rows[to]!.value.length <= BATCH_VALUE_BYTES)) bytes += rows[to++]!.value.length
+    const chunk = rows.slice(from, to)
+    const jobs = chunk.map((row) => [row.id, row.grp, row.value, row.state, row.priority, row.runAt] as const)
+    const ids = yield* ask(db.jobInsertMany({ queue: queue.name, maxAttempts: queue.attempts, now: chunk[0]!.now, jobs }))
+    // As many added as given: each was added, and there is no id to look up.
+    const inserted = ids.length === chunk.length ? null : new Set(ids)
+    for (const row of chunk) {
+      // The first item with an id took it; a repeat of it (in this chunk or an earlier one) added nothing.
+      const added = inserted === null || inserted.delete(row.id)
+      if (added) shift(counts, null, row.state)
+      results.push({ id: row.id, added })
+    }
+    from = to
   }
   yield* writeShift(db, queue.name, counts)
   if (results.some((result) => result.added)) {
@@ -146,12 +162,18 @@ function queueFull(queue: Queue): JobsError {
 
 const ENQUEUE_OPTIONS = new Set(['id', 'group', 'priority', 'delay', 'runAt'])
 
-/** Checks one job's value and options and turns them into its row; throws before anything is written. */
-function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefined, now: number, where = 'enqueue'): NewJob {
+/** The values (in UTF-16 units of their JSON) one jobInsertMany of enqueueMany carries at most: a batch of large values is added in several. */
+const BATCH_VALUE_BYTES = 4 * 1024 * 1024
+
+/**
+ * Checks one job's value and options and turns them into its row; throws before anything is written. The
+ * options are those of enqueue, or item `item` of enqueueMany, which holds its value beside them.
+ */
+function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefined, now: number, item?: number): NewJob {
   const json = encodeJson(value, 'value', MAX_VALUE_BYTES) as string
   const opts = options ?? {}
-  if (typeof opts !== 'object' || opts === null) throw new JobsError('INVALID_OPTION', `${where}: options must be an object, got ${describe(opts)}`)
-  checkKnownOptions(opts, ENQUEUE_OPTIONS, where)
+  if (typeof opts !== 'object' || opts === null) throw new JobsError('INVALID_OPTION', `${callOf(item)}: options must be an object, got ${describe(opts)}`)
+  checkKnownOptions(opts, ENQUEUE_OPTIONS, callOf(item), item === undefined ? undefined : 'value')
   const id = opts.id === undefined ? newJobId(now) : checkName(opts.id, 'id')
   const grp = opts.group === undefined ? null : checkName(opts.group, 'group')
   const priority = opts.priority === undefined ? 0 : opts.priority
@@ -172,6 +194,11 @@ function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefine
     now,
     maxWaiting: queue.maxWaiting,
   }
+}
+
+/** The call an error names: enqueue, or item `item` of enqueueMany. */
+function callOf(item: number | undefined): string {
+  return item === undefined ? 'enqueue' : `items[${item}]`
 }
 
 function timeOption(value: unknown): number {

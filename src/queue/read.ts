@@ -3,14 +3,16 @@
  * running attempt's live progress.
  */
 import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
-import { andThen, ask, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
+import { andThen, ask, type Connection, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
 import { checkName } from '../json.js'
 import { MAX_AHEAD } from '../limits.js'
+import { readNoticeProgress } from '../progress/notices.js'
 import { readRemoteProgress } from '../progress/remote.js'
 import { isOwnChannel } from '../progress/channel.js'
 import type { JobSnapshot, JobState } from '../types.js'
 import { readProgress, runKey, type ProgressValue } from '../progress/store.js'
 import { StoredColumns } from '../stored.js'
+import { rateLimitedUntil } from '../engine/rate.js'
 import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
 
 /**
@@ -45,7 +47,7 @@ export function getJob<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue:
     return andThen(connection.read((db) => readJob(db, name, id)), (row) => {
       if (!row) return undefined
       const key = runKeyOf(row.row)
-      return toSnapshot<ResultOf<Q>>(row.row, row.ahead, key === null ? undefined : progressOf(key, row.row.channel))
+      return toSnapshot<ResultOf<Q>>(row.row, row.ahead, key === null ? undefined : progressOf(connection, key, row.row))
     })
   })
 }
@@ -81,11 +83,13 @@ export function runKeyOf(row: SnapshotRow): string | null {
   return runKey(row.owner, row.seq, row.leaseAttempt)
 }
 
-/** A run's progress as this process knows it: its own runs' directly, other processes' as received through their channel. @internal */
-export function progressOf(key: string, channel: string | null): ProgressValue | undefined {
+/** A run's progress as this process knows it: its own runs' directly, other processes' as received by notice or through their channel. @internal */
+export function progressOf(connection: Connection, key: string, row: SnapshotRow): ProgressValue | undefined {
   const local = readProgress(key)
-  if (local !== undefined || channel === null || isOwnChannel(channel)) return local
-  return readRemoteProgress(channel, key)
+  if (local !== undefined) return local
+  if (connection.progressNotices) return readNoticeProgress(connection, key)
+  const channel = row.channel
+  return channel === null || isOwnChannel(channel) ? undefined : readRemoteProgress(channel, key)
 }
 
 /** The row as a snapshot, showing what another program stored as it is (JOB-18). A result that is not JSON is given as its text. @internal */
@@ -104,6 +108,7 @@ export function toSnapshot<Result = unknown>(row: SnapshotRow, ahead: number | n
     group,
     state,
     ahead,
+    rateLimitedUntil: dateOrNull(rateUntil(row)),
     progress: progress === undefined ? null : progress.value,
     attempt: run.attempt,
     attempts: run.attempts,
@@ -116,9 +121,24 @@ export function toSnapshot<Result = unknown>(row: SnapshotRow, ahead: number | n
   }
 }
 
+/** Each row's rateLimitedUntil in ms, worked out once: a watcher's refresh compares a row with the last one, then snapshots it. */
+const rateUntilOf = new WeakMap<SnapshotRow, number | null>()
+
+/** When the queue's rate next lets the waiting job start (ms), if it holds it back now (JOB-22). */
+function rateUntil(row: SnapshotRow): number | null {
+  let until = rateUntilOf.get(row)
+  if (until === undefined) rateUntilOf.set(row, (until = rateLimitedUntil(row, Date.now())))
+  return until
+}
+
+function dateOrNull(ms: number | null): Date | null {
+  return ms === null ? null : new Date(ms)
+}
+
 /** Whether two rows of a job show the same snapshot but for `ahead` and progress. @internal */
 export function sameRun(a: SnapshotRow, b: SnapshotRow): boolean {
   return (
+    rateUntil(a) === rateUntil(b) &&
     same(a.state, b.state) &&
     same(a.attempts, b.attempts) &&
     same(a.maxAttempts, b.maxAttempts) &&

@@ -249,6 +249,9 @@ export class WatchedConnection {
       return this.readFailed(read, due, error)
     }
     const hand = ({ rows, aheads }: Watched): void => {
+      // A count's interval runs from when the watcher is handed it, not from when its read began: on an
+      // asynchronous connection a slow read would otherwise hand two counts closer together than the interval.
+      const handedAt = performance.now()
       for (const entry of read) {
         const { watcher } = entry
         // Removed meanwhile (on an asynchronous connection): it takes nothing more.
@@ -259,7 +262,7 @@ export class WatchedConnection {
         } else if (row.state !== 'waiting') {
           watcher.update(row, null)
         } else if (counts(entry, row) && aheads.has(row.seq)) {
-          this.counted(entry, now, moves)
+          this.counted(entry, handedAt, moves)
           watcher.update(row, aheads.get(row.seq))
         } else {
           watcher.update(row, undefined)
@@ -268,7 +271,7 @@ export class WatchedConnection {
       for (const entry of countOnly) {
         const { watcher } = entry
         if (this.entries.get(watcher) !== entry || watcher.row.state !== 'waiting' || !aheads.has(watcher.seq)) continue
-        this.counted(entry, now, moves)
+        this.counted(entry, handedAt, moves)
         watcher.update(watcher.row, aheads.get(watcher.seq))
       }
       this.armAheadTimer()

@@ -4,16 +4,18 @@
  * All the watchers of one connection share one refresher (refresher.ts),
  * which hands each watcher its job's fresh row, and `ahead` when its count is
  * due. Progress needs no poll: watchers subscribe to the running attempt, in
- * this process or through its process's channel. A snapshot is built when the
- * consumer takes it.
+ * this process, through its process's channel (SQLite), or by notice
+ * (PostgreSQL). A snapshot is built when the consumer takes it.
  */
 import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
-import type { SnapshotRow } from '../dialect/index.js'
+import type { Connection, SnapshotRow } from '../dialect/index.js'
+import { isOwnOwner } from '../engine/owner.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { DEFAULT_AHEAD_INTERVAL_MS } from '../limits.js'
 import { isOwnChannel } from '../progress/channel.js'
+import { subscribeNoticeProgress } from '../progress/notices.js'
 import { subscribeRemoteProgress } from '../progress/remote.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
 import { subscribeProgress, type ProgressValue } from '../progress/store.js'
@@ -50,8 +52,10 @@ export interface JobWatch<Result = unknown> extends AsyncIterableIterator<JobSna
  * error, result — and ends after yielding an ended state (`done`, `failed`,
  * `canceled`) (JOB-11). Changes made in this process arrive at once; changes
  * made by other processes within the poll interval (50 ms), found by one
- * cheap check per connection, not per watcher. Progress set in another
- * process on this host arrives at once through its progress channel.
+ * cheap check per connection, not per watcher (on PostgreSQL, as their
+ * notices arrive). Progress set in another process arrives at once: on
+ * SQLite through its progress channel (same host), on PostgreSQL by notice
+ * from any host, at most one per run per 50 ms, its latest value always.
  *
  * `ahead` alone, which moves with every claim ahead of the job, is counted
  * again at most once per `aheadInterval` (250 ms by default), for all the
@@ -272,13 +276,12 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
     this.progress = undefined
     if (key !== null) {
       const local = subscribeProgress(key, (progress) => this.progressed(key, progress))
-      const channel = row.channel
-      const remote = channel !== null && !isOwnChannel(channel) ? subscribeRemoteProgress(channel, key, (progress) => this.progressed(key, progress)) : null
+      const remote = subscribeOthersProgress(this.watched.connection, row, key, (progress) => this.progressed(key, progress))
       this.unsubscribeProgress = () => {
         local()
         remote?.()
       }
-      this.progress = progressOf(key, channel)
+      this.progress = progressOf(this.watched.connection, key, row)
     }
     previous?.()
   }
@@ -336,6 +339,17 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
       resolve({ value: undefined, done: true })
     }
   }
+}
+
+/**
+ * Subscribes to the progress of a run of another process: by notice where the database carries it (PostgreSQL,
+ * on any host), else through the channel its lease names (SQLite, on this host). Null for a run of this process,
+ * whose progress the watcher reads from memory.
+ */
+function subscribeOthersProgress(connection: Connection, row: SnapshotRow, key: string, listener: (progress: ProgressValue) => void): (() => void) | null {
+  if (connection.progressNotices) return row.owner === null || isOwnOwner(row.owner) ? null : subscribeNoticeProgress(connection, key, listener)
+  const channel = row.channel
+  return channel !== null && !isOwnChannel(channel) ? subscribeRemoteProgress(channel, key, listener) : null
 }
 
 function snapshotOf<Result>({ row, ahead, progress }: Pending): JobSnapshot<Result> {

@@ -1,5 +1,5 @@
 /**
- * The four tables of drizzle-jobs, as Drizzle schema. Merge them into the
+ * The tables of drizzle-jobs, as Drizzle schema. Merge them into the
  * app's schema (`export * from 'drizzle-jobs/schema'`) and let drizzle-kit
  * create them: `drizzle-kit generate`, then `drizzle-kit migrate`.
  *
@@ -25,6 +25,14 @@ export const jobsQueue = sqliteTable('jobs_queue', {
   concurrencyPerGroup: integer('concurrency_per_group'),
   /** When a worker last stored the limits (ms), or null if none ever did. */
   limitsSetAt: integer('limits_set_at'),
+  /** Run starts allowed in any window of `rate_per` ms across every process, or null for no rate: stored like the limits above. */
+  rateLimit: integer('rate_limit'),
+  /** The rate's window in ms, or null. */
+  ratePer: integer('rate_per'),
+  /** Run starts of one group allowed in any window of `rate_per` ms, or null. */
+  ratePerGroup: integer('rate_per_group'),
+  /** Internal: the recent run starts the rate needs (JSON), written by each claim of a queue with a rate. */
+  rateStarts: text('rate_starts'),
   waiting: integer('waiting').notNull().default(0),
   scheduled: integer('scheduled').notNull().default(0),
   running: integer('running').notNull().default(0),
@@ -108,4 +116,31 @@ export const jobsLease = sqliteTable(
   },
   // No index beyond the primary key: the table holds running jobs only, so look-ups by queue, group, owner
   // or expiry scan a few rows, while each index would cost every claim and every end a page write.
+)
+
+/**
+ * One row per recurring schedule. A worker of the queue adds the job of each due slot (its id is
+ * `name@slot`, the slot in ISO 8601) in the transaction that moves `next_at` past it.
+ */
+export const jobsSchedule = sqliteTable(
+  'jobs_schedule',
+  {
+    queue: text('queue').notNull(),
+    name: text('name').notNull(),
+    /** A cron expression (5 or 6 fields). */
+    cron: text('cron').notNull(),
+    /** The IANA time zone the expression is read in. */
+    tz: text('tz').notNull().default('UTC'),
+    /** The value of each job it adds (JSON). */
+    value: text('value').notNull().default('null'),
+    /** How far back missed slots are added after downtime (ms), or null for the latest missed slot only. */
+    backfill: integer('backfill'),
+    /** The next slot not yet added (ms). */
+    nextAt: integer('next_at').notNull(),
+    /** The last slot whose job was added (ms), or null. */
+    lastSlot: integer('last_slot'),
+    /** When the schedule was last created or changed (ms). */
+    updatedAt: integer('updated_at').notNull().default(nowMs),
+  },
+  (t) => [primaryKey({ columns: [t.queue, t.name] })],
 )

@@ -1,5 +1,5 @@
 /**
- * The four tables of drizzle-jobs on PostgreSQL, as Drizzle schema. Merge them into the app's schema
+ * The tables of drizzle-jobs on PostgreSQL, as Drizzle schema. Merge them into the app's schema
  * (`export * from 'drizzle-jobs/pg/schema'`) and let drizzle-kit create them: `drizzle-kit generate`, then
  * `drizzle-kit migrate`.
  *
@@ -24,6 +24,14 @@ export const jobsQueue = pgTable('jobs_queue', {
   concurrencyPerGroup: integer('concurrency_per_group'),
   /** When a worker last stored the limits, or null if none ever did. */
   limitsSetAt: timestamp('limits_set_at', { withTimezone: true, mode: 'date' }),
+  /** Run starts allowed in any window of `rate_per` ms across every process, or null for no rate: stored like the limits above. */
+  rateLimit: integer('rate_limit'),
+  /** The rate's window in ms, or null. */
+  ratePer: bigint('rate_per', { mode: 'number' }),
+  /** Run starts of one group allowed in any window of `rate_per` ms, or null. */
+  ratePerGroup: integer('rate_per_group'),
+  /** Internal: the recent run starts the rate needs, written by each claim of a queue with a rate. */
+  rateStarts: jsonb('rate_starts'),
   waiting: bigint('waiting', { mode: 'number' }).notNull().default(0),
   scheduled: bigint('scheduled', { mode: 'number' }).notNull().default(0),
   running: bigint('running', { mode: 'number' }).notNull().default(0),
@@ -45,8 +53,8 @@ export const jobsJob = pgTable(
     value: jsonb('value').notNull().default(sql`'null'::jsonb`),
     /** One of the six states; a CHECK refuses any other, so a producer's typo fails its insert instead of leaving a job no worker claims. */
     state: text('state', { enum: ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] }).notNull().default('waiting'),
-    /** Lower runs first. */
-    priority: integer('priority').notNull().default(0),
+    /** Lower runs first; any safe integer, as on SQLite. */
+    priority: bigint('priority', { mode: 'number' }).notNull().default(0),
     /** Runs started, counted when a run is claimed. */
     attempts: integer('attempts').notNull().default(0),
     maxAttempts: integer('max_attempts').notNull().default(10),
@@ -85,6 +93,8 @@ export const jobsStep = pgTable(
       .references(() => jobsJob.seq, { onDelete: 'cascade' }),
     name: text('name').notNull(),
     answer: jsonb('answer'),
+    /** The order in which the job's steps finished. */
+    seq: bigint('seq', { mode: 'number' }).notNull().generatedAlwaysAsIdentity(),
   },
   (t) => [primaryKey({ columns: [t.job, t.name] })],
 )
@@ -106,4 +116,50 @@ export const jobsLease = pgTable(
   },
   // No index beyond the primary key: the table holds running jobs only, so look-ups by queue, group, owner
   // or expiry scan a few rows, while each index would cost every claim and every end a write.
+)
+
+/**
+ * One row per recurring schedule. A worker of the queue adds the job of each due slot (its id is
+ * `name@slot`, the slot in ISO 8601) in the transaction that moves `next_at` past it.
+ */
+export const jobsSchedule = pgTable(
+  'jobs_schedule',
+  {
+    queue: text('queue').notNull(),
+    name: text('name').notNull(),
+    /** A cron expression (5 or 6 fields). */
+    cron: text('cron').notNull(),
+    /** The IANA time zone the expression is read in. */
+    tz: text('tz').notNull().default('UTC'),
+    /** The value of each job it adds. */
+    value: jsonb('value').notNull().default(sql`'null'::jsonb`),
+    /** How far back missed slots are added after downtime (ms), or null for the latest missed slot only. */
+    backfill: bigint('backfill', { mode: 'number' }),
+    /** The next slot not yet added. */
+    nextAt: timestamp('next_at', { withTimezone: true, mode: 'date' }).notNull(),
+    /** The last slot whose job was added, or null. */
+    lastSlot: timestamp('last_slot', { withTimezone: true, mode: 'date' }),
+    /** When the schedule was last created or changed. */
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.queue, t.name] })],
+)
+
+/**
+ * Changes of the per-state counts of `jobs_queue` not yet folded into it: each transaction that moves jobs
+ * between states appends rows here instead of updating the queue's row, so writers never wait on one
+ * another; the workers' maintenance folds them in, and counts read the row plus what is left here.
+ */
+export const jobsCount = pgTable(
+  'jobs_count',
+  {
+    queue: text('queue').notNull(),
+    waiting: bigint('waiting', { mode: 'number' }).notNull().default(0),
+    scheduled: bigint('scheduled', { mode: 'number' }).notNull().default(0),
+    running: bigint('running', { mode: 'number' }).notNull().default(0),
+    done: bigint('done', { mode: 'number' }).notNull().default(0),
+    failed: bigint('failed', { mode: 'number' }).notNull().default(0),
+    canceled: bigint('canceled', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [index('jobs_count_queue').on(t.queue)],
 )

@@ -4,7 +4,7 @@
  * return as is, and that `pipeResponse` writes to a `node:http` response.
  */
 import type { ServerResponse } from 'node:http'
-import type { SyncDatabase } from '../dialect/open.js'
+import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { toTimerMs, type Duration } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
 import type { QueueRef, ResultOf } from '../queue/ref.js'
@@ -57,6 +57,10 @@ const OPTIONS = new Set(['request', 'signal', 'retry', 'heartbeat', 'serialize',
  * default), as {@link watch} yields it; every other change is sent as it
  * happens.
  *
+ * On SQLite it answers the response at once; on PostgreSQL a promise of it,
+ * once the job's first snapshot has been read (so that an unknown job is
+ * still a 404), which Hono, Next.js and {@link pipeResponse} take as is.
+ *
  * Answers 404 (text) when the queue holds no such job. Throws
  * INVALID_OPTION for a bad option (an `aheadInterval` that is not a
  * duration, say), id or queue name, SCHEMA_MISSING when the tables were not
@@ -70,7 +74,10 @@ const OPTIONS = new Set(['request', 'signal', 'retry', 'heartbeat', 'serialize',
  *   return jobEvents(db, replies, params.id, { request })
  * }
  */
-export function jobEvents<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string, options: JobEventsOptions<ResultOf<Q>> = {}): Response {
+export function jobEvents<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string, options?: JobEventsOptions<ResultOf<Q>>): Response
+export function jobEvents<Q extends QueueRef>(db: PgDatabase, queue: Q, id: string, options?: JobEventsOptions<ResultOf<Q>>): Promise<Response>
+export function jobEvents<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: Q, id: string, options?: JobEventsOptions<ResultOf<Q>>): Response | Promise<Response>
+export function jobEvents<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: Q, id: string, options: JobEventsOptions<ResultOf<Q>> = {}): Response | Promise<Response> {
   checkKnownOptions(options, OPTIONS, 'jobEvents')
   const retryMs = toTimerMs(options.retry ?? '1s', 'retry')
   const heartbeatMs = toTimerMs(options.heartbeat ?? '15s', 'heartbeat')
@@ -94,10 +101,40 @@ export function jobEvents<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: st
     void watching.return()
     return new Response(null, { status: 204, headers })
   }
-  headers.set('content-type', 'text/event-stream; charset=utf-8')
-  headers.set('cache-control', 'no-cache, no-transform')
-  headers.set('x-accel-buffering', 'no')
-  return new Response(eventStream(watching, serialize, retryMs, heartbeatMs, stop), { status: 200, headers })
+  const respond = (watching: JobWatch<ResultOf<Q>>): Response => {
+    headers.set('content-type', 'text/event-stream; charset=utf-8')
+    headers.set('cache-control', 'no-cache, no-transform')
+    headers.set('x-accel-buffering', 'no')
+    return new Response(eventStream(watching, serialize, retryMs, heartbeatMs, stop), { status: 200, headers })
+  }
+  if (connectionOf(db).kind === 'sync') return respond(watching)
+  // On PostgreSQL the job is read as the watch starts: its first snapshot says whether there is one.
+  const started = watching
+  return started.next().then(
+    (first) => respond(first.done ? started : startingWith(first.value, started)),
+    (error: unknown) => {
+      if (!isJobsError(error, 'NOT_FOUND')) throw error
+      headers.set('content-type', 'text/plain; charset=utf-8')
+      return new Response(error.message, { status: 404, headers })
+    },
+  )
+}
+
+/** The watch, with the snapshot already taken from it given back first. */
+function startingWith<Result>(first: JobSnapshot<Result>, rest: JobWatch<Result>): JobWatch<Result> {
+  let pending: JobSnapshot<Result> | undefined = first
+  return {
+    [Symbol.asyncIterator]() {
+      return this
+    },
+    next() {
+      if (pending === undefined) return rest.next()
+      const value = pending
+      pending = undefined
+      return Promise.resolve({ value, done: false })
+    },
+    return: () => rest.return(),
+  }
 }
 
 function eventStream<Result>(
@@ -151,7 +188,7 @@ function eventStream<Result>(
 
 /**
  * pipeResponse writes a fetch `Response` (such as {@link jobEvents}'
- * answer) to a `node:http` response: status, headers, then the body as it
+ * answer, or its promise on PostgreSQL) to a `node:http` response: status, headers, then the body as it
  * comes. When the client goes away it cancels the body, which stops the
  * watch. Resolves once the response has ended.
  *
@@ -161,7 +198,8 @@ function eventStream<Result>(
  *   void pipeResponse(jobEvents(db, replies, id, { heartbeat: '15s' }), res)
  * }).listen(3000)
  */
-export async function pipeResponse(response: Response, res: ServerResponse): Promise<void> {
+export async function pipeResponse(answer: Response | PromiseLike<Response>, res: ServerResponse): Promise<void> {
+  const response = await answer
   const headers: Record<string, string | string[]> = {}
   response.headers.forEach((value, name) => {
     headers[name] = name === 'set-cookie' ? response.headers.getSetCookie() : value

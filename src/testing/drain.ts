@@ -12,7 +12,7 @@ import { checkQueue, positiveInteger, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../engine/wake.js'
 import type { Claimable, JobRow } from '../dialect/index.js'
 import type { JobState } from '../types.js'
-import { claimJobs } from '../engine/claim.js'
+import { claimJobs, type RateHold } from '../engine/claim.js'
 import { execute } from '../engine/executor.js'
 import { checkLeases } from '../engine/lease.js'
 import { newOwner } from '../engine/owner.js'
@@ -60,7 +60,8 @@ const DRAIN_OPTIONS = new Set(['maxRuns'])
  * queue's `timeout` (JOB-10) and on {@link cancel}, and a failed attempt
  * with attempts left is scheduled after the backoff — later, so drain does
  * not run it again (define the test's queue with `backoff: { initial: 0 }`
- * to drain retries too). A paused queue drains nothing.
+ * to drain retries too). A paused queue drains nothing. A queue's `rate`
+ * holds as under workers (JOB-22): drain waits for its window to open.
  *
  * Throws INVALID_OPTION for a bad option; TIMEOUT when jobs are still due
  * after `maxRuns` runs; SCHEMA_MISSING when the tables were not migrated.
@@ -97,13 +98,19 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       if (!isDue(await connection.executor.queueClaimable(definition.name), Date.now())) break
       throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
     }
+    const hold: RateHold = { waitMs: null }
     const [job] = await connection.write((db) =>
       counting(db, definition.name, function* (moved) {
-        const claimed = yield* claimJobs(db, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }, moved)
+        const claimed = yield* claimJobs(db, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }, moved, hold)
         if (claimed.length > 0) yield* ask(db.queueNotify(definition.name, 'claimed'))
         return claimed
       }),
     )
+    if (!job && hold.waitMs !== null && isDue(await connection.executor.queueClaimable(definition.name), Date.now())) {
+      // The queue's rate holds the due jobs back (JOB-22): they run when its window opens, as under a worker.
+      await new Promise((resolve) => setTimeout(resolve, hold.waitMs! + 1))
+      continue
+    }
     if (!job) break
     jobsChanged(connection.key, definition.name, 'claimed', [job.seq])
     const run = new RunContext(connection, owner, definition.name, job)

@@ -4,21 +4,41 @@
  * written, and claims jobs for the free slots. Ends ride in the next claim's
  * transaction, so a busy worker writes claims and ends in batches.
  *
+ * A claim may take jobs ahead of the free slots: they wait in the worker,
+ * claimed and leased, and start as runs end, so that slots that free while
+ * a transaction is under way need not wait for the next one. How many is
+ * what the slots can start during one flush: slots × the flush's time /
+ * a run's time, both averaged as they go (a worker whose runs are short
+ * next to its transactions claims up to MAX_CLAIM_AHEAD ahead (128 on
+ * SQLite, 512 on PostgreSQL, whose flushes cost round trips); one whose
+ * runs are long next to them claims none, or one). A
+ * queue with a concurrency, a cap per group or a rate claims nothing ahead
+ * (engine/claim.ts): there a claimed job counts against the limit.
+ *
+ * A queue's rate (JOB-22) may hold a claim back: the flush then sleeps until
+ * the rate's window opens, on a timer of its own.
+ *
  * While other writers contend for the lock, flushes leave a short gap
  * between them: SQLite's busy handler lets a waiting writer retry only now
  * and then, so a worker that took the lock back to back would starve the
  * app's own transactions.
  */
 import { ask, type ClaimedJob, type Connection } from '../dialect/index.js'
-import { claimJobs } from '../engine/claim.js'
+import { claimJobs, type RateHold } from '../engine/claim.js'
 import { counting } from '../engine/counts.js'
 import type { QueueDefinition } from '../engine/definition.js'
 import { storeLimits } from '../engine/queue-limits.js'
+import { handedBack } from '../engine/outcome.js'
 import { recordEnds, type RunEndRecord } from '../engine/record.js'
 import { jobsChanged } from '../engine/wake.js'
-import { BUSY_RETRY_MS, CONTENDED_GAP_MS, CONTENDED_LOCK_WAIT_MS, CONTENDED_SPELL_MS, MAINTENANCE_INTERVAL_MS } from '../limits.js'
-import { progressChannel } from '../progress/channel.js'
+import { BUSY_RETRY_MS, CONTENDED_GAP_MS, CONTENDED_LOCK_WAIT_MS, CONTENDED_SPELL_MS, MAINTENANCE_INTERVAL_MS, MAX_CLAIM_AHEAD, MAX_TIMER_MS } from '../limits.js'
+import { progressChannelFor } from '../progress/channel.js'
 import type { ActiveRuns } from './runs.js'
+
+/** The weight of the latest time in the averages of a run's and a flush's times. */
+const AVERAGE_WEIGHT = 0.2
+/** Runs shorter than this count as this long: a no-op handler's run takes a few µs, and the claims ahead stay bounded anyway. */
+const MIN_RUN_MS = 0.01
 
 /** What a flush needs of its worker. @internal */
 export interface FlushContext {
@@ -32,7 +52,7 @@ export interface FlushContext {
   readonly onError: (error: unknown) => void
   /** Whether the worker is stopping: it claims nothing more. */
   stopping(): boolean
-  /** Starts the run of a job the flush claimed. */
+  /** Starts the run of a job the flush claimed, or keeps it until a slot frees. */
   start(job: ClaimedJob): void
 }
 
@@ -50,6 +70,13 @@ export class Flusher {
   /** Whether this worker's first transaction stored its definition's limits as the queue's (JOB-19). */
   private limitsStored = false
   private nextScheduledTimer: NodeJS.Timeout | null = null
+  /** Wakes the worker when the queue's rate window opens again, after a claim the rate held back (JOB-22). */
+  private rateTimer: NodeJS.Timeout | null = null
+  /** Until when (performance.now() ms) the rate holds every claim back: reads for work answer no meanwhile. */
+  private rateHeldUntil = 0
+  /** A run's time and a flush's, in ms, averaged as they go (null until one is seen): they size the claims ahead. */
+  private runMs: number | null = null
+  private flushMs: number | null = null
 
   constructor(private readonly worker: FlushContext) {}
 
@@ -57,6 +84,17 @@ export class Flusher {
   endRun(record: RunEndRecord): void {
     this.pendingEnds.push(record)
     this.schedule()
+  }
+
+  /** Learns how long a run takes (its handler, from start to end): the claims ahead follow it. */
+  runEnded(ms: number): void {
+    this.runMs = this.runMs === null ? ms : this.runMs + AVERAGE_WEIGHT * (ms - this.runMs)
+  }
+
+  /** How many jobs to claim ahead of the free slots: what the slots start during one flush, at the times seen so far. */
+  private aheadWanted(): number {
+    if (this.runMs === null || this.flushMs === null) return 0
+    return Math.min(MAX_CLAIM_AHEAD[this.worker.connection.kind], Math.round((this.worker.slots * this.flushMs) / Math.max(this.runMs, MIN_RUN_MS)))
   }
 
   /** Whether ends are waiting to be written. */
@@ -109,6 +147,8 @@ export class Flusher {
   cancelTimers(): void {
     if (this.nextScheduledTimer) clearTimeout(this.nextScheduledTimer)
     this.nextScheduledTimer = null
+    if (this.rateTimer) clearTimeout(this.rateTimer)
+    this.rateTimer = null
   }
 
   /**
@@ -119,7 +159,10 @@ export class Flusher {
   private async flushOnce(): Promise<void> {
     const { connection, queue, runs } = this.worker
     const stopping = this.worker.stopping()
-    const free = stopping || !runs.mayClaim ? 0 : this.worker.slots - runs.size
+    const aheadWanted = this.aheadWanted()
+    const claiming = !stopping && runs.mayClaim
+    const startable = claiming ? Math.max(0, this.worker.slots - runs.size - runs.aheadSize) : 0
+    const free = claiming ? Math.max(0, this.worker.slots + aheadWanted - runs.size - runs.aheadSize) : 0
     const ends = this.pendingEnds.splice(0)
     const storing = !this.limitsStored && !stopping
     if (ends.length === 0 && !storing && (free <= 0 || !(await this.mightHaveWork()))) return
@@ -134,7 +177,9 @@ export class Flusher {
     let othersWrote = false
     let replaced: string | null = null
     let claimed: ClaimedJob[]
+    const hold: RateHold = { waitMs: null, startBy: null }
     try {
+      const began = performance.now()
       const written = await connection.writeTimed(function* (db) {
         const version = yield* ask(db.dataVersion())
         othersWrote = version !== self.versionAtLastFlush
@@ -147,8 +192,8 @@ export class Flusher {
             return []
           }
           const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
-          const request = { limit: free, idle: runs.size === 0, owner: self.worker.owner, leaseMs: self.worker.leaseMs, now, channel: progressChannel(), passOver }
-          const claimed = yield* claimJobs(db, queue, request, moved)
+          const request = { limit: free, ahead: free - startable, idle: runs.size === 0 && runs.aheadSize === 0, owner: self.worker.owner, leaseMs: self.worker.leaseMs, now, channel: progressChannelFor(connection), passOver, clock: self.worker.clock }
+          const claimed = yield* claimJobs(db, queue, request, moved, hold)
           // One notice for the transaction: other processes' watchers look again, and their workers too when runs ended.
           if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
           else if (claimed.length > 0) yield* ask(db.queueNotify(queue.name, 'claimed'))
@@ -156,6 +201,8 @@ export class Flusher {
         })
       })
       claimed = written.value
+      const tookMs = performance.now() - began
+      this.flushMs = this.flushMs === null ? tookMs : this.flushMs + AVERAGE_WEIGHT * (tookMs - this.flushMs)
       // Contended: the lock took a while, and another connection did write since our last transaction
       // (a pause of this process alone, a GC say, must not slow it down).
       if (othersWrote && written.lockWaitMs > CONTENDED_LOCK_WAIT_MS) this.contendedUntil = performance.now() + CONTENDED_SPELL_MS
@@ -170,9 +217,29 @@ export class Flusher {
     }
     if (ends.length > 0) jobsChanged(connection.key, queue.name, 'ended', ends.map((end) => end.seq))
     if (claimed.length > 0) jobsChanged(connection.key, queue.name, 'claimed', claimed.map((job) => job.seq))
-    for (const job of claimed) this.worker.start(job)
-    if (claimed.length > 0 && claimed.length === free) this.schedule()
+    // Under a rate, a run must begin within the slack of its stamped start; else it goes back unstarted (engine/rate.ts).
+    const late = hold.startBy != null && performance.now() > hold.startBy
+    for (const job of claimed) {
+      if (late) this.endRun({ seq: job.seq, owner: this.worker.owner, attempt: job.attempts, transition: handedBack(job) })
+      else this.worker.start(job)
+    }
+    if (hold.waitMs !== null) this.holdForRate(hold.waitMs)
+    else if (claimed.length > 0 && claimed.length === free) this.schedule()
     else if (free > 0) await this.mightHaveWork()
+  }
+
+  /**
+   * After a claim the queue's rate held back: looks for work again when the window opens, not on the next poll, and
+   * not before either (every claim meanwhile would be held back too). Ends still flush meanwhile.
+   */
+  private holdForRate(waitMs: number): void {
+    if (this.rateTimer) clearTimeout(this.rateTimer)
+    this.rateHeldUntil = performance.now() + waitMs
+    this.rateTimer = setTimeout(() => {
+      this.rateTimer = null
+      this.rateHeldUntil = 0
+      this.schedule()
+    }, Math.min(waitMs + 1, MAX_TIMER_MS))
   }
 
   /** After a flush failed: flushes again soon when the database was busy (never surfaced), else reports the error and flushes again after a while. */
@@ -186,6 +253,7 @@ export class Flusher {
   private async mightHaveWork(): Promise<boolean> {
     const counts = await this.worker.connection.executor.queueClaimable(this.worker.queue.name)
     if (!counts || counts.paused) return false
+    if (performance.now() < this.rateHeldUntil) return false
     // The stored limit, not this process's definition: another worker's start may have replaced it (JOB-19).
     if (counts.concurrency !== null && counts.running >= counts.concurrency) return false
     if (counts.waiting > 0) return true

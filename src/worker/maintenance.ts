@@ -1,12 +1,13 @@
 /**
  * What workers do besides running jobs: take back the leases of runs whose
  * worker died or stalled (JOB-05), end as abandoned the runs that hold no
- * lease at all (JOB-18), and prune ended jobs past retention.
+ * lease at all (JOB-18), prune ended jobs past retention, and fold the
+ * queue's counts kept apart into its row (PostgreSQL: engine/counts.ts).
  */
 import { ask, type Connection, type Executor, type Program } from '../dialect/index.js'
 import type { AbandonedLease, UnleasedRun } from '../dialect/index.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'
-import { counting, shift } from '../engine/counts.js'
+import { counting, foldCounts, shift } from '../engine/counts.js'
 import { jobsChanged } from '../engine/wake.js'
 import type { Queue } from '../queue/define.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
@@ -104,12 +105,14 @@ export function* pruneEnded(db: Executor, queue: Queue, now: number): Program<nu
 }
 
 /**
- * One maintenance pass over a queue, on behalf of worker `self`: takes back abandoned leases, ends runs
- * that hold none, and prunes ended jobs past retention. Each step reads first and takes the write lock
+ * One maintenance pass over a queue, on behalf of worker `self`: folds its counts kept apart (first, so that
+ * the unleased runs are counted from a short sum), takes back abandoned leases, ends runs that hold none,
+ * and prunes ended jobs past retention. Each step reads first and takes the write lock
  * only when it has work, and tells this process of what it changed. Throws the database's busy error
  * when another writer holds the lock.
  */
 export async function maintainQueue(connection: Connection, queue: Queue, self: string, now: number): Promise<void> {
+  await foldCounts(connection, queue.name)
   const abandoned = await findAbandoned(connection, queue, self, now)
   if (abandoned.length > 0) {
     const released = await connection.write((db) => releaseAbandoned(db, queue, abandoned, now))

@@ -3,6 +3,10 @@
  * and waited on by `stop`. It keeps the worker's side of the runs-alone rule
  * (engine/alone.ts) and of a claim that takes a job whose earlier run is
  * still here (engine/lease.ts).
+ *
+ * It also keeps the jobs claimed ahead: claimed and leased like the rest,
+ * but waiting in the worker, in claim order, for a slot (flush.ts says how
+ * many a claim takes ahead, and when).
  */
 import type { Connection } from '../dialect/index.js'
 import { AloneRun } from '../engine/alone.js'
@@ -14,6 +18,8 @@ import type { ClaimedJob } from '../dialect/index.js'
 export class ActiveRuns {
   private readonly runs = new Map<number, RunContext>()
   private readonly alone = new AloneRun()
+  /** Jobs claimed ahead of a free slot, in claim order: each starts as a run ends. */
+  private readonly waiting: ClaimedJob[] = []
   private settledWaiters: Array<() => void> = []
 
   constructor(
@@ -24,6 +30,38 @@ export class ActiveRuns {
 
   get size(): number {
     return this.runs.size
+  }
+
+  /** How many claimed jobs wait here for a slot. */
+  get aheadSize(): number {
+    return this.waiting.length
+  }
+
+  /** Keeps a claimed job until a slot frees (`nextAhead`). */
+  holdAhead(job: ClaimedJob): void {
+    this.waiting.push(job)
+  }
+
+  /** The first job claimed ahead, taken from the ones waiting, if any. */
+  nextAhead(): ClaimedJob | undefined {
+    return this.waiting.shift()
+  }
+
+  /** The jobs claimed ahead, in claim order (a copy). */
+  ahead(): ClaimedJob[] {
+    return [...this.waiting]
+  }
+
+  /** Takes every job claimed ahead: a stop hands them back. */
+  takeAhead(): ClaimedJob[] {
+    return this.waiting.splice(0)
+  }
+
+  /** Drops jobs claimed ahead whose lease was taken (a cancel): they never start. */
+  dropAhead(jobs: readonly ClaimedJob[]): void {
+    const dropped = new Set(jobs)
+    const kept = this.waiting.filter((job) => !dropped.has(job))
+    this.waiting.splice(0, this.waiting.length, ...kept)
   }
 
   /** Whether the worker may claim: not while it runs a job alone. */

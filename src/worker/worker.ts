@@ -27,12 +27,15 @@ import { DataVersionPoller } from './poller.js'
 import { ActiveRuns } from './runs.js'
 import { Flusher } from './flush.js'
 import { execute } from '../engine/executor.js'
+import { retryWhileBusy } from '../engine/busy.js'
 import { checkLeases, renewLeases } from '../engine/lease.js'
-import { transitionFor, type Outcome } from '../engine/outcome.js'
+import { handedBack, transitionFor, type Outcome } from '../engine/outcome.js'
 import { newOwner } from '../engine/owner.js'
 import { RunContext, type Run } from '../engine/run.js'
 import type { ClaimedJob } from '../dialect/index.js'
 import { checkKnownOptions } from '../options.js'
+import { ScheduleTimer } from './schedule-timer.js'
+import { onSchedulesChanged } from '../engine/schedules.js'
 
 /**
  * What a handler of a queue with result type `R` returns, at once or as a
@@ -99,11 +102,13 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'listen', 'onErr
  * SQLite's busy errors are retried inside, never surfaced.
  *
  * The queue's limits are one value across every process (JOB-19): in its
- * first transaction the worker stores its definition's `concurrency` in
- * `jobs_queue`, replacing what a worker started earlier stored (the last
+ * first transaction the worker stores its definition's `concurrency` and
+ * `rate` in `jobs_queue`, replacing what a worker started earlier stored (the last
  * started wins, as in a rolling deploy; when they differ it warns once,
  * through `console.warn`, naming both), and every claim of every worker
- * follows the stored value, whatever its own definition says.
+ * follows the stored value, whatever its own definition says. When the
+ * stored rate holds its claims back (JOB-22), the worker sleeps until the
+ * rate's window opens and claims then, whatever its `pollInterval`.
  *
  * The handler gets the job's value typed as the queue's `T`, and must
  * return the queue's result type `R` or an outcome, at once or as a
@@ -190,6 +195,9 @@ class QueueWorker implements Worker {
   /** Lets go of other processes' notices (listenToOthers), or does nothing when the worker does not listen. */
   private readonly stopListening: () => void
   private readonly poller: DataVersionPoller
+  /** Adds the jobs of its queue's due schedule slots (JOB-21). */
+  private readonly schedules: ScheduleTimer
+  private readonly unsubscribeSchedules: () => void
   /** The worker's own tasks under way (a poll, a renewal, a maintenance pass): `stop` waits for them. */
   private readonly tasks = new Set<Promise<void>>()
   private stopping = false
@@ -221,6 +229,17 @@ class QueueWorker implements Worker {
       else if (queue === this.queue && kind !== 'claimed') this.flusher.schedule()
     })
     this.stopListening = settings.listen ? listenToOthers(connection) : () => {}
+    this.schedules = new ScheduleTimer({
+      connection,
+      queue: definition,
+      clock: settings.clock,
+      onError: settings.onError,
+      stopping: () => this.stopping,
+      track: (task) => this.track(task),
+    })
+    this.unsubscribeSchedules = onSchedulesChanged(connection.key, (queue) => {
+      if (queue === this.queue) this.track(this.schedules.pass())
+    })
     this.timers.push(
       setInterval(() => this.track(this.pollForOtherWriters()), settings.pollIntervalMs),
       setInterval(() => this.track(this.renewLeases()), Math.max(1, Math.floor(settings.leaseMs / LEASE_RENEWALS_PER_LEASE))),
@@ -252,7 +271,12 @@ class QueueWorker implements Worker {
   private async shutDown(timeoutMs: number | null): Promise<void> {
     this.unsubscribe()
     this.stopListening()
+    this.unsubscribeSchedules()
+    this.schedules.cancel()
     this.flusher.cancelTimers()
+    // A claim under way when the stop came starts its runs as it commits: wait for it, so that they are waited for too.
+    await this.flusher.settled()
+    this.handBackAhead()
     if (timeoutMs !== null && !(await this.active.settledWithin(timeoutMs))) {
       const reason = new JobsError('TIMEOUT', `the worker stopped and gave up waiting for this run after ${timeoutMs} ms`)
       for (const run of this.active.values()) run.abort(reason)
@@ -275,17 +299,31 @@ class QueueWorker implements Worker {
     await Promise.all([...this.tasks, this.flusher.settled()])
   }
 
+  /** Starts a claimed job's run, or keeps it claimed ahead while every slot is taken. */
   private start(job: ClaimedJob): void {
+    if (this.active.size >= this.settings.slots) {
+      this.active.holdAhead(job)
+      return
+    }
     const run = this.active.start(job)
     void this.execute(run, job.value)
   }
 
-  /** Runs one run through the executor, then queues its end for the next flush. */
+  /** Runs one run through the executor, queues its end for the next flush, and starts the next job claimed ahead. */
   private async execute(run: RunContext, valueText: string): Promise<void> {
+    const began = performance.now()
     const transition = await execute(this.definition, run, valueText, this.handler, this.settings.clock)
     if (!this.active.end(run)) return
+    this.flusher.runEnded(performance.now() - began)
     if (transition) this.flusher.endRun({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
     else this.flusher.schedule()
+    const next = this.stopping ? undefined : this.active.nextAhead()
+    if (next) this.start(next)
+  }
+
+  /** Hands back, unstarted and with their attempts refunded, the jobs claimed ahead: a stopping worker starts no more. */
+  private handBackAhead(): void {
+    for (const job of this.active.takeAhead()) this.flusher.endRun({ seq: job.seq, owner: this.owner, attempt: job.attempts, transition: handedBack(job) })
   }
 
   private async pollForOtherWriters(): Promise<void> {
@@ -303,7 +341,10 @@ class QueueWorker implements Worker {
   /** Aborts runs whose lease another writer took away: canceled, or taken back as abandoned. */
   private async checkLeases(): Promise<void> {
     try {
-      if (this.active.size > 0) await checkLeases(this.connection, this.owner, this.active.values())
+      if (this.active.size > 0 || this.active.aheadSize > 0) {
+        // A job claimed ahead whose lease was taken (a cancel) is dropped unstarted: its new state is the canceler's.
+        await checkLeases(this.connection, this.owner, this.active.values(), { jobs: this.active.ahead(), lost: (jobs) => this.active.dropAhead(jobs) })
+      }
     } catch (error) {
       if (!this.connection.isBusy(error)) this.settings.onError(error)
     }
@@ -312,8 +353,14 @@ class QueueWorker implements Worker {
   /** Renews this worker's leases; a run whose lease was not renewed has lost it, and is aborted. */
   private async renewLeases(): Promise<void> {
     if (this.active.size === 0 || this.connection.inTransaction()) return
+    // A renewal that met a busy database or a lost connection is tried again after a backoff, for up to a third of a lease.
+    const giveUpAt = performance.now() + this.settings.leaseMs / LEASE_RENEWALS_PER_LEASE
     try {
-      await renewLeases(this.connection, this.owner, this.active.values(), this.settings.clock() + this.settings.leaseMs)
+      await retryWhileBusy(
+        this.connection,
+        () => renewLeases(this.connection, this.owner, this.active.values(), this.settings.clock() + this.settings.leaseMs),
+        () => this.stopping || this.active.size === 0 || performance.now() > giveUpAt,
+      )
     } catch (error) {
       if (!this.connection.isBusy(error)) this.settings.onError(error)
     }
@@ -327,6 +374,7 @@ class QueueWorker implements Worker {
     } catch (error) {
       if (!this.connection.isBusy(error)) this.settings.onError(error)
     }
+    await this.schedules.pass()
     this.flusher.schedule()
   }
 }

@@ -52,10 +52,10 @@ interface Chat {
  * Starts the chat with deterministic misbehaviour only (`!fail`, `!slow`): on a fresh SQLite file, or on a
  * fresh PostgreSQL database of the run's server, given to the chat's processes as DATABASE_URL.
  */
-async function startChat(dialect: DialectName, processes: number, modelMs: string): Promise<Chat> {
+async function startChat(dialect: DialectName, processes: number, modelMs: string, extraFlags: string[] = []): Promise<Chat> {
   const flags = [
     '--port', '0', '--processes', String(processes), '--model-ms', modelMs,
-    '--fail-rate', '0', '--slow-down-rate', '0', '--slow-down-ms', '300', '--backoff', '200ms',
+    '--fail-rate', '0', '--slow-down-rate', '0', '--slow-down-ms', '300', '--backoff', '200ms', ...extraFlags,
   ]
   if (dialect === 'sqlite') {
     const file = resolve(tempDir('chat-'), 'chat.db')
@@ -228,5 +228,25 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const events = (await seenOn(carol)).filter((e) => e.reply === killedReply)
     expect(events.filter((e) => e.state === 'done')).toHaveLength(1)
     expect(events.filter((e) => e.status === 'thinking…').length).toBeGreaterThanOrEqual(1)
+  })
+
+  test(`JOB-22 ${on} a reply the model's rate limit holds back says so on the page, then arrives`, async () => {
+    // One reply started per 4 s across both web processes.
+    const chat = await startChat(dialect, 2, '300-500', ['--rate', '1/4s'])
+    const dave = await openUser(chat.url)
+    await post(dave, ['First question', 'Second question'])
+    await waitFor(async () => (await seenOn(dave)).some((s) => /^waiting for the model's rate limit \(\d+ s\)/.test(s.status ?? '')), 'a reply waiting for the rate limit', 20_000)
+    await shot(dave, 'chat-rate-limited')
+    const shown = await allReplied(dave, 2)
+    const stored = await storedReplies(chat.db)
+    expect(stored.copies).toEqual([1, 1])
+    for (const [messageId, text] of shown) expect(text).toBe(stored.replies.get(messageId))
+    // The held reply showed the wait, then ran: "thinking" came after it.
+    const [first, second] = stored.asked.map(String) as [string, string]
+    const events = (await seenOn(dave)).filter((e) => e.reply === second)
+    const waited = events.findIndex((e) => /rate limit/.test(e.status ?? ''))
+    expect(waited).toBeGreaterThanOrEqual(0)
+    expect(events.slice(waited).some((e) => e.status === 'thinking…')).toBe(true)
+    expect((await seenOn(dave)).filter((e) => e.reply === first).some((e) => /rate limit/.test(e.status ?? ''))).toBe(false)
   })
 })

@@ -11,6 +11,8 @@ import {
   enqueueMany,
   getJob,
   isJobsError,
+  listJobs,
+  queueCounts,
   watch,
   work,
   type JobSnapshot,
@@ -72,6 +74,24 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(await enqueue(t.db, q, { n: 5 }, { id: 'one' })).toEqual({ id: 'one', added: false })
     expect(values.sort()).toEqual([1, 4])
     expect(await t.count('jobs_job')).toBe(2)
+  })
+
+  test(`JOB-03 ${on} enqueueMany adds in order and answers per item: an id repeated in the batch, or held by the queue, adds nothing, also across the statements of a batch of large values`, async () => {
+    const q = defineQueue<{ n: number; pad?: string }>('batched')
+    await enqueue(t.db, q, { n: 0 }, { id: 'held' })
+    const items = [{ value: { n: 1 }, id: 'a' }, { value: { n: 2 }, id: 'held' }, { value: { n: 3 }, id: 'a' }, { value: { n: 4 }, id: 'b', group: 'g', priority: 3 }, { value: { n: 5 }, id: 'later', delay: '1h' as const }]
+    expect(await enqueueMany(t.db, q, items)).toEqual([
+      { id: 'a', added: true }, { id: 'held', added: false }, { id: 'a', added: false }, { id: 'b', added: true }, { id: 'later', added: true },
+    ])
+    const rows = await t.query<{ id: string; value: string; state: string; grp: string | null; priority: number | string }>(`select id, value, state, grp, priority from jobs_job where queue = 'batched' order by seq`)
+    expect(rows.map((row) => [row.id, typeof row.value === 'string' ? JSON.parse(row.value).n : (row.value as { n: number }).n, row.state, row.grp, Number(row.priority)])).toEqual([
+      ['held', 0, 'waiting', null, 0], ['a', 1, 'waiting', null, 0], ['b', 4, 'waiting', 'g', 3], ['later', 5, 'scheduled', null, 0],
+    ])
+    // Six values of 900 KiB: more than one statement carries; the repeat in the last one adds nothing.
+    const pad = 'x'.repeat(900 * 1024)
+    const big = [1, 2, 3, 4, 5, 1].map((n) => ({ value: { n: 10 + n, pad }, id: `big-${n}` }))
+    expect(await enqueueMany(t.db, q, big)).toEqual([1, 2, 3, 4, 5, 1].map((n, i) => ({ id: `big-${n}`, added: i < 5 })))
+    expect(await queueCounts(t.db, q)).toMatchObject({ waiting: 8, scheduled: 1 })
   })
 
   test(`JOB-08 ${on} each handler outcome leads to its state: done with a result, scheduled after a throw, failed, retried, snoozed`, async () => {
@@ -212,6 +232,55 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(await t.count('jobs_job')).toBe(1)
   })
 
+  test(`JOB-13 ${on} a value holding U+0000 is refused naming where, writes nothing, and leaves the caller's transaction usable`, async () => {
+    const q = defineQueue<{ text: string } | number>('nul')
+    const refusal = (error: unknown) => {
+      expect(isJobsError(error, 'INVALID_VALUE'), String(error)).toBe(true)
+      expect((error as Error).message).toMatch(/value\.text .*U\+0000/)
+    }
+    const bad = { text: 'before\u0000after' }
+    if (t.sqlite) {
+      t.sqlite.transaction((tx) => {
+        let error: unknown
+        try {
+          enqueue(tx, q, bad, { id: 'bad' })
+        } catch (caught) {
+          error = caught
+        }
+        refusal(error)
+        enqueue(tx, q, { text: 'kept' }, { id: 'after' })
+      })
+    } else {
+      await t.pg!.transaction(async (tx) => {
+        refusal(await enqueue(tx, q, bad, { id: 'bad' }).catch((error: unknown) => error))
+        await enqueue(tx, q, { text: 'kept' }, { id: 'after' })
+      })
+    }
+    refusal(await Promise.resolve().then(() => enqueueMany(t.db, q, [{ value: 1, id: 'one' }, { value: bad, id: 'two' }])).catch((error: unknown) => error))
+    let keyError: unknown
+    try {
+      await enqueue(t.db, q, { ['k\u0000']: 1 } as never)
+    } catch (caught) {
+      keyError = caught
+    }
+    expect(isJobsError(keyError, 'INVALID_VALUE'), String(keyError)).toBe(true)
+    expect(await t.query('select id from jobs_job')).toEqual([{ id: 'after' }])
+    expect(await t.job('nul', 'after')).toMatchObject({ state: 'waiting' })
+  })
+
+  test(`JOB-13 ${on} JOB-17 every safe integer priority round-trips and claims in order`, async () => {
+    const q = defineQueue<{ n: number }>('priorities')
+    const priorities = [Number.MAX_SAFE_INTEGER, 2 ** 31, 0, -(2 ** 31) - 1, 2 ** 40 + 1, Number.MIN_SAFE_INTEGER, -1]
+    await enqueueMany(t.db, q, priorities.map((priority, n) => ({ value: { n }, id: `p${priority}`, priority })))
+    const listed = await listJobs(t.db, { queue: q, state: 'waiting' })
+    const sorted = [...priorities].sort((a, b) => a - b)
+    expect(listed.jobs.map((job) => job.priority)).toEqual(sorted)
+    const order: number[] = []
+    workers.push(work(t.db, q, (_value, run) => void order.push(Number(run.id.slice(1))), { slots: 1 }))
+    await waitFor(() => order.length === priorities.length, 'every job to run')
+    expect(order).toEqual(sorted)
+  })
+
   test(`JOB-14 ${on} JOB-06 steps run once per job and end with it: no step row outlives its job`, async () => {
     const q = defineQueue('stepped', { attempts: 3, backoff: { initial: 0, max: 0 } })
     await enqueue(t.db, q, null, { id: 's' })
@@ -281,6 +350,20 @@ describe.each(DIALECTS)('%s', (dialect) => {
     await new Promise((resolve) => setTimeout(resolve, 100))
     expect(await getJob(t.db, q, 'c')).toMatchObject({ state: 'canceled', result: null })
     expect(await t.count('jobs_step')).toBe(0)
+    expect(await t.count('jobs_lease')).toBe(0)
+  })
+
+  test(`JOB-16 ${on} a lease row another program left on a waiting job is stale: a claim replaces it, the job runs once, and no lease is left`, async () => {
+    const q = defineQueue<{ n: number }>('stale-lease')
+    await enqueue(t.db, q, { n: 1 }, { id: 'left' })
+    // Plain SQL that put back a running job and kept its lease, valid for an hour more.
+    const [job] = await t.query<{ seq: number }>(`select seq from jobs_job where queue = 'stale-lease' and id = 'left'`)
+    const expires = t.dialect === 'sqlite' ? Date.now() + 3_600_000 : new Date(Date.now() + 3_600_000).toISOString()
+    await t.run(`insert into jobs_lease (job, queue, grp, owner, attempt, expires_at) values ($1, 'stale-lease', null, 'gone-host:1:x', 7, $2)`, job!.seq, expires)
+    const ran: number[] = []
+    workers.push(work(t.db, q, (value) => void ran.push(value.n)))
+    await waitFor(async () => (await state('stale-lease', 'left')) === 'done', 'the job with a stale lease to run')
+    expect(ran).toEqual([1])
     expect(await t.count('jobs_lease')).toBe(0)
   })
 

@@ -4,7 +4,6 @@
  * dropped afterwards, so files running side by side never see each other's rows.
  */
 import { randomBytes } from 'node:crypto'
-import { resolve } from 'node:path'
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { migrate } from 'drizzle-orm/node-postgres/migrator'
 import { drizzle as drizzlePostgresJs, type PostgresJsDatabase } from 'drizzle-orm/postgres-js'
@@ -13,8 +12,9 @@ import postgres from 'postgres'
 import { afterEach, beforeEach, inject } from 'vitest'
 import * as schema from '../../src/schema/pg.js'
 import { NO_SERVER } from './pg-global.js'
+import { databaseUrl, onServer, PG_MIGRATIONS } from './pg-database.js'
 
-export const PG_MIGRATIONS = resolve(import.meta.dirname, '../../drizzle-pg')
+export { databaseUrl, PG_MIGRATIONS }
 
 export interface TestPgDb {
   /** The database's name, unique to its test (or file). */
@@ -39,25 +39,6 @@ export function pgServerUrl(): string {
   const server = inject('pgServer') ?? { unavailable: NO_SERVER }
   if ('unavailable' in server) throw new Error(server.unavailable)
   return server.url
-}
-
-/** The URL of `database` on the server at `serverUrl`, with the same user, host and options. */
-export function databaseUrl(serverUrl: string, database: string): string {
-  const url = new URL(serverUrl)
-  url.pathname = `/${database}`
-  return url.href
-}
-
-/** Runs `work` on a connection of its own to the maintenance database of the server at `server` (the database its URL names). */
-async function onServer<T>(server: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: server })
-  client.on('error', () => {})
-  await client.connect()
-  try {
-    return await work(client)
-  } finally {
-    await client.end()
-  }
 }
 
 /**

@@ -4,7 +4,8 @@
  * another language. psycopg comes from Debian's python3-psycopg (or pip); without it these tests fail, saying
  * how to install it.
  */
-import { execFileSync, spawnSync } from 'node:child_process'
+import { execFile, spawnSync } from 'node:child_process'
+import { promisify } from 'node:util'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterEach, beforeEach, expect, test } from 'vitest'
@@ -24,9 +25,14 @@ beforeEach(() => {
   if (python === null) throw new Error(NO_PSYCOPG)
 })
 
-/** Runs one command of jobs_pg.py and answers the JSON it printed. */
-function py(...args: string[]): unknown {
-  return JSON.parse(execFileSync(python!, [SCRIPT, ...args], { encoding: 'utf8', timeout: 20_000 }))
+/**
+ * Runs one command of jobs_pg.py and answers the JSON it printed. Asynchronously: while Python waits on a lock
+ * that a transaction of this process holds (a worker's first write installs the counting triggers), this
+ * process's event loop must go on, or neither would move.
+ */
+async function py(...args: string[]): Promise<unknown> {
+  const { stdout } = await promisify(execFile)(python!, [SCRIPT, ...args], { encoding: 'utf8', timeout: 20_000 })
+  return JSON.parse(stdout)
 }
 
 const t = eachFreshPgDb()
@@ -77,7 +83,7 @@ test('JOB-03 [postgres] jobs a Python producer adds with plain SQL, telling the 
     { id: 'py-3', value: { n: 3 }, group: 'b', priority: 9, delay_ms: 300, max_attempts: 3 },
     { id: 'py-1', value: { n: 100 } },
   ]
-  expect(py('add', t.url, 'interop', JSON.stringify(items))).toEqual([
+  expect(await py('add', t.url, 'interop', JSON.stringify(items))).toEqual([
     { id: 'py-1', added: true },
     { id: 'py-2', added: true },
     { id: 'py-3', added: true },
@@ -111,12 +117,12 @@ test('JOB-16 [postgres] a Python worker claims a job with FOR UPDATE SKIP LOCKED
   })()
   await waitFor(() => states.length > 0, 'the watch to start')
 
-  const claimed = py('claim', t.url, 'pyq', owner, '30000') as { seq: number; id: string; group: string; value: unknown; attempt: number }
+  const claimed = (await py('claim', t.url, 'pyq', owner, '30000')) as { seq: number; id: string; group: string; value: unknown; attempt: number }
   expect(claimed).toMatchObject({ id: 'first', group: 'g', value: { n: 1 }, attempt: 1, max_attempts: 10 })
   const seq = String(claimed.seq)
   await waitFor(() => notices.includes('claimed:pyq'), 'the claim\'s notice')
-  expect(py('step', t.url, seq, owner, '1', 'fetch', JSON.stringify({ fetched: true }))).toEqual({ written: true })
-  expect(py('step', t.url, seq, owner, '2', 'stale', '1')).toEqual({ written: false })
+  expect(await py('step', t.url, seq, owner, '1', 'fetch', JSON.stringify({ fetched: true }))).toEqual({ written: true })
+  expect(await py('step', t.url, seq, owner, '2', 'stale', '1')).toEqual({ written: false })
   expect((await t.pool.query('select name, answer from jobs_step where job = $1', [seq])).rows).toEqual([{ name: 'fetch', answer: { fetched: true } }])
 
   const ranInNode: string[] = []
@@ -129,14 +135,14 @@ test('JOB-16 [postgres] a Python worker claims a job with FOR UPDATE SKIP LOCKED
   expect((await t.pool.query('select owner, attempt from jobs_lease where job = $1', [seq])).rows).toEqual([{ owner, attempt: 1 }])
 
   expect(states).toEqual(['waiting', 'running'])
-  expect(py('complete', t.url, seq, owner, '1', JSON.stringify({ byPython: true }))).toEqual({ landed: true })
+  expect(await py('complete', t.url, seq, owner, '1', JSON.stringify({ byPython: true }))).toEqual({ landed: true })
   expect(await rowOf('pyq', 'first')).toMatchObject({ state: 'done', attempts: 1, result: { byPython: true } })
   await waitFor(() => notices.includes('ended:pyq'), 'the end\'s notice')
   await watching
   expect(states).toEqual(['waiting', 'running', 'done'])
   expect(await count('select count(*) from jobs_step where job = $1', seq)).toBe(0)
   // The fence: the lease is gone, so a second completion (a stale run, say) changes nothing.
-  expect(py('complete', t.url, seq, owner, '1', JSON.stringify({ again: true }))).toEqual({ landed: false })
+  expect(await py('complete', t.url, seq, owner, '1', JSON.stringify({ again: true }))).toEqual({ landed: false })
 
   await waitFor(async () => (await rowOf('pyq', 'second')).state === 'done', 'the Node worker to run the rest of the group', 10_000)
   expect(ranInNode).toEqual(['other', 'second'])
@@ -149,7 +155,7 @@ test('JOB-16 [postgres] the fence refuses a stale Python completion: a Node work
   await enqueue(t.db, queue, { n: 1 }, { id: 'taken' })
   const owner = `python/${process.pid}`
   // A lease of 1 ms: the Python run stalls past it at once.
-  const claimed = py('claim', t.url, 'stale', owner, '1') as { seq: number; attempt: number }
+  const claimed = (await py('claim', t.url, 'stale', owner, '1')) as { seq: number; attempt: number }
   expect(claimed).toMatchObject({ id: 'taken', attempt: 1 })
   const seq = String(claimed.seq)
 
@@ -157,8 +163,8 @@ test('JOB-16 [postgres] the fence refuses a stale Python completion: a Node work
   await waitFor(async () => (await rowOf('stale', 'taken')).state === 'done', 'the Node worker to take the job back and run it', 15_000)
   expect(await rowOf('stale', 'taken')).toMatchObject({ attempts: 2, result: { byNode: 1, attempt: 2 } })
 
-  expect(py('step', t.url, seq, owner, '1', 'late', '1')).toEqual({ written: false })
-  expect(py('complete', t.url, seq, owner, '1', JSON.stringify({ stale: true }))).toEqual({ landed: false })
+  expect(await py('step', t.url, seq, owner, '1', 'late', '1')).toEqual({ written: false })
+  expect(await py('complete', t.url, seq, owner, '1', JSON.stringify({ stale: true }))).toEqual({ landed: false })
   expect(await rowOf('stale', 'taken')).toMatchObject({ state: 'done', attempts: 2, result: { byNode: 1, attempt: 2 } })
   expect(await count('select count(*) from jobs_step')).toBe(0)
 })
@@ -174,7 +180,7 @@ test('JOB-20 [postgres] a Python claim passes over a job that another transactio
     await holder.query('begin')
     await holder.query(`select seq from jobs_job where id = 'held' for update`)
     const started = Date.now()
-    expect(py('claim', t.url, 'skip', `python/${process.pid}`, '30000')).toMatchObject({ id: 'free', attempt: 1 })
+    expect(await py('claim', t.url, 'skip', `python/${process.pid}`, '30000')).toMatchObject({ id: 'free', attempt: 1 })
     expect(Date.now() - started).toBeLessThan(10_000)
     await holder.query('rollback')
   } finally {
@@ -196,12 +202,12 @@ test('JOB-19 [postgres] a Python worker follows the limits the Node worker store
   expect((await t.pool.query(`select concurrency, concurrency_per_group as "perGroup" from jobs_queue where name = 'pylimits'`)).rows).toEqual([{ concurrency: 2, perGroup: 1 }])
 
   const owner = `python/${process.pid}`
-  const claimed = py('claim', t.url, 'pylimits', owner, '30000') as { seq: number; id: string }
+  const claimed = (await py('claim', t.url, 'pylimits', owner, '30000')) as { seq: number; id: string }
   expect(claimed).toMatchObject({ id: 'h1' })
-  expect(py('claim', t.url, 'pylimits', owner, '30000')).toBeNull()
+  expect(await py('claim', t.url, 'pylimits', owner, '30000')).toBeNull()
   expect((await rowOf('pylimits', 'k1')).state).toBe('waiting')
 
-  expect(py('complete', t.url, String(claimed.seq), owner, '1', 'null')).toEqual({ landed: true })
+  expect(await py('complete', t.url, String(claimed.seq), owner, '1', 'null')).toEqual({ landed: true })
   release()
   await waitFor(async () => (await rowsOf('pylimits')).every((row) => row.state === 'done'), 'the Node worker to run the rest', 10_000)
 })

@@ -38,7 +38,7 @@ describe('adding jobs', () => {
     expect(await db.jobExists('replies', 'a')).toBe(true)
     expect(await db.jobExists('replies', 'b')).toBe(false)
     expect(await db.jobExists('other', 'a')).toBe(false)
-    const [row] = await rows(`select queue, id, grp, value, state, priority, attempts, max_attempts, created_at, run_at from jobs_job`)
+    const [row] = await rows(`select queue, id, grp, value, state, priority::float8 as priority, attempts, max_attempts, created_at, run_at from jobs_job`)
     expect(row).toEqual({
       queue: 'replies', id: 'a', grp: null, value: { id: 'a' }, state: 'waiting', priority: 0, attempts: 0, max_attempts: 3,
       created_at: new Date(NOW), run_at: new Date(NOW),
@@ -178,6 +178,12 @@ describe('claims and ends', () => {
       { name: 'first', answer: '{"a": [1, {"b": null}]}' },
       { name: 'nothing', answer: null },
     ])
+    // Two steps kept by one transaction come back in the order they were kept, not by name.
+    await c.write(function* (db) {
+      yield* ask(db.stepSetIfLeased({ seq, owner: 'owner-1', attempt: 1, name: 'zeta', answer: '1' }))
+      yield* ask(db.stepSetIfLeased({ seq, owner: 'owner-1', attempt: 1, name: 'alpha', answer: '2' }))
+    })
+    expect((await c.executor.stepList(seq)).map((step) => step.name)).toEqual(['second', 'first', 'nothing', 'zeta', 'alpha'])
     await c.write((db) => ask(db.stepDeleteMany([seq])))
     expect(await c.executor.stepList(seq)).toEqual([])
   })
@@ -307,6 +313,7 @@ describe('reading jobs', () => {
     expect(running).toEqual({
       seq: a, queue: 'replies', id: 'a', grp: 'g', state: 'running', priority: 3, runAt: NOW, attempts: 1, maxAttempts: 3,
       createdAt: NOW, finishedAt: null, error: null, result: null, owner: 'owner-1', leaseAttempt: 1, channel: 'chan',
+      rateLimit: null, ratePer: null, ratePerGroup: null, rateStarts: null, rateNow: null,
     })
     await end(c, 'replies', [{ seq: b, owner: 'owner-1', attempt: 1, transition: done(NOW + 7, '[1,"two"]') }])
     const both = await c.executor.jobGetSnapshots([a, b, 999_999])
@@ -509,15 +516,34 @@ describe('queues: paused, limits, what a worker reads before it claims', () => {
     const c = connection()
     expect(await c.executor.queueLimitsGet('replies')).toBeUndefined()
     expect(await store(c, defineQueue('replies', { concurrency: { total: 4, perGroup: 2 } }))).toBeNull()
-    expect(await c.executor.queueLimitsGet('replies')).toEqual({ concurrency: 4, perGroup: 2, setAt: NOW })
+    expect(await c.executor.queueLimitsGet('replies')).toEqual({ concurrency: 4, perGroup: 2, setAt: NOW, rateLimit: null, ratePer: null, ratePerGroup: null })
     expect(await store(c, defineQueue('replies', { concurrency: 1 }), NOW + 1)).toMatch(/total: 4, perGroup: 2.*total: 1/)
-    expect(await c.executor.queueLimitsGet('replies')).toEqual({ concurrency: 1, perGroup: null, setAt: NOW + 1 })
+    expect(await c.executor.queueLimitsGet('replies')).toEqual({ concurrency: 1, perGroup: null, setAt: NOW + 1, rateLimit: null, ratePer: null, ratePerGroup: null })
     await addJobs(c, ['a', 'b'].map((id) => newJob('replies', id)))
     // The claiming process's definition says no limit; the stored limit holds.
     expect(await claim(c, replies, request('owner-1', 5))).toHaveLength(1)
-    expect(await c.write((db) => ask(db.queueClaimLimits('replies')))).toEqual({ paused: 0, running: 1, concurrency: 1, perGroup: null })
+    expect(await c.write((db) => ask(db.queueClaimLimits('replies')))).toMatchObject({ paused: 0, running: 1, concurrency: 1, perGroup: null, rateLimit: null })
     expect(await claim(c, replies, request('owner-1', 5))).toEqual([])
     expect(await c.executor.queueClaimLimits('nothing')).toBeUndefined()
+  })
+
+  test('JOB-22 [postgres] a stored rate is read under the queue row\'s lock with the server\'s clock, and its log written back by the claim', async () => {
+    const c = connection()
+    const rated = defineQueue('replies', { rate: { limit: 2, per: '1m', perGroup: 1 } })
+    expect(await store(c, rated)).toBeNull()
+    expect(await c.executor.queueLimitsGet('replies')).toEqual({ concurrency: null, perGroup: null, setAt: NOW, rateLimit: 2, ratePer: 60_000, ratePerGroup: 1 })
+    await addJobs(c, ['a', 'b', 'c'].map((id) => newJob('replies', id, { grp: id === 'c' ? 'g2' : 'g1' })))
+    const before = Date.now()
+    // b is passed over: its group started a run in this window already.
+    expect((await claim(c, rated, request('owner-1', 5))).map((job) => job.id)).toEqual(['a', 'c'])
+    const [row] = await rows<{ starts: { starts: number[]; groups: Record<string, number[]> } }>(`select rate_starts as starts from jobs_queue where name = 'replies'`)
+    expect(row!.starts.starts).toHaveLength(2)
+    expect(Object.keys(row!.starts.groups).sort()).toEqual(['g1', 'g2'])
+    expect(row!.starts.starts[0]).toBeGreaterThanOrEqual(before - 5_000)
+    expect(await claim(c, rated, request('owner-1', 5))).toEqual([])
+    const limits = await c.write((db) => ask(db.queueClaimLimits('replies')))
+    expect(limits).toMatchObject({ rateLimit: 2, ratePer: 60_000, ratePerGroup: 1 })
+    expect(Math.abs(limits!.rateNow! - Date.now())).toBeLessThan(5_000)
   })
 })
 

@@ -278,3 +278,136 @@ test('JOB-20 [postgres] a listening connection ended just before its LISTEN is s
   await waitFor(() => pool.totalCount === pool.idleCount, `the worker's pool to hold no client out (${pool.totalCount - pool.idleCount} out)`, 5_000)
   expect(uncaught).toEqual([])
 })
+
+/**
+ * Ends the backend of `client` and sends the query once the client saw its connection end: the query then fails
+ * as one sent on a lost connection does. Answers what the query's caller awaits (nothing for a callback).
+ */
+function sendAfterTermination(database: TestPgDb, client: pg.PoolClient, send: () => unknown): unknown {
+  const answer = new Promise((resolve, reject) => {
+    client.once('end', () => {
+      const sent = send()
+      if (sent instanceof Promise) sent.then(resolve, reject)
+      else resolve(undefined)
+    })
+  })
+  void database.pool.query('select pg_terminate_backend($1)', [Reflect.get(client, 'processID')])
+  return answer
+}
+
+test('JOB-06 [postgres] step reads and writes whose connection is ended by pg_terminate_backend are tried again on another connection: the handler gets each answer, never the error, each step function runs once, and nothing surfaces', async () => {
+  await t.pool.query(RUNS_TABLE)
+  const { pool, db } = workerPool(t.url)
+  let ended = { read: 0, write: 0 }
+  aroundQueries(pool, (client, text, send) => {
+    const kind = text?.startsWith('select answer::text as answer from jobs_step') ? 'read' : text?.startsWith('insert into jobs_step') ? 'write' : null
+    if (kind === null || ended[kind] >= 3) return send()
+    ended = { ...ended, [kind]: ended[kind] + 1 }
+    return sendAfterTermination(t, client, send)
+  })
+  const queue = defineQueue<{ n: number }>('steps-terminated', { attempts: 5, backoff: { initial: 10, max: 50 } })
+  const calls = new Map<string, number>()
+  const handlerErrors: unknown[] = []
+  const errors: unknown[] = []
+  const worker = work(
+    db,
+    queue,
+    async ({ n }, run) => {
+      try {
+        let total = 0
+        for (const name of ['first', 'second']) {
+          total += await run.step(name, () => {
+            calls.set(`${run.id}/${name}`, (calls.get(`${run.id}/${name}`) ?? 0) + 1)
+            return n
+          })
+        }
+        await recordRun(pool, run.id, run.attempt)
+        return { total }
+      } catch (error) {
+        handlerErrors.push(error)
+        throw error
+      }
+    },
+    { slots: 3, onError: (error) => void errors.push(error) },
+  )
+  workers.push(worker)
+  await enqueueMany(t.db, queue, Array.from({ length: 10 }, (_, n) => ({ value: { n }, id: `job-${n}` })))
+  await allDone(t, queue.name, 10, 20_000)
+  expect(ended).toEqual({ read: 3, write: 3 })
+  expect(handlerErrors).toEqual([])
+  expect([...calls].filter(([, count]) => count !== 1)).toEqual([])
+  expect(calls.size).toBe(20)
+  await expectEveryJobDoneOnce(t, queue.name, 10, worker, pool, errors)
+  expect(Number((await t.pool.query('select count(*) as n from jobs_step')).rows[0].n)).toBe(0)
+})
+
+test('JOB-05 [postgres] a BEGIN whose connection is ended by pg_terminate_backend gives its client back to the pool, destroyed: the worker carries on, surfaces nothing and ends every job done once', async () => {
+  await t.pool.query(RUNS_TABLE)
+  const { pool, db } = workerPool(t.url)
+  let ended = 0
+  aroundQueries(pool, (client, text, send) => {
+    if (!text?.startsWith('begin') || ended >= 3) return send()
+    ended++
+    return sendAfterTermination(t, client, send)
+  })
+  const { queue, worker, errors } = startWorker(db, pool, 'begin-terminated')
+  await enqueueMany(t.db, queue, Array.from({ length: 20 }, (_, n) => ({ value: { n }, id: `job-${String(n).padStart(2, '0')}` })))
+  await allDone(t, queue.name, 20, 20_000)
+  expect(ended).toBe(3)
+  await expectEveryJobDoneOnce(t, queue.name, 20, worker, pool, errors)
+})
+
+test('JOB-05 [postgres] every client the engine takes from its pool has an error listener from the moment the pool hands it over: an error emitted then (a FATAL read in the same packet as the last answer) crashes nothing', async () => {
+  await t.pool.query(RUNS_TABLE)
+  const { pool, db } = workerPool(t.url)
+  let handedOver = 0
+  let unlistened = 0
+  let emitted = 0
+  const connect = pool.connect.bind(pool) as (callback: (error: Error | undefined, client?: pg.PoolClient, done?: unknown) => void) => void
+  /** Right as the pool hands a client over, in the same tick: does anyone listen for its errors yet? If so, one is emitted. */
+  const atHandOver = (client: pg.PoolClient) => {
+    handedOver++
+    if (client.listenerCount('error') === 0) return void unlistened++
+    if (emitted++ % 5 === 0) client.emit('error', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))
+  }
+  Reflect.set(pool, 'connect', (callback?: (error: Error | undefined, client?: pg.PoolClient, done?: unknown) => void) => {
+    if (callback) {
+      return connect((error, client, done) => {
+        callback(error, client, done)
+        if (client) atHandOver(client)
+      })
+    }
+    return new Promise((resolve, reject) =>
+      connect((error, client) => {
+        if (error || !client) return reject(error)
+        resolve(client)
+        atHandOver(client)
+      }),
+    )
+  })
+  const { queue, worker, errors } = startWorker(db, pool, 'handed-over')
+  await enqueueMany(t.db, queue, Array.from({ length: 20 }, (_, n) => ({ value: { n }, id: `job-${String(n).padStart(2, '0')}` })))
+  await allDone(t, queue.name, 20, 20_000)
+  expect(handedOver).toBeGreaterThan(20)
+  expect(unlistened).toBe(0)
+  await expectEveryJobDoneOnce(t, queue.name, 20, worker, pool, errors)
+})
+
+test('JOB-05 [postgres] an idle client of the worker\'s pool whose backend is ended emits its error on the pool: with no listener of the app\'s on the pool, the engine\'s keeps the process alive', async () => {
+  const pool = new pg.Pool({ connectionString: t.url, application_name: WORKER_APP, max: 4 })
+  pools.push(pool)
+  const queue = defineQueue<{ n: number }>('idle-ended', { attempts: 3 })
+  const errors: unknown[] = []
+  const worker = work(drizzle(pool), queue, async () => {}, { onError: (error) => void errors.push(error) })
+  workers.push(worker)
+  await enqueueMany(t.db, queue, Array.from({ length: 5 }, (_, n) => ({ value: { n }, id: `job-${n}` })))
+  await allDone(t, queue.name, 5, 20_000)
+  await waitFor(() => pool.idleCount > 0, 'an idle client in the pool')
+  const idle = pool.idleCount
+  expect(await terminateWorkerConnections(t)).toBeGreaterThan(0)
+  await waitFor(() => pool.idleCount < idle || pool.totalCount < idle, 'the pool to let an ended client go', 5_000)
+  await enqueueMany(t.db, queue, [{ value: { n: 5 }, id: 'job-5' }])
+  await allDone(t, queue.name, 6, 20_000)
+  expect(errors).toEqual([])
+  expect(uncaught).toEqual([])
+})

@@ -2,7 +2,7 @@
  * The contracts on postgres.js (JOB-20): the contract suite runs its PostgreSQL half on node-postgres, and
  * these run the same promises on a Drizzle `drizzle-orm/postgres-js` handle — an add that commits or rolls
  * back with the app's row, a worker draining jobs to their outcomes, steps kept across attempts, a worker
- * process on postgres.js SIGKILLed mid-run, and a watch. Plain-SQL checks read through node-postgres, a
+ * process on postgres.js SIGKILLed mid-run, and a watch, of a run in this process and of one in another. Plain-SQL checks read through node-postgres, a
  * separate client, so that they see only what committed.
  */
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs'
@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { pgTable, serial, text } from 'drizzle-orm/pg-core'
 import { afterEach, expect, test } from 'vitest'
 import { defineQueue, enqueue, getJob, watch, work, type JobSnapshot, type Worker } from '../../src/index.js'
-import { steps } from '../fixtures/contract-queues.js'
+import { followed, SIGNAL_TABLE, steps } from '../fixtures/contract-queues.js'
 import { removeTempDirs, tempDir } from '../helpers/db.js'
 import { eachFreshPgDb } from '../helpers/pg.js'
 import { killChildren, startFixture } from '../helpers/processes.js'
@@ -181,4 +181,21 @@ test('JOB-11 [postgres.js] watch on one postgres.js client follows a job that a 
   expect(seen[0]).toMatchObject({ id: 'w', state: 'waiting', ahead: 0 })
   expect(seen.at(-1)).toMatchObject({ state: 'done', result: { text: 'hello' }, attempt: 1 })
   expect(seen.map((snapshot) => snapshot.state).filter((s, i, all) => s !== all[i - 1])).toEqual(['waiting', 'running', 'done'])
+})
+
+test('JOB-11 [postgres.js] watch on postgres.js follows a run of another process on postgres.js, its progress by notice: both attempts, each with its progress, and done', async () => {
+  const watching = postgresJs()
+  await t.pool.query(SIGNAL_TABLE)
+  await enqueue(watching, followed, { n: 3 }, { id: 'w' })
+  const child = startFixture('contract-child.ts', ['work', t.url, 'progress'], { PG_DRIVER: 'postgres.js' })
+  await waitFor(() => child.output().includes('working'), 'the worker process to start', 30_000)
+  const seen: string[] = []
+  for await (const snapshot of watch(watching, followed, 'w')) {
+    const label = `${snapshot.state} ${(snapshot.progress as { step?: string } | null)?.step ?? ''}`.trim()
+    seen.push(label)
+    if (label === 'running') await t.pool.query('insert into signal (name) values ($1)', [`think${snapshot.attempt}`])
+    if (label === 'running thinking') await t.pool.query('insert into signal (name) values ($1)', [`finish${snapshot.attempt}`])
+    if (label === 'scheduled' && seen.indexOf('scheduled') === seen.length - 1) await t.pool.query(`update jobs_job set run_at = now() where id = 'w'`)
+  }
+  expect(seen.filter((label, i) => label !== seen[i - 1])).toEqual(['waiting', 'running', 'running thinking', 'scheduled', 'running', 'running thinking', 'done'])
 })

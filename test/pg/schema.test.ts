@@ -45,11 +45,11 @@ async function addJob(queue = 'q', id = 'a'): Promise<number> {
   return Number(row!.seq)
 }
 
-test('the migrations create the four tables with their documented columns and types', async () => {
+test('the migrations create the tables with their documented columns and types', async () => {
   const tables = await query<{ table_name: string }>(
     `select table_name from information_schema.tables where table_schema = current_schema() order by table_name`,
   )
-  expect(tables.map((row) => row.table_name)).toEqual(['jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_step'])
+  expect(tables.map((row) => row.table_name)).toEqual(['jobs_count', 'jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_schedule', 'jobs_step'])
 
   expect(await columns('jobs_queue')).toEqual([
     'name text not null',
@@ -57,6 +57,19 @@ test('the migrations create the four tables with their documented columns and ty
     'concurrency integer',
     'concurrency_per_group integer',
     'limits_set_at timestamp with time zone',
+    'waiting bigint not null default 0',
+    'scheduled bigint not null default 0',
+    'running bigint not null default 0',
+    'done bigint not null default 0',
+    'failed bigint not null default 0',
+    'canceled bigint not null default 0',
+    'rate_limit integer',
+    'rate_per bigint',
+    'rate_per_group integer',
+    'rate_starts jsonb',
+  ])
+  expect(await columns('jobs_count')).toEqual([
+    'queue text not null',
     'waiting bigint not null default 0',
     'scheduled bigint not null default 0',
     'running bigint not null default 0',
@@ -71,7 +84,7 @@ test('the migrations create the four tables with their documented columns and ty
     'grp text',
     "value jsonb not null default 'null'::jsonb",
     "state text not null default 'waiting'::text",
-    'priority integer not null default 0',
+    'priority bigint not null default 0',
     'attempts integer not null default 0',
     'max_attempts integer not null default 10',
     'run_at timestamp with time zone not null default now()',
@@ -82,7 +95,7 @@ test('the migrations create the four tables with their documented columns and ty
     'error_stack text',
     'abandoned boolean not null default false',
   ])
-  expect(await columns('jobs_step')).toEqual(['job bigint not null', 'name text not null', 'answer jsonb'])
+  expect(await columns('jobs_step')).toEqual(['job bigint not null', 'name text not null', 'answer jsonb', 'seq bigint not null'])
   expect(await columns('jobs_lease')).toEqual([
     'job bigint not null',
     'queue text not null',
@@ -104,6 +117,7 @@ test('the migrations create the four tables with their documented columns and ty
     { table_name: 'jobs_job', columns: 'seq' },
     { table_name: 'jobs_lease', columns: 'job' },
     { table_name: 'jobs_queue', columns: 'name' },
+    { table_name: 'jobs_schedule', columns: 'queue, name' },
     { table_name: 'jobs_step', columns: 'job, name' },
   ])
 })

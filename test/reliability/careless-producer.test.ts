@@ -183,16 +183,16 @@ test('JOB-18 getJob, watch, the admin API, the CLI and the dashboard show a row 
   expect(inspectJob(t.db, queue, 'iso')).toMatchObject({ id: 'iso', createdAt: null, malformed: expected })
   expect(queueCounts(t.db, queue)).toMatchObject({ done: 1 })
 
-  const open = { file: t.file, db: t.db, connection: connectionOf(t.db), close: () => {} }
-  const listed = list(open, { positionals: [] }).text
+  const open = { label: t.file, db: t.db, connection: connectionOf(t.db), close: async () => {} }
+  const listed = (await list(open, { positionals: [] })).text
   expect(listed).toContain("ended 'yesterday' (not a time)")
   expect(listed).toContain("'one'/2")
   expect(listed).not.toMatch(/NaN/)
-  const shown = show(open, { positionals: ['iso'] }).text
+  const shown = (await show(open, { positionals: ['iso'] })).text
   expect(shown).toMatch(/^added +'2026-01-01T00:00:00Z' \(not a time\)$/m)
   expect(shown).toMatch(/^run at +1e\+300 \(not a time\)$/m)
   expect(shown).toMatch(/^priority +'high'$/m)
-  expect(status(open, { positionals: [] }).text).toMatch(/careless/)
+  expect((await status(open, { positionals: [] })).text).toMatch(/careless/)
   // The command itself, as users run it.
   const command = await new Promise<{ code: number; stdout: string; stderr: string }>((done) =>
     execFile(process.execPath, [BIN, 'show', 'iso', '--db', t.file], { timeout: 30_000 }, (error, stdout, stderr) => done({ code: error ? Number(error.code) : 0, stdout, stderr })),
@@ -304,12 +304,12 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
 
   /** Every reading surface, on every row: none may throw; each shows what the row stores. */
   async function everySurfaceAnswers(db: TestDb, written: Written[], countersKept: boolean): Promise<void> {
-    const open = { file: db.file, db: db.db, connection: connectionOf(db.db), close: () => {} }
+    const open = { label: db.file, db: db.db, connection: connectionOf(db.db), close: async () => {} }
     const mounted = dashboard(db.db)
     try {
       const counts = queueCounts(db.db)
       const queues = counts.map((c) => c.queue)
-      expect(status(open, { positionals: [] }).json).toMatchObject({ queues: expect.any(Array) })
+      expect((await status(open, { positionals: [] })).json).toMatchObject({ queues: expect.any(Array) })
       const tabs = KNOWN.map((state) => `/queues/${rowsQueue.name}?state=${state}`)
       for (const path of ['/', ...queues.map((q) => `/queues/${encodeURIComponent(q)}`), ...tabs]) {
         const answer = await mounted.fetch(new Request(`http://127.0.0.1${path}`))
@@ -329,7 +329,7 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
           } while (cursor)
           if (state === undefined && queueName === undefined) expect(seen.size).toBe(written.length)
         }
-        list(open, { positionals: [], ...(queueName === undefined ? {} : { queue: queueName }) })
+        await list(open, { positionals: [], ...(queueName === undefined ? {} : { queue: queueName }) })
       }
       const records = listJobs(db.db, { limit: 1_000 }).jobs
       for (const job of written) {
@@ -354,7 +354,7 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
         expect(inspectJob(db.db, q, stored.id!.value)).toMatchObject({ seq: job.seq, malformed: record.malformed })
         // Numbers and times show as stored: never NaN, nor a time that is not one.
         // Before any writer set the database up, jobs_queue lists no queue another program added jobs to: name it.
-        const facts = show(open, { positionals: [stored.id!.value], ...(countersKept ? {} : { queue: stored.queue!.value }) }).text.split('\n').filter((line) => /^(priority|attempts|added|run at|ended|lease) /.test(line))
+        const facts = (await show(open, { positionals: [stored.id!.value], ...(countersKept ? {} : { queue: stored.queue!.value }) })).text.split('\n').filter((line) => /^(priority|attempts|added|run at|ended|lease) /.test(line))
         for (const line of facts) expect(line).not.toMatch(/(^|[^'])NaN|Invalid (time|Date)/)
         const page = await mounted.fetch(new Request(`http://127.0.0.1/queues/${encodeURIComponent(stored.queue!.value)}/jobs/${encodeURIComponent(stored.id!.value)}`))
         expect(page.status, (await page.text()).slice(0, 300)).toBe(200)

@@ -3,8 +3,8 @@
  * processes wrote, and checks every promise the soak stands for. Each broken
  * promise is one line of `problems`; the figures are what the soak prints.
  */
-import type Database from 'better-sqlite3'
 import type { Exit } from './processes.js'
+import type { SoakJobRow, SoakSnapshot } from './soak-database.js'
 import { SOAK_QUEUE, type SoakLogRecord } from './soak-protocol.js'
 
 export interface SoakFigures {
@@ -15,6 +15,8 @@ export interface SoakFigures {
   kills: number
   /** Worker processes the poisoned job killed. */
   poisonKills: number
+  /** Worker connections ended by pg_terminate_backend (PostgreSQL). */
+  terminations: number
   workersStarted: number
   /** Handler starts of regular jobs beyond one per job. */
   rerunHandlers: number
@@ -29,7 +31,8 @@ export interface SoakFigures {
   poison: { state: string; attempts: number; maxAttempts: number; error: string | null } | null
   leasesLeft: number
   stepsLeft: number
-  integrity: string
+  /** SQLite's integrity_check; null on PostgreSQL. */
+  integrity: string | null
   elapsedMs: number
 }
 
@@ -42,6 +45,7 @@ export interface SoakFacts {
   jobs: number
   attempts: number
   kills: ReadonlyMap<number, number>
+  terminations: number
   exits: ReadonlyMap<number, Exit>
   /** Worker processes asked to stop (SIGTERM) at the end. */
   stopped: ReadonlySet<number>
@@ -49,35 +53,25 @@ export interface SoakFacts {
   elapsedMs: number
 }
 
-interface JobRow {
-  id: string
-  grp: string | null
-  state: string
-  attempts: number
-  maxAttempts: number
-  result: string | null
-  error: string | null
-}
+type JobRow = SoakJobRow
 
 const SHOWN = 5
 
-/** Reads the outcome of a soak from its database and side log and checks it. */
-export function checkSoak(client: Database.Database, log: readonly SoakLogRecord[], facts: SoakFacts): SoakVerdict {
+/** Checks the outcome of a soak: what its database holds at the end, and its side log. */
+export function checkSoak(snapshot: SoakSnapshot, log: readonly SoakLogRecord[], facts: SoakFacts): SoakVerdict {
   const problems: string[] = []
   const report = (what: string, cases: readonly string[]): void => {
     if (cases.length > 0) problems.push(`${what} (${cases.length}): ${cases.slice(0, SHOWN).join('; ')}${cases.length > SHOWN ? '; …' : ''}`)
   }
 
-  const rows = client
-    .prepare(`select id, grp, state, attempts, max_attempts as maxAttempts, result, error from jobs_job where queue = ?`)
-    .all(SOAK_QUEUE.name) as JobRow[]
+  const rows = snapshot.jobs
   const byId = new Map(rows.map((row) => [row.id, row]))
   const regular = rows.filter((row) => row.id !== 'poison')
   const poisonRow = byId.get('poison') ?? null
   if (regular.length !== facts.jobs) problems.push(`the queue holds ${regular.length} regular jobs, ${facts.jobs} were added`)
 
   report('jobs not done', regular.filter((row) => row.state !== 'done').map((row) => `${row.id} is ${row.state} after ${row.attempts} attempts (${row.error ?? 'no error'})`))
-  report('jobs whose result is not their total', regular.filter((row) => row.state === 'done' && row.result !== JSON.stringify({ total: 5 * numberOf(row.id) })).map((row) => `${row.id}: ${row.result}`))
+  report('jobs whose result is not their total', regular.filter((row) => row.state === 'done' && !hasTotal(row.result, 5 * numberOf(row.id))).map((row) => `${row.id}: ${row.result}`))
   report('attempts beyond max_attempts', rows.filter((row) => row.attempts > row.maxAttempts).map((row) => `${row.id}: ${row.attempts} of ${row.maxAttempts}`))
   if (!poisonRow) problems.push('the poisoned job is missing')
   else {
@@ -86,19 +80,16 @@ export function checkSoak(client: Database.Database, log: readonly SoakLogRecord
     if (!/ended without an outcome/.test(poisonRow.error ?? '')) problems.push(`the poisoned job's error does not say its run ended without an outcome: ${poisonRow.error}`)
   }
 
-  const appRows = client.prepare(`select job_id as id, total from soak_result`).all() as { id: string; total: number }[]
+  const appRows = snapshot.appRows
   const appById = new Map(appRows.map((row) => [row.id, row.total]))
   report('app rows missing', regular.filter((row) => !appById.has(row.id)).map((row) => row.id))
   report('app rows that are not a job of the soak', appRows.filter((row) => !byId.has(row.id) || row.id === 'poison').map((row) => row.id))
   report('app rows with a wrong total', appRows.filter((row) => byId.has(row.id) && row.total !== 5 * numberOf(row.id)).map((row) => `${row.id}: ${row.total}`))
 
-  const leasesLeft = client.prepare(`select count(*) from jobs_lease`).pluck().get() as number
-  const stepsLeft = client.prepare(`select count(*) from jobs_step`).pluck().get() as number
+  const { leasesLeft, stepsLeft, integrity, counters } = snapshot
   if (leasesLeft !== 0) problems.push(`${leasesLeft} leases are left`)
   if (stepsLeft !== 0) problems.push(`${stepsLeft} step rows outlive their jobs (JOB-14)`)
-  const integrity = (client.prepare(`pragma integrity_check`).pluck().all() as string[]).join('; ')
-  if (integrity !== 'ok') problems.push(`integrity_check: ${integrity}`)
-  const counters = client.prepare(`select waiting, scheduled, running, done, failed, canceled from jobs_queue where name = ?`).get(SOAK_QUEUE.name) as Record<string, number> | undefined
+  if (integrity !== null && integrity !== 'ok') problems.push(`integrity_check: ${integrity}`)
   const counted: Record<string, number> = { waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }
   for (const row of rows) counted[row.state] = (counted[row.state] ?? 0) + 1
   for (const [state, count] of Object.entries(counted)) {
@@ -112,6 +103,7 @@ export function checkSoak(client: Database.Database, log: readonly SoakLogRecord
     'worker processes that ended neither killed nor stopped',
     [...facts.exits].filter(([pid, exit]) => !deaths.has(pid) && !(facts.stopped.has(pid) && (exit.code === 0 || exit.signal === 'SIGTERM'))).map(([pid, exit]) => `${pid} (${exit.code ?? exit.signal})`),
   )
+  report('handler runs that threw', log.flatMap((record) => (record.t === 'threw' ? [`${record.job} attempt ${record.attempt} in ${record.pid}: ${record.code ?? ''} ${record.message}`] : [])))
   report('errors the workers surfaced', log.flatMap((record) => (record.t === 'error' ? [`${record.pid}: ${record.code ?? ''} ${record.message}`] : [])))
 
   const runs = checkRuns(log, deaths, byId, report)
@@ -136,6 +128,7 @@ export function checkSoak(client: Database.Database, log: readonly SoakLogRecord
       done: regular.filter((row) => row.state === 'done').length,
       kills: facts.kills.size,
       poisonKills,
+      terminations: facts.terminations,
       workersStarted: facts.workersStarted,
       rerunHandlers: regularRuns - regular.length,
       rerunSteps,
@@ -241,6 +234,16 @@ function maxConcurrent(intervals: readonly RunInterval[]): { global: number; per
     }
   }
   return { global: maxGlobal, perGroup: maxGroup }
+}
+
+/** Whether a job's stored result (JSON text, as each dialect writes it back) is `{ total }`. */
+function hasTotal(result: string | null, total: number): boolean {
+  try {
+    const parsed = JSON.parse(result ?? 'null') as { total?: unknown } | null
+    return parsed !== null && Object.keys(parsed).length === 1 && parsed.total === total
+  } catch {
+    return false
+  }
 }
 
 function numberOf(id: string): number {

@@ -2,16 +2,17 @@
  * Every statement of the admin API, the testing helpers, the command-line
  * tool and the dashboard on PostgreSQL, named by what it does. Listings page
  * by keyset over the index that serves each state, so a page costs the same
- * on the millionth job as on the first. Counts by state are counted from the
- * jobs (PostgreSQL keeps no counters: statements.ts says why).
+ * on the millionth job as on the first. Counts by state are the queue's row
+ * plus what is not folded into it yet (counts.ts).
  */
 import type { AdminJobRow, CountsRow, ListParams } from '../index.js'
 import type { EndedState } from '../../types.js'
 import { pgStatement, type JobRow, type LeaseRow, type StepRow } from './statement.js'
 import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, JOB_QUEUES, ms, RUNNABLE } from './terms.js'
+import { kept, UNFOLDED, UNFOLDED_ALL } from './counts.js'
 
 /** The columns of a job as the admin API answers it. */
-const JOB = `seq::float8 as seq, queue, id, grp, value::text as value, state, priority, attempts, max_attempts as "maxAttempts",
+const JOB = `seq::float8 as seq, queue, id, grp, value::text as value, state, priority::float8 as priority, attempts, max_attempts as "maxAttempts",
   ${ms('run_at')} as "runAt", ${ms('created_at')} as "createdAt", ${ms('finished_at')} as "finishedAt", error,
   error_stack as "errorStack", result::text as result`
 
@@ -20,13 +21,9 @@ const IN_GROUP = `(@grp::text is null or grp = @grp::text)`
 /** A page of a listing, its keys as numbers: times in ms (±Infinity before or after every time), seqs and priorities as whole numbers. */
 type Page = Omit<ListParams, 'k1' | 'k2' | 'k3'> & { k1: number | string; k2: number | string | null; k3: number | string | null }
 
-/** Counts by state of the jobs `jobs` (a from clause whose rows are jobs_job's), one pass. */
-const COUNTS = `count(*) filter (where state = 'waiting')::float8 as waiting,
-  count(*) filter (where state = 'scheduled')::float8 as scheduled,
-  count(*) filter (where state = 'running')::float8 as running,
-  count(*) filter (where state = 'done')::float8 as done,
-  count(*) filter (where state = 'failed')::float8 as failed,
-  count(*) filter (where state = 'canceled')::float8 as canceled`
+/** Counts by state of the queue whose row is `q` and whose counts not folded yet are `unfolded` (counts.ts). */
+const COUNTS = `${kept('waiting')} as waiting, ${kept('scheduled')} as scheduled, ${kept('running')} as running,
+  ${kept('done')} as done, ${kept('failed')} as failed, ${kept('canceled')} as canceled`
 
 type EndedWindow = { queue: string; state: EndedState; since: number; until: number }
 
@@ -45,31 +42,24 @@ export const ADMIN_SQL = {
   setPaused: pgStatement<{ queue: string; paused: boolean }>('setPaused', `insert into jobs_queue (name, paused) values (@queue::text, @paused::boolean)
     on conflict (name) do update set paused = excluded.paused`),
   /**
-   * A queue's counts by state: a count over the queue's jobs (one pass of jobs_job_queue_id), since
-   * PostgreSQL keeps no counters. Undefined for a queue with neither a row nor a job.
+   * A queue's counts by state: its row plus its counts not folded yet (counts.ts), however many jobs it holds.
+   * Undefined for a queue with neither a row, nor counts, nor a job.
    */
-  queueCounts: pgStatement<{ queue: string }, CountsRow>('queueCounts', `select @queue::text as name,
-      coalesce((select paused::int from jobs_queue where name = @queue::text), 0) as paused, ${COUNTS}
-    from jobs_job where queue = @queue::text
-    having count(*) > 0 or exists (select 1 from jobs_queue where name = @queue::text)`),
-  /** Every queue's counts by state, by name: a count over every job. */
+  queueCounts: pgStatement<{ queue: string }, CountsRow>('queueCounts', `select @queue::text as name, coalesce(q.paused, false)::int as paused, ${COUNTS}
+    from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text
+    where q.name is not null or unfolded.rows > 0 or exists (select 1 from jobs_job where queue = @queue::text)`),
+  /** Every queue's counts by state, by name: each row plus its counts not folded yet. */
   allQueueCounts: pgStatement<Record<never, never>, CountsRow>('allQueueCounts', `with recursive ${JOB_QUEUES},
-      names as (select name from jobs_queue union select name from job_queues where name is not null),
-      counts as (select queue, ${COUNTS} from jobs_job group by queue)
-    select n.name, coalesce(q.paused, false)::int as paused, coalesce(c.waiting, 0) as waiting, coalesce(c.scheduled, 0) as scheduled,
-      coalesce(c.running, 0) as running, coalesce(c.done, 0) as done, coalesce(c.failed, 0) as failed, coalesce(c.canceled, 0) as canceled
-    from names n left join jobs_queue q on q.name = n.name left join counts c on c.queue = n.name
+      names as (select name from jobs_queue union select name from job_queues where name is not null union select distinct queue from jobs_count)
+    select n.name, coalesce(q.paused, false)::int as paused, ${COUNTS}
+    from names n left join jobs_queue q on q.name = n.name left join ${UNFOLDED_ALL} on unfolded.queue = n.name
     order by n.name`),
   /** The queues that have a row or a job. */
   queueNames: pgStatement<Record<never, never>, { name: string }>('queueNames', `with recursive ${JOB_QUEUES}
     select name from jobs_queue union select name from job_queues where name is not null order by name`),
-  /**
-   * A job's kept steps in the order they were written. The table has no column for that order, and PostgreSQL
-   * no rowid: each step is written by a transaction of its own, and a row's xmin names it, so the rows whose
-   * xmin is oldest (age(xmin), the transactions since, largest) came first.
-   */
+  /** A job's kept steps in the order they were written: jobs_step.seq, an identity, numbers them so. */
   jobSteps: pgStatement<{ seq: number }, Pick<StepRow, 'name' | 'answer'>>('jobSteps', `select name, answer::text as answer from jobs_step where job = @seq::bigint
-    order by age(xmin) desc, name`),
+    order by jobs_step.seq`),
   /** What a run left its job as: for drain's account of each run. */
   jobOutcome: pgStatement<{ seq: number }, Pick<JobRow, 'state' | 'error'>>('jobOutcome', `select state, error from jobs_job where seq = @seq::bigint`),
   jobLease: pgStatement<{ seq: number }, Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'>>('jobLease', `select owner, attempt, ${ms('expires_at')} as "expiresAt" from jobs_lease where job = @seq::bigint`),

@@ -7,11 +7,12 @@ import { is } from 'drizzle-orm'
 import { PgDatabase, PgTransaction } from 'drizzle-orm/pg-core'
 import { JobsError } from '../../errors.js'
 import { driverClientOf } from '../drizzle-client.js'
-import { runAsync, type ChangeKind, type Connection, type Work } from '../index.js'
-import { Lane, pgDriverOf, type PgDatabaseName, type PgDriver, type Queryable } from './driver.js'
+import { runAsync, type ChangeKind, type Connection, type ProgressNotices, type Work } from '../index.js'
+import { Lane, pgDriverOf, type PgDatabaseName, type PgDriver, type PgPoolDriver, type Queryable } from './driver.js'
 import { pgExecutor } from './executor.js'
-import { one } from './statement.js'
-import { NOTICE_CHANNEL, SQL } from './statements.js'
+import { COUNT_TRIGGERS, COUNT_TRIGGERS_PRESENT, INSTALL_COUNTERS } from './counts.js'
+import { all, one } from './statement.js'
+import { MAX_NOTICE_PAYLOAD_BYTES, NOTICE_CHANNEL, PROGRESS_CHANNEL, SQL } from './statements.js'
 
 /**
  * A Drizzle PostgreSQL database or transaction, on node-postgres (`drizzle-orm/node-postgres`) or postgres.js
@@ -82,6 +83,7 @@ function open(driver: PgDriver): PgConnection {
       },
     ))
   const run = <T>(q: Queryable, work: Work<'async', T>): Promise<T> => runAsync(work(pgExecutor(q)))
+  const counters = new CounterInstall(driver)
 
   let write: <T>(work: Work<'async', T>) => Promise<T>
   let join: <T>(work: Work<'async', T>) => Promise<T>
@@ -95,13 +97,19 @@ function open(driver: PgDriver): PgConnection {
     })
     write = (work) => lane.run(async () => {
       await ready()
+      await counters.ensure()
       return driver.savepoint((q) => run(q, work))
     })
-    join = direct
+    join = (work) => lane.run(async () => {
+      await ready()
+      await counters.ensure()
+      return run(driver, work)
+    })
     read = direct
   } else {
     write = async (work) => {
       await ready()
+      await counters.ensure()
       return driver.transaction((q) => run(q, work))
     }
     join = write
@@ -134,9 +142,83 @@ function open(driver: PgDriver): PgConnection {
     read,
     isBusy: isPgBusy,
     listen: (onChange) => notices.listen(onChange),
-    prepareWrites: ready,
+    prepareWrites: async () => {
+      await ready()
+      await counters.ensure()
+    },
+    // A transaction's client cannot listen, and its notices would wait for the app's commit.
+    progressNotices: driver.inTransaction ? undefined : progressNoticesOf(driver, notices),
   }
 }
+
+/**
+ * The triggers that count every write to jobs_job (counts.ts), installed before a connection's first write
+ * (write, join, prepareWrites); readers never install them. Where they were missing the install recounts
+ * every queue, so counts are right even if jobs were written before. The triggers' names carry their
+ * version, so a later version installs its own.
+ *
+ * A connection of its own (a pool) installs in a transaction of its own, and once that committed, or the
+ * triggers were found, it looks no more. A connection inside the app's transaction installs in a savepoint
+ * of it, which may yet roll back with the app's transaction: until it finds the triggers that it did not
+ * install itself (so committed by another), each of its writes looks again, and a rolled-back install is
+ * made again.
+ */
+class CounterInstall {
+  private committed = false
+  private installedHere = false
+  private pending: Promise<void> | undefined
+
+  constructor(private readonly driver: PgDriver) {}
+
+  ensure(): Promise<void> | undefined {
+    if (this.committed) return undefined
+    const driver = this.driver
+    if (driver.inTransaction) {
+      return driver.savepoint(async (q) => {
+        if (!(await this.install(q))) this.committed = !this.installedHere
+      })
+    }
+    return (this.pending ??= driver
+      .transaction((q) => this.install(q))
+      .then(
+        () => void (this.committed = true),
+        (error: unknown) => {
+          this.pending = undefined
+          throw error
+        },
+      ))
+  }
+
+  /** Installs the triggers where they are missing; answers whether it did. */
+  private async install(q: Queryable): Promise<boolean> {
+    if ((await one(q, COUNT_TRIGGERS_PRESENT, {})).present === COUNT_TRIGGERS.length) return false
+    await all(q, INSTALL_COUNTERS, {})
+    this.installedHere = true
+    return true
+  }
+}
+
+/**
+ * Progress by NOTIFY (src/progress/notices.ts): values on a channel of their own, which only processes that
+ * watch others' runs listen to; asks on the channel of changes, which workers listen to already.
+ */
+function progressNoticesOf(driver: PgPoolDriver, notices: ReturnType<typeof noticesOf>): ProgressNotices {
+  return {
+    maxPayloadBytes: MAX_NOTICE_PAYLOAD_BYTES,
+    async send(values, asks) {
+      const list = [
+        ...values.map((payload) => ({ channel: PROGRESS_CHANNEL, payload })),
+        ...asks.map((ask) => ({ channel: NOTICE_CHANNEL, payload: `${ASK_KIND}:${ask}` })),
+      ]
+      if (list.length > 0) await all(driver, SQL.notifyMany, { notices: JSON.stringify(list) })
+    },
+    listen: (onValue, onListening, onLost) => driver.listen(PROGRESS_CHANNEL, onValue, onListening, onLost),
+    onAsk: (onAsk) => notices.onAsk(onAsk),
+  }
+}
+
+/** The kind of a notice on the channel of changes that asks the owner of a run for its progress. */
+const ASK_KIND = 'progress'
 
 /**
  * A connection's notices: while anyone listens, one LISTEN on the channel (on a client of its own, kept for
@@ -148,13 +230,19 @@ function open(driver: PgDriver): PgConnection {
  */
 function noticesOf(driver: PgDriver) {
   const listeners = new Set<(queue: string, kind: ChangeKind) => void>()
+  const askListeners = new Set<(payload: string) => void>()
   let stop: (() => void) | null = null
   let listeningNow = false
   let version = 0
   const onNotice = (payload: string) => {
-    version++
     const at = payload.indexOf(':')
     const kind = payload.slice(0, at)
+    // An ask for a run's progress changes no row: pollers need not look.
+    if (kind === ASK_KIND) {
+      for (const onAsk of askListeners) onAsk(payload.slice(at + 1))
+      return
+    }
+    version++
     if (at < 0 || !CHANGE_KINDS.has(kind)) return
     for (const listener of listeners) listener(payload.slice(at + 1), kind as ChangeKind)
   }
@@ -189,6 +277,11 @@ function noticesOf(driver: PgDriver) {
         listeningNow = false
       }
     },
+    /** Calls `onAsk` with the asks for progress heard while anyone listens. */
+    onAsk(onAsk: (payload: string) => void): () => void {
+      askListeners.add(onAsk)
+      return () => void askListeners.delete(onAsk)
+    },
   }
 }
 
@@ -197,7 +290,7 @@ const UNNOTIFIED_LOOK_MS = 1_000
 
 const CHANGE_KINDS: ReadonlySet<string> = new Set<ChangeKind>(['added', 'claimed', 'ended', 'revoked', 'other'])
 
-/** Checks that the four tables exist; answers the database the server says the connection is on. */
+/** Checks that the tables exist (jobs_count among them); answers the database the server says the connection is on. */
 async function checkSchema(q: Queryable): Promise<PgDatabaseName> {
   const { missing, ...server } = await one(q, SQL.schemaCheck, {})
   if (missing !== null) {

@@ -85,7 +85,8 @@ interface NodePgPoolClient extends NodePgClient {
 }
 
 interface NodePgPool extends NodePgQueryable {
-  connect(): Promise<NodePgPoolClient>
+  connect(callback: (error: Error | undefined, client: NodePgPoolClient | undefined) => void): void
+  on(event: 'error', listener: (error: Error) => void): unknown
   readonly totalCount: number
   readonly options?: Record<string, unknown>
 }
@@ -131,7 +132,7 @@ function hasFunctions(value: unknown, ...names: string[]): value is object {
 }
 
 function isNodePgPool(client: unknown): client is NodePgPool {
-  return hasFunctions(client, 'query', 'connect') && typeof Reflect.get(client, 'totalCount') === 'number'
+  return hasFunctions(client, 'query', 'connect', 'on') && typeof Reflect.get(client, 'totalCount') === 'number'
 }
 
 function isNodePgClient(client: unknown): client is NodePgClient {
@@ -170,19 +171,35 @@ function nodePgQueryable(client: NodePgQueryable): Queryable {
   }
 }
 
+/** The pools whose idle clients' errors the engine listens to. */
+const listenedPools = new WeakSet<object>()
+
+/**
+ * An idle client of a pool whose backend ended (pg_terminate_backend, a restart) emits 'error', which the pool
+ * passes on as its own 'error' once it has let the client go: with no listener on the pool, that would crash
+ * the process. The engine hands the clients it used back to the pool, so it listens on the pool, once: the
+ * pool has already let the client go, and the next piece of work takes another (the app's own listeners
+ * still hear each error).
+ */
+function listenForIdleErrors(pool: NodePgPool): void {
+  if (listenedPools.has(pool)) return
+  listenedPools.add(pool)
+  pool.on('error', () => {})
+}
+
 function nodePgPool(pool: NodePgPool): PgPoolDriver {
+  listenForIdleErrors(pool)
   const { query } = nodePgQueryable(pool)
   return {
     inTransaction: false,
     database: nodePgDatabaseName(pool.options ?? {}),
     query,
     async transaction(fn, options) {
-      const client = await pool.connect()
       // A backend ended under a checked-out client (pg_terminate_backend, a restart) emits 'error': without a
       // listener the process would crash. The error is passed to release, which destroys the client.
       let broken: Error | undefined
       const onError = (error: Error) => (broken ??= error)
-      client.on('error', onError)
+      const client = await checkOut(pool, onError)
       let releaseWith: Error | undefined
       try {
         return await inTransaction(client, fn, options, (error) => (releaseWith = error))
@@ -193,6 +210,22 @@ function nodePgPool(pool: NodePgPool): PgPoolDriver {
     },
     listen: (channel, onNotice, onListening, onLost) => listenOnPool(pool, channel, onNotice, onListening, onLost),
   }
+}
+
+/**
+ * Checks a client out of `pool` with `onError` listening on it from the moment the pool hands it over. The
+ * pool hands a client over inside its own event handlers (the release of another, say), and the client may
+ * emit 'error' before a promise's continuation could add the listener: a backend ended just after its last
+ * answer sends its FATAL in the same packet, read in the same tick.
+ */
+function checkOut(pool: NodePgPool, onError: (error: Error) => void): Promise<NodePgPoolClient> {
+  return new Promise((resolve, reject) => {
+    pool.connect((error, client) => {
+      if (error || !client) return reject(error ?? new Error('the pool handed over no client'))
+      client.on('error', onError)
+      resolve(client)
+    })
+  })
 }
 
 /** How long a lost listening connection waits before it is made anew: doubling from the first, up to the last. */
@@ -220,19 +253,20 @@ function listenOnPool(pool: NodePgPool, channel: string, onNotice: (payload: str
   }
   const connect = () => {
     if (stopped) return
-    pool.connect().then(async (made) => {
-      // A client lost while its LISTEN is under way says so twice (its 'error' event, and the LISTEN failing):
-      // it is let go, and listened for anew, once. Once it is no longer the listening client (stopped), its errors are dropped.
-      const lost = (error: Error) => {
-        if (client !== made) return
-        client = undefined
-        made.removeListener('notification', onNotification)
-        made.removeListener('error', lost)
-        made.release(error)
-        retry()
-      }
+    // A client lost while its LISTEN is under way says so twice (its 'error' event, and the LISTEN failing):
+    // it is let go, and listened for anew, once. Once it is no longer the listening client (stopped), its errors are dropped.
+    let made: NodePgPoolClient | undefined
+    const lost = (error: Error) => {
+      if (!made || client !== made) return
+      client = undefined
+      made.removeListener('notification', onNotification)
+      made.removeListener('error', lost)
+      made.release(error)
+      retry()
+    }
+    checkOut(pool, lost).then(async (checkedOut) => {
+      made = checkedOut
       client = made
-      made.on('error', lost)
       made.on('notification', onNotification)
       try {
         await made.query(`listen ${quoteIdentifier(channel)}`)

@@ -7,10 +7,12 @@
  */
 import type { Executor, ListingOrder, ListParams } from '../index.js'
 import { ADMIN_SQL } from './admin.js'
+import { FOLD, FOLD_TURN, HAS_UNFOLDED } from './counts.js'
 import type { Queryable } from './driver.js'
 import { READ_SQL } from './read.js'
 import { all, get, one, some } from './statement.js'
 import { SQL } from './statements.js'
+import { pgScheduleRequests } from './schedules.js'
 import { timeBound } from './terms.js'
 
 /**
@@ -63,16 +65,24 @@ function pageKeys(order: ListingOrder, page: ListParams): { k1: number | string;
 /** The executor that runs its requests on `q`. @internal */
 export function pgExecutor(q: Queryable): Executor<'async'> {
   return {
+    ...pgScheduleRequests(q),
     dataVersion: async () => ++dataVersion,
     queueNotify: async (queue, kind) => void (await all(q, SQL.notify, { payload: `${kind}:${queue}` })),
     /**
-     * PostgreSQL keeps no counters (statements.ts): this only creates the queue's row on its first job, for its
+     * The triggers count every write (counts.ts): this only creates the queue's row on its first job, for its
      * pause flag and limits, taking no lock on a row that exists.
      */
     queueShiftCounts: async ({ queue }) => void (await all(q, SQL.queueRowEnsure, { queue })),
+    queueHasUnfolded: (queue) => some(q, HAS_UNFOLDED, { queue }),
+    /** One folder of a queue at a time: another transaction folding it already, this one passes (counts.ts says why). */
+    async queueFoldCounts(queue) {
+      if (!(await one(q, FOLD_TURN, { queue })).turn) return 0
+      return (await one(q, FOLD, { queue })).rows
+    },
 
     jobInsertIfRoom: (job) => some(q, SQL.insertJobIfRoom, job),
     jobInsert: (job) => some(q, SQL.insertJob, job),
+    jobInsertMany: async ({ jobs, ...batch }) => (await all(q, SQL.insertJobs, { ...batch, jobs: JSON.stringify(jobs) })).map((row) => row.id),
     jobExists: (queue, id) => some(q, SQL.jobExists, { queue, id }),
     queueWaitingCount: async (queue) => (await one(q, SQL.queueWaitingCount, { queue })).count,
 
@@ -82,11 +92,12 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
      * row, taken here and held until the claim commits; its runs under way are then counted from its leases,
      * in a statement of its own that sees the claims committed before the lock was granted. So two claims of a
      * limited queue take turns and its limit is exact across hosts (JOB-07); a queue without limits takes no
-     * lock, and its claims run side by side.
+     * lock, and its claims run side by side. A queue with a `rate_limit` is claimed under the same lock, its log
+     * of starts read with it (JOB-22).
      */
     async queueClaimLimits(queue) {
       const peek = await get(q, SQL.queueClaimLimits, { queue })
-      if (!peek || (peek.concurrency === null && peek.perGroup === null)) return peek
+      if (!peek || (peek.concurrency === null && peek.perGroup === null && peek.rateLimit === null)) return peek
       const locked = await get(q, SQL.queueClaimLimitsLocked, { queue })
       if (!locked) return undefined
       const { running } = await one(q, SQL.queueLeaseCount, { queue })
@@ -94,6 +105,7 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     },
     queueLimitsGet: (queue) => get(q, SQL.queueLimits, { queue }),
     queueLimitsSet: async (limits) => void (await all(q, SQL.storeQueueLimits, limits)),
+    queueRateStartsSet: async (queue, starts) => void (await all(q, SQL.storeRateStarts, { queue, starts })),
 
     /** Claim order, over jobs_job_claim; FOR UPDATE SKIP LOCKED, so that claims at once never take the same job. */
     jobGetAvailable: (window, skipAbandoned) => all(q, skipAbandoned ? SQL.claimCandidatesNotAbandoned : SQL.claimCandidates, window),
@@ -152,9 +164,8 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     stepList: (seq) => all(q, ADMIN_SQL.jobSteps, { seq }),
     leaseGet: (seq) => get(q, ADMIN_SQL.jobLease, { seq }),
     queueSetPaused: async (queue, paused) => void (await all(q, ADMIN_SQL.setPaused, { queue, paused })),
-    /** Counted from the queue's jobs, a pass over them all (PostgreSQL keeps no counters). */
+    /** The queue's row plus its counts not folded yet (counts.ts). */
     queueGetCounts: (queue) => get(q, ADMIN_SQL.queueCounts, { queue }),
-    /** Counted from every job, a pass over them all. */
     queueGetCountsAll: () => all(q, ADMIN_SQL.allQueueCounts, {}),
     queueNames: async () => (await all(q, ADMIN_SQL.queueNames, {})).map((row) => row.name),
     jobCountEnded: async (window) => (await one(q, ADMIN_SQL.endedBetween, { ...window, since: timeBound(window.since), until: timeBound(window.until) })).count,

@@ -6,11 +6,21 @@ import type { SnapshotRow } from '../index.js'
 import { pgStatement } from './statement.js'
 import { at, CLAIM_ORDER, inSeqs, ms, RUNNABLE } from './terms.js'
 
+/**
+ * A waiting job's queue rate, for the snapshot's rateLimitedUntil (JOB-22): the log is read only while the job waits,
+ * with the server's clock, which claims stamp it with.
+ */
+const RATE_COLUMNS = `q.rate_limit as "rateLimit", q.rate_per::float8 as "ratePer", q.rate_per_group as "ratePerGroup",
+  case when j.state = 'waiting' then q.rate_starts::text end as "rateStarts",
+  case when j.state = 'waiting' and q.rate_limit is not null then ${ms('clock_timestamp()')} end as "rateNow"`
+/** The job's lease and queue row. */
+const JOINS = `jobs_job j left join jobs_lease l on l.job = j.seq left join jobs_queue q on q.name = j.queue`
+
 /** A job's row with its lease, as snapshots are built from. The result is read only once the job has ended. */
-const JOB_COLUMNS = `j.seq::float8 as seq, j.queue, j.id, j.grp, j.state, j.priority, ${ms('j.run_at')} as "runAt", j.attempts,
+const JOB_COLUMNS = `j.seq::float8 as seq, j.queue, j.id, j.grp, j.state, j.priority::float8 as priority, ${ms('j.run_at')} as "runAt", j.attempts,
   j.max_attempts as "maxAttempts", ${ms('j.created_at')} as "createdAt", ${ms('j.finished_at')} as "finishedAt", j.error,
   case when j.state in ('done', 'failed', 'canceled') then j.result::text end as result,
-  l.owner, l.attempt as "leaseAttempt", l.channel`
+  l.owner, l.attempt as "leaseAttempt", l.channel, ${RATE_COLUMNS}`
 
 const RUNNABLE_NOW = `queue = @queue::text and ${RUNNABLE} and run_at <= ${at('@now')}`
 
@@ -18,10 +28,10 @@ const RUNNABLE_NOW = `queue = @queue::text and ${RUNNABLE} and run_at <= ${at('@
 const LINE_HEAD = `select seq, priority, run_at from jobs_job where ${RUNNABLE_NOW} order by ${CLAIM_ORDER} limit @limit::bigint`
 
 export const READ_SQL = {
-  jobById: pgStatement<{ queue: string; id: string }, SnapshotRow>('jobById', `select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq
+  jobById: pgStatement<{ queue: string; id: string }, SnapshotRow>('jobById', `select ${JOB_COLUMNS} from ${JOINS}
     where j.queue = @queue::text and j.id = @id::text`),
   /** The rows of many watched jobs in one pass: @seqs is a JSON array. */
-  jobsBySeq: pgStatement<{ seqs: string }, SnapshotRow>('jobsBySeq', `select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq
+  jobsBySeq: pgStatement<{ seqs: string }, SnapshotRow>('jobsBySeq', `select ${JOB_COLUMNS} from ${JOINS}
     where ${inSeqs('j.seq', '@seqs')}`),
   /**
    * How many runnable jobs come before a job in claim order, up to @limit: one range of jobs_job_claim, bounded
@@ -30,7 +40,7 @@ export const READ_SQL = {
    * scheduled for later, though more urgent, is not claimed before this one now.
    */
   countAhead: pgStatement<{ queue: string; now: number; priority: number; runAt: number; seq: number; limit: number }, { ahead: number }>('countAhead', `select count(*)::int as ahead from (
-      select 1 from jobs_job where ${RUNNABLE_NOW} and (priority, run_at, seq) < (@priority::int, ${at('@runAt')}, @seq::bigint)
+      select 1 from jobs_job where ${RUNNABLE_NOW} and (priority, run_at, seq) < (@priority::bigint, ${at('@runAt')}, @seq::bigint)
       order by ${CLAIM_ORDER} limit @limit::bigint
     ) a`),
   /**

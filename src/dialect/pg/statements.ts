@@ -3,16 +3,17 @@
  * that end a run or keep a step carry the lease fence (owner, attempt) in the
  * same statement, so a run that lost its lease changes nothing (JOB-16).
  *
- * Unlike SQLite's, these statements keep no counters in jobs_queue: a counter
- * row updated by every claim, end and add would make every writer of a queue
- * wait on that one row. What the counters answered is counted from the jobs
- * and the leases instead, and jobs_queue holds a queue's pause flag and
- * limits only.
+ * Unlike SQLite's, these statements update no counters in jobs_queue: a
+ * counter row updated by every claim, end and add would make every writer of
+ * a queue wait on that one row. The triggers of counts.ts append each
+ * statement's changes to jobs_count instead, and counts are read as the row
+ * plus what is not folded into it yet.
  */
 import type { EndedState, JobState } from '../../types.js'
-import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, LeaseParams, NewJob, RunEndParams, StoredLimits, UnleasedRun } from '../index.js'
+import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, LeaseParams, NewJob, RunEndParams, StoredLimits, StoreLimitsParams, UnleasedRun } from '../index.js'
 import { pgStatement, type JobRow, type LeaseRow, type StepRow } from './statement.js'
 import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, inSeqs, LEASE_HELD, ms, RUNNABLE } from './terms.js'
+import { kept, UNFOLDED } from './counts.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
 const CLAIMED = `seq::float8 as seq, id, grp, value::text as value, state as "claimedFrom", attempts + 1 as attempts,
@@ -27,10 +28,14 @@ const END_SET = `state = @state::text, run_at = coalesce(${at('@runAt')}, run_at
   abandoned = @abandoned::int <> 0`
 
 const INSERT_JOB = `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at)
-  select @queue::text, @id::text, @grp::text, @value::jsonb, @state::text, @priority::int, 0, @maxAttempts::int, ${at('@runAt')}, ${at('@now')}`
+  select @queue::text, @id::text, @grp::text, @value::jsonb, @state::text, @priority::bigint, 0, @maxAttempts::int, ${at('@runAt')}, ${at('@now')}`
 
-/** The channel on which the engine tells of changes: a notice's payload is `kind:queue`. */
+/** The channel on which the engine tells of changes: a notice's payload is `kind:queue` (or `progress:ask`, an ask for a run's progress). */
 export const NOTICE_CHANNEL = 'drizzle_jobs'
+/** The channel that carries runs' progress values (src/progress/notices.ts), listened to only by processes that watch runs of others. */
+export const PROGRESS_CHANNEL = 'drizzle_jobs_progress'
+/** PostgreSQL refuses a notice whose payload is 8,000 bytes or more (in its default build). */
+export const MAX_NOTICE_PAYLOAD_BYTES = 7_999
 
 type QueueParam = { queue: string }
 type Window = { queue: string; now: number }
@@ -40,7 +45,7 @@ type EndParams = Omit<RunEndParams, 'finishedAt' | 'result'>
 export const SQL = {
   /** Which of the four tables are missing, and the database the connection is on (for a client whose options do not say). */
   schemaCheck: pgStatement<Record<never, never>, { missing: string | null; database: string; host: string; port: number }>('schemaCheck', `select
-      (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease']) with ordinality as t(name, ord)
+      (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_count']) with ordinality as t(name, ord)
        where to_regclass(t.name) is null) as missing,
       current_database() as database, coalesce(host(inet_server_addr()), 'localhost') as host,
       coalesce(inet_server_port(), current_setting('port')::int) as port`),
@@ -56,25 +61,45 @@ export const SQL = {
    */
   notify: pgStatement<{ payload: string }>('notify', `select pg_notify('${NOTICE_CHANNEL}', @payload::text)`),
 
+  /**
+   * Many notices in one statement, delivered when it commits: `@notices` is a JSON array of
+   * `{ "channel", "payload" }`. Progress values and asks go this way, one statement per send however many
+   * runs it carries.
+   */
+  notifyMany: pgStatement<{ notices: string }>('notifyMany', `select pg_notify(n.channel, n.payload)
+    from jsonb_to_recordset(@notices::jsonb) as n(channel text, payload text)`),
+
   queueRowEnsure: pgStatement<QueueParam>('queueRowEnsure', `insert into jobs_queue (name) values (@queue::text) on conflict (name) do nothing`),
 
   /**
-   * Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. The room is
-   * counted in the insert, up to maxWaiting: a walk of the claim index (in its order, so that the planner walks
-   * the index rather than the table) that stops there, so an add costs more the more jobs wait. Two adds that
-   * commit at once may each see the last free place: the cap is exact for one adder at a time.
+   * Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled, by its
+   * kept counts (the row and what is not folded: counts.ts), whatever the number of jobs. Two adders whose
+   * transactions run at once do not see each other's jobs: each may take the last free place, so the queue
+   * may hold, for a moment, one job more per adder running at once than its maxWaiting.
    */
   insertJobIfRoom: pgStatement<NewJob, { added: 1 }>('insertJobIfRoom', `${INSERT_JOB}
-    where (select count(*) from (select 1 from jobs_job where queue = @queue::text and ${RUNNABLE} order by ${CLAIM_ORDER} limit @maxWaiting::bigint) room)
+    where (select ${kept('waiting')} + ${kept('scheduled')} from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text)
       < @maxWaiting::bigint
     on conflict (queue, id) do nothing
     returning 1 as added`),
   insertJob: pgStatement<NewJob, { added: 1 }>('insertJob', `${INSERT_JOB}
     on conflict (queue, id) do nothing
     returning 1 as added`),
+  /**
+   * Adds the jobs of @jobs, a JSON array of [id, grp, value, state, priority, runAt], in its order, in one
+   * statement: one round trip however many jobs. Answers the ids it added; a taken id adds nothing.
+   */
+  insertJobs: pgStatement<{ queue: string; maxAttempts: number; now: number; jobs: string }, { id: string }>('insertJobs', `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at)
+    select @queue::text, j.job ->> 0, j.job ->> 1, (j.job ->> 2)::jsonb, j.job ->> 3, (j.job ->> 4)::bigint, 0, @maxAttempts::int,
+      ${at(`(j.job ->> 5)`)}, ${at('@now')}
+    from jsonb_array_elements(@jobs::jsonb) with ordinality as j(job, ord)
+    order by j.ord
+    on conflict (queue, id) do nothing
+    returning id`),
   jobExists: pgStatement<{ queue: string; id: string }, { found: 1 }>('jobExists', `select 1 as found from jobs_job where queue = @queue::text and id = @id::text`),
-  /** The jobs a queue holds waiting or scheduled: a count over its runnable jobs. */
-  queueWaitingCount: pgStatement<QueueParam, { count: number }>('queueWaitingCount', `select count(*)::float8 as count from jobs_job where queue = @queue::text and ${RUNNABLE}`),
+  /** The jobs a queue holds waiting or scheduled, by its kept counts, this transaction's own adds among them. */
+  queueWaitingCount: pgStatement<QueueParam, { count: number }>('queueWaitingCount', `select ${kept('waiting')} + ${kept('scheduled')} as count
+    from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text`),
 
   /**
    * What a worker reads before it claims: is there anything it may claim, under the stored limit? Read from
@@ -92,24 +117,32 @@ export const SQL = {
     left join jobs_queue q on q.name = @queue::text`),
   /** A claim's first read of the queue's row, without a lock: a queue with no limit is claimed in parallel. */
   queueClaimLimits: pgStatement<QueueParam, ClaimLimits>('queueClaimLimits', `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
-      (select count(*)::int from jobs_lease where queue = @queue::text) as running
+      (select count(*)::int from jobs_lease where queue = @queue::text) as running, rate_limit as "rateLimit"
     from jobs_queue where name = @queue::text`),
   /**
    * A limited queue's row, locked until the claim commits: the claims of a limited queue take turns, each
    * counting the runs under way (queueLeaseCount, a statement of its own, so that it sees what the claim
-   * before it committed) and so never exceeding the limit, on any host (JOB-07).
+   * before it committed) and so never exceeding the limit, on any host (JOB-07). A rated queue's log of
+   * recent starts is read here too, with the server's clock once the lock is held (clock_timestamp(), not the
+   * transaction's now(), which a claim that waited for the lock would read from before the claim ahead of it
+   * committed): every host's claims stamp their starts with that one clock (JOB-22).
    */
-  queueClaimLimitsLocked: pgStatement<QueueParam, Omit<ClaimLimits, 'running'>>('queueClaimLimitsLocked', `select paused::int as paused, concurrency, concurrency_per_group as "perGroup"
+  queueClaimLimitsLocked: pgStatement<QueueParam, Omit<ClaimLimits, 'running'>>('queueClaimLimitsLocked', `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
+      rate_limit as "rateLimit", rate_per::float8 as "ratePer", rate_per_group as "ratePerGroup", rate_starts::text as "rateStarts",
+      ${ms('clock_timestamp()')} as "rateNow"
     from jobs_queue where name = @queue::text for update`),
   queueLeaseCount: pgStatement<QueueParam, { running: number }>('queueLeaseCount', `select count(*)::int as running from jobs_lease where queue = @queue::text`),
   /** The limits a queue holds, and when a worker stored them (null: never). */
-  queueLimits: pgStatement<QueueParam, StoredLimits>('queueLimits', `select concurrency, concurrency_per_group as "perGroup", ${ms('limits_set_at')} as "setAt"
+  queueLimits: pgStatement<QueueParam, StoredLimits>('queueLimits', `select concurrency, concurrency_per_group as "perGroup", ${ms('limits_set_at')} as "setAt",
+      rate_limit as "rateLimit", rate_per::float8 as "ratePer", rate_per_group as "ratePerGroup"
     from jobs_queue where name = @queue::text`),
   /** Stores a queue's limits, replacing any others: the worker started last wins. */
-  storeQueueLimits: pgStatement<{ queue: string; total: number | null; perGroup: number | null; now: number }>('storeQueueLimits', `insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at)
-    values (@queue::text, @total::int, @perGroup::int, ${at('@now')})
+  storeQueueLimits: pgStatement<StoreLimitsParams>('storeQueueLimits', `insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at, rate_limit, rate_per, rate_per_group)
+    values (@queue::text, @total::int, @perGroup::int, ${at('@now')}, @rateLimit::int, @ratePer::bigint, @ratePerGroup::int)
     on conflict (name) do update set concurrency = excluded.concurrency, concurrency_per_group = excluded.concurrency_per_group,
-      limits_set_at = excluded.limits_set_at`),
+      limits_set_at = excluded.limits_set_at, rate_limit = excluded.rate_limit, rate_per = excluded.rate_per, rate_per_group = excluded.rate_per_group`),
+  /** Writes back a rated queue's log of recent starts (engine/rate.ts), in the claim's transaction, under the row's lock. */
+  storeRateStarts: pgStatement<{ queue: string; starts: string }>('storeRateStarts', `update jobs_queue set rate_starts = @starts::jsonb where name = @queue::text`),
 
   /**
    * Runnable jobs in claim order (priority, run_at, seq — JOB-17) over jobs_job_claim, locked: FOR UPDATE SKIP
@@ -146,9 +179,16 @@ export const SQL = {
       update jobs_job set state = 'running', attempts = attempts + 1 where ${inSeqs('seq', '@seqs')} and ${RUNNABLE} returning 1
     )
     select count(*)::int as count from marked`),
-  /** Leases the jobs just marked running, for the attempt the claim counted. */
+  /**
+   * Leases the jobs just marked running, for the attempt the claim counted. A lease row left on a job that was
+   * runnable is stale (another program ended or put back a running job with plain SQL, and left its lease; a
+   * plain UPDATE whose subquery picked a waiting job may even land after a claim took it): the claim's lease
+   * replaces it, and the old run, whose fence names the old owner and attempt, can change nothing.
+   */
   insertLeases: pgStatement<Seqs & { owner: string; expiresAt: number; channel: string | null }>('insertLeases', `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at, channel)
-    select seq, queue, grp, @owner::text, attempts, ${at('@expiresAt')}, @channel::text from jobs_job where ${inSeqs('seq', '@seqs')}`),
+    select seq, queue, grp, @owner::text, attempts, ${at('@expiresAt')}, @channel::text from jobs_job where ${inSeqs('seq', '@seqs')}
+    on conflict (job) do update set queue = excluded.queue, grp = excluded.grp, owner = excluded.owner,
+      attempt = excluded.attempt, expires_at = excluded.expires_at, channel = excluded.channel`),
 
   /** Ends a run: the job's next state, fenced by the lease. Every outcome goes through it or through endRuns. */
   endRun: pgStatement<RunEndParams & LeaseParams, { ended: 1 }>('endRun', `update jobs_job set ${END_SET}
@@ -179,12 +219,9 @@ export const SQL = {
     where l.queue = @queue::text and l.owner <> @self::text
       and (l.expires_at <= ${at('@now')} or l.owner in (select value from jsonb_array_elements_text(@deadOwners::jsonb)))
     limit @limit::bigint`),
-  /**
-   * How many running jobs of a queue hold no lease (written so by another program, or their lease deleted).
-   * With no counters, this walks the queue's jobs: there is no index on running jobs.
-   */
-  unleasedCount: pgStatement<QueueParam, { count: number }>('unleasedCount', `select count(*)::int as count from jobs_job j
-    where queue = @queue::text and state = 'running' and not exists (select 1 from jobs_lease l where l.job = j.seq)`),
+  /** How many more jobs a queue counts running (its kept counts) than it holds leases: the jobs are not walked. */
+  unleasedCount: pgStatement<QueueParam, { count: number }>('unleasedCount', `select (${kept('running')} - (select count(*) from jobs_lease where queue = @queue::text))::int as count
+    from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text`),
   /** Running jobs of a queue that hold no lease. */
   unleasedRuns: pgStatement<{ queue: string; limit: number }, UnleasedRun>('unleasedRuns', `select seq::float8 as seq, attempts, max_attempts as "maxAttempts" from jobs_job j
     where queue = @queue::text and state = 'running' and not exists (select 1 from jobs_lease l where l.job = j.seq)

@@ -10,7 +10,8 @@ import type { Executor, ListingOrder } from '../index.js'
 import { ADMIN_SQL } from './admin.js'
 import { READ_SQL } from './read.js'
 import { prepareAll, type PreparedStatements } from './statement.js'
-import { runForJobs, type Statements } from './statements.js'
+import { insertJobsInGroups, runForJobs, type Statements } from './statements.js'
+import { sqliteScheduleRequests } from './schedules.js'
 
 /** The executor of one connection's prepared statements. @internal */
 export function sqliteExecutor(client: Database.Database, sql: Statements): Executor<'sync'> {
@@ -23,12 +24,17 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
     return { waiting: statements.listWaiting, scheduled: statements.listScheduled, running: statements.listRunning, ended: statements.listEnded, newest: statements.listNewest }[order]
   }
   return {
+    ...sqliteScheduleRequests(client),
     dataVersion: () => sql.dataVersion.get(),
     queueNotify: () => {},
     queueShiftCounts: (counts) => void sql.shiftCounts.run(counts),
+    // The counters are kept in the queue's row itself: nothing is kept apart to fold.
+    queueHasUnfolded: () => false,
+    queueFoldCounts: () => 0,
 
     jobInsertIfRoom: (job) => sql.insertJobIfRoom.run(job).changes === 1,
     jobInsert: (job) => sql.insertJob.run(job).changes === 1,
+    jobInsertMany: (batch) => insertJobsInGroups(sql, batch),
     jobExists: (queue, id) => sql.jobExists.get(queue, id) !== undefined,
     queueWaitingCount: (queue) => sql.queueWaitingCount.get(queue),
 
@@ -36,6 +42,7 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
     queueClaimLimits: (queue) => sql.queueClaimLimits.get(queue),
     queueLimitsGet: (queue) => sql.queueLimits.get(queue),
     queueLimitsSet: (limits) => void sql.storeQueueLimits.run(limits),
+    queueRateStartsSet: (queue, starts) => void sql.storeRateStarts.run({ queue, starts }),
 
     jobGetAvailable: (window, skipAbandoned) => (skipAbandoned ? sql.claimCandidatesNotAbandoned : sql.claimCandidates).all(window),
     jobGetFirstAbandoned: (window) => sql.firstAbandoned.get(window),

@@ -6,11 +6,17 @@ import type { SnapshotRow } from '../index.js'
 import { single, statement, type JobRow } from './statement.js'
 import { LIMIT, RUNNABLE } from './terms.js'
 
+/** A waiting job's queue rate, for the snapshot's rateLimitedUntil (JOB-22): the log is read only while the job waits. */
+const RATE_COLUMNS = `q.rate_limit as rateLimit, q.rate_per as ratePer, q.rate_per_group as ratePerGroup,
+  case when j.state = 'waiting' then q.rate_starts end as rateStarts, null as rateNow`
+/** The job's lease and queue row. */
+const JOINS = `jobs_job j left join jobs_lease l on l.job = j.seq left join jobs_queue q on q.name = j.queue`
+
 /** A job's row with its lease, as snapshots are built from. The result is read only once the job has ended. */
 const JOB_COLUMNS = `j.seq, j.queue, j.id, j.grp, j.state, j.priority, j.run_at as runAt, j.attempts,
   j.max_attempts as maxAttempts, j.created_at as createdAt, j.finished_at as finishedAt, j.error,
   case when j.state in ('done', 'failed', 'canceled') then j.result end as result,
-  l.owner, l.attempt as leaseAttempt, l.channel`
+  l.owner, l.attempt as leaseAttempt, l.channel, ${RATE_COLUMNS}`
 
 /**
  * `ahead` walks the claim index (jobs_job_claim: queue, priority, run_at, seq, over the runnable states) in
@@ -31,9 +37,9 @@ interface AheadParams {
 const RUNNABLE_NOW = `queue = @queue and ${RUNNABLE} and run_at <= @now`
 
 export const READ_SQL = {
-  jobById: statement<[queue: string, id: string], SnapshotRow>(`select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq where j.queue = ? and j.id = ?`),
+  jobById: statement<[queue: string, id: string], SnapshotRow>(`select ${JOB_COLUMNS} from ${JOINS} where j.queue = ? and j.id = ?`),
   /** The rows of many watched jobs in one pass: @seqs is a JSON array. */
-  jobsBySeq: statement<[seqs: string], SnapshotRow>(`select ${JOB_COLUMNS} from jobs_job j left join jobs_lease l on l.job = j.seq
+  jobsBySeq: statement<[seqs: string], SnapshotRow>(`select ${JOB_COLUMNS} from ${JOINS}
     where j.seq in (select value from json_each(?))`),
   aheadByPriority: single<[AheadParams & { now: number }], number>(`select count(*) from (select 1 from jobs_job where ${RUNNABLE_NOW} and priority < @priority ${LIMIT})`),
   /** One upper bound on run_at, `@before` = min(its run_at, now + 1): given two, SQLite may seek on the wrong one and walk the rest. */

@@ -9,7 +9,7 @@ import { protocolBreak } from './protocol.js'
 import { STATES, type EndedState, type JobState } from '../../types.js'
 
 export type { AbandonedLease, Claimable, ClaimedJob, NewJob, RunEndParams, UnleasedRun } from '../index.js'
-import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, ClaimWindow, JobRow, LeaseParams, LeaseRow, NewJob, NewLease, RunEndParams, StepRow, StoredLimits, UnleasedRun } from '../index.js'
+import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, ClaimWindow, JobRow, LeaseParams, LeaseRow, NewJob, NewJobs, NewLease, RunEndParams, StepRow, StoredLimits, StoreLimitsParams, UnleasedRun } from '../index.js'
 import { prepareAll, single, statement, type Prepared, type PreparedStatements } from './statement.js'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 
@@ -33,9 +33,32 @@ function markRunning(jobs: string): string {
     where ${jobs} and ${RUNNABLE}`
 }
 
+/**
+ * Leases jobs just marked running. A lease row left on a job that was runnable (another program ended or
+ * put back a running job with plain SQL and left its lease) is stale: the claim's lease replaces it, and
+ * the old run, whose fence names the old owner and attempt, can change nothing.
+ */
 function insertLease(jobs: string): string {
   return `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at, channel)
-    select seq, queue, grp, @owner, attempts, @expiresAt, @channel from jobs_job where ${jobs}`
+    select seq, queue, grp, @owner, attempts, @expiresAt, @channel from jobs_job where ${jobs}
+    on conflict (job) do update set queue = excluded.queue, grp = excluded.grp, owner = excluded.owner,
+      attempt = excluded.attempt, expires_at = excluded.expires_at, channel = excluded.channel`
+}
+
+/** A value bound to one of insertJobRows' per-job parameters. */
+type JobParam = string | number | null
+
+/**
+ * Adds `rows` jobs of one queue in one statement, their parameters bound in place: a multi-row VALUES
+ * costs SQLite about 1 µs a job less than reading the jobs from one JSON text with json_each. Six
+ * parameters a job keep 100 jobs under 999, the fewest any SQLite build allows.
+ */
+function insertJobRows(rows: number) {
+  const values = Array.from({ length: rows }, () => `(@queue, ?, ?, ?, ?, ?, 0, @maxAttempts, ?, @now, 1)`).join(', ')
+  return statement<[{ queue: string; maxAttempts: number; now: number }, ...JobParam[]], number>(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
+    values ${values}
+    on conflict (queue, id) do nothing
+    returning seq`, { pluck: true })
 }
 
 export const SQL = {
@@ -43,7 +66,7 @@ export const SQL = {
   triggersPresent: single<[], number>(`select count(*) from sqlite_master where type = 'trigger' and name in
     ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1')`),
   /** The column that the latest migration adds: without it the tables are an older version's. */
-  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_queue') where name = 'limits_set_at'`),
+  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_queue') where name = 'rate_starts'`),
   dataVersion: single<[], number>(`pragma data_version`),
 
   /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. */
@@ -54,6 +77,16 @@ export const SQL = {
   insertJob: statement<[NewJob], never>(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
     values (@queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, 1)
     on conflict (queue, id) do nothing`),
+  /**
+   * Adds jobs given as rows of bound parameters, `[id, grp, value, state, priority, runAt]` each, in their
+   * order, in groups of 100, 10 and 1 (insertJobRows); answers the seqs of the jobs it added, a taken id
+   * adding nothing.
+   */
+  insertJobs100: insertJobRows(100),
+  insertJobs10: insertJobRows(10),
+  insertJobs1: insertJobRows(1),
+  /** The ids of the jobs of @seqs, a JSON array. */
+  jobIdsBySeq: statement<[{ seqs: string }], string>(`select id from jobs_job where seq ${IN_SEQS}`, { pluck: true }),
   jobExists: statement<[queue: string, id: string], 1>(`select 1 from jobs_job where queue = ? and id = ?`, { pluck: true }),
   queueWaitingCount: statement<[queue: string], number>(`select waiting + scheduled from jobs_queue where name = ?`, { pluck: true }),
   /**
@@ -71,13 +104,20 @@ export const SQL = {
       (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
     from jobs_queue where name = @queue`),
   /** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19). */
-  queueClaimLimits: statement<[queue: string], ClaimLimits>(`select paused, running, concurrency, concurrency_per_group as perGroup from jobs_queue where name = ?`),
+  queueClaimLimits: statement<[queue: string], ClaimLimits>(`select paused, running, concurrency, concurrency_per_group as perGroup,
+      rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup, rate_starts as rateStarts, null as rateNow
+    from jobs_queue where name = ?`),
   /** The limits a queue holds, and when a worker stored them (null: never). */
-  queueLimits: statement<[queue: string], StoredLimits>(`select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt from jobs_queue where name = ?`),
+  queueLimits: statement<[queue: string], StoredLimits>(`select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt,
+      rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup
+    from jobs_queue where name = ?`),
   /** Stores a queue's limits, replacing any others: the worker started last wins. */
-  storeQueueLimits: statement<[{ queue: string; total: number | null; perGroup: number | null; now: number }], never>(`insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at) values (@queue, @total, @perGroup, @now)
+  storeQueueLimits: statement<[StoreLimitsParams], never>(`insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at, rate_limit, rate_per, rate_per_group)
+    values (@queue, @total, @perGroup, @now, @rateLimit, @ratePer, @ratePerGroup)
     on conflict (name) do update set concurrency = excluded.concurrency, concurrency_per_group = excluded.concurrency_per_group,
-      limits_set_at = excluded.limits_set_at`),
+      limits_set_at = excluded.limits_set_at, rate_limit = excluded.rate_limit, rate_per = excluded.rate_per, rate_per_group = excluded.rate_per_group`),
+  /** Writes back a rated queue's log of recent starts (engine/rate.ts), in the claim's transaction. */
+  storeRateStarts: statement<[{ queue: string; starts: string }], never>(`update jobs_queue set rate_starts = @starts where name = @queue`),
   /**
    * Runnable jobs in claim order (priority, run_at, seq — JOB-17), with what a claim answers. A claim is
    * this select, then markRunning and insertLeases for all the jobs read, inside the write transaction
@@ -283,4 +323,26 @@ export function runForJobs<P extends object>(
   params: P,
 ): Database.RunResult {
   return seqs.length === 1 ? one.run({ ...params, seq: seqs[0]! }) : all.run({ ...params, seqs: JSON.stringify(seqs) })
+}
+
+/**
+ * Adds the jobs of `batch` with the fewest statements of insertJobs100, insertJobs10 and insertJobs1: one
+ * call into SQLite per 100 jobs, where a statement per job would cost one per job. Answers the ids it
+ * added. A group whose every job was added answers the ids it was given; only one where some id was taken
+ * reads the ids back, by seq, so the common case makes no string per job.
+ * @internal
+ */
+export function insertJobsInGroups(sql: Statements, { jobs, ...shared }: NewJobs): string[] {
+  const added: string[] = []
+  for (let from = 0; from < jobs.length; ) {
+    const left = jobs.length - from
+    const [size, insert] = left >= 100 ? [100, sql.insertJobs100] : left >= 10 ? [10, sql.insertJobs10] : [1, sql.insertJobs1]
+    const params: JobParam[] = []
+    for (let i = from; i < from + size; i++) params.push(...jobs[i]!)
+    const seqs = insert.all(shared, ...params)
+    if (seqs.length === size) for (let i = from; i < from + size; i++) added.push(jobs[i]![0])
+    else if (seqs.length > 0) added.push(...sql.jobIdsBySeq.all({ seqs: JSON.stringify(seqs) }))
+    from += size
+  }
+  return added
 }

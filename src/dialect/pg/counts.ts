@@ -1,0 +1,121 @@
+/**
+ * How PostgreSQL keeps a queue's counts by state without a row that every writer updates.
+ *
+ * - Three statement-level AFTER triggers on jobs_job (insert, update, delete), with transition tables,
+ *   append one row to jobs_count per statement and queue whose jobs changed state: the change of each
+ *   state's count. They fire for every writer alike (the engine, the admin API, another program's plain
+ *   SQL, psql), so nothing in the engine keeps counts. Writers only insert into jobs_count, so claimers
+ *   and adders of one queue never wait on one another for its counts.
+ * - The workers' maintenance folds a queue's rows into its jobs_queue row (FOLD), and every reader of
+ *   counts reads the row plus the sum of the rows not folded yet (UNFOLDED), in one statement.
+ * - A writer installs the triggers before its first write (connection.ts), with a recount of every
+ *   queue from its jobs when they were missing; a reader installs nothing.
+ */
+import { pgStatement } from './statement.js'
+
+const STATES = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] as const
+
+/** The triggers' names: the version is in the name, so that a later version installs its own beside a dropped older one. */
+export const COUNT_TRIGGERS = ['jobs_job_counts_insert_v1', 'jobs_job_counts_update_v1', 'jobs_job_counts_delete_v1'] as const
+
+/** Per state, the jobs of `rows` (a transition table) in it, times `sign`, per queue: one row per queue. */
+const perState = (rows: string, sign: '' | '-') =>
+  `select queue, ${STATES.map((state) => `${sign}(state = '${state}')::int as ${state}`).join(', ')} from ${rows}`
+
+/** Appends to jobs_count the sums of `changes` (rows of queue and one column per state) per queue, leaving out queues whose counts did not move. */
+const appendChanges = (changes: string) => `insert into jobs_count (queue, ${STATES.join(', ')})
+    select queue, ${STATES.map((state) => `sum(${state})`).join(', ')} from (${changes}) c
+    group by queue having ${STATES.map((state) => `sum(${state}) <> 0`).join(' or ')}`
+
+/**
+ * Installs the triggers and recounts every queue, in the writer's transaction. The lock on jobs_job first:
+ * two installers take turns (the second finds the triggers there and does nothing), and no job is written
+ * between the recount and the triggers' start, so the counts are exact from then on. Run only when a
+ * writer found the triggers missing (countTriggers): the lock waits for every write under way.
+ */
+export const INSTALL_COUNTERS = pgStatement('installCounters', `do $install$
+begin
+  lock table jobs_job in share row exclusive mode;
+  if (select count(*) from pg_trigger where tgrelid = 'jobs_job'::regclass and tgname in (${COUNT_TRIGGERS.map((name) => `'${name}'`).join(', ')})) = ${COUNT_TRIGGERS.length} then
+    return;
+  end if;
+  create or replace function jobs_job_counts_added_v1() returns trigger language plpgsql as $f$
+  begin
+    ${appendChanges(perState('jobs_counts_new', ''))};
+    return null;
+  end $f$;
+  create or replace function jobs_job_counts_moved_v1() returns trigger language plpgsql as $f$
+  begin
+    ${appendChanges(`${perState('jobs_counts_new', '')} union all ${perState('jobs_counts_old', '-')}`)};
+    return null;
+  end $f$;
+  create or replace function jobs_job_counts_deleted_v1() returns trigger language plpgsql as $f$
+  begin
+    ${appendChanges(perState('jobs_counts_old', '-'))};
+    return null;
+  end $f$;
+  create or replace trigger jobs_job_counts_insert_v1 after insert on jobs_job
+    referencing new table as jobs_counts_new for each statement execute function jobs_job_counts_added_v1();
+  create or replace trigger jobs_job_counts_update_v1 after update on jobs_job
+    referencing old table as jobs_counts_old new table as jobs_counts_new for each statement execute function jobs_job_counts_moved_v1();
+  create or replace trigger jobs_job_counts_delete_v1 after delete on jobs_job
+    referencing old table as jobs_counts_old for each statement execute function jobs_job_counts_deleted_v1();
+  delete from jobs_count;
+  insert into jobs_queue (name) select distinct queue from jobs_job on conflict (name) do nothing;
+  update jobs_queue set ${STATES.map((state) => `${state} = 0`).join(', ')};
+  update jobs_queue q set ${STATES.map((state) => `${state} = c.${state}`).join(', ')}
+    from (select queue, ${STATES.map((state) => `count(*) filter (where state = '${state}') as ${state}`).join(', ')} from jobs_job group by queue) c
+    where q.name = c.queue;
+end $install$`)
+
+/** How many of the counting triggers are in place: all of them, or the writer installs them. */
+export const COUNT_TRIGGERS_PRESENT = pgStatement<Record<never, never>, { present: number }>('countTriggersPresent', `select count(*)::int as present from pg_trigger
+  where tgrelid = to_regclass('jobs_job') and tgname in (${COUNT_TRIGGERS.map((name) => `'${name}'`).join(', ')})`)
+
+/**
+ * The counts of the queue @queue not folded yet, as a from clause `unfolded` of one row: `rows` (how many)
+ * and one sum per state. Walks the queue's entries of jobs_count_queue: as many as writes since the last fold.
+ */
+export const UNFOLDED = `(select count(*) as rows, ${STATES.map((state) => `coalesce(sum(${state}), 0) as ${state}`).join(', ')}
+    from jobs_count where queue = @queue::text) unfolded`
+
+/** Every queue's counts not folded yet, as a from clause `unfolded` of one row per queue. */
+export const UNFOLDED_ALL = `(select queue, ${STATES.map((state) => `sum(${state}) as ${state}`).join(', ')} from jobs_count group by queue) unfolded`
+
+/**
+ * A per-state count as readers answer it: the queue's row (`q`, perhaps missing) plus what is not folded.
+ */
+export const kept = (state: (typeof STATES)[number]) => `(coalesce(q.${state}, 0) + coalesce(unfolded.${state}, 0))::float8`
+
+/**
+ * Whether this transaction may fold the queue's counts: only one folder of a queue at a time, the others
+ * pass (the lock ends with the transaction). Two folders at once would each delete the rows the other
+ * locked, in whatever order their scans met them, and could deadlock.
+ */
+export const FOLD_TURN = pgStatement<{ queue: string }, { turn: boolean }>('foldTurn', `select pg_try_advisory_xact_lock(hashtext('drizzle_jobs_fold'), hashtext(@queue::text)) as turn`)
+
+/**
+ * Folds the queue's rows of jobs_count into its jobs_queue row, in one statement: the rows deleted are
+ * exactly the ones added to the row. Safe beside writers and readers, with no lock a writer waits for:
+ * - the delete takes only the rows committed when it starts; a writer's row committed later is left for
+ *   the next fold, never lost nor counted twice;
+ * - the delete and the row's update commit together, so a reader's statement (one snapshot) sees each
+ *   change either in jobs_count or in the row, never in both nor in neither;
+ * - the update adds to the row as it is when its lock is granted (READ COMMITTED re-reads a row another
+ *   transaction changed meanwhile), so a fold never undoes another's, nor a limit or pause set meanwhile;
+ * - folders of one queue take turns (FOLD_TURN), so two never delete the same rows.
+ * A queue without a jobs_queue row (jobs written with plain SQL only) gets one.
+ */
+export const FOLD = pgStatement<{ queue: string }, { rows: number }>('foldCounts', `with folded as (
+    delete from jobs_count where queue = @queue::text returning ${STATES.join(', ')}
+  ), sums as (
+    select count(*) as rows, ${STATES.map((state) => `coalesce(sum(${state}), 0) as ${state}`).join(', ')} from folded
+  ), kept as (
+    insert into jobs_queue (name, ${STATES.join(', ')}) select @queue::text, ${STATES.join(', ')} from sums where rows > 0
+    on conflict (name) do update set ${STATES.map((state) => `${state} = jobs_queue.${state} + excluded.${state}`).join(', ')}
+    returning 1
+  )
+  select rows::int as rows from sums`)
+
+/** Whether the queue has counts not folded yet: one probe of jobs_count_queue. */
+export const HAS_UNFOLDED = pgStatement<{ queue: string }, { found: 1 }>('hasUnfolded', `select 1 as found from jobs_count where queue = @queue::text limit 1`)

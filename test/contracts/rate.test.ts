@@ -1,0 +1,221 @@
+/**
+ * JOB-22: a queue's `rate` holds across every worker of every process, once per dialect (JOB-20). Starts are
+ * recorded from inside the handlers, with Date.now(), and every window of `per` that begins at a start is
+ * checked.
+ */
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, test, vi } from 'vitest'
+import { defineQueue, enqueueMany, getJob, isJobsError, watch, work, type JobSnapshot } from '../../src/index.js'
+import { tempDir } from '../helpers/db.js'
+import { DIALECTS, eachContractDb, type ContractDb } from '../helpers/dialects.js'
+import { startFixture } from '../helpers/processes.js'
+import { waitFor } from '../helpers/wait.js'
+import { rated, ratedGroups } from '../fixtures/rate-queues.js'
+
+/** The most starts in any window of `perMs` that begins at a start. */
+function busiestWindow(starts: readonly number[], perMs: number): number {
+  const sorted = [...starts].sort((a, b) => a - b)
+  let most = 0
+  let end = 0
+  for (let i = 0; i < sorted.length; i++) {
+    while (end < sorted.length && sorted[end]! < sorted[i]! + perMs) end++
+    most = Math.max(most, end - i)
+  }
+  return most
+}
+
+/** The starts the children logged: one file each, "<ms> <group>" a line. */
+function readStarts(files: readonly string[]): Array<{ at: number; group: string }> {
+  return files.flatMap((file) =>
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => {
+        const [at, group] = line.split(' ')
+        return { at: Number(at), group: group ?? '' }
+      }),
+  )
+}
+
+async function doneCount(t: ContractDb, queue: string): Promise<number> {
+  return Number((await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where queue = $1 and state = 'done'`, queue))[0]!.n)
+}
+
+/** Starts worker processes of `queue`, each logging its starts to a file of its own, and waits until they work. */
+async function startWorkers(t: ContractDb, queue: string, count: number): Promise<string[]> {
+  const dir = tempDir()
+  const files = Array.from({ length: count }, (_, i) => join(dir, `starts-${i}.log`))
+  for (const file of files) writeFileSync(file, '')
+  const children = files.map((file) => startFixture('rate-child.ts', [t.address, queue, file]))
+  await waitFor(() => children.every((child) => child.output().includes('working')), `the ${count} worker processes to start`, 30_000)
+  // Each worker stores the queue's limits in its first transaction: wait for the stored rate.
+  await waitFor(async () => (await t.query<{ r: number | null }>('select rate_limit as r from jobs_queue where name = $1', queue))[0]?.r != null, 'the rate to be stored')
+  return files
+}
+
+describe.each(DIALECTS)('%s', (dialect) => {
+  const { t, workers } = eachContractDb(dialect)
+  const on = `[${dialect}]`
+
+  test(`JOB-22 ${on} 4 worker processes keep { limit: 10, per: '1s' } over 200 jobs: no second holds more than 10 starts, and the run takes ~20 s`, async () => {
+    const files = await startWorkers(t, rated.name, 4)
+    const started = Date.now()
+    await enqueueMany(t.db, rated, Array.from({ length: 200 }, (_, n) => ({ value: { n } })))
+    await waitFor(async () => (await doneCount(t, rated.name)) === 200, 'every job to run', 60_000)
+    const tookMs = Date.now() - started
+    const starts = readStarts(files).map((start) => start.at)
+    expect(starts).toHaveLength(200)
+    expect(busiestWindow(starts, 1_000), JSON.stringify([...starts].sort((a, b) => a - b).map((at) => at - Math.min(...starts)))).toBeLessThanOrEqual(10)
+    // 20 windows of ten: the last ten start 19 windows after the first ten, and the rate is reached.
+    expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(19_000)
+    expect(tookMs).toBeLessThan(30_000)
+    // Every process took part: the rate is held by the database, not by one process.
+    expect(files.filter((file) => readFileSync(file, 'utf8').length > 0).length).toBeGreaterThanOrEqual(3)
+    expect(await t.count('jobs_lease')).toBe(0)
+  }, 90_000)
+
+  test(`JOB-22 ${on} perGroup caps the starts of each group per window across processes, and is reached`, async () => {
+    const files = await startWorkers(t, ratedGroups.name, 2)
+    // Three groups of six: two starts of a group per second make each group take three windows.
+    await enqueueMany(t.db, ratedGroups, Array.from({ length: 18 }, (_, n) => ({ value: { n }, group: `g${n % 3}` })))
+    await waitFor(async () => (await doneCount(t, ratedGroups.name)) === 18, 'every job to run', 30_000)
+    const starts = readStarts(files)
+    expect(starts).toHaveLength(18)
+    expect(busiestWindow(starts.map((start) => start.at), 1_000)).toBeLessThanOrEqual(10)
+    for (const group of ['g0', 'g1', 'g2']) {
+      const ofGroup = starts.filter((start) => start.group === group).map((start) => start.at)
+      expect(ofGroup).toHaveLength(6)
+      expect(busiestWindow(ofGroup, 1_000)).toBe(2)
+      expect(Math.max(...ofGroup) - Math.min(...ofGroup)).toBeGreaterThanOrEqual(2_000)
+    }
+  }, 60_000)
+
+  test(`JOB-22 ${on} JOB-19 the stored rate wins: a worker started later with another definition sets the rate every worker follows`, async () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {})
+    try {
+      const loose = defineQueue<{ n: number }>('stored-rate', { rate: { limit: 100, per: '1s' } })
+      const strict = defineQueue<{ n: number }>('stored-rate', { rate: { limit: 3, per: '1s' } })
+      const starts: number[] = []
+      const handler = () => void starts.push(Date.now())
+      workers.push(work(t.db, loose, handler, { pollInterval: '10ms' }))
+      await waitFor(async () => (await t.query<{ r: number | null }>(`select rate_limit as r from jobs_queue where name = 'stored-rate'`))[0]?.r == 100, 'the first rate to be stored')
+      workers.push(work(t.db, strict, handler, { pollInterval: '10ms' }))
+      await waitFor(async () => (await t.query<{ r: number | null }>(`select rate_limit as r from jobs_queue where name = 'stored-rate'`))[0]?.r == 3, 'the second rate to replace it')
+      expect(warn.mock.calls.flat().join('\n')).toMatch(/rate \{ limit: 100, per: 1000ms \}.*replaces it with .*rate \{ limit: 3, per: 1000ms \}/)
+      const [row] = await t.query<{ limit: number; per: number | string; perGroup: number | null }>(`select rate_limit as "limit", rate_per as per, rate_per_group as "perGroup" from jobs_queue where name = 'stored-rate'`)
+      expect({ ...row, per: Number(row!.per) }).toEqual({ limit: 3, per: 1_000, perGroup: null })
+      // The worker of the loose definition claims too, and follows the stored rate.
+      await enqueueMany(t.db, loose, Array.from({ length: 9 }, (_, n) => ({ value: { n } })))
+      await waitFor(async () => (await doneCount(t, 'stored-rate')) === 9, 'every job to run')
+      expect(busiestWindow(starts, 1_000)).toBeLessThanOrEqual(3)
+      expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(2_000)
+    } finally {
+      warn.mockRestore()
+    }
+  })
+
+  test(`JOB-22 ${on} a job the rate holds back stays waiting, counted in ahead, and its snapshot says when the next may start`, async () => {
+    const queue = defineQueue<{ n: number }>('held', { rate: { limit: 2, per: '3s' } })
+    const starts = new Map<string, number>()
+    workers.push(work(t.db, queue, (_value, run) => void starts.set(run.id, Date.now()), { pollInterval: '10ms' }))
+    await enqueueMany(t.db, queue, ['a', 'b', 'c', 'd'].map((id, n) => ({ value: { n }, id })))
+    await waitFor(async () => (await doneCount(t, 'held')) === 2, 'the first two jobs to run')
+    const c = (await getJob(t.db, queue, 'c'))!
+    const d = (await getJob(t.db, queue, 'd'))!
+    expect(c).toMatchObject({ state: 'waiting', ahead: 0 })
+    expect(d).toMatchObject({ state: 'waiting', ahead: 1 })
+    const first = Math.min(starts.get('a')!, starts.get('b')!)
+    expect(c.rateLimitedUntil).toBeInstanceOf(Date)
+    // The window opens 3 s after the first start (and its slack of 100 ms), as the claim stamped it.
+    expect(c.rateLimitedUntil!.getTime()).toBeGreaterThanOrEqual(first + 2_900)
+    expect(c.rateLimitedUntil!.getTime()).toBeLessThanOrEqual(first + 3_200)
+    expect(d.rateLimitedUntil!.getTime()).toBe(c.rateLimitedUntil!.getTime())
+    // A watch shows it too, and follows the job as the window opens.
+    const watching = watch(t.db, queue, 'c')
+    const seen: JobSnapshot[] = []
+    for await (const snapshot of watching) {
+      seen.push(snapshot)
+      if (snapshot.state !== 'waiting') break
+    }
+    expect(seen[0]).toMatchObject({ state: 'waiting', ahead: 0 })
+    expect(seen[0]!.rateLimitedUntil?.getTime()).toBe(c.rateLimitedUntil!.getTime())
+    expect(seen.at(-1)!.rateLimitedUntil).toBeNull()
+    await waitFor(async () => (await doneCount(t, 'held')) === 4, 'the held jobs to run once the window opens', 20_000)
+    expect(starts.get('c')!).toBeGreaterThanOrEqual(c.rateLimitedUntil!.getTime() - 50)
+    expect((await getJob(t.db, queue, 'c'))!.rateLimitedUntil).toBeNull()
+  })
+
+  test(`JOB-22 ${on} a run its worker cannot begin within the slack of its stamped start goes back unstarted, its attempt refunded, and runs later`, async () => {
+    const queue = defineQueue<{ n: number }>('handed-back', { rate: { limit: 5, per: '1s' } })
+    const attempts: number[] = []
+    // While `late`, every reading of the monotonic clock is 150 ms after the last: more than the slack of 100 ms
+    // passes between a claim's stamp and the call of its handler, as when a commit or the event loop stalls.
+    const realNow = performance.now.bind(performance)
+    let late = true
+    let skew = 0
+    const now = vi.spyOn(performance, 'now').mockImplementation(() => realNow() + (late ? (skew += 150) : skew))
+    try {
+      workers.push(work(t.db, queue, (_value, run) => void attempts.push(run.attempt), { pollInterval: '10ms' }))
+      await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
+      const logged = async () => {
+        const [row] = await t.query<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'handed-back'`)
+        const log = typeof row?.starts === 'string' ? JSON.parse(row.starts) : row?.starts
+        return (log as { starts?: number[] } | null)?.starts?.length ?? 0
+      }
+      // Claimed five times, each claim handing it back: the starts fill the window, and no claim comes for a second.
+      await waitFor(async () => (await logged()) === 5, 'the job to be claimed five times')
+      await waitFor(async () => (await t.count('jobs_lease')) === 0, 'the last claim to hand it back')
+      expect(attempts).toEqual([])
+      const back = (await getJob(t.db, queue, 'a'))!
+      expect(back).toMatchObject({ state: 'waiting', attempt: 0 })
+      late = false
+      await waitFor(async () => (await doneCount(t, 'handed-back')) === 1, 'the job to run once its worker keeps up', 10_000)
+      // Its handler ran once, as the first attempt: the runs handed back cost none.
+      expect(attempts).toEqual([1])
+    } finally {
+      now.mockRestore()
+    }
+  })
+
+  test(`JOB-22 ${on} an idle worker wakes when the rate's window opens, not on its next poll`, async () => {
+    const queue = defineQueue<{ n: number }>('wakes', { rate: { limit: 1, per: '1500ms' } })
+    const starts: number[] = []
+    // A poll every 30 s: only the rate's own timer can start the second job in time.
+    workers.push(work(t.db, queue, () => void starts.push(Date.now()), { pollInterval: '30s', listen: false }))
+    await enqueueMany(t.db, queue, [{ value: { n: 1 } }, { value: { n: 2 } }])
+    await waitFor(() => starts.length === 2, 'both jobs to start', 10_000)
+    // The window (1.5 s and its slack of 100 ms) opens 1,600 ms after the first start: the second starts within 300 ms of it.
+    const gap = starts[1]! - starts[0]!
+    expect(gap).toBeGreaterThanOrEqual(1_500)
+    expect(gap).toBeLessThanOrEqual(1_600 + 300)
+  })
+
+  test(`JOB-22 ${on} JOB-13 bad rate options give INVALID_OPTION naming the option, and write nothing`, async () => {
+    const bad: Array<[unknown, string]> = [
+      [5, 'rate'],
+      [{ limit: 0, per: '1s' }, 'rate.limit'],
+      [{ limit: 1.5, per: '1s' }, 'rate.limit'],
+      [{ per: '1s' }, 'rate.limit'],
+      [{ limit: 10 }, 'rate.per'],
+      [{ limit: 10, per: 0 }, 'rate.per'],
+      [{ limit: 10, per: 'soon' }, 'rate.per'],
+      [{ limit: 10, per: -5 }, 'rate.per'],
+      [{ limit: 10, per: '1s', perGroup: 0 }, 'rate.perGroup'],
+      [{ limit: 10, per: '1s', perGroup: 11 }, 'rate.perGroup'],
+      [{ limit: 10, per: '1s', every: 2 }, 'rate.every'],
+    ]
+    for (const [rate, option] of bad) {
+      let caught: unknown
+      try {
+        defineQueue('bad-rate', { rate: rate as never })
+      } catch (error) {
+        caught = error
+      }
+      expect(isJobsError(caught, 'INVALID_OPTION'), `rate ${JSON.stringify(rate)}`).toBe(true)
+      expect((caught as Error).message.startsWith(`${option}:`), `${(caught as Error).message} names ${option}`).toBe(true)
+    }
+    expect(await t.query('select name from jobs_queue')).toEqual([])
+    expect(await t.count('jobs_job')).toBe(0)
+  })
+})
