@@ -3,6 +3,7 @@
  * process keeps writing app rows, each adding a job in the same transaction.
  * Nobody may see SQLITE_BUSY; the app's transactions are timed.
  */
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import { defineQueue, enqueueMany } from '../../src/index.js'
@@ -53,7 +54,9 @@ export async function runAppLoad(options: LoadOptions): Promise<LoadResult> {
   await app.ready
   const workers = Array.from({ length: options.workers }, () => spawnFixture('load-worker.ts', [file]))
   await Promise.all(workers.map((worker) => worker.ready))
+  // The workers wait for this file, so the drain starts here for all of them, not as each process comes up.
   const started = Date.now()
+  writeFileSync(`${file}.go`, '')
 
   const backlogLeft = client.prepare(`select count(*) from jobs_job where queue = ? and id like 'backlog:%' and state != 'done'`).pluck()
   const notDone = client.prepare(`select count(*) from jobs_job where queue = ? and state != 'done'`).pluck()
