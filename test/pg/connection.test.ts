@@ -16,6 +16,7 @@ import { ask, type Executor, type Program } from '../../src/dialect/index.js'
 import { isPgBusy, pgConnectionOf, type AsyncPgDatabase } from '../../src/dialect/pg/connection.js'
 import { JobsError } from '../../src/errors.js'
 import { eachFreshPgDb, freshPgDb, PG_MIGRATIONS } from '../helpers/pg.js'
+import { spawnFixture } from '../reliability/processes.js'
 import { addJobs, newJob } from './jobs.js'
 
 const t = eachFreshPgDb()
@@ -321,5 +322,12 @@ describe('isBusy', () => {
       await postgresJsClient.end({ timeout: 0 })
       await admin.end()
     }
+  })
+
+  test('JOB-05 [postgres.js] a write whose connection is ended and seen closed before its next statement fails busy, writes nothing more on that connection (which would crash postgres.js 3.4), and the next write gets a new one', async () => {
+    const child = spawnFixture('pg-lost-child.ts', [t.url])
+    const exit = await child.exited
+    expect({ code: exit.code, signal: exit.signal, lines: child.lines }, child.stderr()).toEqual({ code: 0, signal: null, lines: ['lost true', 'after true'] })
+    expect(await ids()).toEqual(['after'])
   })
 })

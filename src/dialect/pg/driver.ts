@@ -390,7 +390,7 @@ function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
       database: String(options.database ?? options.user ?? ''),
     },
     query: postgresJsQueryable(sql).query,
-    transaction: (fn, options) => sql.begin(options?.readOnly ? READ_BEGIN.slice('begin '.length) : WRITE_BEGIN.slice('begin '.length), (tx) => fn(postgresJsQueryable(tx))),
+    transaction: (fn, options) => postgresJsBegin(sql, (options?.readOnly ? READ_BEGIN : WRITE_BEGIN).slice('begin '.length), fn),
     listen(channel, onNotice, onListening) {
       // postgres.js keeps a connection for its listeners, makes it anew when lost, and calls onListening each time.
       let stopped = false
@@ -409,6 +409,70 @@ function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
     },
   }
 }
+
+/**
+ * A transaction on postgres.js that writes nothing on its connection once the connection is lost.
+ *
+ * postgres.js 3.4 crashes the process (an uncaught TypeError from a setImmediate: porsager/postgres#1208)
+ * when a statement is written on a connection after it closed, which pg_terminate_backend or a server restart
+ * does under a running transaction. `begin` answers as soon as its connection closes, but then goes on with
+ * its callback: its next statement, then the ROLLBACK after a throw or the COMMIT after a return, each written
+ * on the closed connection. So here, once the connection is lost, statements are refused without being
+ * written, and the callback never ends, so that `begin` writes nothing more; the transaction, rolled back by
+ * the server when the connection went, answers the loss.
+ */
+function postgresJsBegin<T>(sql: PostgresJsPool, mode: string, fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  let lost = false
+  let markLost = (): void => {}
+  const closed = new Promise<void>((resolve) => (markLost = () => ((lost = true), resolve())))
+  const begun = sql.begin(mode, async (tx) => {
+    const queryable = postgresJsQueryable(tx)
+    const guarded: Queryable = {
+      query: (statement, values) => (lost ? Promise.reject(connectionLost()) : queryable.query(statement, values)),
+    }
+    try {
+      const result = await fn(guarded)
+      if (lost) return await NEVER
+      return result
+    } catch (error) {
+      // A statement's error may come a moment before `begin` hears that its connection closed.
+      if (lost || (isConnectionLoss(error) && (await closedWithin(closed, CLOSE_WAIT_MS)))) return await NEVER
+      throw error
+    }
+  })
+  // `begin` settles early only when its connection closes; settled otherwise, it has written all it will.
+  begun.then(markLost, markLost)
+  return begun
+}
+
+/** Never settles: the end of a transaction callback whose connection was lost. */
+const NEVER = new Promise<never>(() => {})
+
+/** How long a statement's connection error waits for its connection to be seen closed. */
+const CLOSE_WAIT_MS = 2_000
+
+async function closedWithin(closed: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<boolean>((resolve) => (timer = setTimeout(resolve, ms, false)))
+  try {
+    return await Promise.race([closed.then(() => true), late])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** The error of a statement refused because its transaction's connection was lost: postgres.js's own code for it. */
+function connectionLost(): Error {
+  return Object.assign(new Error('the connection of this transaction was lost'), { code: 'CONNECTION_CLOSED' })
+}
+
+/** Whether postgres.js or the server said that the connection is gone or going: lost, reset, or its backend ended. */
+function isConnectionLoss(error: unknown): boolean {
+  const code: unknown = typeof error === 'object' && error !== null ? Reflect.get(error, 'code') : undefined
+  return typeof code === 'string' && (LOSS_CODES.has(code) || code.startsWith('08'))
+}
+
+const LOSS_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'EPIPE', '57P01', '57P02', '57P03'])
 
 function postgresJsTransaction(sql: PostgresJsTransaction): PgTransactionDriver {
   return {
