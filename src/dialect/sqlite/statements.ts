@@ -66,7 +66,7 @@ export const SQL = {
   triggersPresent: single<[], number>(`select count(*) from sqlite_master where type = 'trigger' and name in
     ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1')`),
   /** The column that the latest migration adds: without it the tables are an older version's. */
-  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_queue') where name = 'rate_starts'`),
+  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_queue') where name = 'claim_waiters'`),
   dataVersion: single<[], number>(`pragma data_version`),
 
   /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. */
