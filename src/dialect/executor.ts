@@ -93,6 +93,8 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   // Rates (JOB-22): a claim reads the log with queueClaimLimits, under the queue's write lock, and writes it back here.
   /** Writes back a rated queue's log of recent starts (JSON text, engine/rate.ts) in the claim's transaction. */
   queueRateStartsSet(queue: string, starts: string): Result<K, void>
+  /** Writes back the workers waiting for a share of a queue's concurrency (engine/fair-share.ts), read with queueClaimLimits; null for none. */
+  queueClaimWaitersSet(queue: string, waiters: string | null): Result<K, void>
 
   /** Runnable jobs in claim order (priority, run_at, seq), leaving out those that must run alone when `skipAbandoned`. */
   jobGetAvailable(window: ClaimWindow & { limit: number }, skipAbandoned: boolean): Result<K, ClaimedJob[]>

@@ -106,6 +106,7 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     queueLimitsGet: (queue) => get(q, SQL.queueLimits, { queue }),
     queueLimitsSet: async (limits) => void (await all(q, SQL.storeQueueLimits, limits)),
     queueRateStartsSet: async (queue, starts) => void (await all(q, SQL.storeRateStarts, { queue, starts })),
+    queueClaimWaitersSet: async (queue, waiters) => void (await all(q, SQL.storeClaimWaiters, { queue, waiters })),
 
     /** Claim order, over jobs_job_claim; FOR UPDATE SKIP LOCKED, so that claims at once never take the same job. */
     jobGetAvailable: (window, skipAbandoned) => all(q, skipAbandoned ? SQL.claimCandidatesNotAbandoned : SQL.claimCandidates, window),

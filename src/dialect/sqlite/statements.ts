@@ -105,7 +105,8 @@ export const SQL = {
     from jobs_queue where name = @queue`),
   /** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19). */
   queueClaimLimits: statement<[queue: string], ClaimLimits>(`select paused, running, concurrency, concurrency_per_group as perGroup,
-      rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup, rate_starts as rateStarts, null as rateNow
+      rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup, rate_starts as rateStarts, null as rateNow,
+      claim_waiters as claimWaiters
     from jobs_queue where name = ?`),
   /** The limits a queue holds, and when a worker stored them (null: never). */
   queueLimits: statement<[queue: string], StoredLimits>(`select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt,
@@ -118,6 +119,8 @@ export const SQL = {
       limits_set_at = excluded.limits_set_at, rate_limit = excluded.rate_limit, rate_per = excluded.rate_per, rate_per_group = excluded.rate_per_group`),
   /** Writes back a rated queue's log of recent starts (engine/rate.ts), in the claim's transaction. */
   storeRateStarts: statement<[{ queue: string; starts: string }], never>(`update jobs_queue set rate_starts = @starts where name = @queue`),
+  /** Writes back the workers waiting for a share of a queue's concurrency (engine/fair-share.ts), in the claim's transaction. */
+  storeClaimWaiters: statement<[{ queue: string; waiters: string | null }], never>(`update jobs_queue set claim_waiters = @waiters where name = @queue`),
   /**
    * Runnable jobs in claim order (priority, run_at, seq — JOB-17), with what a claim answers. A claim is
    * this select, then markRunning and insertLeases for all the jobs read, inside the write transaction
