@@ -85,7 +85,12 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
 
   /** What a worker reads before it takes the write lock. */
   queueClaimable(queue: string): Result<K, Claimable | undefined>
-  queueClaimLimits(queue: string): Result<K, ClaimLimits | undefined>
+  /**
+   * What a claim reads first, in its transaction. `ended` is how many runs of the queue this transaction has ended
+   * so far: their count is written as the transaction ends, and a dialect whose `running` is that count (SQLite's
+   * counter) takes them off, so that a worker may claim the slots its own ends freed in the same transaction.
+   */
+  queueClaimLimits(queue: string, ended: number): Result<K, ClaimLimits | undefined>
   queueLimitsGet(queue: string): Result<K, StoredLimits | undefined>
   /** Stores a queue's limits (its rate among them), replacing any others: the worker started last wins. */
   queueLimitsSet(limits: StoreLimitsParams): Result<K, void>

@@ -83,7 +83,8 @@ const NONE: ReadonlySet<number> = new Set()
 const NO_GROUP_CAP = 2 ** 31 - 1
 
 export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimRequest, moved: CountShift, hold?: RateHold): Program<ClaimedJob[]> {
-  const counts = yield* ask(db.queueClaimLimits(queue.name))
+  // The runs this transaction ended so far (moved.running is negative by them): their slots are free for this claim.
+  const counts = yield* ask(db.queueClaimLimits(queue.name, Math.max(0, -moved.running)))
   if (counts?.paused) return []
   const limits: QueueLimits = { total: counts?.concurrency ?? null, perGroup: counts?.perGroup ?? null }
   const rate = counts === undefined ? null : rateOf({ rateLimit: counts.rateLimit ?? null, ratePer: counts.ratePer ?? null, ratePerGroup: counts.ratePerGroup ?? null })

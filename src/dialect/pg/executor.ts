@@ -93,7 +93,8 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
      * in a statement of its own that sees the claims committed before the lock was granted. So two claims of a
      * limited queue take turns and its limit is exact across hosts (JOB-07); a queue without limits takes no
      * lock, and its claims run side by side. A queue with a `rate_limit` is claimed under the same lock, its log
-     * of starts read with it (JOB-22).
+     * of starts read with it (JOB-22). The leases counted are those left after this transaction's ends: `ended` is
+     * counted already.
      */
     async queueClaimLimits(queue) {
       const peek = await get(q, SQL.queueClaimLimits, { queue })

@@ -39,7 +39,7 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
     queueWaitingCount: (queue) => sql.queueWaitingCount.get(queue),
 
     queueClaimable: (queue) => sql.queueClaimable.get({ queue }),
-    queueClaimLimits: (queue) => sql.queueClaimLimits.get(queue),
+    queueClaimLimits: (queue, ended) => sql.queueClaimLimits.get({ queue, ended }),
     queueLimitsGet: (queue) => sql.queueLimits.get(queue),
     queueLimitsSet: (limits) => void sql.storeQueueLimits.run(limits),
     queueRateStartsSet: (queue, starts) => void sql.storeRateStarts.run({ queue, starts }),

@@ -103,11 +103,14 @@ export const SQL = {
   queueClaimable: statement<[{ queue: string }], Claimable>(`select paused, running, waiting, scheduled, concurrency,
       (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
     from jobs_queue where name = @queue`),
-  /** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19). */
-  queueClaimLimits: statement<[queue: string], ClaimLimits>(`select paused, running, concurrency, concurrency_per_group as perGroup,
+  /**
+   * What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19).
+   * The runs that the transaction ended (@ended) are taken off the counter, which counts them as the transaction ends.
+   */
+  queueClaimLimits: statement<[{ queue: string; ended: number }], ClaimLimits>(`select paused, running - @ended as running, concurrency, concurrency_per_group as perGroup,
       rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup, rate_starts as rateStarts, null as rateNow,
       claim_waiters as claimWaiters
-    from jobs_queue where name = ?`),
+    from jobs_queue where name = @queue`),
   /** The limits a queue holds, and when a worker stored them (null: never). */
   queueLimits: statement<[queue: string], StoredLimits>(`select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt,
       rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup
