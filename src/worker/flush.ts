@@ -253,7 +253,8 @@ export class Flusher {
     if (this.waitTimer) clearTimeout(this.waitTimer)
     this.waitTimer = null
     this.waitingUntil = ms > 0 ? performance.now() + ms : 0
-    if (ms <= 0) return
+    // A stopping worker claims nothing more: its entry lapses by itself.
+    if (ms <= 0 || this.worker.stopping()) return
     this.waitTimer = setTimeout(() => {
       this.waitTimer = null
       this.schedule()
