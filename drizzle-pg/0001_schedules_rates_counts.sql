@@ -26,5 +26,6 @@ ALTER TABLE "jobs_queue" ADD COLUMN "rate_limit" integer;--> statement-breakpoin
 ALTER TABLE "jobs_queue" ADD COLUMN "rate_per" bigint;--> statement-breakpoint
 ALTER TABLE "jobs_queue" ADD COLUMN "rate_per_group" integer;--> statement-breakpoint
 ALTER TABLE "jobs_queue" ADD COLUMN "rate_starts" jsonb;--> statement-breakpoint
+ALTER TABLE "jobs_queue" ADD COLUMN "claim_waiters" jsonb;--> statement-breakpoint
 ALTER TABLE "jobs_step" ADD COLUMN "seq" bigint NOT NULL GENERATED ALWAYS AS IDENTITY (sequence name "jobs_step_seq_seq" INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 START WITH 1 CACHE 1);--> statement-breakpoint
 CREATE INDEX "jobs_count_queue" ON "jobs_count" USING btree ("queue");

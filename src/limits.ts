@@ -79,6 +79,12 @@ export const MAX_CLAIM_AHEAD = { sync: 128, async: 512 } as const
  * so that the starts handlers see keep the rate too, on a loaded machine as well.
  */
 export const RATE_SLACK_MS = 100
+/**
+ * A worker waiting for its share of a queue's concurrency is counted among the waiters for this long after it said
+ * so, or for CLAIM_WAIT_POLLS of its poll intervals when that is longer; it says so again when half of it is left.
+ */
+export const CLAIM_WAIT_MS = 1_000
+export const CLAIM_WAIT_POLLS = 4
 /** How long a due job that must run alone may wait while workers are busy before they stop claiming so that one of them frees up for it. */
 export const ABANDONED_PATIENCE_MS = 5_000
 

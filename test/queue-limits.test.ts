@@ -175,7 +175,7 @@ test('JOB-13 tables migrated before the limits were stored are refused with SCHE
   const opened = openDb(join(tempDir(), 'old.db'))
   for (const file of files.slice(0, limitsAt)) apply(opened.client, file)
   const queue = defineQueue('upgraded', { concurrency: 2 })
-  expect(() => enqueue(opened.db, queue, null)).toThrow(expect.objectContaining({ code: 'SCHEMA_MISSING', message: expect.stringMatching(/jobs_queue has no rate_starts column.*drizzle-kit migrate/) }))
+  expect(() => enqueue(opened.db, queue, null)).toThrow(expect.objectContaining({ code: 'SCHEMA_MISSING', message: expect.stringMatching(/jobs_queue has no claim_waiters column.*drizzle-kit migrate/) }))
   for (const file of files.slice(limitsAt)) apply(opened.client, file)
   expect(enqueue(opened.db, queue, null).added).toBe(true)
   opened.client.close()

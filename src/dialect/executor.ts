@@ -85,7 +85,12 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
 
   /** What a worker reads before it takes the write lock. */
   queueClaimable(queue: string): Result<K, Claimable | undefined>
-  queueClaimLimits(queue: string): Result<K, ClaimLimits | undefined>
+  /**
+   * What a claim reads first, in its transaction. `ended` is how many runs of the queue this transaction has ended
+   * so far: their count is written as the transaction ends, and a dialect whose `running` is that count (SQLite's
+   * counter) takes them off, so that a worker may claim the slots its own ends freed in the same transaction.
+   */
+  queueClaimLimits(queue: string, ended: number): Result<K, ClaimLimits | undefined>
   queueLimitsGet(queue: string): Result<K, StoredLimits | undefined>
   /** Stores a queue's limits (its rate among them), replacing any others: the worker started last wins. */
   queueLimitsSet(limits: StoreLimitsParams): Result<K, void>
@@ -93,6 +98,8 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   // Rates (JOB-22): a claim reads the log with queueClaimLimits, under the queue's write lock, and writes it back here.
   /** Writes back a rated queue's log of recent starts (JSON text, engine/rate.ts) in the claim's transaction. */
   queueRateStartsSet(queue: string, starts: string): Result<K, void>
+  /** Writes back the workers waiting for a share of a queue's concurrency (engine/fair-share.ts), read with queueClaimLimits; null for none. */
+  queueClaimWaitersSet(queue: string, waiters: string | null): Result<K, void>
 
   /** Runnable jobs in claim order (priority, run_at, seq), leaving out those that must run alone when `skipAbandoned`. */
   jobGetAvailable(window: ClaimWindow & { limit: number }, skipAbandoned: boolean): Result<K, ClaimedJob[]>

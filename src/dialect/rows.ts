@@ -29,7 +29,10 @@ export type UnleasedRun = Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
 export type Claimable = Pick<QueueRow, 'paused' | 'running' | 'waiting' | 'scheduled' | 'concurrency'> & { nextScheduled: number | null }
 
 /** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force. */
-export type ClaimLimits = Pick<QueueRow, 'paused' | 'running' | 'concurrency'> & { perGroup: QueueRow['concurrencyPerGroup'] } & Partial<ClaimRate>
+export type ClaimLimits = Pick<QueueRow, 'paused' | 'running' | 'concurrency'> & { perGroup: QueueRow['concurrencyPerGroup'] } & Partial<ClaimRate> & {
+  /** The workers waiting for a share of the concurrency (engine/fair-share.ts), as stored: read when the queue has a concurrency. */
+  claimWaiters?: unknown
+}
 
 /**
  * The queue's rate in force and its log of recent starts (engine/rate.ts), as a claim reads them under the queue's

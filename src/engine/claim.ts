@@ -13,6 +13,10 @@
  * claim says in `hold` how long until the window opens, so that an idle
  * worker wakes then rather than on its next poll.
  *
+ * While several workers want more runs than a queue's concurrency lets them
+ * have, each claims no more than its share of it (fair-share.ts): the
+ * claimer says here that it waits, and counts the others that do.
+ *
  * A due job whose last run was abandoned runs alone: alone.ts holds that
  * rule, and the claim asks it what to take.
  *
@@ -27,6 +31,8 @@ import type { QueueLimits } from './queue-limits.js'
 import type { ClaimedJob } from '../dialect/index.js'
 import { aloneClaim } from './alone.js'
 import { RateLog, rateOf, rateSlackMs } from './rate.js'
+import { ClaimWaiters } from './fair-share.js'
+import { CLAIM_WAIT_MS } from '../limits.js'
 
 export interface ClaimRequest {
   limit: number
@@ -48,9 +54,17 @@ export interface ClaimRequest {
    * starts are stamped with, on SQLite; PostgreSQL stamps them with the server's clock. Defaults to `now`.
    */
   clock?: () => number
+  /**
+   * The runs of this queue the claiming worker holds, counted after the ends this transaction wrote (its runs and the
+   * jobs it claimed ahead): with it, the claim takes no more than the worker's share of the queue's concurrency while
+   * other workers wait for theirs (fair-share.ts). Without it (a drain), the claim neither waits nor counts waiters.
+   */
+  held?: number
+  /** How long the claimer's entry among the waiters counts, in ms: a few of its poll intervals. Defaults to CLAIM_WAIT_MS. */
+  waitMs?: number
 }
 
-/** What a claim tells its worker of a rate that held jobs back (JOB-22). */
+/** What a claim tells its worker of a rate that held jobs back (JOB-22), and of the share of the concurrency it waits for. */
 export interface RateHold {
   /** How long until the rate lets the next job start, in ms; null when it held nothing back. */
   waitMs: number | null
@@ -59,6 +73,8 @@ export interface RateHold {
    * cannot be called by then is handed back unstarted (rate.ts). Null when the claim made no start under a rate.
    */
   startBy?: number | null
+  /** How long the claimer's entry among the waiters for a share of the concurrency still counts, in ms: 0 when it waits for none. */
+  waitingMs?: number
 }
 
 const NONE: ReadonlySet<number> = new Set()
@@ -67,14 +83,25 @@ const NONE: ReadonlySet<number> = new Set()
 const NO_GROUP_CAP = 2 ** 31 - 1
 
 export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimRequest, moved: CountShift, hold?: RateHold): Program<ClaimedJob[]> {
-  const counts = yield* ask(db.queueClaimLimits(queue.name))
+  // The runs this transaction ended so far (moved.running is negative by them): their slots are free for this claim.
+  const counts = yield* ask(db.queueClaimLimits(queue.name, Math.max(0, -moved.running)))
   if (counts?.paused) return []
   const limits: QueueLimits = { total: counts?.concurrency ?? null, perGroup: counts?.perGroup ?? null }
   const rate = counts === undefined ? null : rateOf({ rateLimit: counts.rateLimit ?? null, ratePer: counts.ratePer ?? null, ratePerGroup: counts.ratePerGroup ?? null })
   let limit = request.limit
   // A claimed job counts as running against a limit: under one, a worker claims only what it starts now.
   if (limits.total !== null || limits.perGroup !== null || rate !== null) limit -= request.ahead ?? 0
-  if (limits.total !== null) limit = Math.min(limit, limits.total - (counts?.running ?? 0))
+  if (limits.total !== null) {
+    const wanted = limit
+    limit = Math.min(limit, limits.total - (counts?.running ?? 0))
+    if (request.held !== undefined) {
+      const waiters = new ClaimWaiters(counts?.claimWaiters, counts?.rateNow ?? request.now)
+      limit = Math.min(limit, waiters.room(request.owner, limits.total, request.held))
+      const next = waiters.next(request.owner, limit < wanted, request.waitMs ?? CLAIM_WAIT_MS)
+      if (next !== undefined) yield* ask(db.queueClaimWaitersSet(queue.name, next))
+      if (hold) hold.waitingMs = waiters.remaining(request.owner)
+    }
+  }
   if (limit <= 0) return []
   const clock = request.clock ?? (() => request.now)
   const readAt = clock()

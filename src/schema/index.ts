@@ -33,6 +33,11 @@ export const jobsQueue = sqliteTable('jobs_queue', {
   ratePerGroup: integer('rate_per_group'),
   /** Internal: the recent run starts the rate needs (JSON), written by each claim of a queue with a rate. */
   rateStarts: text('rate_starts'),
+  /**
+   * Internal: the workers that want more runs than the queue's `concurrency` lets them have now, as JSON
+   * `{ "<owner>": expiresAtMs }`, written by claims so that every process gets its share of the limit.
+   */
+  claimWaiters: text('claim_waiters'),
   waiting: integer('waiting').notNull().default(0),
   scheduled: integer('scheduled').notNull().default(0),
   running: integer('running').notNull().default(0),

@@ -32,6 +32,11 @@ export const jobsQueue = pgTable('jobs_queue', {
   ratePerGroup: integer('rate_per_group'),
   /** Internal: the recent run starts the rate needs, written by each claim of a queue with a rate. */
   rateStarts: jsonb('rate_starts'),
+  /**
+   * Internal: the workers that want more runs than the queue's `concurrency` lets them have now,
+   * `{ "<owner>": expiresAtMs }`, written by claims so that every process gets its share of the limit.
+   */
+  claimWaiters: jsonb('claim_waiters'),
   waiting: bigint('waiting', { mode: 'number' }).notNull().default(0),
   scheduled: bigint('scheduled', { mode: 'number' }).notNull().default(0),
   running: bigint('running', { mode: 'number' }).notNull().default(0),

@@ -15,6 +15,11 @@
  * queue with a concurrency, a cap per group or a rate claims nothing ahead
  * (engine/claim.ts): there a claimed job counts against the limit.
  *
+ * A worker that wants more runs than a queue's concurrency lets it have
+ * waits for its share (engine/fair-share.ts): its claims say so, and while
+ * the queue is full it takes the write lock only to say so again before its
+ * entry lapses, on a timer of its own.
+ *
  * A queue's rate (JOB-22) may hold a claim back: the flush then sleeps until
  * the rate's window opens, on a timer of its own.
  *
@@ -31,7 +36,7 @@ import { storeLimits } from '../engine/queue-limits.js'
 import { handedBack } from '../engine/outcome.js'
 import { recordEnds, type RunEndRecord } from '../engine/record.js'
 import { jobsChanged } from '../engine/wake.js'
-import { BUSY_RETRY_MS, CONTENDED_GAP_MS, CONTENDED_LOCK_WAIT_MS, CONTENDED_SPELL_MS, MAINTENANCE_INTERVAL_MS, MAX_CLAIM_AHEAD, MAX_TIMER_MS } from '../limits.js'
+import { BUSY_RETRY_MS, CLAIM_WAIT_MS, CLAIM_WAIT_POLLS, CONTENDED_GAP_MS, CONTENDED_LOCK_WAIT_MS, CONTENDED_SPELL_MS, MAINTENANCE_INTERVAL_MS, MAX_CLAIM_AHEAD, MAX_TIMER_MS } from '../limits.js'
 import { progressChannelFor } from '../progress/channel.js'
 import type { ActiveRuns } from './runs.js'
 
@@ -40,6 +45,9 @@ const AVERAGE_WEIGHT = 0.2
 /** Runs shorter than this count as this long: a no-op handler's run takes a few µs, and the claims ahead stay bounded anyway. */
 const MIN_RUN_MS = 0.01
 
+/** A waiting worker takes the lock to renew its entry among the waiters when this much of its time is left: the claim renews it from half. */
+const WAIT_RENEW_AT = 0.4
+
 /** What a flush needs of its worker. @internal */
 export interface FlushContext {
   readonly connection: Connection
@@ -47,6 +55,7 @@ export interface FlushContext {
   readonly owner: string
   readonly slots: number
   readonly leaseMs: number
+  readonly pollIntervalMs: number
   readonly runs: ActiveRuns
   readonly clock: () => number
   readonly onError: (error: unknown) => void
@@ -77,8 +86,16 @@ export class Flusher {
   /** A run's time and a flush's, in ms, averaged as they go (null until one is seen): they size the claims ahead. */
   private runMs: number | null = null
   private flushMs: number | null = null
+  /** How long the worker's entry among the waiters for a share of the concurrency counts (engine/fair-share.ts). */
+  private readonly waitMs: number
+  /** Until when (performance.now() ms) it counts; 0 while the worker waits for no share. */
+  private waitingUntil = 0
+  /** Takes the lock to renew the entry before it lapses, while the queue stays full. */
+  private waitTimer: NodeJS.Timeout | null = null
 
-  constructor(private readonly worker: FlushContext) {}
+  constructor(private readonly worker: FlushContext) {
+    this.waitMs = Math.max(CLAIM_WAIT_MS, CLAIM_WAIT_POLLS * worker.pollIntervalMs)
+  }
 
   /** Queues a run's end for the next flush, and asks for one. */
   endRun(record: RunEndRecord): void {
@@ -149,6 +166,8 @@ export class Flusher {
     this.nextScheduledTimer = null
     if (this.rateTimer) clearTimeout(this.rateTimer)
     this.rateTimer = null
+    if (this.waitTimer) clearTimeout(this.waitTimer)
+    this.waitTimer = null
   }
 
   /**
@@ -165,7 +184,7 @@ export class Flusher {
     const free = claiming ? Math.max(0, this.worker.slots + aheadWanted - runs.size - runs.aheadSize) : 0
     const ends = this.pendingEnds.splice(0)
     const storing = !this.limitsStored && !stopping
-    if (ends.length === 0 && !storing && (free <= 0 || !(await this.mightHaveWork()))) return
+    if (ends.length === 0 && !storing && (free <= 0 || !(await this.mightHaveWork(startable > 0)))) return
     // Inside a transaction of the app on this connection, our writes would join it: wait for its end.
     if (connection.inTransaction()) {
       this.pendingEnds.unshift(...ends)
@@ -192,7 +211,7 @@ export class Flusher {
             return []
           }
           const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
-          const request = { limit: free, ahead: free - startable, idle: runs.size === 0 && runs.aheadSize === 0, owner: self.worker.owner, leaseMs: self.worker.leaseMs, now, channel: progressChannelFor(connection), passOver, clock: self.worker.clock }
+          const request = { limit: free, ahead: free - startable, idle: runs.size === 0 && runs.aheadSize === 0, owner: self.worker.owner, leaseMs: self.worker.leaseMs, now, channel: progressChannelFor(connection), passOver, clock: self.worker.clock, held: runs.size + runs.aheadSize, waitMs: self.waitMs }
           const claimed = yield* claimJobs(db, queue, request, moved, hold)
           // One notice for the transaction: other processes' watchers look again, and their workers too when runs ended.
           if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
@@ -223,9 +242,28 @@ export class Flusher {
       if (late) this.endRun({ seq: job.seq, owner: this.worker.owner, attempt: job.attempts, transition: handedBack(job) })
       else this.worker.start(job)
     }
+    if (free > 0) this.waitingFor(hold.waitingMs ?? 0)
     if (hold.waitMs !== null) this.holdForRate(hold.waitMs)
     else if (claimed.length > 0 && claimed.length === free) this.schedule()
-    else if (free > 0) await this.mightHaveWork()
+    else if (free > 0) await this.mightHaveWork(false)
+  }
+
+  /** Notes how long the worker's entry among the waiters for a share of the concurrency counts, and renews it before it lapses. */
+  private waitingFor(ms: number): void {
+    if (this.waitTimer) clearTimeout(this.waitTimer)
+    this.waitTimer = null
+    this.waitingUntil = ms > 0 ? performance.now() + ms : 0
+    // A stopping worker claims nothing more: its entry lapses by itself.
+    if (ms <= 0 || this.worker.stopping()) return
+    this.waitTimer = setTimeout(() => {
+      this.waitTimer = null
+      this.schedule()
+    }, ms - WAIT_RENEW_AT * this.waitMs + 1)
+  }
+
+  /** Whether the worker's entry among the waiters is missing or about to lapse: a claim would write it. */
+  private waitLapsing(): boolean {
+    return this.waitingUntil - performance.now() < WAIT_RENEW_AT * this.waitMs
   }
 
   /**
@@ -249,13 +287,17 @@ export class Flusher {
     setTimeout(() => this.schedule(), busy ? BUSY_RETRY_MS : MAINTENANCE_INTERVAL_MS)
   }
 
-  /** A read before taking the write lock: is anything claimable now? Arms a timer for the next scheduled job either way. */
-  private async mightHaveWork(): Promise<boolean> {
+  /**
+   * A read before taking the write lock: is anything claimable now? Arms a timer for the next scheduled job either way.
+   * A full queue answers yes to a worker that could start runs (`wantsShare`) when its entry among the waiters for a
+   * share must be written.
+   */
+  private async mightHaveWork(wantsShare: boolean): Promise<boolean> {
     const counts = await this.worker.connection.executor.queueClaimable(this.worker.queue.name)
     if (!counts || counts.paused) return false
     if (performance.now() < this.rateHeldUntil) return false
     // The stored limit, not this process's definition: another worker's start may have replaced it (JOB-19).
-    if (counts.concurrency !== null && counts.running >= counts.concurrency) return false
+    if (counts.concurrency !== null && counts.running >= counts.concurrency) return wantsShare && counts.waiting > 0 && this.waitLapsing()
     if (counts.waiting > 0) return true
     if (counts.nextScheduled === null) return false
     const wait = counts.nextScheduled - this.worker.clock()

@@ -217,6 +217,7 @@ class QueueWorker implements Worker {
       owner: this.owner,
       slots: settings.slots,
       leaseMs: settings.leaseMs,
+      pollIntervalMs: settings.pollIntervalMs,
       runs: this.active,
       clock: settings.clock,
       onError: settings.onError,

@@ -487,7 +487,7 @@ describe('queues: paused, limits, what a worker reads before it claims', () => {
     await addJobs(c, [newJob('replies', 'a')])
     await c.write((db) => ask(db.queueSetPaused('replies', true)))
     expect(await c.executor.queueClaimable('replies')).toMatchObject({ paused: 1 })
-    expect(await c.executor.queueClaimLimits('replies')).toMatchObject({ paused: 1 })
+    expect(await c.executor.queueClaimLimits('replies', 0)).toMatchObject({ paused: 1 })
     expect(await claim(c, replies, request('owner-1', 5))).toEqual([])
     await c.write((db) => ask(db.queueSetPaused('replies', false)))
     expect(await claim(c, replies, request('owner-1', 5))).toHaveLength(1)
@@ -522,9 +522,9 @@ describe('queues: paused, limits, what a worker reads before it claims', () => {
     await addJobs(c, ['a', 'b'].map((id) => newJob('replies', id)))
     // The claiming process's definition says no limit; the stored limit holds.
     expect(await claim(c, replies, request('owner-1', 5))).toHaveLength(1)
-    expect(await c.write((db) => ask(db.queueClaimLimits('replies')))).toMatchObject({ paused: 0, running: 1, concurrency: 1, perGroup: null, rateLimit: null })
+    expect(await c.write((db) => ask(db.queueClaimLimits('replies', 0)))).toMatchObject({ paused: 0, running: 1, concurrency: 1, perGroup: null, rateLimit: null })
     expect(await claim(c, replies, request('owner-1', 5))).toEqual([])
-    expect(await c.executor.queueClaimLimits('nothing')).toBeUndefined()
+    expect(await c.executor.queueClaimLimits('nothing', 0)).toBeUndefined()
   })
 
   test('JOB-22 [postgres] a stored rate is read under the queue row\'s lock with the server\'s clock, and its log written back by the claim', async () => {
@@ -541,7 +541,7 @@ describe('queues: paused, limits, what a worker reads before it claims', () => {
     expect(Object.keys(row!.starts.groups).sort()).toEqual(['g1', 'g2'])
     expect(row!.starts.starts[0]).toBeGreaterThanOrEqual(before - 5_000)
     expect(await claim(c, rated, request('owner-1', 5))).toEqual([])
-    const limits = await c.write((db) => ask(db.queueClaimLimits('replies')))
+    const limits = await c.write((db) => ask(db.queueClaimLimits('replies', 0)))
     expect(limits).toMatchObject({ rateLimit: 2, ratePer: 60_000, ratePerGroup: 1 })
     expect(Math.abs(limits!.rateNow! - Date.now())).toBeLessThan(5_000)
   })

@@ -67,6 +67,7 @@ test('the migrations create the tables with their documented columns and types',
     'rate_per bigint',
     'rate_per_group integer',
     'rate_starts jsonb',
+    'claim_waiters jsonb',
   ])
   expect(await columns('jobs_count')).toEqual([
     'queue text not null',

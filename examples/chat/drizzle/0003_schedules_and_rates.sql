@@ -14,4 +14,5 @@ CREATE TABLE `jobs_schedule` (
 ALTER TABLE `jobs_queue` ADD `rate_limit` integer;--> statement-breakpoint
 ALTER TABLE `jobs_queue` ADD `rate_per` integer;--> statement-breakpoint
 ALTER TABLE `jobs_queue` ADD `rate_per_group` integer;--> statement-breakpoint
-ALTER TABLE `jobs_queue` ADD `rate_starts` text;
+ALTER TABLE `jobs_queue` ADD `rate_starts` text;--> statement-breakpoint
+ALTER TABLE `jobs_queue` ADD `claim_waiters` text;

@@ -93,7 +93,8 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
      * in a statement of its own that sees the claims committed before the lock was granted. So two claims of a
      * limited queue take turns and its limit is exact across hosts (JOB-07); a queue without limits takes no
      * lock, and its claims run side by side. A queue with a `rate_limit` is claimed under the same lock, its log
-     * of starts read with it (JOB-22).
+     * of starts read with it (JOB-22). The leases counted are those left after this transaction's ends: `ended` is
+     * counted already.
      */
     async queueClaimLimits(queue) {
       const peek = await get(q, SQL.queueClaimLimits, { queue })
@@ -106,6 +107,7 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     queueLimitsGet: (queue) => get(q, SQL.queueLimits, { queue }),
     queueLimitsSet: async (limits) => void (await all(q, SQL.storeQueueLimits, limits)),
     queueRateStartsSet: async (queue, starts) => void (await all(q, SQL.storeRateStarts, { queue, starts })),
+    queueClaimWaitersSet: async (queue, waiters) => void (await all(q, SQL.storeClaimWaiters, { queue, waiters })),
 
     /** Claim order, over jobs_job_claim; FOR UPDATE SKIP LOCKED, so that claims at once never take the same job. */
     jobGetAvailable: (window, skipAbandoned) => all(q, skipAbandoned ? SQL.claimCandidatesNotAbandoned : SQL.claimCandidates, window),

@@ -129,7 +129,7 @@ export const SQL = {
    */
   queueClaimLimitsLocked: pgStatement<QueueParam, Omit<ClaimLimits, 'running'>>('queueClaimLimitsLocked', `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
       rate_limit as "rateLimit", rate_per::float8 as "ratePer", rate_per_group as "ratePerGroup", rate_starts::text as "rateStarts",
-      ${ms('clock_timestamp()')} as "rateNow"
+      ${ms('clock_timestamp()')} as "rateNow", claim_waiters::text as "claimWaiters"
     from jobs_queue where name = @queue::text for update`),
   queueLeaseCount: pgStatement<QueueParam, { running: number }>('queueLeaseCount', `select count(*)::int as running from jobs_lease where queue = @queue::text`),
   /** The limits a queue holds, and when a worker stored them (null: never). */
@@ -143,6 +143,8 @@ export const SQL = {
       limits_set_at = excluded.limits_set_at, rate_limit = excluded.rate_limit, rate_per = excluded.rate_per, rate_per_group = excluded.rate_per_group`),
   /** Writes back a rated queue's log of recent starts (engine/rate.ts), in the claim's transaction, under the row's lock. */
   storeRateStarts: pgStatement<{ queue: string; starts: string }>('storeRateStarts', `update jobs_queue set rate_starts = @starts::jsonb where name = @queue::text`),
+  /** Writes back the workers waiting for a share of a queue's concurrency (engine/fair-share.ts), in the claim's transaction, under the row's lock. */
+  storeClaimWaiters: pgStatement<{ queue: string; waiters: string | null }>('storeClaimWaiters', `update jobs_queue set claim_waiters = @waiters::jsonb where name = @queue::text`),
 
   /**
    * Runnable jobs in claim order (priority, run_at, seq — JOB-17) over jobs_job_claim, locked: FOR UPDATE SKIP

@@ -123,7 +123,7 @@ function checkSchema(client: Database.Database): void {
     throw new JobsError('SCHEMA_MISSING', `table ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ${MIGRATE_HINT}`)
   }
   if (check.latestColumnPresent.get() === 0) {
-    throw new JobsError('SCHEMA_MISSING', `the jobs_* tables are an older version's (jobs_queue has no rate_starts column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``)
+    throw new JobsError('SCHEMA_MISSING', `the jobs_* tables are an older version's (jobs_queue has no claim_waiters column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``)
   }
 }
 

@@ -39,10 +39,11 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
     queueWaitingCount: (queue) => sql.queueWaitingCount.get(queue),
 
     queueClaimable: (queue) => sql.queueClaimable.get({ queue }),
-    queueClaimLimits: (queue) => sql.queueClaimLimits.get(queue),
+    queueClaimLimits: (queue, ended) => sql.queueClaimLimits.get({ queue, ended }),
     queueLimitsGet: (queue) => sql.queueLimits.get(queue),
     queueLimitsSet: (limits) => void sql.storeQueueLimits.run(limits),
     queueRateStartsSet: (queue, starts) => void sql.storeRateStarts.run({ queue, starts }),
+    queueClaimWaitersSet: (queue, waiters) => void sql.storeClaimWaiters.run({ queue, waiters }),
 
     jobGetAvailable: (window, skipAbandoned) => (skipAbandoned ? sql.claimCandidatesNotAbandoned : sql.claimCandidates).all(window),
     jobGetFirstAbandoned: (window) => sql.firstAbandoned.get(window),

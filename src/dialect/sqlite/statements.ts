@@ -66,7 +66,7 @@ export const SQL = {
   triggersPresent: single<[], number>(`select count(*) from sqlite_master where type = 'trigger' and name in
     ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1')`),
   /** The column that the latest migration adds: without it the tables are an older version's. */
-  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_queue') where name = 'rate_starts'`),
+  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_queue') where name = 'claim_waiters'`),
   dataVersion: single<[], number>(`pragma data_version`),
 
   /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. */
@@ -103,10 +103,14 @@ export const SQL = {
   queueClaimable: statement<[{ queue: string }], Claimable>(`select paused, running, waiting, scheduled, concurrency,
       (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
     from jobs_queue where name = @queue`),
-  /** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19). */
-  queueClaimLimits: statement<[queue: string], ClaimLimits>(`select paused, running, concurrency, concurrency_per_group as perGroup,
-      rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup, rate_starts as rateStarts, null as rateNow
-    from jobs_queue where name = ?`),
+  /**
+   * What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19).
+   * The runs that the transaction ended (@ended) are taken off the counter, which counts them as the transaction ends.
+   */
+  queueClaimLimits: statement<[{ queue: string; ended: number }], ClaimLimits>(`select paused, running - @ended as running, concurrency, concurrency_per_group as perGroup,
+      rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup, rate_starts as rateStarts, null as rateNow,
+      claim_waiters as claimWaiters
+    from jobs_queue where name = @queue`),
   /** The limits a queue holds, and when a worker stored them (null: never). */
   queueLimits: statement<[queue: string], StoredLimits>(`select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt,
       rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup
@@ -118,6 +122,8 @@ export const SQL = {
       limits_set_at = excluded.limits_set_at, rate_limit = excluded.rate_limit, rate_per = excluded.rate_per, rate_per_group = excluded.rate_per_group`),
   /** Writes back a rated queue's log of recent starts (engine/rate.ts), in the claim's transaction. */
   storeRateStarts: statement<[{ queue: string; starts: string }], never>(`update jobs_queue set rate_starts = @starts where name = @queue`),
+  /** Writes back the workers waiting for a share of a queue's concurrency (engine/fair-share.ts), in the claim's transaction. */
+  storeClaimWaiters: statement<[{ queue: string; waiters: string | null }], never>(`update jobs_queue set claim_waiters = @waiters where name = @queue`),
   /**
    * Runnable jobs in claim order (priority, run_at, seq — JOB-17), with what a claim answers. A claim is
    * this select, then markRunning and insertLeases for all the jobs read, inside the write transaction
