@@ -5,7 +5,8 @@
  * Once per dialect.
  */
 import { describe, expect, test } from 'vitest'
-import { cancel, defineQueue, enqueueMany, work } from '../src/index.js'
+import pg from 'pg'
+import { cancel, defineQueue, enqueue, enqueueMany, work } from '../src/index.js'
 import { DIALECTS, eachContractDb, type ContractDb } from './helpers/dialects.js'
 import { waitFor } from './helpers/wait.js'
 
@@ -102,5 +103,36 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await new Promise((resolve) => setTimeout(resolve, 1))
     }
     expect(most).toBe(1)
+  })
+})
+
+describe('a stop that comes while a claim is under way', () => {
+  // Only PostgreSQL lets a claim wait in the middle (on a limited queue's row, locked here); on SQLite a claim runs whole.
+  const { t, workers } = eachContractDb('postgres')
+
+  test('JOB-15 [postgres] a claim that commits after the worker began to stop starts nothing: its job goes back unstarted, its attempt refunded', async () => {
+    const queue = defineQueue<{ n: number }>('stop-mid-claim', { concurrency: 1 })
+    await enqueue(t.db, queue, { n: 1 }, { id: 'late', delay: '1s' })
+    const started: string[] = []
+    const worker = work(t.db, queue, (_value, run) => void started.push(run.id), { slots: 1, pollInterval: '10ms' })
+    workers.push(worker)
+    await waitFor(async () => (await t.query(`select 1 from jobs_queue where name = 'stop-mid-claim' and limits_set_at is not null`)).length === 1, 'the worker to store its limits')
+    const locker = new pg.Client({ connectionString: t.address })
+    await locker.connect()
+    try {
+      await locker.query('begin')
+      await locker.query(`select 1 from jobs_queue where name = 'stop-mid-claim' for update`)
+      // The job falls due, and the worker's claim waits for the queue's row.
+      await waitFor(async () => (await locker.query(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rowCount === 1, 'the claim to wait for the lock', 10_000)
+      const stopping = worker.stop()
+      await locker.query('commit')
+      await stopping
+    } finally {
+      await locker.end()
+    }
+    expect(started).toEqual([])
+    // Back as it was claimed: due, in the state it was added in, its attempt refunded.
+    expect(await t.job('stop-mid-claim', 'late')).toMatchObject({ state: 'scheduled', attempts: 0 })
+    expect(await t.count('jobs_lease')).toBe(0)
   })
 })

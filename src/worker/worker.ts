@@ -275,7 +275,7 @@ class QueueWorker implements Worker {
     this.unsubscribeSchedules()
     this.schedules.cancel()
     this.flusher.cancelTimers()
-    // A claim under way when the stop came starts its runs as it commits: wait for it, so that they are waited for too.
+    // A claim under way when the stop came keeps its jobs claimed ahead as it commits: wait for it, so that they are handed back too.
     await this.flusher.settled()
     this.handBackAhead()
     if (timeoutMs !== null && !(await this.active.settledWithin(timeoutMs))) {
@@ -300,14 +300,24 @@ class QueueWorker implements Worker {
     await Promise.all([...this.tasks, this.flusher.settled()])
   }
 
-  /** Starts a claimed job's run, or keeps it claimed ahead while every slot is taken. */
+  /**
+   * Starts a claimed job's run, or keeps it claimed ahead: while every slot is taken, and behind the jobs claimed
+   * before it, so that runs start in claim order. A stopping worker starts none, not even those of a claim that
+   * was under way when the stop came: it hands them back with the others (handBackAhead).
+   */
   private start(job: ClaimedJob): void {
-    if (this.active.size >= this.settings.slots) {
-      this.active.holdAhead(job)
-      return
+    this.active.holdAhead(job)
+    this.startAhead()
+  }
+
+  /** Starts the jobs claimed ahead, first claimed first, while slots are free. */
+  private startAhead(): void {
+    while (!this.stopping && this.active.size < this.settings.slots) {
+      const job = this.active.nextAhead()
+      if (!job) return
+      const run = this.active.start(job)
+      void this.execute(run, job.value)
     }
-    const run = this.active.start(job)
-    void this.execute(run, job.value)
   }
 
   /** Runs one run through the executor, queues its end for the next flush, and starts the next job claimed ahead. */
@@ -318,8 +328,7 @@ class QueueWorker implements Worker {
     this.flusher.runEnded(performance.now() - began)
     if (transition) this.flusher.endRun({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
     else this.flusher.schedule()
-    const next = this.stopping ? undefined : this.active.nextAhead()
-    if (next) this.start(next)
+    this.startAhead()
   }
 
   /** Hands back, unstarted and with their attempts refunded, the jobs claimed ahead: a stopping worker starts no more. */
