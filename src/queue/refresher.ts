@@ -4,9 +4,12 @@
  *
  * Rows. A change this process commits says which jobs it wrote when it knows
  * (wake.ts: a claim, the ends of runs, an add): only the watchers of those
- * jobs are read again. A claim is read at once, synchronously after its
- * commit; other changes are gathered until the end of the current job of the
- * event loop and read together. A change that does not say (an admin action)
+ * jobs are read again. A worker's claims and ends say what they wrote, too
+ * (engine/written.ts): their watchers take those rows as the change hands
+ * them, unread, when their last row is the one the change was made from. A
+ * claim is read at once, synchronously after its commit; other changes are
+ * gathered until the end of the current job of the event loop and read
+ * together. A change that does not say (an admin action)
  * has every watcher of its queue read again. Other processes' commits are
  * found by one `PRAGMA data_version` check per poll interval, and then every
  * watcher of the connection is read again. One statement reads all the rows
@@ -23,6 +26,7 @@
  */
 import { ask, type Connection, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
 import { listenToOthers, onJobsChanged, type ChangeKind } from '../engine/wake.js'
+import type { Written } from '../engine/written.js'
 import { JobsError } from '../errors.js'
 import { BUSY_RETRY_MS, DEFAULT_POLL_INTERVAL_MS } from '../limits.js'
 import { countAheadOfMany, sameRun } from './read.js'
@@ -135,7 +139,7 @@ export class WatchedConnection {
     this.lastDataVersion = null
     this.poll()
     this.pollTimer = setInterval(() => this.poll(), DEFAULT_POLL_INTERVAL_MS)
-    this.unsubscribe = onJobsChanged(this.connection.key, (queue, kind, seqs) => this.changed(queue, kind, seqs))
+    this.unsubscribe = onJobsChanged(this.connection.key, (queue, kind, seqs, written) => this.changed(queue, kind, seqs, written))
     // Other processes' notices, where the dialect carries them, arrive as this process's own changes do.
     this.stopListening = listenToOthers(this.connection)
   }
@@ -144,20 +148,32 @@ export class WatchedConnection {
    * A change this process committed: the watchers of the jobs it wrote are read again, and the queue's line
    * moved. A claim is read at once, before its handlers start, so that a watcher follows the run's progress
    * from its first value; other changes are gathered until the end of the current job of the event loop and
-   * read together (a worker's flush ends runs, then claims).
+   * read together (a worker's flush ends runs, then claims). A change that says what it wrote (`written`: a
+   * claim, the ends of runs) hands its rows at once instead, to the watchers whose last row is the one it was
+   * made from; not while a read is under way (on an asynchronous connection), whose older rows would follow.
    */
-  private changed(name: string, kind: ChangeKind, seqs: readonly number[] | undefined): void {
+  private changed(name: string, kind: ChangeKind, seqs: readonly number[] | undefined, written: Written | undefined): void {
     const queue = this.byQueue.get(name)
     if (!queue) return
+    let handed: Array<[Entry, SnapshotRow]> | null = null
     if (seqs === undefined) {
       this.dirtyQueues.add(name)
     } else {
+      const making = written !== undefined && !this.refreshing && !this.allDirty && !this.dirtyQueues.has(name)
       for (const seq of seqs) {
         const entries = this.bySeq.get(seq)
-        if (entries) for (const entry of entries) if (entry.watcher.queue === name) this.dirty.add(entry)
+        if (!entries) continue
+        for (const entry of entries) {
+          if (entry.watcher.queue !== name) continue
+          const row = making && !this.dirty.has(entry) ? written(seq, entry.watcher.row) : undefined
+          if (row === undefined) this.dirty.add(entry)
+          else (handed ??= []).push([entry, row])
+        }
       }
     }
     queue.moved(++this.moves)
+    // Handed after the walk: a watcher that ends lets go of its place in it.
+    if (handed !== null) for (const [entry, row] of handed) if (this.entries.get(entry.watcher) === entry) entry.watcher.update(row, null)
     if (kind === 'claimed') this.refresh()
     else this.refreshSoon()
   }

@@ -1,0 +1,66 @@
+/**
+ * What a worker's own writes made of its jobs' rows, told to this process's
+ * watchers with the change (wake.ts), so that they need not read the rows
+ * back: a claim knows the lease it took, an end knows the outcome it wrote.
+ *
+ * A row is made only from the row right before the change, as the watcher
+ * last had it: the state, attempt and lease the change was made from must
+ * match it, else (the watcher is behind, another process changed the job
+ * meanwhile) the watcher reads the row as before. The columns a change does
+ * not write are taken from that row as they were, so a row another program
+ * stored with odd values is still shown as stored (JOB-18).
+ * @internal
+ */
+import type { ClaimedJob, SnapshotRow } from '../dialect/index.js'
+import { ENDED_STATES, type EndedState } from '../types.js'
+import type { RunEndRecord } from './record.js'
+
+/** A job's row after this process's change, given the row before it; undefined when the change was not made from that row, or is not known whole. */
+export type Written = (seq: number, before: SnapshotRow) => SnapshotRow | undefined
+
+/** The rows a claim made: running, on its next attempt, under the lease this worker took. */
+export function claimedRows(jobs: readonly ClaimedJob[], owner: string, channel: string | null): Written {
+  let bySeq: Map<number, ClaimedJob> | null = null
+  return (seq, before) => {
+    bySeq ??= new Map(jobs.map((job) => [job.seq, job]))
+    const job = bySeq.get(seq)
+    if (!job || before.state !== job.claimedFrom || before.attempts !== job.attempts - 1) return undefined
+    return { ...before, state: 'running', attempts: job.attempts, owner, leaseAttempt: job.attempts, channel, rateStarts: null, rateNow: null }
+  }
+}
+
+/**
+ * The rows the ends of runs made, for the ends that landed and ended their job (done, failed, canceled); a run
+ * that goes back to waiting or scheduled is read, for its `ahead` and its queue's rate. `withResult`: whether
+ * the row holds a result as the run wrote it (SQLite); PostgreSQL stores it as jsonb, which re-encodes it, and
+ * its times go through the server's clock type: there the rows of ended jobs are read back.
+ */
+export function endedRows(records: readonly RunEndRecord[], landed: readonly boolean[], withResult: boolean): Written {
+  let bySeq: Map<number, RunEndRecord> | null = null
+  return (seq, before) => {
+    if (!withResult) return undefined
+    if (bySeq === null) {
+      bySeq = new Map()
+      records.forEach((record, i) => {
+        if (landed[i] && ENDED_STATES.includes(record.transition.state as EndedState)) bySeq!.set(record.seq, record)
+      })
+    }
+    const record = bySeq.get(seq)
+    if (!record || before.state !== 'running' || before.owner !== record.owner || before.leaseAttempt !== record.attempt || before.attempts !== record.attempt) return undefined
+    const { transition } = record
+    return {
+      ...before,
+      state: transition.state,
+      runAt: transition.runAt ?? before.runAt,
+      finishedAt: transition.finishedAt,
+      result: transition.result,
+      error: transition.error,
+      attempts: before.attempts - transition.refund,
+      owner: null,
+      leaseAttempt: null,
+      channel: null,
+      rateStarts: null,
+      rateNow: null,
+    }
+  }
+}
