@@ -155,7 +155,6 @@ export class WatchedConnection {
   private changed(name: string, kind: ChangeKind, seqs: readonly number[] | undefined, written: Written | undefined): void {
     const queue = this.byQueue.get(name)
     if (!queue) return
-    let handed: Array<[Entry, SnapshotRow]> | null = null
     if (seqs === undefined) {
       this.dirtyQueues.add(name)
     } else {
@@ -163,17 +162,18 @@ export class WatchedConnection {
       for (const seq of seqs) {
         const entries = this.bySeq.get(seq)
         if (!entries) continue
-        for (const entry of entries) {
+        // From the last: a watcher handed its ended row lets go of its place in `entries`.
+        for (let i = entries.length - 1; i >= 0; i--) {
+          const entry = entries[i]!
           if (entry.watcher.queue !== name) continue
           const row = making && !this.dirty.has(entry) ? written(seq, entry.watcher.row) : undefined
           if (row === undefined) this.dirty.add(entry)
-          else (handed ??= []).push([entry, row])
+          else entry.watcher.update(row, null)
         }
       }
     }
+    // After the rows handed: a watcher no longer waiting has no `ahead` to count again.
     queue.moved(++this.moves)
-    // Handed after the walk: a watcher that ends lets go of its place in it.
-    if (handed !== null) for (const [entry, row] of handed) if (this.entries.get(entry.watcher) === entry) entry.watcher.update(row, null)
     if (kind === 'claimed') this.refresh()
     else this.refreshSoon()
   }
@@ -219,6 +219,8 @@ export class WatchedConnection {
     if (this.connection.inTransaction()) return this.refreshLater()
     if (this.refreshing) return this.refreshLater(BUSY_RETRY_MS)
     const now = performance.now()
+    // Nothing to read (a worker's change handed every row it wrote): only the timer of the next walk, which a move may bring forward.
+    if (this.dirty.size === 0 && !this.allDirty && this.dirtyQueues.size === 0 && !this.anyWalkDue(now)) return this.armAheadTimer()
     const read = new Set<Entry>(this.dirty)
     const due = new Set<Entry>()
     for (const [name, queue] of this.byQueue) {
@@ -304,6 +306,15 @@ export class WatchedConnection {
         this.readFailed(read, due, error)
       },
     )
+  }
+
+  /** Whether some queue's walk for due counts of `ahead` has come by `now`. */
+  private anyWalkDue(now: number): boolean {
+    for (const queue of this.byQueue.values()) {
+      const walk = queue.nextWalk()
+      if (walk !== null && walk <= now) return true
+    }
+    return false
   }
 
   /** Notes a count made at `now`, when the connection had seen `moves` line moves. */
