@@ -25,7 +25,7 @@ export function claimedRows(jobs: readonly ClaimedJob[], owner: string, channel:
     bySeq ??= new Map(jobs.map((job) => [job.seq, job]))
     const job = bySeq.get(seq)
     if (!job || before.state !== job.claimedFrom || before.attempts !== job.attempts - 1) return undefined
-    return { ...before, state: 'running', attempts: job.attempts, owner, leaseAttempt: job.attempts, channel, rateStarts: null, rateNow: null }
+    return row(before, 'running', before.runAt, before.finishedAt, before.result, before.error, job.attempts, owner, job.attempts, channel)
   }
 }
 
@@ -48,19 +48,45 @@ export function endedRows(records: readonly RunEndRecord[], landed: readonly boo
     const record = bySeq.get(seq)
     if (!record || before.state !== 'running' || before.owner !== record.owner || before.leaseAttempt !== record.attempt || before.attempts !== record.attempt) return undefined
     const { transition } = record
-    return {
-      ...before,
-      state: transition.state,
-      runAt: transition.runAt ?? before.runAt,
-      finishedAt: transition.finishedAt,
-      result: transition.result,
-      error: transition.error,
-      attempts: before.attempts - transition.refund,
-      owner: null,
-      leaseAttempt: null,
-      channel: null,
-      rateStarts: null,
-      rateNow: null,
-    }
+    return row(before, transition.state, transition.runAt ?? before.runAt, transition.finishedAt, transition.result, transition.error, before.attempts - transition.refund, null, null, null)
+  }
+}
+
+/** The row before a change with the columns it wrote; every column named, so that every row made has one shape. */
+function row(
+  before: SnapshotRow,
+  state: SnapshotRow['state'],
+  runAt: SnapshotRow['runAt'],
+  finishedAt: SnapshotRow['finishedAt'],
+  result: SnapshotRow['result'],
+  error: SnapshotRow['error'],
+  attempts: SnapshotRow['attempts'],
+  owner: SnapshotRow['owner'],
+  leaseAttempt: SnapshotRow['leaseAttempt'],
+  channel: SnapshotRow['channel'],
+): SnapshotRow {
+  return {
+    seq: before.seq,
+    queue: before.queue,
+    id: before.id,
+    grp: before.grp,
+    state,
+    priority: before.priority,
+    runAt,
+    attempts,
+    maxAttempts: before.maxAttempts,
+    createdAt: before.createdAt,
+    finishedAt,
+    error,
+    result,
+    owner,
+    leaseAttempt,
+    channel,
+    // The queue's rate shows only on a waiting job's row: the rows made here are of jobs that do not wait.
+    rateLimit: before.rateLimit,
+    ratePer: before.ratePer,
+    ratePerGroup: before.ratePerGroup,
+    rateStarts: null,
+    rateNow: null,
   }
 }

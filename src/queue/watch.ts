@@ -275,11 +275,12 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
     this.unsubscribeProgress = null
     this.progress = undefined
     if (key !== null) {
-      const local = subscribeProgress(key, (progress) => this.progressed(key, progress))
-      const remote = subscribeOthersProgress(this.watched.connection, row, key, (progress) => this.progressed(key, progress))
-      this.unsubscribeProgress = () => {
+      const listener = (progress: ProgressValue): void => this.progressed(key, progress)
+      const local = subscribeProgress(key, listener)
+      const remote = subscribeOthersProgress(this.watched.connection, row, key, listener)
+      this.unsubscribeProgress = remote === null ? local : () => {
         local()
-        remote?.()
+        remote()
       }
       this.progress = progressOf(this.watched.connection, key, row)
     }
