@@ -15,38 +15,33 @@ import type { ClaimedJob, SnapshotRow } from '../dialect/index.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import type { RunEndRecord } from './record.js'
 
-/** A job's row after this process's change, given the row before it; undefined when the change was not made from that row, or is not known whole. */
-export type Written = (seq: number, before: SnapshotRow) => SnapshotRow | undefined
+/**
+ * A job's row after this process's change, given the row before it: `index` is the job's place in the seqs the
+ * change names. Undefined when the change was not made from that row, or is not known whole.
+ */
+export type Written = (index: number, before: SnapshotRow) => SnapshotRow | undefined
 
-/** The rows a claim made: running, on its next attempt, under the lease this worker took. */
+/** The rows a claim made of `jobs` (in the order of its seqs): running, on their next attempt, under the lease this worker took. */
 export function claimedRows(jobs: readonly ClaimedJob[], owner: string, channel: string | null): Written {
-  let bySeq: Map<number, ClaimedJob> | null = null
-  return (seq, before) => {
-    bySeq ??= new Map(jobs.map((job) => [job.seq, job]))
-    const job = bySeq.get(seq)
-    if (!job || before.state !== job.claimedFrom || before.attempts !== job.attempts - 1) return undefined
+  return (index, before) => {
+    const job = jobs[index]
+    if (!job || job.seq !== before.seq || before.state !== job.claimedFrom || before.attempts !== job.attempts - 1) return undefined
     return row(before, 'running', before.runAt, before.finishedAt, before.result, before.error, job.attempts, owner, job.attempts, channel)
   }
 }
 
 /**
- * The rows the ends of runs made, for the ends that landed and ended their job (done, failed, canceled); a run
- * that goes back to waiting or scheduled is read, for its `ahead` and its queue's rate. `withResult`: whether
- * the row holds a result as the run wrote it (SQLite); PostgreSQL stores it as jsonb, which re-encodes it, and
- * its times go through the server's clock type: there the rows of ended jobs are read back.
+ * The rows the ends of runs `records` made (in the order of its seqs), for the ends that landed and ended their
+ * job (done, failed, canceled); a run that goes back to waiting or scheduled is read, for its `ahead` and its
+ * queue's rate. `withResult`: whether the row holds a result as the run wrote it (SQLite); PostgreSQL stores it
+ * as jsonb, which re-encodes it, and its times go through the server's clock type: there the rows of ended jobs
+ * are read back.
  */
 export function endedRows(records: readonly RunEndRecord[], landed: readonly boolean[], withResult: boolean): Written {
-  let bySeq: Map<number, RunEndRecord> | null = null
-  return (seq, before) => {
-    if (!withResult) return undefined
-    if (bySeq === null) {
-      bySeq = new Map()
-      records.forEach((record, i) => {
-        if (landed[i] && ENDED_STATES.includes(record.transition.state as EndedState)) bySeq!.set(record.seq, record)
-      })
-    }
-    const record = bySeq.get(seq)
-    if (!record || before.state !== 'running' || before.owner !== record.owner || before.leaseAttempt !== record.attempt || before.attempts !== record.attempt) return undefined
+  return (index, before) => {
+    const record = records[index]
+    if (!withResult || !record || !landed[index] || record.seq !== before.seq || !ENDED_STATES.includes(record.transition.state as EndedState)) return undefined
+    if (before.state !== 'running' || before.owner !== record.owner || before.leaseAttempt !== record.attempt || before.attempts !== record.attempt) return undefined
     const { transition } = record
     return row(before, transition.state, transition.runAt ?? before.runAt, transition.finishedAt, transition.result, transition.error, before.attempts - transition.refund, null, null, null)
   }

@@ -159,14 +159,14 @@ export class WatchedConnection {
       this.dirtyQueues.add(name)
     } else {
       const making = written !== undefined && !this.refreshing && !this.allDirty && !this.dirtyQueues.has(name)
-      for (const seq of seqs) {
-        const entries = this.bySeq.get(seq)
+      for (let index = 0; index < seqs.length; index++) {
+        const entries = this.bySeq.get(seqs[index]!)
         if (!entries) continue
         // From the last: a watcher handed its ended row lets go of its place in `entries`.
         for (let i = entries.length - 1; i >= 0; i--) {
           const entry = entries[i]!
           if (entry.watcher.queue !== name) continue
-          const row = making && !this.dirty.has(entry) ? written(seq, entry.watcher.row) : undefined
+          const row = making && !(this.dirty.size > 0 && this.dirty.has(entry)) ? written(index, entry.watcher.row) : undefined
           if (row === undefined) this.dirty.add(entry)
           else entry.watcher.update(row, null)
         }

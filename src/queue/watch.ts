@@ -176,7 +176,9 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
   private runKey: string | null = null
   private unsubscribeProgress: (() => void) | null = null
   private readonly buffer: Pending[] = []
-  private waiting: { resolve: (result: IteratorResult<JobSnapshot<Result>, undefined>) => void; reject: (error: unknown) => void } | null = null
+  /** The consumer's pending next(), if any: its resolve and reject, kept apart so that a next() allocates no holder for them. */
+  private resolveNext: ((result: IteratorResult<JobSnapshot<Result>, undefined>) => void) | null = null
+  private rejectNext: ((error: unknown) => void) | null = null
   private failure: { error: unknown } | null = null
   private attached = true
   private readonly signal: AbortSignal | undefined
@@ -219,9 +221,10 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
       return Promise.reject(error)
     }
     if (!this.attached) return Promise.resolve({ value: undefined, done: true })
-    if (this.waiting) return Promise.reject(new JobsError('INVALID_OPTION', 'watch: next() was called again before the previous call settled'))
+    if (this.resolveNext) return Promise.reject(new JobsError('INVALID_OPTION', 'watch: next() was called again before the previous call settled'))
     return new Promise((resolve, reject) => {
-      this.waiting = { resolve, reject }
+      this.resolveNext = resolve
+      this.rejectNext = reject
     })
   }
 
@@ -254,9 +257,9 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
   /** Ends the watch with an error, after the snapshots already taken. @internal */
   fail(error: unknown): void {
     if (!this.attached) return
-    if (this.waiting) {
-      const { reject } = this.waiting
-      this.waiting = null
+    const reject = this.rejectNext
+    if (reject) {
+      this.resolveNext = this.rejectNext = null
       reject(error)
     } else {
       this.failure = { error }
@@ -295,9 +298,9 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
 
   /** Hands the change to the consumer waiting for it, or keeps it until taken. */
   private emit(aheadOnly: boolean): void {
-    if (this.waiting) {
-      const { resolve } = this.waiting
-      this.waiting = null
+    const resolve = this.resolveNext
+    if (resolve) {
+      this.resolveNext = this.rejectNext = null
       resolve({ value: toSnapshot<Result>(this.row, this.ahead, this.progress), done: false })
     } else {
       this.keep({ row: this.row, ahead: this.ahead, progress: this.progress, aheadOnly })
@@ -334,9 +337,9 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
   }
 
   private settleWaiting(): void {
-    if (this.waiting && this.buffer.length === 0 && !this.failure) {
-      const { resolve } = this.waiting
-      this.waiting = null
+    const resolve = this.resolveNext
+    if (resolve && this.buffer.length === 0 && !this.failure) {
+      this.resolveNext = this.rejectNext = null
       resolve({ value: undefined, done: true })
     }
   }
