@@ -18,7 +18,7 @@ import { isOwnChannel } from '../progress/channel.js'
 import { subscribeNoticeProgress } from '../progress/notices.js'
 import { subscribeRemoteProgress } from '../progress/remote.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
-import { subscribeProgress, type ProgressValue } from '../progress/store.js'
+import { addProgressListener, removeProgressListener, type ProgressValue } from '../progress/store.js'
 import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
 import { progressOf, readJob, runKeyOf, sameRun, toSnapshot } from './read.js'
 import { watchedConnection, type WatchedConnection } from './refresher.js'
@@ -174,7 +174,8 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
   private ahead: number | null
   private progress: ProgressValue | undefined
   private runKey: string | null = null
-  private unsubscribeProgress: (() => void) | null = null
+  /** Ends the subscription to the progress of a run of another process, if the watch follows one. */
+  private unsubscribeRemote: (() => void) | null = null
   private readonly buffer: Pending[] = []
   /** The consumer's pending next(), if any: its resolve and reject, kept apart so that a next() allocates no holder for them. */
   private resolveNext: ((result: IteratorResult<JobSnapshot<Result>, undefined>) => void) | null = null
@@ -273,22 +274,22 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
   private followRun(row: SnapshotRow): void {
     const key = runKeyOf(row)
     if (key === this.runKey) return
-    const previous = this.unsubscribeProgress
+    const previousKey = this.runKey
+    const previousRemote = this.unsubscribeRemote
     this.runKey = key
-    this.unsubscribeProgress = null
+    this.unsubscribeRemote = null
     this.progress = undefined
     if (key !== null) {
-      const listener = (progress: ProgressValue): void => this.progressed(key, progress)
-      const local = subscribeProgress(key, listener)
-      const remote = subscribeOthersProgress(this.watched.connection, row, key, listener)
-      this.unsubscribeProgress = remote === null ? local : () => {
-        local()
-        remote()
-      }
+      // One listener for every run the watch follows: it is told which run progressed.
+      addProgressListener(key, this.onProgress)
+      this.unsubscribeRemote = subscribeOthersProgress(this.watched.connection, row, key, (progress) => this.progressed(key, progress))
       this.progress = progressOf(this.watched.connection, key, row)
     }
-    previous?.()
+    if (previousKey !== null) removeProgressListener(previousKey, this.onProgress)
+    previousRemote?.()
   }
+
+  private readonly onProgress = (progress: ProgressValue, key: string): void => this.progressed(key, progress)
 
   private progressed(key: string, progress: ProgressValue): void {
     if (!this.attached || key !== this.runKey || progress.json === (this.progress?.json ?? 'null')) return
@@ -329,8 +330,9 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
     }
     this.attached = false
     this.watched.remove(this)
-    this.unsubscribeProgress?.()
-    this.unsubscribeProgress = null
+    if (this.runKey !== null) removeProgressListener(this.runKey, this.onProgress)
+    this.unsubscribeRemote?.()
+    this.unsubscribeRemote = null
     this.runKey = null
     this.signal?.removeEventListener('abort', this.onAbort)
     this.settleWaiting()
