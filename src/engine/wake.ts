@@ -7,6 +7,7 @@
  * LISTEN/NOTIFY), told as they commit (listenToOthers).
  */
 import type { ChangeKind, Connection } from '../dialect/index.js'
+import type { Written } from './written.js'
 
 export type { ChangeKind } from '../dialect/index.js'
 
@@ -14,9 +15,10 @@ export type { ChangeKind } from '../dialect/index.js'
  * Calls back with the queue, what changed, and the seqs of the jobs whose rows the change wrote when the
  * writer knows them: a claim and the ends of runs know theirs, an add changes no job that was there (`[]`).
  * Undefined: any job of the queue may have changed. Whatever the seqs, the order of the queue's line may
- * have moved (its `ahead` counts).
+ * have moved (its `ahead` counts). `written`, when the writer knows it, makes a job's row after the change from
+ * the row before it (written.ts), so that a watcher need not read it back.
  */
-type Listener = (queue: string, kind: ChangeKind, seqs: readonly number[] | undefined) => void
+type Listener = (queue: string, kind: ChangeKind, seqs: readonly number[] | undefined, written: Written | undefined) => void
 
 const listeners = new Map<string, Set<Listener>>()
 
@@ -32,12 +34,12 @@ export function onJobsChanged(database: string, listener: Listener): () => void 
 }
 
 /**
- * Says that this process changed the jobs of `queue` on `database`; call it after the change is written. `seqs`,
- * when given, are all the jobs whose rows it wrote.
+ * Says that this process changed the jobs of `queue` on `database`; call it after the change is committed. `seqs`,
+ * when given, are all the jobs whose rows it wrote; `written`, what it wrote to them, when it knows.
  */
-export function jobsChanged(database: string, queue: string, kind: ChangeKind, seqs?: readonly number[]): void {
+export function jobsChanged(database: string, queue: string, kind: ChangeKind, seqs?: readonly number[], written?: Written): void {
   const set = listeners.get(database)
-  if (set) for (const listener of set) listener(queue, kind, seqs)
+  if (set) for (const listener of set) listener(queue, kind, seqs, written)
 }
 
 const listening = new Map<Connection, { users: number; stop: () => void }>()

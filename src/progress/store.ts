@@ -15,10 +15,12 @@ export interface ProgressValue {
   readonly value: unknown
 }
 
-type Listener = (progress: ProgressValue) => void
+/** Called with the run's new progress, and the run's key. */
+type Listener = (progress: ProgressValue, key: string) => void
 
 const values = new Map<string, ProgressValue>()
-const listeners = new Map<string, Set<Listener>>()
+/** A run's listeners: most runs have one watcher, kept alone; a set once there are more. */
+const listeners = new Map<string, Listener | Set<Listener>>()
 
 /** Names one run: the lease owner, the job's seq, the attempt. */
 export function runKey(owner: string, seq: number, attempt: number): string {
@@ -29,8 +31,9 @@ export function runKey(owner: string, seq: number, attempt: number): string {
 export function publishProgress(key: string, json: string): void {
   const progress = toProgressValue(json)
   values.set(key, progress)
-  const set = listeners.get(key)
-  if (set) for (const listener of set) listener(progress)
+  const held = listeners.get(key)
+  if (typeof held === 'function') held(progress, key)
+  else if (held) for (const listener of held) listener(progress, key)
 }
 
 /**
@@ -49,13 +52,24 @@ export function readProgress(key: string): ProgressValue | undefined {
 
 /** Calls `listener` on every later progress of the run. Answers the unsubscribe. */
 export function subscribeProgress(key: string, listener: Listener): () => void {
-  let set = listeners.get(key)
-  if (!set) listeners.set(key, (set = new Set()))
-  set.add(listener)
-  const held = set
-  return () => {
+  addProgressListener(key, listener)
+  return () => removeProgressListener(key, listener)
+}
+
+/** Calls `listener` on every later progress of the run, until removeProgressListener: for a caller that keeps the key and listener anyway. */
+export function addProgressListener(key: string, listener: Listener): void {
+  const held = listeners.get(key)
+  if (held === undefined) listeners.set(key, listener)
+  else if (typeof held === 'function') listeners.set(key, new Set([held, listener]))
+  else held.add(listener)
+}
+
+export function removeProgressListener(key: string, listener: Listener): void {
+  const held = listeners.get(key)
+  if (held === listener) listeners.delete(key)
+  else if (typeof held === 'object') {
     held.delete(listener)
-    if (held.size === 0 && listeners.get(key) === held) listeners.delete(key)
+    if (held.size === 0) listeners.delete(key)
   }
 }
 

@@ -126,6 +126,8 @@ const rateUntilOf = new WeakMap<SnapshotRow, number | null>()
 
 /** When the queue's rate next lets the waiting job start (ms), if it holds it back now (JOB-22). */
 function rateUntil(row: SnapshotRow): number | null {
+  // A job that does not wait is held back by no rate: most rows a watcher compares, told apart without the map.
+  if (row.state !== 'waiting') return null
   let until = rateUntilOf.get(row)
   if (until === undefined) rateUntilOf.set(row, (until = rateLimitedUntil(row, Date.now())))
   return until
@@ -137,10 +139,11 @@ function dateOrNull(ms: number | null): Date | null {
 
 /** Whether two rows of a job show the same snapshot but for `ahead` and progress. @internal */
 export function sameRun(a: SnapshotRow, b: SnapshotRow): boolean {
+  // The state first: it tells apart most of the rows a watcher is handed.
   return (
-    rateUntil(a) === rateUntil(b) &&
     same(a.state, b.state) &&
     same(a.attempts, b.attempts) &&
+    rateUntil(a) === rateUntil(b) &&
     same(a.maxAttempts, b.maxAttempts) &&
     same(a.runAt, b.runAt) &&
     same(a.finishedAt, b.finishedAt) &&

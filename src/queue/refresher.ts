@@ -4,9 +4,12 @@
  *
  * Rows. A change this process commits says which jobs it wrote when it knows
  * (wake.ts: a claim, the ends of runs, an add): only the watchers of those
- * jobs are read again. A claim is read at once, synchronously after its
- * commit; other changes are gathered until the end of the current job of the
- * event loop and read together. A change that does not say (an admin action)
+ * jobs are read again. A worker's claims and ends say what they wrote, too
+ * (engine/written.ts): their watchers take those rows as the change hands
+ * them, unread, when their last row is the one the change was made from. A
+ * claim is read at once, synchronously after its commit; other changes are
+ * gathered until the end of the current job of the event loop and read
+ * together. A change that does not say (an admin action)
  * has every watcher of its queue read again. Other processes' commits are
  * found by one `PRAGMA data_version` check per poll interval, and then every
  * watcher of the connection is read again. One statement reads all the rows
@@ -23,6 +26,7 @@
  */
 import { ask, type Connection, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
 import { listenToOthers, onJobsChanged, type ChangeKind } from '../engine/wake.js'
+import type { Written } from '../engine/written.js'
 import { JobsError } from '../errors.js'
 import { BUSY_RETRY_MS, DEFAULT_POLL_INTERVAL_MS } from '../limits.js'
 import { countAheadOfMany, sameRun } from './read.js'
@@ -135,7 +139,7 @@ export class WatchedConnection {
     this.lastDataVersion = null
     this.poll()
     this.pollTimer = setInterval(() => this.poll(), DEFAULT_POLL_INTERVAL_MS)
-    this.unsubscribe = onJobsChanged(this.connection.key, (queue, kind, seqs) => this.changed(queue, kind, seqs))
+    this.unsubscribe = onJobsChanged(this.connection.key, (queue, kind, seqs, written) => this.changed(queue, kind, seqs, written))
     // Other processes' notices, where the dialect carries them, arrive as this process's own changes do.
     this.stopListening = listenToOthers(this.connection)
   }
@@ -144,19 +148,31 @@ export class WatchedConnection {
    * A change this process committed: the watchers of the jobs it wrote are read again, and the queue's line
    * moved. A claim is read at once, before its handlers start, so that a watcher follows the run's progress
    * from its first value; other changes are gathered until the end of the current job of the event loop and
-   * read together (a worker's flush ends runs, then claims).
+   * read together (a worker's flush ends runs, then claims). A change that says what it wrote (`written`: a
+   * claim, the ends of runs) hands its rows at once instead, to the watchers whose last row is the one it was
+   * made from; not while a read is under way (on an asynchronous connection), whose older rows would follow.
    */
-  private changed(name: string, kind: ChangeKind, seqs: readonly number[] | undefined): void {
+  private changed(name: string, kind: ChangeKind, seqs: readonly number[] | undefined, written: Written | undefined): void {
     const queue = this.byQueue.get(name)
     if (!queue) return
     if (seqs === undefined) {
       this.dirtyQueues.add(name)
     } else {
-      for (const seq of seqs) {
-        const entries = this.bySeq.get(seq)
-        if (entries) for (const entry of entries) if (entry.watcher.queue === name) this.dirty.add(entry)
+      const making = written !== undefined && !this.refreshing && !this.allDirty && !this.dirtyQueues.has(name)
+      for (let index = 0; index < seqs.length; index++) {
+        const entries = this.bySeq.get(seqs[index]!)
+        if (!entries) continue
+        // From the last: a watcher handed its ended row lets go of its place in `entries`.
+        for (let i = entries.length - 1; i >= 0; i--) {
+          const entry = entries[i]!
+          if (entry.watcher.queue !== name) continue
+          const row = making && !(this.dirty.size > 0 && this.dirty.has(entry)) ? written(index, entry.watcher.row) : undefined
+          if (row === undefined) this.dirty.add(entry)
+          else entry.watcher.update(row, null)
+        }
       }
     }
+    // After the rows handed: a watcher no longer waiting has no `ahead` to count again.
     queue.moved(++this.moves)
     if (kind === 'claimed') this.refresh()
     else this.refreshSoon()
@@ -203,6 +219,8 @@ export class WatchedConnection {
     if (this.connection.inTransaction()) return this.refreshLater()
     if (this.refreshing) return this.refreshLater(BUSY_RETRY_MS)
     const now = performance.now()
+    // Nothing to read (a worker's change handed every row it wrote): only the timer of the next walk, which a move may bring forward.
+    if (this.dirty.size === 0 && !this.allDirty && this.dirtyQueues.size === 0 && !this.anyWalkDue(now)) return this.armAheadTimer()
     const read = new Set<Entry>(this.dirty)
     const due = new Set<Entry>()
     for (const [name, queue] of this.byQueue) {
@@ -288,6 +306,15 @@ export class WatchedConnection {
         this.readFailed(read, due, error)
       },
     )
+  }
+
+  /** Whether some queue's walk for due counts of `ahead` has come by `now`. */
+  private anyWalkDue(now: number): boolean {
+    for (const queue of this.byQueue.values()) {
+      const walk = queue.nextWalk()
+      if (walk !== null && walk <= now) return true
+    }
+    return false
   }
 
   /** Notes a count made at `now`, when the connection had seen `moves` line moves. */

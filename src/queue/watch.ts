@@ -18,7 +18,7 @@ import { isOwnChannel } from '../progress/channel.js'
 import { subscribeNoticeProgress } from '../progress/notices.js'
 import { subscribeRemoteProgress } from '../progress/remote.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
-import { subscribeProgress, type ProgressValue } from '../progress/store.js'
+import { addProgressListener, removeProgressListener, type ProgressValue } from '../progress/store.js'
 import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
 import { progressOf, readJob, runKeyOf, sameRun, toSnapshot } from './read.js'
 import { watchedConnection, type WatchedConnection } from './refresher.js'
@@ -174,9 +174,12 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
   private ahead: number | null
   private progress: ProgressValue | undefined
   private runKey: string | null = null
-  private unsubscribeProgress: (() => void) | null = null
+  /** Ends the subscription to the progress of a run of another process, if the watch follows one. */
+  private unsubscribeRemote: (() => void) | null = null
   private readonly buffer: Pending[] = []
-  private waiting: { resolve: (result: IteratorResult<JobSnapshot<Result>, undefined>) => void; reject: (error: unknown) => void } | null = null
+  /** The consumer's pending next(), if any: its resolve and reject, kept apart so that a next() allocates no holder for them. */
+  private resolveNext: ((result: IteratorResult<JobSnapshot<Result>, undefined>) => void) | null = null
+  private rejectNext: ((error: unknown) => void) | null = null
   private failure: { error: unknown } | null = null
   private attached = true
   private readonly signal: AbortSignal | undefined
@@ -219,9 +222,10 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
       return Promise.reject(error)
     }
     if (!this.attached) return Promise.resolve({ value: undefined, done: true })
-    if (this.waiting) return Promise.reject(new JobsError('INVALID_OPTION', 'watch: next() was called again before the previous call settled'))
+    if (this.resolveNext) return Promise.reject(new JobsError('INVALID_OPTION', 'watch: next() was called again before the previous call settled'))
     return new Promise((resolve, reject) => {
-      this.waiting = { resolve, reject }
+      this.resolveNext = resolve
+      this.rejectNext = reject
     })
   }
 
@@ -254,9 +258,9 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
   /** Ends the watch with an error, after the snapshots already taken. @internal */
   fail(error: unknown): void {
     if (!this.attached) return
-    if (this.waiting) {
-      const { reject } = this.waiting
-      this.waiting = null
+    const reject = this.rejectNext
+    if (reject) {
+      this.resolveNext = this.rejectNext = null
       reject(error)
     } else {
       this.failure = { error }
@@ -270,21 +274,22 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
   private followRun(row: SnapshotRow): void {
     const key = runKeyOf(row)
     if (key === this.runKey) return
-    const previous = this.unsubscribeProgress
+    const previousKey = this.runKey
+    const previousRemote = this.unsubscribeRemote
     this.runKey = key
-    this.unsubscribeProgress = null
+    this.unsubscribeRemote = null
     this.progress = undefined
     if (key !== null) {
-      const local = subscribeProgress(key, (progress) => this.progressed(key, progress))
-      const remote = subscribeOthersProgress(this.watched.connection, row, key, (progress) => this.progressed(key, progress))
-      this.unsubscribeProgress = () => {
-        local()
-        remote?.()
-      }
+      // One listener for every run the watch follows: it is told which run progressed.
+      addProgressListener(key, this.onProgress)
+      this.unsubscribeRemote = subscribeOthersProgress(this.watched.connection, row, key, (progress) => this.progressed(key, progress))
       this.progress = progressOf(this.watched.connection, key, row)
     }
-    previous?.()
+    if (previousKey !== null) removeProgressListener(previousKey, this.onProgress)
+    previousRemote?.()
   }
+
+  private readonly onProgress = (progress: ProgressValue, key: string): void => this.progressed(key, progress)
 
   private progressed(key: string, progress: ProgressValue): void {
     if (!this.attached || key !== this.runKey || progress.json === (this.progress?.json ?? 'null')) return
@@ -294,9 +299,9 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
 
   /** Hands the change to the consumer waiting for it, or keeps it until taken. */
   private emit(aheadOnly: boolean): void {
-    if (this.waiting) {
-      const { resolve } = this.waiting
-      this.waiting = null
+    const resolve = this.resolveNext
+    if (resolve) {
+      this.resolveNext = this.rejectNext = null
       resolve({ value: toSnapshot<Result>(this.row, this.ahead, this.progress), done: false })
     } else {
       this.keep({ row: this.row, ahead: this.ahead, progress: this.progress, aheadOnly })
@@ -325,17 +330,18 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
     }
     this.attached = false
     this.watched.remove(this)
-    this.unsubscribeProgress?.()
-    this.unsubscribeProgress = null
+    if (this.runKey !== null) removeProgressListener(this.runKey, this.onProgress)
+    this.unsubscribeRemote?.()
+    this.unsubscribeRemote = null
     this.runKey = null
     this.signal?.removeEventListener('abort', this.onAbort)
     this.settleWaiting()
   }
 
   private settleWaiting(): void {
-    if (this.waiting && this.buffer.length === 0 && !this.failure) {
-      const { resolve } = this.waiting
-      this.waiting = null
+    const resolve = this.resolveNext
+    if (resolve && this.buffer.length === 0 && !this.failure) {
+      this.resolveNext = this.rejectNext = null
       resolve({ value: undefined, done: true })
     }
   }

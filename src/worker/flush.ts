@@ -36,6 +36,7 @@ import { storeLimits } from '../engine/queue-limits.js'
 import { handedBack } from '../engine/outcome.js'
 import { recordEnds, type RunEndRecord } from '../engine/record.js'
 import { jobsChanged } from '../engine/wake.js'
+import { claimedRows, endedRows } from '../engine/written.js'
 import { BUSY_RETRY_MS, CLAIM_WAIT_MS, CLAIM_WAIT_POLLS, CONTENDED_GAP_MS, CONTENDED_LOCK_WAIT_MS, CONTENDED_SPELL_MS, MAINTENANCE_INTERVAL_MS, MAX_CLAIM_AHEAD, MAX_TIMER_MS } from '../limits.js'
 import { progressChannelFor } from '../progress/channel.js'
 import type { ActiveRuns } from './runs.js'
@@ -196,6 +197,8 @@ export class Flusher {
     let othersWrote = false
     let replaced: string | null = null
     let claimed: ClaimedJob[]
+    let landed: boolean[] = []
+    const channel = progressChannelFor(connection)
     const hold: RateHold = { waitMs: null, startBy: null }
     try {
       const began = performance.now()
@@ -205,13 +208,13 @@ export class Flusher {
         self.versionAtLastFlush = version
         if (storing) replaced = yield* storeLimits(db, queue, now)
         return yield* counting(db, queue.name, function* (moved) {
-          const landed = yield* recordEnds(db, ends, moved)
+          landed = yield* recordEnds(db, ends, moved)
           if (free <= 0) {
             if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
             return []
           }
           const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
-          const request = { limit: free, ahead: free - startable, idle: runs.size === 0 && runs.aheadSize === 0, owner: self.worker.owner, leaseMs: self.worker.leaseMs, now, channel: progressChannelFor(connection), passOver, clock: self.worker.clock, held: runs.size + runs.aheadSize, waitMs: self.waitMs }
+          const request = { limit: free, ahead: free - startable, idle: runs.size === 0 && runs.aheadSize === 0, owner: self.worker.owner, leaseMs: self.worker.leaseMs, now, channel, passOver, clock: self.worker.clock, held: runs.size + runs.aheadSize, waitMs: self.waitMs }
           const claimed = yield* claimJobs(db, queue, request, moved, hold)
           // One notice for the transaction: other processes' watchers look again, and their workers too when runs ended.
           if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
@@ -234,8 +237,9 @@ export class Flusher {
       this.limitsStored = true
       if (replaced !== null) console.warn(replaced)
     }
-    if (ends.length > 0) jobsChanged(connection.key, queue.name, 'ended', ends.map((end) => end.seq))
-    if (claimed.length > 0) jobsChanged(connection.key, queue.name, 'claimed', claimed.map((job) => job.seq))
+    // What this flush wrote goes with the change, so that this process's watchers need not read the rows back.
+    if (ends.length > 0) jobsChanged(connection.key, queue.name, 'ended', ends.map((end) => end.seq), endedRows(ends, landed, connection.kind === 'sync'))
+    if (claimed.length > 0) jobsChanged(connection.key, queue.name, 'claimed', claimed.map((job) => job.seq), claimedRows(claimed, this.worker.owner, channel))
     // Under a rate, a run must begin within the slack of its stamped start; else it goes back unstarted (engine/rate.ts).
     const late = hold.startBy != null && performance.now() > hold.startBy
     for (const job of claimed) {

@@ -150,6 +150,35 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect((await t.job('slow', 'slow'))!.error).toMatch(/timeout|timed out/i)
   })
 
+  test(`JOB-11 ${on} the running and ended snapshots a worker of the same connection hands its watchers are the ones a read shows`, async () => {
+    const q = defineQueue<{ fail: boolean }, { text: string; n: number[] }>('as-read', { attempts: 1 })
+    await enqueue(t.db, q, { fail: false }, { id: 'ok', group: 'g' })
+    await enqueue(t.db, q, { fail: true }, { id: 'bad' })
+    let release!: () => void
+    const released = new Promise<void>((resolve) => (release = resolve))
+    const watches = { ok: watch(t.db, q, 'ok'), bad: watch(t.db, q, 'bad') }
+    for (const w of Object.values(watches)) await w.next()
+    workers.push(
+      work(t.db, q, async ({ fail }) => {
+        await released
+        if (fail) throw new Error('no luck')
+        return { text: 'héllo', n: [1, 2] }
+      }, { slots: 2 }),
+    )
+    for (const [id, w] of Object.entries(watches)) {
+      const running = (await w.next()).value as JobSnapshot
+      expect(running.state, id).toBe('running')
+      expect(running, id).toEqual(await getJob(t.db, q, id))
+    }
+    release()
+    for (const [id, w] of Object.entries(watches)) {
+      const ended = (await w.next()).value as JobSnapshot
+      expect(ended.state, id).toBe(id === 'ok' ? 'done' : 'failed')
+      expect(ended, id).toEqual(await getJob(t.db, q, id))
+      expect((await w.next()).done, id).toBe(true)
+    }
+  })
+
   test(`JOB-11 ${on} watch yields the current state, then every change, and ends when the job ends`, async () => {
     const q = defineQueue<{ n: number }, { text: string }>('watched')
     await enqueue(t.db, q, { n: 1 }, { id: 'w' })
