@@ -9,7 +9,6 @@
  * meanwhile) the watcher reads the row as before. The columns a change does
  * not write are taken from that row as they were, so a row another program
  * stored with odd values is still shown as stored (JOB-18).
- * @internal
  */
 import type { ClaimedJob, SnapshotRow } from '../dialect/index.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
@@ -21,7 +20,7 @@ import type { RunEndRecord } from './record.js'
  */
 export type Written = (index: number, before: SnapshotRow) => SnapshotRow | undefined
 
-/** The rows a claim made of `jobs` (in the order of its seqs): running, on their next attempt, under the lease this worker took. */
+/** The rows a claim made of `jobs` (in the order of its seqs): running, on their next attempt, under the lease this worker took. @internal */
 export function claimedRows(jobs: readonly ClaimedJob[], owner: string, channel: string | null): Written {
   return (index, before) => {
     const job = jobs[index]
@@ -36,6 +35,7 @@ export function claimedRows(jobs: readonly ClaimedJob[], owner: string, channel:
  * queue's rate. `withResult`: whether the row holds a result as the run wrote it (SQLite); PostgreSQL stores it
  * as jsonb, which re-encodes it, and its times go through the server's clock type: there the rows of ended jobs
  * are read back.
+ * @internal
  */
 export function endedRows(records: readonly RunEndRecord[], landed: readonly boolean[], withResult: boolean): Written {
   return (index, before) => {
