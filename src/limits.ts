@@ -60,11 +60,9 @@ export const BUSY_RETRY_MS = 5
 export const BUSY_BACKOFF_FIRST_MS = 10
 /** ...up to this long between tries. */
 export const BUSY_BACKOFF_MAX_MS = 1_000
-/** Taking the write lock longer than this means another writer held it. */
-export const CONTENDED_LOCK_WAIT_MS = 1
-/** After such a wait, flushes leave a gap for this long... */
+/** After another connection wrote to a SQLite file, a worker's flushes leave a gap for this long... */
 export const CONTENDED_SPELL_MS = 1_000
-/** ...of this many ms, so that other writers, the app's among them, get the lock in between. */
+/** ...as long as its last flush held and waited for the lock, and at least this many ms (worker/flush.ts). */
 export const CONTENDED_GAP_MS = 2
 /**
  * The most jobs a worker claims ahead of its free slots, to start as runs end (worker/flush.ts), by the kind of

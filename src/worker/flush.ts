@@ -23,10 +23,13 @@
  * A queue's rate (JOB-22) may hold a claim back: the flush then sleeps until
  * the rate's window opens, on a timer of its own.
  *
- * While other writers contend for the lock, flushes leave a short gap
- * between them: SQLite's busy handler lets a waiting writer retry only now
- * and then, so a worker that took the lock back to back would starve the
- * app's own transactions.
+ * While other connections write to a SQLite file, flushes leave a gap
+ * between them as long as the last one held and waited for the lock: a
+ * writer that waits for SQLite's lock (the app's transactions among them)
+ * tries again only now and then, after sleeps that grow to 100 ms, so a
+ * worker that took the lock back to back would hold it at nearly every try
+ * and starve the app. With the gap, the lock is free at least half the time
+ * of one worker's flushes. A worker alone on its file leaves no gap.
  */
 import { ask, type ClaimedJob, type Connection } from '../dialect/index.js'
 import { claimJobs, type RateHold } from '../engine/claim.js'
@@ -37,7 +40,7 @@ import { handedBack } from '../engine/outcome.js'
 import { recordEnds, type RunEndRecord } from '../engine/record.js'
 import { jobsChanged } from '../engine/wake.js'
 import { claimedRows, endedRows } from '../engine/written.js'
-import { BUSY_RETRY_MS, CLAIM_WAIT_MS, CLAIM_WAIT_POLLS, CONTENDED_GAP_MS, CONTENDED_LOCK_WAIT_MS, CONTENDED_SPELL_MS, MAINTENANCE_INTERVAL_MS, MAX_CLAIM_AHEAD, MAX_TIMER_MS } from '../limits.js'
+import { BUSY_RETRY_MS, CLAIM_WAIT_MS, CLAIM_WAIT_POLLS, CONTENDED_GAP_MS, CONTENDED_SPELL_MS, MAINTENANCE_INTERVAL_MS, MAX_CLAIM_AHEAD, MAX_TIMER_MS } from '../limits.js'
 import { progressChannelFor } from '../progress/channel.js'
 import type { ActiveRuns } from './runs.js'
 
@@ -73,8 +76,10 @@ export class Flusher {
   /** The flush under way, if any: flushes never overlap, and one asked for meanwhile runs after it. */
   private current: Promise<void> | null = null
   private again = false
-  /** Until when (performance.now() ms) flushes leave a gap, because taking the lock had to wait. */
+  /** Until when (performance.now() ms) flushes leave a gap, because other connections write to the file. */
   private contendedUntil = 0
+  /** The gap they leave: as long as the last flush held and waited for the lock, ms. */
+  private gapMs = CONTENDED_GAP_MS
   /** The database's data version inside the last flush's transaction: it moves only when other connections write. */
   private versionAtLastFlush = -1
   /** Whether this worker's first transaction stored its definition's limits as the queue's (JOB-19). */
@@ -128,7 +133,7 @@ export class Flusher {
       this.queued = false
       void this.flush()
     }
-    if (performance.now() < this.contendedUntil) setTimeout(run, CONTENDED_GAP_MS)
+    if (performance.now() < this.contendedUntil) setTimeout(run, this.gapMs)
     else setImmediate(run)
   }
 
@@ -204,7 +209,8 @@ export class Flusher {
       const began = performance.now()
       const written = await connection.writeTimed(function* (db) {
         const version = yield* ask(db.dataVersion())
-        othersWrote = version !== self.versionAtLastFlush
+        // The first flush has nothing to compare with: the writes that made the queue are not contention.
+        othersWrote = self.versionAtLastFlush !== -1 && version !== self.versionAtLastFlush
         self.versionAtLastFlush = version
         if (storing) replaced = yield* storeLimits(db, queue, now)
         return yield* counting(db, queue.name, function* (moved) {
@@ -225,9 +231,12 @@ export class Flusher {
       claimed = written.value
       const tookMs = performance.now() - began
       this.flushMs = this.flushMs === null ? tookMs : this.flushMs + AVERAGE_WEIGHT * (tookMs - this.flushMs)
-      // Contended: the lock took a while, and another connection did write since our last transaction
-      // (a pause of this process alone, a GC say, must not slow it down).
-      if (othersWrote && written.lockWaitMs > CONTENDED_LOCK_WAIT_MS) this.contendedUntil = performance.now() + CONTENDED_SPELL_MS
+      // Contended: another connection wrote to the SQLite file since our last flush (PostgreSQL's many writers
+      // each wait only for the rows they touch, and its data version moves with every flush).
+      if (othersWrote && connection.kind === 'sync') {
+        this.contendedUntil = performance.now() + CONTENDED_SPELL_MS
+        this.gapMs = Math.max(CONTENDED_GAP_MS, tookMs)
+      }
     } catch (error) {
       this.pendingEnds.unshift(...ends)
       this.retryAfter(error)
