@@ -23,13 +23,15 @@
  * A queue's rate (JOB-22) may hold a claim back: the flush then sleeps until
  * the rate's window opens, on a timer of its own.
  *
- * While other connections write to a SQLite file, flushes leave a gap
- * between them as long as the last one held and waited for the lock: a
- * writer that waits for SQLite's lock (the app's transactions among them)
- * tries again only now and then, after sleeps that grow to 100 ms, so a
+ * While other connections write to a SQLite file, a worker leaves the lock
+ * free after each flush for twice as long as that flush held and waited for
+ * it: a writer that waits for SQLite's lock (the app's transactions among
+ * them) tries again only now and then, after sleeps that grow to 100 ms, so a
  * worker that took the lock back to back would hold it at nearly every try
- * and starve the app. With the gap, the lock is free at least half the time
- * of one worker's flushes. A worker alone on its file leaves no gap.
+ * and starve the app. With the gap, one worker holds the lock at most a third
+ * of the time. The gap runs from the end of the last write, so a worker whose
+ * flushes are far apart (long runs) waits for none. A worker alone on its
+ * file leaves no gap.
  */
 import { ask, type ClaimedJob, type Connection } from '../dialect/index.js'
 import { claimJobs, type RateHold } from '../engine/claim.js'
@@ -78,8 +80,10 @@ export class Flusher {
   private again = false
   /** Until when (performance.now() ms) flushes leave a gap, because other connections write to the file. */
   private contendedUntil = 0
-  /** The gap they leave: as long as the last flush held and waited for the lock, ms. */
+  /** The gap they leave: twice as long as the last flush held and waited for the lock, ms. */
   private gapMs = CONTENDED_GAP_MS
+  /** When (performance.now() ms) the last flush's transaction ended: the gap runs from there. */
+  private lastWriteAt = -Infinity
   /** The database's data version inside the last flush's transaction: it moves only when other connections write. */
   private versionAtLastFlush = -1
   /** Whether this worker's first transaction stored its definition's limits as the queue's (JOB-19). */
@@ -133,7 +137,10 @@ export class Flusher {
       this.queued = false
       void this.flush()
     }
-    if (performance.now() < this.contendedUntil) setTimeout(run, this.gapMs)
+    const now = performance.now()
+    // The gap runs from the end of the last write: a flush asked for later than that goes at once.
+    const gapLeft = now < this.contendedUntil ? this.lastWriteAt + this.gapMs - now : 0
+    if (gapLeft > 0) setTimeout(run, gapLeft)
     else setImmediate(run)
   }
 
@@ -229,13 +236,14 @@ export class Flusher {
         })
       })
       claimed = written.value
-      const tookMs = performance.now() - began
+      this.lastWriteAt = performance.now()
+      const tookMs = this.lastWriteAt - began
       this.flushMs = this.flushMs === null ? tookMs : this.flushMs + AVERAGE_WEIGHT * (tookMs - this.flushMs)
       // Contended: another connection wrote to the SQLite file since our last flush (PostgreSQL's many writers
       // each wait only for the rows they touch, and its data version moves with every flush).
       if (othersWrote && connection.kind === 'sync') {
         this.contendedUntil = performance.now() + CONTENDED_SPELL_MS
-        this.gapMs = Math.max(CONTENDED_GAP_MS, tookMs)
+        this.gapMs = Math.max(CONTENDED_GAP_MS, 2 * tookMs)
       }
     } catch (error) {
       this.pendingEnds.unshift(...ends)
