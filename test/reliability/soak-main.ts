@@ -4,8 +4,8 @@
  * the app: one worker process, then 4, drain 50,000 jobs while an app process
  * writes rows with their jobs. Beside one worker the app's p99 must stay under
  * 50 ms; beside 4 draining flat out, under 100 ms (each worker leaves the lock
- * free for as long as its last flush took, but 4 of them still hold it most
- * of the time). Prints the figures and exits 1 if any promise was broken.
+ * free for twice as long as its last flush took, but 4 of them still hold it
+ * most of the time). Prints the figures and exits 1 if any promise was broken.
  *
  * `npm run soak -- --pg`: the same crash soak on a fresh PostgreSQL database,
  * made on the server of DATABASE_URL (else postgres://postgres@127.0.0.1:5432/postgres)
