@@ -75,6 +75,8 @@ export interface RateHold {
   startBy?: number | null
   /** How long the claimer's entry among the waiters for a share of the concurrency still counts, in ms: 0 when it waits for none. */
   waitingMs?: number
+  /** The queue's runs under way that are not the claimer's (`running` less `held`), as the claim read them, when it read them. */
+  othersRunning?: number
 }
 
 const NONE: ReadonlySet<number> = new Set()
@@ -85,6 +87,7 @@ const NO_GROUP_CAP = 2 ** 31 - 1
 export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimRequest, moved: CountShift, hold?: RateHold): Program<ClaimedJob[]> {
   // The runs this transaction ended so far (moved.running is negative by them): their slots are free for this claim.
   const counts = yield* ask(db.queueClaimLimits(queue.name, Math.max(0, -moved.running)))
+  if (hold && counts && request.held !== undefined) hold.othersRunning = Math.max(0, counts.running - request.held)
   if (counts?.paused) return []
   const limits: QueueLimits = { total: counts?.concurrency ?? null, perGroup: counts?.perGroup ?? null }
   const rate = counts === undefined ? null : rateOf({ rateLimit: counts.rateLimit ?? null, ratePer: counts.ratePer ?? null, ratePerGroup: counts.ratePerGroup ?? null })

@@ -24,12 +24,13 @@
  * the rate's window opens, on a timer of its own.
  *
  * While other connections write to a SQLite file, a worker leaves the lock
- * free after each flush for twice as long as that flush held and waited for
- * it: a writer that waits for SQLite's lock (the app's transactions among
+ * free after each flush for as long as that flush held and waited for it
+ * while other workers of the queue run jobs (their writes are most of the
+ * others), and twice as long otherwise (the other writer is the app): a writer that waits for SQLite's lock (the app's transactions among
  * them) tries again only now and then, after sleeps that grow to 100 ms, so a
  * worker that took the lock back to back would hold it at nearly every try
- * and starve the app. With the gap, one worker holds the lock at most a third
- * of the time. The gap runs from the end of the last write, so a worker whose
+ * and starve the app. With the gap, one worker beside the app holds the lock
+ * at most a third of the time. The gap runs from the end of the last write, so a worker whose
  * flushes are far apart (long runs) waits for none. A worker alone on its
  * file leaves no gap.
  */
@@ -80,10 +81,12 @@ export class Flusher {
   private again = false
   /** Until when (performance.now() ms) flushes leave a gap, because other connections write to the file. */
   private contendedUntil = 0
-  /** The gap they leave: twice as long as the last flush held and waited for the lock, ms. */
+  /** The gap they leave: once or twice as long as the last flush held and waited for the lock, ms. */
   private gapMs = CONTENDED_GAP_MS
   /** When (performance.now() ms) the last flush's transaction ended: the gap runs from there. */
   private lastWriteAt = -Infinity
+  /** Runs of the queue under way in other workers, as the last claim read them: other workers are writing. */
+  private othersRunning = 0
   /** The database's data version inside the last flush's transaction: it moves only when other connections write. */
   private versionAtLastFlush = -1
   /** Whether this worker's first transaction stored its definition's limits as the queue's (JOB-19). */
@@ -243,7 +246,10 @@ export class Flusher {
       // each wait only for the rows they touch, and its data version moves with every flush).
       if (othersWrote && connection.kind === 'sync') {
         this.contendedUntil = performance.now() + CONTENDED_SPELL_MS
-        this.gapMs = Math.max(CONTENDED_GAP_MS, 2 * tookMs)
+        if (hold.othersRunning !== undefined) this.othersRunning = hold.othersRunning
+        // While other workers of the queue run jobs, most of the other writes are theirs: a gap of the write's time
+        // leaves the app room without halving their drain. Otherwise the other writer is the app: twice that.
+        this.gapMs = Math.max(CONTENDED_GAP_MS, (this.othersRunning > 0 ? 1 : 2) * tookMs)
       }
     } catch (error) {
       this.pendingEnds.unshift(...ends)

@@ -3,9 +3,8 @@
  * worker processes, a kill every 100–500 ms, a poisoned job), then load with
  * the app: one worker process, then 4, drain 50,000 jobs while an app process
  * writes rows with their jobs. Beside one worker the app's p99 must stay under
- * 50 ms; beside 4 draining flat out, under 100 ms (each worker leaves the lock
- * free for twice as long as its last flush took, but 4 of them still hold it
- * most of the time). Prints the figures and exits 1 if any promise was broken.
+ * 50 ms; beside 4 draining flat out, under 150 ms (each worker leaves the lock
+ * free after each flush, but 4 of them still hold it most of the time). Prints the figures and exits 1 if any promise was broken.
  *
  * `npm run soak -- --pg`: the same crash soak on a fresh PostgreSQL database,
  * made on the server of DATABASE_URL (else postgres://postgres@127.0.0.1:5432/postgres)
@@ -26,7 +25,7 @@ import { DEFAULT_PG_SERVER } from './soak-database.js'
 import { describeSoak, runCrashSoak } from './soak.js'
 
 /** The app's p99 while the backlog drains, by how many worker processes drain it. */
-const APP_P99_LIMIT_MS = { 1: 50, 4: 100 } as const
+const APP_P99_LIMIT_MS = { 1: 50, 4: 150 } as const
 
 const { values } = parseArgs({
   options: {
