@@ -24,15 +24,16 @@
  * the rate's window opens, on a timer of its own.
  *
  * While other connections write to a SQLite file, a worker leaves the lock
- * free after each flush for as long as that flush held and waited for it
- * while other workers of the queue run jobs (their writes are most of the
- * others), and twice as long otherwise (the other writer is the app): a writer that waits for SQLite's lock (the app's transactions among
- * them) tries again only now and then, after sleeps that grow to 100 ms, so a
- * worker that took the lock back to back would hold it at nearly every try
- * and starve the app. With the gap, one worker beside the app holds the lock
- * at most a third of the time. The gap runs from the end of the last write, so a worker whose
- * flushes are far apart (long runs) waits for none. A worker alone on its
- * file leaves no gap.
+ * free after each flush: for as long as that flush held and waited for it
+ * while other workers of the queue run jobs (most other writes are theirs),
+ * twice as long otherwise (the other writer is the app). A writer that waits
+ * for SQLite's lock (the app's transactions among them) tries again only now
+ * and then, after sleeps that grow to 100 ms, so a worker that took the lock
+ * back to back would hold it at nearly every try and starve the app; with
+ * the gap, one worker beside the app holds it at most a third of the time.
+ * The gap runs from the end of the last write, so a worker whose flushes are
+ * far apart (long runs) waits for none. A worker alone on its file leaves
+ * no gap.
  */
 import { ask, type ClaimedJob, type Connection } from '../dialect/index.js'
 import { claimJobs, type RateHold } from '../engine/claim.js'
