@@ -19,7 +19,7 @@ import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3'
 import { migrate as migrateSqlite } from 'drizzle-orm/better-sqlite3/migrator'
 import { defineQueue, enqueueMany, type PgDatabase, type Queue, type SyncDatabase } from '../src/index.js'
 import { connectionOf } from '../src/dialect/open.js'
-import { claimJobs, type RateHold } from '../src/engine/claim.js'
+import { claimJobs, type ClaimReport } from '../src/engine/claim.js'
 import { counting } from '../src/engine/counts.js'
 import { storeLimits } from '../src/engine/queue-limits.js'
 import { withPgDatabase } from './lib/pg-database.js'
@@ -49,7 +49,7 @@ async function measure(db: SyncDatabase | PgDatabase, run: Run): Promise<Map<num
     const times: number[] = []
     for (let round = 0; round < ROUNDS; round++) {
       if (log !== null) await run('update jobs_queue set rate_starts = $1 where name = $2', log, name)
-      const hold: RateHold = { waitMs: null }
+      const hold: ClaimReport = { waitMs: null }
       const request = { limit: BATCH, idle: true, owner: 'bench', leaseMs: 60_000, now: Date.now(), channel: null }
       const started = performance.now()
       const claimed = await connection.write((db) => counting(db, name, (moved) => claimJobs(db, queue, request, moved, hold)))

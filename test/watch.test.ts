@@ -308,36 +308,6 @@ describe('watch', () => {
     expect(activeWatchers()).toEqual({ watchers: 0, connections: 0 })
   })
 
-  test('JOB-11 the running and ended snapshots a worker of the same connection hands its watchers, without reading the rows back, are the ones a read shows', async () => {
-    const t = db()
-    const q = defineQueue<{ fail: boolean }, { text: string; n: number[] }>('as-read', { attempts: 1 })
-    enqueue(t.db, q, { fail: false }, { id: 'ok', group: 'g' })
-    enqueue(t.db, q, { fail: true }, { id: 'bad' })
-    const release = gate()
-    const watches = { ok: watch(t.db, q, 'ok'), bad: watch(t.db, q, 'bad') }
-    for (const w of Object.values(watches)) await w.next()
-    workers.push(
-      work(t.db, q, async ({ fail }) => {
-        await release.promise
-        if (fail) throw new Error('no luck')
-        return { text: 'héllo', n: [1, 2] }
-      }, { slots: 2 }),
-    )
-    for (const [id, w] of Object.entries(watches)) {
-      const running = (await w.next()).value as JobSnapshot
-      expect(running.state, id).toBe('running')
-      expect(running, id).toEqual(getJob(t.db, q, id))
-    }
-    release.open()
-    for (const [id, w] of Object.entries(watches)) {
-      const ended = (await w.next()).value as JobSnapshot
-      expect(ended.state, id).toBe(id === 'ok' ? 'done' : 'failed')
-      expect(ended, id).toEqual(getJob(t.db, q, id))
-      expect((await w.next()).done, id).toBe(true)
-    }
-    expect(activeWatchers()).toEqual({ watchers: 0, connections: 0 })
-  })
-
   test('JOB-13 watch refuses an aheadInterval that is not a duration with INVALID_OPTION, and holds nothing', () => {
     const t = db()
     const q = defineQueue<number>('bad-interval')

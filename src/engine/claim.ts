@@ -64,8 +64,8 @@ export interface ClaimRequest {
   waitMs?: number
 }
 
-/** What a claim tells its worker of a rate that held jobs back (JOB-22), and of the share of the concurrency it waits for. */
-export interface RateHold {
+/** What a claim tells its worker beside the jobs it took: of a rate that held jobs back (JOB-22), of the share of the concurrency it waits for, of the other workers' runs. */
+export interface ClaimReport {
   /** How long until the rate lets the next job start, in ms; null when it held nothing back. */
   waitMs: number | null
   /**
@@ -84,7 +84,7 @@ const NONE: ReadonlySet<number> = new Set()
 /** A cap per group that never binds: the candidates' statement takes one, and a rate's cap per group may come alone. */
 const NO_GROUP_CAP = 2 ** 31 - 1
 
-export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimRequest, moved: CountShift, hold?: RateHold): Program<ClaimedJob[]> {
+export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimRequest, moved: CountShift, hold?: ClaimReport): Program<ClaimedJob[]> {
   // The runs this transaction ended so far (moved.running is negative by them): their slots are free for this claim.
   const counts = yield* ask(db.queueClaimLimits(queue.name, Math.max(0, -moved.running)))
   if (hold && counts && request.held !== undefined) hold.othersRunning = Math.max(0, counts.running - request.held)

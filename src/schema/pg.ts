@@ -11,6 +11,18 @@
 import { sql } from 'drizzle-orm'
 import { bigint, boolean, check, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core'
 
+/** A count of jobs per state, as `jobs_queue` keeps it and `jobs_count` changes it: new columns for each table. */
+function stateCounts() {
+  return {
+    waiting: bigint('waiting', { mode: 'number' }).notNull().default(0),
+    scheduled: bigint('scheduled', { mode: 'number' }).notNull().default(0),
+    running: bigint('running', { mode: 'number' }).notNull().default(0),
+    done: bigint('done', { mode: 'number' }).notNull().default(0),
+    failed: bigint('failed', { mode: 'number' }).notNull().default(0),
+    canceled: bigint('canceled', { mode: 'number' }).notNull().default(0),
+  }
+}
+
 /**
  * One row per queue: its pause flag, its limits across every process, and its jobs counted by state
  * (kept by the engine).
@@ -37,12 +49,7 @@ export const jobsQueue = pgTable('jobs_queue', {
    * `{ "<owner>": expiresAtMs }`, written by claims so that every process gets its share of the limit.
    */
   claimWaiters: jsonb('claim_waiters'),
-  waiting: bigint('waiting', { mode: 'number' }).notNull().default(0),
-  scheduled: bigint('scheduled', { mode: 'number' }).notNull().default(0),
-  running: bigint('running', { mode: 'number' }).notNull().default(0),
-  done: bigint('done', { mode: 'number' }).notNull().default(0),
-  failed: bigint('failed', { mode: 'number' }).notNull().default(0),
-  canceled: bigint('canceled', { mode: 'number' }).notNull().default(0),
+  ...stateCounts(),
 })
 
 /** One row per job. `seq` is the add order; claims go by priority, run_at, seq. */
@@ -159,12 +166,7 @@ export const jobsCount = pgTable(
   'jobs_count',
   {
     queue: text('queue').notNull(),
-    waiting: bigint('waiting', { mode: 'number' }).notNull().default(0),
-    scheduled: bigint('scheduled', { mode: 'number' }).notNull().default(0),
-    running: bigint('running', { mode: 'number' }).notNull().default(0),
-    done: bigint('done', { mode: 'number' }).notNull().default(0),
-    failed: bigint('failed', { mode: 'number' }).notNull().default(0),
-    canceled: bigint('canceled', { mode: 'number' }).notNull().default(0),
+    ...stateCounts(),
   },
   (t) => [index('jobs_count_queue').on(t.queue)],
 )

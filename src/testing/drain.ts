@@ -12,7 +12,7 @@ import { checkQueue, positiveInteger, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../engine/wake.js'
 import type { Claimable, JobRow } from '../dialect/index.js'
 import type { JobState } from '../types.js'
-import { claimJobs, type RateHold } from '../engine/claim.js'
+import { claimJobs, type ClaimReport } from '../engine/claim.js'
 import { execute } from '../engine/executor.js'
 import { checkLeases } from '../engine/lease.js'
 import { newOwner } from '../engine/owner.js'
@@ -98,7 +98,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       if (!isDue(await connection.executor.queueClaimable(definition.name), Date.now())) break
       throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
     }
-    const hold: RateHold = { waitMs: null }
+    const hold: ClaimReport = { waitMs: null }
     const [job] = await connection.write((db) =>
       counting(db, definition.name, function* (moved) {
         const claimed = yield* claimJobs(db, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }, moved, hold)

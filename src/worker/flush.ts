@@ -36,7 +36,7 @@
  * no gap.
  */
 import { ask, type ClaimedJob, type Connection } from '../dialect/index.js'
-import { claimJobs, type RateHold } from '../engine/claim.js'
+import { claimJobs, type ClaimReport } from '../engine/claim.js'
 import { counting } from '../engine/counts.js'
 import type { QueueDefinition } from '../engine/definition.js'
 import { storeLimits } from '../engine/queue-limits.js'
@@ -215,7 +215,7 @@ export class Flusher {
     let claimed: ClaimedJob[]
     let landed: boolean[] = []
     const channel = progressChannelFor(connection)
-    const hold: RateHold = { waitMs: null, startBy: null }
+    const hold: ClaimReport = { waitMs: null, startBy: null }
     try {
       const began = performance.now()
       const written = await connection.writeTimed(function* (db) {
