@@ -28,8 +28,14 @@
  * already; the process that owns the run answers with its latest value in
  * its next send. A worker that does not listen (`listen: false`) does not
  * hear asks: its runs' progress then reaches a late watcher with the next
- * value set.
+ * value set. With the ask goes a line `ask<TAB>KEY<TAB>TOKEN` on the channel
+ * of values, in the same transaction: the server delivers a channel's notices
+ * in commit order, so the values that come before that line were sent before
+ * the ask (a listening process may get them late) and are older than the
+ * answer, and the receiver drops them. Older receivers drop the line, whose
+ * N is not a number.
  */
+import { randomUUID } from 'node:crypto'
 import type { Connection, ProgressNotices } from '../dialect/index.js'
 import { PROGRESS_LISTEN_IDLE_MS, PROGRESS_NOTICE_INTERVAL_MS } from '../limits.js'
 import { toProgressValue, type ProgressValue } from './store.js'
@@ -160,6 +166,9 @@ class Sender {
   }
 }
 
+/** How the line that goes with an ask, on the channel of values, begins: `ask<TAB>KEY<TAB>TOKEN`. */
+const ASK_LINE = 'ask\t'
+
 /** How many of the last payloads a line may join: a line that fits none of them starts a new one. */
 const PACK_LOOKBACK = 8
 
@@ -196,6 +205,8 @@ interface Followed {
   readonly listeners: Set<Listener>
   /** Asked for since the listening was last in place. */
   asked: boolean
+  /** The token of this process's last ask for the run, until its line comes back: values before it are older than the answer. */
+  askToken: string | null
 }
 
 /** The progress values of other processes' runs on one connection: one listening, shared by every watcher of this process. */
@@ -206,6 +217,9 @@ class Receiver {
   private listening = false
   private idleTimer: NodeJS.Timeout | null = null
   private askTimer: NodeJS.Timeout | null = null
+  /** Names this receiver's asks, with a count: its own ask lines come back, and no other's matches them. */
+  private readonly id = randomUUID()
+  private asks = 0
 
   constructor(
     private readonly connection: Connection,
@@ -224,7 +238,7 @@ class Receiver {
     const keyJson = JSON.stringify(key)
     let run = this.followed.get(keyJson)
     if (!run) {
-      this.followed.set(keyJson, (run = { keyJson, n: 0, value: undefined, listeners: new Set(), asked: false }))
+      this.followed.set(keyJson, (run = { keyJson, n: 0, value: undefined, listeners: new Set(), asked: false, askToken: null }))
       if (this.listening) this.askSoon()
     }
     run.listeners.add(listener)
@@ -267,6 +281,12 @@ class Receiver {
     if (first < 0 || second < 0) return
     const run = this.followed.get(line.slice(first + 1, second))
     if (!run) return
+    if (line.startsWith(ASK_LINE)) {
+      if (line.slice(second + 1) === run.askToken) run.askToken = null
+      return
+    }
+    // Sent before this process's ask: older than the answer to come.
+    if (run.askToken !== null) return
     const n = Number(line.slice(0, first))
     if (!Number.isSafeInteger(n) || n <= run.n) return
     let progress: ProgressValue
@@ -294,9 +314,16 @@ class Receiver {
         asks.push(run)
       }
       if (asks.length === 0) return
-      this.notices.send([], asks.map((run) => run.keyJson)).catch(() => {
+      const lines = asks.map((run) => {
+        run.askToken = `${this.id}.${++this.asks}`
+        return `${ASK_LINE}${run.keyJson}\t${run.askToken}`
+      })
+      this.notices.send(pack(lines, this.notices.maxPayloadBytes), asks.map((run) => run.keyJson)).catch(() => {
         // Not sent (a lost connection): asked again a moment later, while still followed.
-        for (const run of asks) run.asked = false
+        for (const run of asks) {
+          run.asked = false
+          run.askToken = null
+        }
         setTimeout(() => this.askSoon(), PROGRESS_NOTICE_INTERVAL_MS).unref()
       })
     }, 0)
