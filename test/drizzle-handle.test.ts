@@ -6,7 +6,7 @@
 import Database from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { expect, test } from 'vitest'
-import { driverClientOf } from '../src/dialect/drizzle-client.js'
+import { driverClientOf } from '../src/dialect/drizzle.js'
 
 test('the driver client behind a Drizzle database and behind its transaction is the better-sqlite3 database itself', () => {
   const client = new Database(':memory:')
@@ -16,6 +16,6 @@ test('the driver client behind a Drizzle database and behind its transaction is 
   db.transaction((tx) => {
     inTransaction = driverClientOf(tx)
   })
-  expect(inTransaction, "a transaction: Drizzle's session.client moved; change driverClientOf in src/dialect/sqlite/connection.ts").toBe(client)
+  expect(inTransaction, "a transaction: Drizzle's session.client moved; change driverClientOf in src/dialect/drizzle.ts").toBe(client)
   client.close()
 })

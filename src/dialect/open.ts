@@ -3,9 +3,8 @@
  * through which the API's functions reach a database. Each connection is
  * checked and prepared on its first use, and kept for the handle's client.
  */
-import { is } from 'drizzle-orm'
-import { PgDatabase as DrizzlePgDatabase } from 'drizzle-orm/pg-core'
 import type { Connection } from './connection.js'
+import { drizzleHandleOf } from './drizzle.js'
 import type { Kind } from './executor.js'
 import { runAsync, runSync, type Program } from './program.js'
 import { pgConnectionOf, type AsyncPgDatabase } from './pg/connection.js'
@@ -29,7 +28,7 @@ export function connectionOf(db: SyncDatabase): Connection<'sync'>
 export function connectionOf(db: PgDatabase): Connection<'async'>
 export function connectionOf(db: Database): Connection
 export function connectionOf(db: Database): Connection {
-  if (is(db, DrizzlePgDatabase)) return pgConnectionOf(db)
+  if (drizzleHandleOf(db)?.dialect === 'pg') return pgConnectionOf(db)
   return sqliteConnectionOf(db)
 }
 

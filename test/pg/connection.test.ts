@@ -13,7 +13,8 @@ import pg from 'pg'
 import postgres from 'postgres'
 import { describe, expect, test } from 'vitest'
 import { ask, type Executor, type Program } from '../../src/dialect/index.js'
-import { isPgBusy, pgConnectionOf, type AsyncPgDatabase } from '../../src/dialect/pg/connection.js'
+import type { PgDatabase as DrizzlePgDatabase } from 'drizzle-orm/pg-core'
+import { isPgBusy, pgConnectionOf } from '../../src/dialect/pg/connection.js'
 import { JobsError } from '../../src/errors.js'
 import { eachFreshPgDb, freshPgDb, PG_MIGRATIONS } from '../helpers/pg.js'
 import { spawnFixture } from '../reliability/processes.js'
@@ -35,7 +36,8 @@ function adding(id: string, thenThrow = false): (db: Executor) => Program<boolea
 }
 
 /** Both drivers' Drizzle databases on the test's database. */
-const drivers: [string, () => AsyncPgDatabase][] = [
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const drivers: [string, () => DrizzlePgDatabase<any, any, any>][] = [
   ['node-postgres', () => t.db],
   ['postgres.js', () => t.postgresJs().db],
 ]

@@ -6,11 +6,11 @@
 import { sql } from 'drizzle-orm'
 import pg from 'pg'
 import { expect, test } from 'vitest'
-import { driverClientOf } from '../../src/dialect/drizzle-client.js'
+import { driverClientOf } from '../../src/dialect/drizzle.js'
 import { eachFreshPgDb } from '../helpers/pg.js'
 
 const t = eachFreshPgDb()
-const MOVED = "a transaction: Drizzle's session.client moved; change driverClientOf in src/dialect/drizzle-client.ts"
+const MOVED = "a transaction: Drizzle's session.client moved; change driverClientOf in src/dialect/drizzle.ts"
 
 test('node-postgres: the client behind a database is its pool, and behind a transaction the pool client the transaction runs on', async () => {
   expect(driverClientOf(t.db), 'a database: its public $client').toBe(t.pool)

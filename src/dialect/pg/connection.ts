@@ -3,10 +3,8 @@
  * a Drizzle database or transaction (node-postgres or postgres.js), the
  * transactions its programs run in, and the schema check done once for it.
  */
-import { is } from 'drizzle-orm'
-import { PgDatabase, PgTransaction } from 'drizzle-orm/pg-core'
 import { JobsError } from '../../errors.js'
-import { driverClientOf } from '../drizzle-client.js'
+import { drizzleHandleOf, type PgDatabase } from '../drizzle.js'
 import { runAsync, type ChangeKind, type Connection, type ProgressNotices, type Work } from '../index.js'
 import { Lane, pgDriverOf, type PgDatabaseName, type PgDriver, type PgPoolDriver, type Queryable } from './driver.js'
 import { pgExecutor } from './executor.js'
@@ -14,12 +12,7 @@ import { COUNT_TRIGGERS, COUNT_TRIGGERS_PRESENT, INSTALL_COUNTERS } from './coun
 import { all, one } from './statement.js'
 import { MAX_NOTICE_PAYLOAD_BYTES, NOTICE_CHANNEL, PROGRESS_CHANNEL, SQL } from './statements.js'
 
-/**
- * A Drizzle PostgreSQL database or transaction, on node-postgres (`drizzle-orm/node-postgres`) or postgres.js
- * (`drizzle-orm/postgres-js`). Both work wherever the API takes `db` or `tx`.
- */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type AsyncPgDatabase = PgDatabase<any, any, any>
+export type { PgDatabase as AsyncPgDatabase }
 
 /** A PostgreSQL connection: the engine's Connection, with the driver behind it. */
 export interface PgConnection extends Connection<'async'> {
@@ -37,11 +30,11 @@ const transactions = new WeakMap<object, PgConnection>()
  * does no I/O: the first write or read checks the schema. Throws INVALID_OPTION for anything else. @internal
  */
 export function pgConnectionOf(db: unknown): PgConnection {
-  if (!is(db, PgDatabase)) {
+  const handle = drizzleHandleOf(db)
+  if (handle?.dialect !== 'pg') {
     throw new JobsError('INVALID_OPTION', 'db: expected a Drizzle PostgreSQL database or transaction (drizzle-orm/node-postgres or drizzle-orm/postgres-js)')
   }
-  const inTransaction = is(db, PgTransaction)
-  const client = driverClientOf(db)
+  const { inTransaction, client } = handle
   const driver = pgDriverOf(client, inTransaction)
   if (driver === null || (typeof client !== 'object' && typeof client !== 'function') || client === null) {
     throw new JobsError('INVALID_OPTION', 'db: drizzle-jobs runs on PostgreSQL through node-postgres (pg) or postgres.js (postgres); this Drizzle handle uses another driver')
@@ -91,20 +84,20 @@ function open(driver: PgDriver): PgConnection {
   if (driver.inTransaction) {
     // One client, one transaction: this connection's work takes turns on it, or their savepoints would cross.
     const lane = new Lane()
-    const direct = <T>(work: Work<'async', T>) => lane.run(async () => {
+    const direct = <T>(work: Work<'async', T>) => lane.run(() => notAborted(async () => {
       await ready()
       return run(driver, work)
-    })
-    write = (work) => lane.run(async () => {
+    }))
+    write = (work) => lane.run(() => notAborted(async () => {
       await ready()
       await counters.ensure()
       return driver.savepoint((q) => run(q, work))
-    })
-    join = (work) => lane.run(async () => {
+    }))
+    join = (work) => lane.run(() => notAborted(async () => {
       await ready()
       await counters.ensure()
       return run(driver, work)
-    })
+    }))
     read = direct
   } else {
     write = async (work) => {
@@ -297,6 +290,35 @@ async function checkSchema(q: Queryable): Promise<PgDatabaseName> {
     throw new JobsError('SCHEMA_MISSING', `table ${missing} ${missing.includes(',') ? 'are' : 'is'} missing: ${MIGRATE_HINT}`)
   }
   return server
+}
+
+/**
+ * Runs work on the app's transaction, telling the app when that transaction was aborted before the call: PostgreSQL
+ * then refuses every statement (in_failed_sql_transaction, 25P02) until the app rolls back. The call wrote
+ * nothing, and the app's transaction is as it was: INVALID_OPTION, since the transaction passed cannot take it.
+ */
+async function notAborted<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work()
+  } catch (error) {
+    if (sqlStateOf(error) !== '25P02') throw error
+    throw new JobsError(
+      'INVALID_OPTION',
+      'tx: the transaction is aborted (a statement in it failed before this call, and PostgreSQL ignores every statement until it rolls back): nothing was written; roll the transaction back, then try again',
+      { cause: error },
+    )
+  }
+}
+
+/** The SQLSTATE of a driver's error, looking through the causes that wrap it (Drizzle's DrizzleQueryError, say). */
+function sqlStateOf(error: unknown): string | undefined {
+  let cause = error
+  for (let depth = 0; depth < 8 && typeof cause === 'object' && cause !== null; depth++) {
+    const code: unknown = Reflect.get(cause, 'code')
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code
+    cause = Reflect.get(cause, 'cause')
+  }
+  return undefined
 }
 
 /**

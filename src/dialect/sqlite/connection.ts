@@ -5,21 +5,14 @@
  */
 import { basename, resolve } from 'node:path'
 import type Database from 'better-sqlite3'
-import { is } from 'drizzle-orm'
-import { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core'
 import { JobsError } from '../../errors.js'
-import { driverClientOf } from '../drizzle-client.js'
+import { drizzleHandleOf, type SyncDatabase } from '../drizzle.js'
 import { runSync, type Connection, type Work } from '../index.js'
 import { sqliteExecutor } from './executor.js'
 import { prepareAll } from './statement.js'
 import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements, type Statements } from './statements.js'
 
-/**
- * A Drizzle SQLite database or transaction on a synchronous driver
- * (better-sqlite3). Both work wherever the API takes `db` or `tx`.
- */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type SyncDatabase = BaseSQLiteDatabase<'sync', any, any, any>
+export type { SyncDatabase }
 
 /** A SQLite connection: the engine's Connection, with the better-sqlite3 handle behind it. */
 export interface SqliteConnection extends Connection<'sync'> {
@@ -45,10 +38,11 @@ export function connectionOf(db: unknown): SqliteConnection {
 }
 
 function clientOf(db: unknown): Database.Database {
-  if (!is(db, BaseSQLiteDatabase)) {
-    throw new JobsError('INVALID_OPTION', 'db: expected a Drizzle SQLite database or transaction (drizzle(new Database(file)) from drizzle-orm/better-sqlite3)')
+  const handle = drizzleHandleOf(db)
+  if (handle?.dialect !== 'sqlite') {
+    throw new JobsError('INVALID_OPTION', 'db: expected a Drizzle SQLite database or transaction (drizzle({ client: new Database(file) }) from drizzle-orm/better-sqlite3)')
   }
-  const client = driverClientOf(db)
+  const client = handle.client
   if (!isBetterSqlite3(client)) {
     throw new JobsError('INVALID_OPTION', 'db: drizzle-jobs needs a synchronous SQLite driver (better-sqlite3); this Drizzle handle is asynchronous')
   }
