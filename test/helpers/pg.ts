@@ -13,8 +13,10 @@ import { afterEach, beforeEach, inject } from 'vitest'
 import * as schema from '../../src/schema/pg.js'
 import { NO_SERVER } from './pg-global.js'
 import { databaseUrl, onServer, PG_MIGRATIONS } from './pg-database.js'
+import { openPostgresJs, type PostgresJsMajor } from './postgres-js.js'
 
 export { databaseUrl, PG_MIGRATIONS }
+export { openPostgresJs, POSTGRES_JS, type PostgresJsMajor } from './postgres-js.js'
 
 export interface TestPgDb {
   /** The database's name, unique to its test (or file). */
@@ -28,8 +30,11 @@ export interface TestPgDb {
    * restarted). Without a listener such an error would crash the test process.
    */
   poolErrors: Error[]
-  /** Opens a postgres.js connection to the same database, as another part of the app would; closed by `drop`. */
-  postgresJs(): { client: postgres.Sql; db: PostgresJsDatabase<typeof schema> }
+  /**
+   * Opens a postgres.js connection to the same database, as another part of the app would, on 3.4 unless
+   * `major` says 4; closed by `drop`.
+   */
+  postgresJs(major?: PostgresJsMajor): { client: postgres.Sql; db: PostgresJsDatabase<typeof schema> }
   /** Closes every connection the helper opened, then drops the database; once, however often it is called. */
   drop(): Promise<void>
 }
@@ -75,8 +80,8 @@ export async function freshPgDb(options: { migrate?: boolean; server?: string } 
     pool,
     db,
     poolErrors,
-    postgresJs() {
-      const client = postgres(url, { max: 4, onnotice: () => {} })
+    postgresJs(major = 'postgres.js') {
+      const client = openPostgresJs(major, url, { max: 4 })
       postgresJsClients.push(client)
       return { client, db: drizzlePostgresJs(client, { schema }) }
     },
@@ -104,7 +109,7 @@ export function eachFreshPgDb(): TestPgDb {
     get pool() { return now().pool },
     get db() { return now().db },
     get poolErrors() { return now().poolErrors },
-    postgresJs: () => now().postgresJs(),
+    postgresJs: (major) => now().postgresJs(major),
     drop: () => now().drop(),
   }
 }

@@ -9,14 +9,14 @@ import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3'
 import { drizzle } from 'drizzle-orm/node-postgres'
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import { migrate } from 'drizzle-orm/node-postgres/migrator'
+import type { PgDatabase as DrizzlePgDatabase } from 'drizzle-orm/pg-core'
 import pg from 'pg'
 import postgres from 'postgres'
 import { describe, expect, test } from 'vitest'
 import { ask, type Executor, type Program } from '../../src/dialect/index.js'
-import type { PgDatabase as DrizzlePgDatabase } from 'drizzle-orm/pg-core'
 import { isPgBusy, pgConnectionOf } from '../../src/dialect/pg/connection.js'
 import { JobsError } from '../../src/errors.js'
-import { eachFreshPgDb, freshPgDb, PG_MIGRATIONS } from '../helpers/pg.js'
+import { eachFreshPgDb, freshPgDb, PG_MIGRATIONS, POSTGRES_JS } from '../helpers/pg.js'
 import { spawnFixture } from '../reliability/processes.js'
 import { addJobs, newJob } from './jobs.js'
 
@@ -35,11 +35,11 @@ function adding(id: string, thenThrow = false): (db: Executor) => Program<boolea
   }
 }
 
-/** Both drivers' Drizzle databases on the test's database. */
+/** Both drivers' Drizzle databases on the test's database, postgres.js on each of its majors. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const drivers: [string, () => DrizzlePgDatabase<any, any, any>][] = [
   ['node-postgres', () => t.db],
-  ['postgres.js', () => t.postgresJs().db],
+  ...POSTGRES_JS.map((major): [string, () => DrizzlePgDatabase<any, any, any>] => [major, () => t.postgresJs(major).db]),
 ]
 
 describe.each(drivers)('transactions on %s', (_driver, database) => {
@@ -326,8 +326,8 @@ describe('isBusy', () => {
     }
   })
 
-  test('JOB-05 [postgres.js] a write whose connection is ended and seen closed before its next statement fails busy, writes nothing more on that connection (which would crash postgres.js 3.4), and the next write gets a new one', async () => {
-    const child = spawnFixture('pg-lost-child.ts', [t.url])
+  test.each(POSTGRES_JS)('JOB-05 [%s] a write whose connection is ended and seen closed before its next statement fails busy, writes nothing more on that connection (which would crash postgres.js 3.4), and the next write gets a new one', async (major) => {
+    const child = spawnFixture('pg-lost-child.ts', [t.url, major])
     const exit = await child.exited
     expect({ code: exit.code, signal: exit.signal, lines: child.lines }, child.stderr()).toEqual({ code: 0, signal: null, lines: ['lost true', 'after true'] })
     expect(await ids()).toEqual(['after'])

@@ -7,7 +7,7 @@ import { sql } from 'drizzle-orm'
 import pg from 'pg'
 import { expect, test } from 'vitest'
 import { driverClientOf } from '../../src/dialect/drizzle.js'
-import { eachFreshPgDb } from '../helpers/pg.js'
+import { eachFreshPgDb, POSTGRES_JS } from '../helpers/pg.js'
 
 const t = eachFreshPgDb()
 const MOVED = "a transaction: Drizzle's session.client moved; change driverClientOf in src/dialect/drizzle.ts"
@@ -23,8 +23,8 @@ test('node-postgres: the client behind a database is its pool, and behind a tran
   })
 })
 
-test('postgres.js: the client behind a database is its Sql, and behind a transaction the TransactionSql the transaction runs on', async () => {
-  const { client, db } = t.postgresJs()
+test.each(POSTGRES_JS)('%s: the client behind a database is its Sql, and behind a transaction the TransactionSql the transaction runs on', async (major) => {
+  const { client, db } = t.postgresJs(major)
   expect(driverClientOf(db), 'a database: its public $client').toBe(client)
   await db.transaction(async (tx) => {
     const inner = driverClientOf(tx)

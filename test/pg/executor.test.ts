@@ -9,7 +9,7 @@ import { pgConnectionOf } from '../../src/dialect/pg/connection.js'
 import { isOwnerGone } from '../../src/engine/owner.js'
 import { defineQueue } from '../../src/queue/define.js'
 import { pruneEnded, releaseAbandoned, releaseUnleased } from '../../src/worker/maintenance.js'
-import { eachFreshPgDb } from '../helpers/pg.js'
+import { eachFreshPgDb, POSTGRES_JS } from '../helpers/pg.js'
 import { addJobs, claim, done, end, newJob, NOW, request, retried, store } from './jobs.js'
 
 const t = eachFreshPgDb()
@@ -547,9 +547,9 @@ describe('queues: paused, limits, what a worker reads before it claims', () => {
   })
 })
 
-describe('the executor on postgres.js', () => {
-  test('JOB-20 [postgres] a claim and its end on postgres.js answer the same rows as on node-postgres', async () => {
-    const c = pgConnectionOf(t.postgresJs().db)
+describe.each(POSTGRES_JS)('the executor on %s', (major) => {
+  test(`JOB-20 [${major}] a claim and its end answer the same rows as on node-postgres`, async () => {
+    const c = pgConnectionOf(t.postgresJs(major).db)
     const seqs = await addJobs(c, [newJob('replies', 'a', { grp: 'g' }), newJob('replies', 'b')])
     const claimed = await claim(c, replies, request('owner-1', 5))
     expect(claimed).toEqual([
