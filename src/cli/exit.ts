@@ -20,6 +20,8 @@ export const EXIT = {
   BAD_URL: 6,
   /** The PostgreSQL server refused the connection: nothing listens there, no such database, or the login failed. */
   UNREACHABLE: 7,
+  /** The database's driver is not installed in the app: better-sqlite3 for a SQLite file, pg for a PostgreSQL URL. */
+  DRIVER: 8,
 } as const
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT]
@@ -29,7 +31,7 @@ export class CliError extends Error {
   constructor(
     readonly exitCode: ExitCode,
     message: string,
-    /** A stable word for `--json` output: usage, database, not_found, refused, bad_url, unreachable, failure. */
+    /** A stable word for `--json` output: usage, database, not_found, refused, bad_url, unreachable, driver, failure. */
     readonly kind: string,
   ) {
     super(message)

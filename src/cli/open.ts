@@ -9,7 +9,7 @@ import { resolve } from 'node:path'
 import type { Connection } from '../dialect/index.js'
 import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { done } from '../dialect/program.js'
-import { openPgUrl, type OpenedPg } from '../dialect/pg/open.js'
+import { isModuleMissing, openPgUrl, type OpenedPg } from '../dialect/pg/open.js'
 import { openSqliteFile } from '../dialect/sqlite/open.js'
 import { isJobsError } from '../errors.js'
 import { CliError, EXIT, usageError } from './exit.js'
@@ -46,19 +46,20 @@ export async function openDatabase(target: { target: string; from: string } | un
   return openSqlite(target.target)
 }
 
-function openSqlite(file: string): Promise<OpenDatabase> {
+async function openSqlite(file: string): Promise<OpenDatabase> {
   const path = resolve(file)
   if (!existsSync(path)) throw new CliError(EXIT.DATABASE, `no database file at ${path}: pass the SQLite file your app uses with --db`, 'database')
   if (statSync(path).isDirectory()) throw new CliError(EXIT.DATABASE, `${path} is a directory, not a SQLite database file`, 'database')
-  let opened: ReturnType<typeof openSqliteFile>
+  let opened: Awaited<ReturnType<typeof openSqliteFile>>
   try {
-    opened = openSqliteFile(path)
+    opened = await openSqliteFile(path)
   } catch (error) {
+    if (isModuleMissing(error)) throw missingDriver('a SQLite file', 'better-sqlite3', error)
     throw new CliError(EXIT.DATABASE, `cannot open ${path}: ${(error as Error).message}`, 'database')
   }
   try {
     const connection = connectionOf(opened.db)
-    return Promise.resolve({ label: path, db: opened.db, connection, close: async () => opened.close() })
+    return { label: path, db: opened.db, connection, close: async () => opened.close() }
   } catch (error) {
     opened.close()
     if (isJobsError(error, 'SCHEMA_MISSING')) throw new CliError(EXIT.DATABASE, `${path}: ${error.message}`, 'database')
@@ -83,8 +84,7 @@ async function openPostgres(url: string, from: string): Promise<OpenDatabase> {
   try {
     opened = await openPgUrl(url, { max: POOL_SIZE, connectTimeoutMs: CONNECT_TIMEOUT_MS })
   } catch (error) {
-    const code = (error as { code?: unknown }).code
-    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') throw new CliError(EXIT.FAILURE, `PostgreSQL needs the pg package: npm install pg (${oneLine(error)})`, 'failure')
+    if (isModuleMissing(error)) throw missingDriver('a PostgreSQL URL', 'pg (or postgres)', error)
     throw new CliError(EXIT.BAD_URL, `${label} is not a PostgreSQL URL that can be read (${oneLine(error)}): expected postgres://USER:PASSWORD@HOST:PORT/DATABASE`, 'bad_url')
   }
   const { db, close } = opened
@@ -122,6 +122,14 @@ function shownUrl(text: string, from: string): string {
   }
   if (url.password !== '') url.password = '***'
   return url.href
+}
+
+/**
+ * The error for a driver the app has not installed. Each database's driver is loaded only when a command
+ * names such a database, so an app installs only its own.
+ */
+function missingDriver(what: string, driver: string, error: unknown): CliError {
+  return new CliError(EXIT.DRIVER, `${what} needs the ${driver} package, which is not installed here: npm install ${driver.split(' ')[0]} (${oneLine(error)})`, 'driver')
 }
 
 /** Why the server refused, in one line, with what to check. */
