@@ -22,19 +22,25 @@ export interface PgStatement<P extends PgParams<P>, R> extends PgStatementText {
   readonly types?: (params: P) => R
 }
 
-const PARAM = /@([A-Za-z_][A-Za-z0-9_]*)/g
+/** A parameter, `@name`, and the cast that follows it where it is cast to JSON. */
+const PARAM = /@([A-Za-z_][A-Za-z0-9_]*)(?=(::jsonb?\b)?)/g
 
 /**
  * Declares a statement named `key` (camelCase, unique among the engine's statements): `P` its parameters,
  * `R` one row. Its name on the server carries a hash of its text, so a statement whose text changed (another
  * version of the package in the same process) is prepared under a name of its own.
+ *
+ * A parameter cast to `jsonb` or `json` is sent as text and cast from it (`$1::text::jsonb`): postgres.js
+ * serializes a parameter that the server types as JSON with its own serializer, JSON.stringify, which would
+ * encode the engine's JSON text a second time (drizzle-orm 0.45 replaces that serializer on the clients it
+ * wraps; 1.0 does not). As text, the value goes as it is on every driver.
  */
 export function pgStatement<P extends PgParams<P> = Record<never, never>, R = never>(key: string, sql: string): PgStatement<P, R> {
   const params: string[] = []
-  const text = sql.replace(PARAM, (_, name: string) => {
+  const text = sql.replace(PARAM, (_, name: string, json: string | undefined) => {
     let index = params.indexOf(name)
     if (index === -1) index = params.push(name) - 1
-    return `$${index + 1}`
+    return json ? `$${index + 1}::text` : `$${index + 1}`
   })
   const hash = createHash('sha1').update(text).digest('hex').slice(0, 8)
   const name = `drizzle_jobs_${key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`)}_${hash}`
