@@ -18,12 +18,14 @@ import {
   queueCounts,
   resumeQueue,
   retryJob,
+  schedule,
   work,
   type JobState,
   type PgDatabase,
   type SyncDatabase,
   type Worker,
 } from '../src/index.js'
+import { dashboard } from '../src/dashboard/index.js'
 import { ADMIN_SQL } from '../src/dialect/sqlite/admin.js'
 import { openDb } from './helpers/db.js'
 import { DIALECTS, eachContractDb } from './helpers/dialects.js'
@@ -266,6 +268,24 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await t.run("update jobs_queue set done = 1000000 where name = 'admin'")
       expect((await queueCounts(t.db, q)).done).toBe(1_000_000)
       expect(await queueCounts(t.db, 'never')).toMatchObject({ waiting: 0, paused: false })
+    })
+
+    test(`${on} lists a queue that has a schedule but has held no job yet, with every count at zero`, async () => {
+      await enqueue(t.db, q, {}, { id: 'w' })
+      await schedule(t.db, defineQueue('digests'), 'daily', { cron: '0 8 * * *', value: {} })
+      expect(await queueCounts(t.db)).toEqual([
+        { queue: 'admin', paused: false, waiting: 1, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 },
+        { queue: 'digests', paused: false, waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 },
+      ])
+      // The dashboard's overview, which lists the queues it answers, shows it too.
+      const board = dashboard(t.db)
+      try {
+        const overview = await board.fetch(new Request('http://127.0.0.1/'))
+        expect(overview.status).toBe(200)
+        expect(await overview.text()).toMatch(/href="[^"]*queues\/digests"/)
+      } finally {
+        board.close()
+      }
     })
   })
 

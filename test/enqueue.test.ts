@@ -364,8 +364,16 @@ describe('JOB-13 limits and bad input give a JobsError with its code and write n
     }
     expect(caught).toBeInstanceOf(JobsError)
     expect((caught as JobsError).code).toBe('SCHEMA_MISSING')
-    expect((caught as JobsError).message).toMatch(/drizzle-kit generate.*drizzle-kit migrate/)
+    expect((caught as JobsError).message).toMatch(/^table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule are missing: .*drizzle-kit generate.*drizzle-kit migrate/)
     expect(refusal(() => work(db, replies, () => {}))).toBe('SCHEMA_MISSING')
     client.close()
+  })
+
+  test('JOB-13 SCHEMA_MISSING names every table that is missing, the schedules table included', () => {
+    const partial = freshDb('partial.db')
+    partial.client.exec('drop table jobs_schedule')
+    const reopened = partial.reopen()
+    expect(() => enqueue(reopened.db, replies, { messageId: 1 })).toThrow(expect.objectContaining({ code: 'SCHEMA_MISSING', message: expect.stringMatching(/^table jobs_schedule is missing: /) }))
+    partial.close()
   })
 })

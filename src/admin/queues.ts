@@ -2,7 +2,7 @@
 import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { jobsChanged } from '../engine/wake.js'
 import { sqlLiteral } from '../stored.js'
-import { andThen, ask, type CountsRow, type Executor } from '../dialect/index.js'
+import { andThen, ask, type CountsRow, type Executor, type ScheduleRow } from '../dialect/index.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 
 /** A queue's jobs by state, as the engine's counters hold them. */
@@ -69,7 +69,8 @@ function setPaused(db: SyncDatabase | PgDatabase, queue: QueueRef, paused: boole
 /** A `jobs_queue` row: the counts, under the table's column names. */
 /**
  * queueCounts answers a queue's jobs by state, or with no queue, every
- * queue's (by name). It reads the counters that triggers keep in
+ * queue's (by name): each queue that has held a job, and each that has a
+ * schedule but no job yet. It reads the counters that triggers keep in
  * `jobs_queue`, one row per queue, and never counts jobs, so it costs the
  * same with ten jobs as with ten million. A queue that never held a job
  * counts zero everywhere.
@@ -92,9 +93,31 @@ export function queueCounts(db: SyncDatabase | PgDatabase, queue?: QueueRef): Qu
   return answer(connection, (): QueueCounts | QueueCounts[] | Promise<QueueCounts | QueueCounts[]> => {
     const name = queue === undefined ? undefined : queueNameOf(queue)
     const executor = connection.executor
-    if (name === undefined) return andThen(executor.queueGetCountsAll(), (rows) => rows.map(toCounts))
-    return andThen(executor.queueGetCounts(name), (row) => (row ? toCounts(row) : { queue: name, paused: false, waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }))
+    if (name === undefined) {
+      const [counts, schedules] = [executor.queueGetCountsAll(), executor.scheduleList(null)]
+      if (counts instanceof Promise || schedules instanceof Promise) {
+        return Promise.all([counts, schedules]).then(([rows, list]) => withScheduledQueues(rows.map(toCounts), list))
+      }
+      return withScheduledQueues(counts.map(toCounts), schedules)
+    }
+    return andThen(executor.queueGetCounts(name), (row) => (row ? toCounts(row) : noJobs(name)))
   })
+}
+
+/** A queue that holds no job, nor ever did. */
+function noJobs(queue: string): QueueCounts {
+  return { queue, paused: false, waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }
+}
+
+/**
+ * Every queue's counts with the queues that have a schedule but have held no job yet (their row in
+ * `jobs_queue` comes with their first job), by name.
+ */
+function withScheduledQueues(counts: QueueCounts[], schedules: readonly ScheduleRow[]): QueueCounts[] {
+  const known = new Set(counts.map((row) => row.queue))
+  const added = [...new Set(schedules.map((schedule) => schedule.queue))].filter((queue): queue is string => typeof queue === 'string' && !known.has(queue))
+  if (added.length === 0) return counts
+  return [...counts, ...added.map(noJobs)].sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0))
 }
 
 function toCounts(row: CountsRow): QueueCounts {

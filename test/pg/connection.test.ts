@@ -191,7 +191,7 @@ describe('the schema check', () => {
       const c = pgConnectionOf(bare.db)
       const missing = expect.objectContaining({
         code: 'SCHEMA_MISSING',
-        message: expect.stringMatching(/^table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_count are missing: add `export \* from 'drizzle-jobs\/pg\/schema'`.*`drizzle-kit generate`.*`drizzle-kit migrate`/),
+        message: expect.stringMatching(/^table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing: add `export \* from 'drizzle-jobs\/pg\/schema'`.*`drizzle-kit generate`.*`drizzle-kit migrate`/),
       })
       await expect(c.write(adding('a'))).rejects.toThrow(missing)
       await expect(c.join(adding('a'))).rejects.toThrow(missing)
@@ -202,7 +202,7 @@ describe('the schema check', () => {
         await expect(pgConnectionOf(tx).write(adding('a'))).rejects.toThrow(missing)
       })
       await bare.pool.query(`create table jobs_queue (name text primary key)`)
-      await expect(c.prepareWrites()).rejects.toThrow(/^table jobs_job, jobs_step, jobs_lease, jobs_count are missing/)
+      await expect(c.prepareWrites()).rejects.toThrow(/^table jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing/)
       await bare.pool.query(`drop table jobs_queue`)
       await migrate(bare.db, { migrationsFolder: PG_MIGRATIONS })
       expect(await c.write(adding('a'))).toBe(true)

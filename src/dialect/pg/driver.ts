@@ -139,8 +139,9 @@ function isNodePgClient(client: unknown): client is NodePgClient {
   return hasFunctions(client, 'query', 'connect', 'on', 'removeListener') && typeof Reflect.get(client, 'connectionParameters') === 'object'
 }
 
+/** A postgres.js Sql of its own: it listens, and holds no savepoint (a 4.x TransactionSql also has `begin`). */
 function isPostgresJsPool(client: unknown): client is PostgresJsPool {
-  return typeof client === 'function' && hasFunctions(client, 'unsafe', 'begin')
+  return typeof client === 'function' && hasFunctions(client, 'unsafe', 'begin', 'listen') && !hasFunctions(client, 'savepoint')
 }
 
 function isPostgresJsTransaction(client: unknown): client is PostgresJsTransaction {
@@ -387,7 +388,8 @@ function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
     database: {
       host: String(first(options.host) ?? 'localhost'),
       port: Number(first(options.port) ?? 5432),
-      database: String(options.database ?? options.user ?? ''),
+      // postgres.js 4 leaves `database` null when the user is a function; either may be one.
+      database: [options.database, options.user].find((name): name is string => typeof name === 'string') ?? '',
     },
     query: postgresJsQueryable(sql).query,
     transaction: (fn, options) => postgresJsBegin(sql, (options?.readOnly ? READ_BEGIN : WRITE_BEGIN).slice('begin '.length), fn),

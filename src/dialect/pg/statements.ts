@@ -43,9 +43,9 @@ type Seqs = { seqs: string }
 type EndParams = Omit<RunEndParams, 'finishedAt' | 'result'>
 
 export const SQL = {
-  /** Which of the four tables are missing, and the database the connection is on (for a client whose options do not say). */
+  /** Which of the tables the migrations make are missing, and the database the connection is on (for a client whose options do not say). */
   schemaCheck: pgStatement<Record<never, never>, { missing: string | null; database: string; host: string; port: number }>('schemaCheck', `select
-      (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_count']) with ordinality as t(name, ord)
+      (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule', 'jobs_count']) with ordinality as t(name, ord)
        where to_regclass(t.name) is null) as missing,
       current_database() as database, coalesce(host(inet_server_addr()), 'localhost') as host,
       coalesce(inet_server_port(), current_setting('port')::int) as port`),

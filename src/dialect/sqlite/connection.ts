@@ -19,7 +19,8 @@ export interface SqliteConnection extends Connection<'sync'> {
   readonly client: Database.Database
 }
 
-const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease'] as const
+/** Every table the migrations make, each named when it is missing. */
+const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule'] as const
 const MIGRATE_HINT = "add `export * from 'drizzle-jobs/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
 
 const connections = new WeakMap<Database.Database, SqliteConnection>()

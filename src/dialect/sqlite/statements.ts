@@ -62,7 +62,7 @@ function insertJobRows(rows: number) {
 }
 
 export const SQL = {
-  tablesPresent: statement<[], string>(`select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease')`, { pluck: true }),
+  tablesPresent: statement<[], string>(`select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule')`, { pluck: true }),
   triggersPresent: single<[], number>(`select count(*) from sqlite_master where type = 'trigger' and name in
     ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1')`),
   /** The column that the latest migration adds: without it the tables are an older version's. */
