@@ -9,6 +9,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFile
 import { dirname, join, relative, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterAll, expect, test } from 'vitest'
+import { DRIZZLE_1 } from './fresh-apps/drizzle-1.js'
 
 const ROOT = resolve(import.meta.dirname, '..')
 const BIN = join(ROOT, 'node_modules', '.bin')
@@ -123,7 +124,7 @@ test('package declarations: nothing @internal is shipped, WorkOptions has no clo
   }
 })
 
-test('package peers: each range starts at the version the suite runs on and stops before the next breaking release', () => {
+test('package peers: each range is made of the lines a test runs, each from the version tested to the next breaking release', () => {
   expect(pkg.peerDependencies).toEqual({
     'better-sqlite3': expect.any(String),
     'drizzle-orm': expect.any(String),
@@ -132,16 +133,33 @@ test('package peers: each range starts at the version the suite runs on and stop
   })
   // An app installs the driver of its database only: a PostgreSQL app does not compile better-sqlite3.
   expect(pkg.peerDependenciesMeta).toEqual({ 'better-sqlite3': { optional: true }, pg: { optional: true }, postgres: { optional: true } })
+  /** The first version of each line a test runs: the suite's devDependency, one beside it under an alias, or the fresh apps' drizzle-orm 1.0. */
+  const tested: Record<string, string[]> = {
+    'better-sqlite3': [devVersion('better-sqlite3')],
+    'drizzle-orm': [devVersion('drizzle-orm'), DRIZZLE_1],
+    pg: [devVersion('pg')],
+    postgres: [devVersion('postgres'), devVersion('postgres4')],
+  }
   for (const [name, range] of Object.entries(pkg.peerDependencies)) {
-    const tested = pkg.devDependencies[name]!.replace(/^[\^~]/, '')
-    const installed = (JSON.parse(readFileSync(resolve(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version
-    expect(installed.split('.').slice(0, 2), `${name} ${installed} is the line the devDependency names`).toEqual(tested.split('.').slice(0, 2))
-    const [major, minor] = tested.split('.').map(Number) as [number, number]
-    // 0.x releases break at each minor, as drizzle-orm's do; 1.x and later at each major.
-    const next = major === 0 ? `0.${minor + 1}.0` : `${major + 1}.0.0`
-    expect([`^${tested}`, `>=${tested} <${next}`], `${name}'s peer range`).toContain(range)
+    const lines = tested[name]!.map((version) => {
+      const [major, minor] = version.split('.').map(Number) as [number, number]
+      // 0.x releases break at each minor, as drizzle-orm's do; 1.x and later at each major.
+      const next = major === 0 ? `0.${minor + 1}.0` : `${major + 1}.0.0`
+      return [`^${version}`, `>=${version} <${next}`]
+    })
+    const alternatives = range.split('||').map((part) => part.trim())
+    expect(alternatives, `${name}'s peer range has one line per tested version`).toHaveLength(lines.length)
+    alternatives.forEach((alternative, i) => expect(lines[i], `${name}'s peer range, line ${i + 1}`).toContain(alternative))
   }
 })
+
+/** The version a devDependency names (`^3.4.9`, or an alias's `npm:postgres@4.2.0`), checked to be the line installed. */
+function devVersion(name: string): string {
+  const version = pkg.devDependencies[name]!.replace(/^npm:[^@]+@/, '').replace(/^[\^~]/, '')
+  const installed = (JSON.parse(readFileSync(resolve(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version
+  expect(installed.split('.').slice(0, 2), `${name} ${installed} is the line the devDependency names`).toEqual(version.split('.').slice(0, 2))
+  return version
+}
 
 test('package scripts: prepare builds, so that an install from a git URL gets dist/', () => {
   expect(pkg.scripts.prepare).toBe('npm run build')

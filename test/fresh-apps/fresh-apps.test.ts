@@ -18,11 +18,10 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { freshPgDb } from '../helpers/pg.js'
+import { DRIZZLE_1 } from './drizzle-1.js'
 
 const ROOT = resolve(import.meta.dirname, '../..')
 const APPS = join(import.meta.dirname, 'apps')
-/** The drizzle-orm and drizzle-kit 1.0 release candidate the apps move to: the first the package supports. */
-export const DRIZZLE_1 = '1.0.0-rc.5'
 /** Outside the repository, so that an app resolves nothing from the repository's node_modules. */
 const scratch = mkdtempSync(join(tmpdir(), 'drizzle-jobs-fresh-apps-'))
 let tarball: string
