@@ -6,7 +6,7 @@ import { JobsError } from '../errors.js'
 import { encodeJson } from '../json.js'
 import { MAX_ERROR_BYTES, MAX_STACK_BYTES, MAX_TIME_MS, MAX_VALUE_BYTES } from '../limits.js'
 import type { QueueDefinition } from './definition.js'
-import { cutToBytes } from '../text.js'
+import { cutToBytes, storableText } from '../text.js'
 import type { RunEndParams } from '../dialect/index.js'
 import { runsAloneNext, type Abandonment } from './alone.js'
 import { backoffMs } from './backoff.js'
@@ -61,7 +61,7 @@ export function transitionFor(queue: QueueDefinition, run: RunFacts, end: RunEnd
     return ended('done', now, { result })
   }
   const kind = value[OUTCOME]
-  if (kind === 'fail') return ended('failed', now, { error: cutToBytes(value.reason ?? 'failed by the handler', MAX_ERROR_BYTES) })
+  if (kind === 'fail') return ended('failed', now, { error: keptText(value.reason ?? 'failed by the handler', MAX_ERROR_BYTES) })
   if (kind === 'snooze') return scheduled(now + (value.delayMs ?? 0), null, null, 1)
   if (run.attempt >= run.maxAttempts) {
     return ended('failed', now, { error: `the handler asked for a retry on the last attempt (${run.attempt} of ${run.maxAttempts})` })
@@ -78,11 +78,19 @@ export function handedBack(job: { claimedFrom: 'waiting' | 'scheduled'; abandone
 }
 
 function failedRun(queue: QueueDefinition, run: RunFacts, message: string, stack: string | null, now: number): Transition {
-  // Kept errors and stacks are cut to their limits here, where every failed run passes.
-  const error = cutToBytes(message, MAX_ERROR_BYTES)
-  const errorStack = stack === null ? null : cutToBytes(stack, MAX_STACK_BYTES)
+  // Kept errors and stacks are made storable and cut to their limits here, where every failed run passes.
+  const error = keptText(message, MAX_ERROR_BYTES)
+  const errorStack = stack === null ? null : keptText(stack, MAX_STACK_BYTES)
   if (run.attempt >= run.maxAttempts) return ended('failed', now, { error, errorStack })
   return scheduled(now + backoffMs(queue.backoff, run.attempt), error, errorStack, 0)
+}
+
+/**
+ * An error or a stack as it is kept: U+0000 and lone surrogates made U+FFFD (text.ts), so that no run's end
+ * fails for what its error says, then cut to `maxBytes`.
+ */
+function keptText(text: string, maxBytes: number): string {
+  return cutToBytes(storableText(text), maxBytes)
 }
 
 function ended(state: 'done' | 'failed', now: number, fields: Partial<Transition>): Transition {

@@ -12,11 +12,20 @@
  *   queue from its jobs when they were missing; a reader installs nothing.
  */
 import { pgStatement } from './statement.js'
+import { INSTALL_PROTOCOL, PROTOCOL_TRIGGER } from './protocol.js'
 
 const STATES = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] as const
 
-/** The triggers' names: the version is in the name, so that a later version installs its own beside a dropped older one. */
-export const COUNT_TRIGGERS = ['jobs_job_counts_insert_v1', 'jobs_job_counts_update_v1', 'jobs_job_counts_delete_v1'] as const
+/**
+ * The triggers' names: the version is in the name, so that a later version installs its own beside a dropped older
+ * one. With the counting triggers: the table protocol's (protocol.ts), and jobs_queue_counts_kept_v1, which keeps the
+ * counts of a jobs_queue row deleted by hand as changes not folded yet, so that the next fold puts them back.
+ */
+export const COUNT_TRIGGERS = ['jobs_job_counts_insert_v1', 'jobs_job_counts_update_v1', 'jobs_job_counts_delete_v1', PROTOCOL_TRIGGER, 'jobs_queue_counts_kept_v1'] as const
+
+/** The triggers present, of those the engine installs, on jobs_job and jobs_queue. */
+const PRESENT = `select count(*) from pg_trigger where tgrelid in (to_regclass('jobs_job'), to_regclass('jobs_queue'))
+    and tgname in (${COUNT_TRIGGERS.map((name) => `'${name}'`).join(', ')})`
 
 /** Per state, the jobs of `rows` (a transition table) in it, times `sign`, per queue: one row per queue. */
 const perState = (rows: string, sign: '' | '-') =>
@@ -36,7 +45,7 @@ const appendChanges = (changes: string) => `insert into jobs_count (queue, ${STA
 export const INSTALL_COUNTERS = pgStatement('installCounters', `do $install$
 begin
   lock table jobs_job in share row exclusive mode;
-  if (select count(*) from pg_trigger where tgrelid = 'jobs_job'::regclass and tgname in (${COUNT_TRIGGERS.map((name) => `'${name}'`).join(', ')})) = ${COUNT_TRIGGERS.length} then
+  if (${PRESENT}) = ${COUNT_TRIGGERS.length} then
     return;
   end if;
   create or replace function jobs_job_counts_added_v1() returns trigger language plpgsql as $f$
@@ -60,6 +69,14 @@ begin
     referencing old table as jobs_counts_old new table as jobs_counts_new for each statement execute function jobs_job_counts_moved_v1();
   create or replace trigger jobs_job_counts_delete_v1 after delete on jobs_job
     referencing old table as jobs_counts_old for each statement execute function jobs_job_counts_deleted_v1();
+  create or replace function jobs_queue_counts_kept_v1() returns trigger language plpgsql as $f$
+  begin
+    insert into jobs_count (queue, ${STATES.join(', ')}) values (old.name, ${STATES.map((state) => `old.${state}`).join(', ')});
+    return null;
+  end $f$;
+  create or replace trigger jobs_queue_counts_kept_v1 after delete on jobs_queue
+    for each row when (${STATES.map((state) => `old.${state} <> 0`).join(' or ')}) execute function jobs_queue_counts_kept_v1();
+  ${INSTALL_PROTOCOL}
   delete from jobs_count;
   insert into jobs_queue (name) select distinct queue from jobs_job on conflict (name) do nothing;
   update jobs_queue set ${STATES.map((state) => `${state} = 0`).join(', ')};
@@ -69,8 +86,7 @@ begin
 end $install$`)
 
 /** How many of the counting triggers are in place: all of them, or the writer installs them. */
-export const COUNT_TRIGGERS_PRESENT = pgStatement<Record<never, never>, { present: number }>('countTriggersPresent', `select count(*)::int as present from pg_trigger
-  where tgrelid = to_regclass('jobs_job') and tgname in (${COUNT_TRIGGERS.map((name) => `'${name}'`).join(', ')})`)
+export const COUNT_TRIGGERS_PRESENT = pgStatement<Record<never, never>, { present: number }>('countTriggersPresent', `select (${PRESENT})::int as present`)
 
 /**
  * The counts of the queue @queue not folded yet, as a from clause `unfolded` of one row: `rows` (how many)

@@ -40,8 +40,9 @@ const BIGINT_MIN = '-9223372036854775808'
  * bounds; anything else (a key that only SQLite stores: a text, a blob) after every number, as SQLite sorts it.
  */
 function wholeKey(key: ListParams['k1'] | undefined): number | string {
-  if (typeof key === 'number' && Number.isFinite(key)) return Math.trunc(key)
-  return key === -Infinity ? BIGINT_MIN : BIGINT_MAX
+  // A bigint read as a number may round to ±2^63, which JavaScript writes as a number past the bigint's bounds.
+  if (typeof key === 'number' && Math.abs(key) < 2 ** 63) return Math.trunc(key)
+  return typeof key === 'number' && key < 0 ? BIGINT_MIN : BIGINT_MAX
 }
 
 /** A listing's key for a time, in ms: ±Infinity before or after every time; a non-number after every time. */
@@ -141,7 +142,7 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
 
     jobGetSnapshot: (queue, id) => get(q, READ_SQL.jobById, { queue, id }),
     jobGetSnapshots: (seqs) => all(q, READ_SQL.jobsBySeq, { seqs: JSON.stringify(seqs) }),
-    jobCountAhead: async (at) => (await one(q, READ_SQL.countAhead, { ...at, now: timeBound(at.now) })).ahead,
+    jobCountAhead: async (at) => (await one(q, READ_SQL.countAhead, { ...at, priority: wholeKey(at.priority), now: timeBound(at.now) })).ahead,
     /** One query: the head of the line, numbered by row_number() in claim order, filtered to the seqs asked about. */
     async jobPlacesInLine(line, seqs) {
       const rows = await all(q, READ_SQL.placesInLine, { ...line, now: timeBound(line.now), seqs: JSON.stringify([...seqs]) })

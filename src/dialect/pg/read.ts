@@ -39,7 +39,7 @@ export const READ_SQL = {
    * generic plan walks the index, not the table). Only jobs due by @now count: one
    * scheduled for later, though more urgent, is not claimed before this one now.
    */
-  countAhead: pgStatement<{ queue: string; now: number; priority: number; runAt: number; seq: number; limit: number }, { ahead: number }>('countAhead', `select count(*)::int as ahead from (
+  countAhead: pgStatement<{ queue: string; now: number; priority: number | string; runAt: number; seq: number; limit: number }, { ahead: number }>('countAhead', `select count(*)::int as ahead from (
       select 1 from jobs_job where ${RUNNABLE_NOW} and (priority, run_at, seq) < (@priority::bigint, ${at('@runAt')}, @seq::bigint)
       order by ${CLAIM_ORDER} limit @limit::bigint
     ) a`),
