@@ -5,6 +5,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import pg from 'pg'
 import { describe, expect, test, vi } from 'vitest'
 import { defineQueue, enqueueMany, getJob, isJobsError, watch, work, type JobSnapshot } from '../../src/index.js'
 import { tempDir } from '../helpers/db.js'
@@ -176,6 +177,42 @@ describe.each(DIALECTS)('%s', (dialect) => {
     } finally {
       now.mockRestore()
     }
+  })
+
+  // The server reads the log's clock; its answer may reach a busy worker late. SQLite's clock is read in the
+  // worker's own transaction, where nothing comes between the read and the claim.
+  test.runIf(dialect === 'postgres')(`JOB-22 ${on} a claim whose read of the server's clock reached its worker late hands its run back: every handler is called within the slack after its stamp`, async () => {
+    const queue = defineQueue<{ n: number }>('late-answer', { rate: { limit: 5, per: '1s' } })
+    const calls: Array<{ at: number; attempt: number }> = []
+    // The first answer of the locked read of the queue's row (which reads the server's clock) reaches the worker
+    // 300 ms late, as when its process is not scheduled: more than the slack of 100 ms.
+    const query = pg.Client.prototype.query as (...args: unknown[]) => Promise<unknown>
+    let stalls = 1
+    const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      const result = await query.apply(this, args)
+      const name = (args[0] as { name?: unknown } | undefined)?.name
+      if (typeof name === 'string' && name.startsWith('drizzle_jobs_queue_claim_limits_locked') && stalls > 0) {
+        stalls--
+        await new Promise((resolve) => setTimeout(resolve, 300))
+      }
+      return result
+    } as never)
+    try {
+      workers.push(work(t.db, queue, (_value, run) => void calls.push({ at: Date.now(), attempt: run.attempt }), { pollInterval: '10ms' }))
+      await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
+      await waitFor(async () => (await doneCount(t, 'late-answer')) === 1, 'the job to run')
+    } finally {
+      spy.mockRestore()
+    }
+    expect(stalls).toBe(0)
+    const [row] = await t.query<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'late-answer'`)
+    const stamps = (typeof row?.starts === 'string' ? JSON.parse(row.starts) : row?.starts).starts as number[]
+    // Its handler was called once, as the first attempt, within the slack after the latest stamp before it.
+    expect(calls.map((call) => call.attempt)).toEqual([1])
+    const stamp = Math.max(...stamps.filter((at) => at <= calls[0]!.at))
+    expect(calls[0]!.at - stamp, JSON.stringify({ stamps, call: calls[0]!.at })).toBeLessThanOrEqual(100)
+    // The claim that came too late still counts in the window: two starts stamped, one run.
+    expect(stamps).toHaveLength(2)
   })
 
   test(`JOB-22 ${on} an idle worker wakes when the rate's window opens, not on its next poll`, async () => {
