@@ -130,6 +130,7 @@ test('JOB-18 a job that may run but whose columns break the protocol fails at on
     ['negative-attempts', { attempts: -1 }, /^attempts holds -1, not a count of runs/],
     ['text-attempts', { attempts: 'none' }, /^attempts holds 'none', not a count of runs/],
     ['no-attempts', { max_attempts: 0 }, /^max_attempts holds 0, not a number of runs/],
+    ['above-max', { attempts: 5, max_attempts: 2 }, /^attempts holds 5, not a count of runs within max_attempts \(2\): the row breaks the table protocol$/],
     ['blob-group', { grp: Buffer.from([0, 255]) }, /^grp holds X'00FF', not text or null/],
     ['running-blob-run-at', { state: 'running', run_at: Buffer.from('x') }, /^run_at holds X'78', not a time/],
   ]
@@ -443,10 +444,12 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
               expect(error.startsWith(`${broken} holds `), `${error} should name ${broken}`).toBe(true)
               expect(error).toMatch(/the row breaks the table protocol$/)
             } else if (after.state!.value === 'failed') {
-              // Either its value is no JSON, or it was running with no lease on its last attempt.
+              // Its value is no JSON, or it counted more attempts than it was given, or it was running with no lease on its last attempt.
               const lastAttempt = firstState === 'running' && (first.attempts!.value as number) >= (first.max_attempts!.value as number)
+              const beyondMax = firstState !== 'running' && (first.attempts!.value as number) > (first.max_attempts!.value as number)
               if (lastAttempt) expect(error).toMatch(/^attempt \d+ of \d+ ended without an outcome: it was running with no lease/)
-              else expect(!isJson(first.value!.value) && /^value holds .*, not JSON/.test(error), error).toBe(true)
+              else if (beyondMax && isJson(first.value!.value)) expect(error).toMatch(/^attempts holds \d+, not a count of runs within max_attempts \(\d+\): the row breaks the table protocol$/)
+              else expect(!isJson(first.value!.value) && /^(value holds .*, not JSON|attempts holds \d+, not a count of runs within max_attempts)/.test(error), error).toBe(true)
             } else if (after.state!.value !== 'done') {
               // Still to come, and rightly: a valid time later than after.
               expect(['waiting', 'scheduled']).toContain(after.state!.value)
