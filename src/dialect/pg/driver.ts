@@ -110,6 +110,19 @@ const WRITE_BEGIN = 'begin isolation level read committed'
 const READ_BEGIN = 'begin isolation level repeatable read read only'
 
 /**
+ * How long the server lets one of the engine's write transactions on a pool sit idle between two statements
+ * before it ends the session (idle_in_transaction_session_timeout, set for that transaction only). The engine
+ * sends each next statement as soon as the last one answered, so a transaction idle this long belongs to a
+ * process whose event loop stalled (a handler's synchronous work, a paused VM); the row locks it holds (a
+ * limited queue's row, the jobs it claims) would hold up every other worker until it woke, its lease's
+ * takeover among them. The server rolls it back instead; the woken process finds its connection lost and
+ * tries the work again, behind the fence. A wait for a lock is not idle: a transaction held up by the app's
+ * lock waits as long as that lock is held.
+ */
+export const WRITE_IDLE_LIMIT_MS = 1_000
+const WRITE_IDLE_LIMIT = `set local idle_in_transaction_session_timeout = ${WRITE_IDLE_LIMIT_MS}`
+
+/**
  * The driver for a client behind a Drizzle handle: its database's `$client` (a pg Pool or Client, a
  * postgres.js Sql), or its transaction's client (a pg PoolClient or Client, a postgres.js TransactionSql).
  * Answers null for a client of any other driver.
@@ -202,7 +215,7 @@ function nodePgPool(pool: NodePgPool): PgPoolDriver {
       const client = await checkOut(pool, onError)
       let releaseWith: Error | undefined
       try {
-        return await inTransaction(client, fn, options, (error) => (releaseWith = error))
+        return await inTransaction(client, fn, { ...options, idleLimit: true }, (error) => (releaseWith = error))
       } finally {
         client.removeListener('error', onError)
         client.release(broken ?? releaseWith)
@@ -239,8 +252,9 @@ const RELISTEN_MAX_MS = 5_000
  */
 function listenOnPool(pool: NodePgPool, channel: string, onNotice: (payload: string) => void, onListening: () => void, onLost: () => void): () => void {
   let stopped = false
-  /** The client that listens, or is being made to. */
+  /** The client that listens, or is being made to, with the 'error' listener that checkOut put on it. */
   let client: NodePgPoolClient | undefined
+  let clientLost: ((error: Error) => void) | undefined
   let waitMs = RELISTEN_FIRST_MS
   const onNotification = (message: { channel: string; payload?: string }) => {
     if (message.channel === channel && message.payload !== undefined) onNotice(message.payload)
@@ -267,6 +281,7 @@ function listenOnPool(pool: NodePgPool, channel: string, onNotice: (payload: str
     checkOut(pool, lost).then(async (checkedOut) => {
       made = checkedOut
       client = made
+      clientLost = lost
       made.on('notification', onNotification)
       try {
         await made.query(`listen ${quoteIdentifier(channel)}`)
@@ -281,12 +296,20 @@ function listenOnPool(pool: NodePgPool, channel: string, onNotice: (payload: str
   const stop = () => {
     stopped = true
     const made = client
+    const lost = clientLost
     client = undefined
+    clientLost = undefined
     if (!made) return
     made.removeListener('notification', onNotification)
+    // Its 'error' listener stays until the UNLISTEN settles (an error meanwhile must not crash the process), and
+    // goes with the client back to the pool: every listening would otherwise leave one on a pooled client.
+    const release = (error?: Error) => {
+      if (lost) made.removeListener('error', lost)
+      made.release(error)
+    }
     made.query(`unlisten ${quoteIdentifier(channel)}`).then(
-      () => made.release(),
-      (error: unknown) => made.release(asError(error)),
+      () => release(),
+      (error: unknown) => release(asError(error)),
     )
   }
   connect()
@@ -299,11 +322,13 @@ function quoteIdentifier(name: string): string {
 
 /**
  * BEGIN, `fn`, COMMIT on one node-postgres client; ROLLBACK when `fn` or COMMIT throws. `unusable` is told
- * of an error after which the client cannot be trusted: a BEGIN or a ROLLBACK that failed.
+ * of an error after which the client cannot be trusted: a BEGIN or a ROLLBACK that failed. With `idleLimit`, a
+ * write transaction's session ends after WRITE_IDLE_LIMIT_MS idle (set in BEGIN's round trip): only on a pool's
+ * client, which the pool replaces, never on the app's own Client.
  */
-async function inTransaction<T>(client: NodePgClient, fn: (q: Queryable) => Promise<T>, options: { readOnly?: boolean } | undefined, unusable: (error: Error) => void): Promise<T> {
+async function inTransaction<T>(client: NodePgClient, fn: (q: Queryable) => Promise<T>, options: { readOnly?: boolean; idleLimit?: boolean } | undefined, unusable: (error: Error) => void): Promise<T> {
   try {
-    await client.query(options?.readOnly ? READ_BEGIN : WRITE_BEGIN)
+    await client.query(options?.readOnly ? READ_BEGIN : options?.idleLimit ? `${WRITE_BEGIN}; ${WRITE_IDLE_LIMIT}` : WRITE_BEGIN)
   } catch (error) {
     unusable(asError(error))
     throw error
@@ -390,7 +415,7 @@ function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
       database: String(options.database ?? options.user ?? ''),
     },
     query: postgresJsQueryable(sql).query,
-    transaction: (fn, options) => postgresJsBegin(sql, (options?.readOnly ? READ_BEGIN : WRITE_BEGIN).slice('begin '.length), fn),
+    transaction: (fn, options) => postgresJsBegin(sql, (options?.readOnly ? READ_BEGIN : WRITE_BEGIN).slice('begin '.length), fn, !options?.readOnly),
     listen(channel, onNotice, onListening) {
       // postgres.js keeps a connection for its listeners, makes it anew when lost, and calls onListening each time.
       let stopped = false
@@ -421,11 +446,14 @@ function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
  * written, and the callback never ends, so that `begin` writes nothing more; the transaction, rolled back by
  * the server when the connection went, answers the loss.
  */
-function postgresJsBegin<T>(sql: PostgresJsPool, mode: string, fn: (tx: Queryable) => Promise<T>): Promise<T> {
+function postgresJsBegin<T>(sql: PostgresJsPool, mode: string, fn: (tx: Queryable) => Promise<T>, idleLimit: boolean): Promise<T> {
   let lost = false
   let markLost = (): void => {}
   const closed = new Promise<void>((resolve) => (markLost = () => ((lost = true), resolve())))
   const begun = sql.begin(mode, async (tx) => {
+    // Sent ahead of the first statement, in the same round trip (postgres.js pipelines a connection's statements);
+    // should it fail, the transaction is aborted, and its first statement says so.
+    if (idleLimit) tx.unsafe(WRITE_IDLE_LIMIT, [], { prepare: false }).then(undefined, () => {})
     const queryable = postgresJsQueryable(tx)
     const guarded: Queryable = {
       query: (statement, values) => (lost ? Promise.reject(connectionLost()) : queryable.query(statement, values)),
@@ -472,7 +500,7 @@ function isConnectionLoss(error: unknown): boolean {
   return typeof code === 'string' && (LOSS_CODES.has(code) || code.startsWith('08'))
 }
 
-const LOSS_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'EPIPE', '57P01', '57P02', '57P03'])
+const LOSS_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'EPIPE', '25P03', '57P01', '57P02', '57P03'])
 
 function postgresJsTransaction(sql: PostgresJsTransaction): PgTransactionDriver {
   return {
