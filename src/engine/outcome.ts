@@ -102,18 +102,32 @@ function scheduled(runAt: number, error: string | null, errorStack: string | nul
   return { state: 'scheduled', runAt: Math.min(runAt, MAX_TIME_MS), finishedAt: null, result: null, error, errorStack, refund, abandoned: 0 }
 }
 
+/** What a thrown value says, as text, whatever was thrown: an error whose message is no string, or whose getters throw, included. */
 function errorText(error: unknown): string {
-  if (error instanceof Error) return error.message || error.name
+  if (error instanceof Error) return textOf(() => error.message || error.name, () => Object.prototype.toString.call(error))
   if (typeof error === 'string') return error
-  try {
-    return `a non-error was thrown: ${JSON.stringify(error) ?? String(error)}`
-  } catch {
-    return `a non-error was thrown: ${String(error)}`
+  return `a non-error was thrown: ${textOf(() => JSON.stringify(error) ?? String(error), () => String(error), () => Object.prototype.toString.call(error))}`
+}
+
+/** The text of the first of `reads` that answers without throwing. */
+function textOf(...reads: Array<() => unknown>): string {
+  for (const read of reads) {
+    try {
+      return String(read())
+    } catch {
+      // The next way of reading it.
+    }
   }
+  return 'a value that cannot be read as text'
 }
 
 function stackOf(error: unknown): string | null {
-  return error instanceof Error && typeof error.stack === 'string' ? error.stack : null
+  if (!(error instanceof Error)) return null
+  try {
+    return typeof error.stack === 'string' ? error.stack : null
+  } catch {
+    return null
+  }
 }
 
 /** The error a run's signal aborts with when it passes its timeout (JOB-10). */

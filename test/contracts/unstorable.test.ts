@@ -127,6 +127,9 @@ describe.each(DRIVERS)('%s', (driver) => {
         throw 'thrown\u0000text'
       },
       'nul-fail': (run) => run.fail(`failed\u0000with \uDC00 both`),
+      'odd-message': () => {
+        throw Object.assign(new Error('replaced'), { message: 42 })
+      },
       'bad-step': async (run) => {
         const error = await caught(() => run.step('answer', () => `a${LONE}`))
         return isJobsError(error, 'INVALID_VALUE') ? 'step refused' : `step said ${String(error)}`
@@ -158,6 +161,7 @@ describe.each(DRIVERS)('%s', (driver) => {
     expect(byId['lone-throw']).toMatchObject({ state: 'failed', error: 'half \uFFFD pair' })
     expect(byId['nul-string']).toMatchObject({ state: 'failed', error: 'thrown\uFFFDtext' })
     expect(byId['nul-fail']).toMatchObject({ state: 'failed', error: 'failed\uFFFDwith \uFFFD both' })
+    expect(byId['odd-message']).toMatchObject({ state: 'failed', error: '42' })
     expect(surfaced).toEqual([])
     // The worker goes on claiming.
     await enqueue(db as never, q, 'good', { id: 'later' })
