@@ -15,7 +15,7 @@ import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
 import { freshPgDb, type TestPgDb } from '../helpers/pg.js'
 import { waitFor } from '../helpers/wait.js'
 
-const DRIVERS = ['sqlite', 'postgres', 'postgres.js'] as const
+const DRIVERS = ['sqlite', 'pg', 'postgres.js'] as const
 type Driver = (typeof DRIVERS)[number]
 
 /** U+D800 alone: half of a UTF-16 pair, which PostgreSQL's jsonb refuses. */
@@ -48,7 +48,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       db = sqlite.db
     } else {
       pg = await freshPgDb()
-      db = driver === 'postgres' ? pg.db : pg.postgresJs().db
+      db = driver === 'pg' ? pg.db : pg.postgresJs().db
     }
   })
   afterEach(async () => {
