@@ -143,8 +143,8 @@ async function schedulesPanel(ctx: ViewContext, queue: string, now: number): Pro
 <td>${s.name}</td>
 <td><code>${s.cron}</code></td>
 <td>${s.tz}</td>
-<td>${time(s.nextAt, now)}</td>
-<td>${s.lastSlot === null ? '–' : time(s.lastSlot, now)}</td>
+<td>${time(shownTime(s.nextAt), now, s.malformed?.next_at)}</td>
+<td>${s.lastSlot === null ? '–' : time(shownTime(s.lastSlot), now, s.malformed?.last_slot)}</td>
 <td>${s.lastJob === null ? '–' : s.lastJob.state === null ? html`<span class="muted" title="${s.lastJob.id}">pruned</span>` : html`<a href="${jobPath(ctx, queue, s.lastJob.id)}">${stateBadge(s.lastJob.state)}</a>`}</td>
 </tr>`,
   )
@@ -238,6 +238,11 @@ function steps(job: JobDetail): Html {
 
 function stateBadge(state: JobState): Html {
   return html`<span class="badge ${state}">${state}</span>`
+}
+
+/** A Date that holds a time, else null (an invalid Date: a stored value that is not one, which `time` shows as stored). */
+function shownTime(date: Date): Date | null {
+  return Number.isNaN(date.getTime()) ? null : date
 }
 
 /** A time, relative to now; a stored value that is not a time (another program wrote it) is shown as stored. */
