@@ -9,7 +9,7 @@
 import { execFile } from 'node:child_process'
 import fc from 'fast-check'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import { cancel, defineQueue, enqueue, getJob, inspectJob, listJobs, pauseQueue, queueCounts, watch, work, type JobState, type Json, type Worker } from '../../src/index.js'
+import { cancel, defineQueue, enqueue, enqueueMany, getJob, inspectJob, listJobs, pauseQueue, queueCounts, watch, work, type JobState, type Json, type Worker } from '../../src/index.js'
 import { dashboard } from '../../src/dashboard/index.js'
 import { list, show, status } from '../../src/cli/commands.js'
 import { connectionOf } from '../../src/dialect/sqlite/connection.js'
@@ -165,6 +165,23 @@ test('JOB-18 a job written as running with no lease runs again, as an abandoned 
   expect(ran.sort()).toEqual(['behind', 'orphan'])
   expect(surfaced).toEqual([])
   expect(queueCounts(t.db, single)).toMatchObject({ running: 0, done: 2, failed: 1 })
+})
+
+test('JOB-18 [sqlite] a jobs_queue row deleted by hand while its queue has jobs comes back counted from them: the counts stay right afterwards', async () => {
+  const counted = defineQueue<{ n: number }>('deleted-row')
+  worker = work(t.db, counted, () => {}, { onError: (error) => surfaced.push(error) })
+  enqueueMany(t.db, counted, Array.from({ length: 7 }, (_, n) => ({ value: { n } })))
+  await waitFor('seven jobs to be done', () => queueCounts(t.db, counted).done === 7, 10_000)
+  producer.prepare('delete from jobs_queue where name = ?').run(counted.name)
+  expect(queueCounts(t.db, counted)).toMatchObject({ waiting: 0, running: 0, done: 7 })
+  enqueueMany(t.db, counted, [{ value: { n: 8 } }])
+  await waitFor('the eighth job to be counted done', () => queueCounts(t.db, counted).done === 8, 10_000)
+  expect(queueCounts(t.db, counted)).toMatchObject({ waiting: 0, scheduled: 0, running: 0, done: 8, failed: 0 })
+  // A queue with no jobs left loses its row for good, as asked.
+  producer.prepare('delete from jobs_job where queue = ?').run(counted.name)
+  producer.prepare('delete from jobs_queue where name = ?').run(counted.name)
+  expect(producer.prepare('select count(*) from jobs_queue where name = ?').pluck().get(counted.name)).toBe(0)
+  expect(surfaced).toEqual([])
 })
 
 test('JOB-18 getJob, watch, the admin API, the CLI and the dashboard show a row with times that are no times as stored, without throwing', async () => {

@@ -64,7 +64,7 @@ function insertJobRows(rows: number) {
 export const SQL = {
   tablesPresent: statement<[], string>(`select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease')`, { pluck: true }),
   triggersPresent: single<[], number>(`select count(*) from sqlite_master where type = 'trigger' and name in
-    ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1')`),
+    ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1', 'jobs_queue_counts_kept_v1')`),
   /** The column that the latest migration adds: without it the tables are an older version's. */
   latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_queue') where name = 'claim_waiters'`),
   dataVersion: single<[], number>(`pragma data_version`),
@@ -219,7 +219,7 @@ export const SQL = {
 } as const
 
 /** How many triggers the engine installs; fewer present means some are to be created. */
-export const TRIGGER_COUNT = 4
+export const TRIGGER_COUNT = 5
 
 const KNOWN_STATES = `(${STATES.map((state) => `'${state}'`).join(', ')})`
 const ENDED_STATES = `('done', 'failed', 'canceled')`
@@ -245,6 +245,9 @@ const mustFail = (r: string) =>
  * that fires jobs_job_protocol_v1. The update trigger then counts the state the job was left in, since
  * SQLite does not fire it again for the protocol trigger's update while it runs; the insert trigger's
  * touch does fire it. A job failed here keeps no lease and no step.
+ *
+ * A `jobs_queue` row that another program deletes while its queue has jobs is made again at once,
+ * counted from them (jobs_queue_counts_kept_v1): the counters live in that row only, and would be lost.
  */
 export const COUNTER_TRIGGERS = `
 drop trigger if exists jobs_job_counts_insert_v1;
@@ -290,6 +293,12 @@ create trigger if not exists jobs_job_counts_delete_v1 after delete on jobs_job 
     running = running - (old.state = 'running'), done = done - (old.state = 'done'),
     failed = failed - (old.state = 'failed'), canceled = canceled - (old.state = 'canceled')
   where name = old.queue;
+end;
+create trigger if not exists jobs_queue_counts_kept_v1 after delete on jobs_queue begin
+  insert into jobs_queue (name, waiting, scheduled, running, done, failed, canceled)
+  select old.name, sum(state = 'waiting'), sum(state = 'scheduled'), sum(state = 'running'), sum(state = 'done'),
+    sum(state = 'failed'), sum(state = 'canceled')
+  from jobs_job where queue = old.name having count(*) > 0;
 end;`
 
 /**
