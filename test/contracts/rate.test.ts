@@ -12,6 +12,7 @@ import { tempDir } from '../helpers/db.js'
 import { DIALECTS, eachContractDb, type ContractDb } from '../helpers/dialects.js'
 import { startFixture } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
+import { drain } from '../../src/testing/index.js'
 import { rated, ratedGroups } from '../fixtures/rate-queues.js'
 
 /** The most starts in any window of `perMs` that begins at a start. */
@@ -172,6 +173,33 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(back).toMatchObject({ state: 'waiting', attempt: 0 })
       late = false
       await waitFor(async () => (await doneCount(t, 'handed-back')) === 1, 'the job to run once its worker keeps up', 10_000)
+      // Its handler ran once, as the first attempt: the runs handed back cost none.
+      expect(attempts).toEqual([1])
+    } finally {
+      now.mockRestore()
+    }
+  })
+
+  test(`JOB-22 ${on} drain, like a worker, hands back a run it cannot begin within the slack of its stamped start, its attempt refunded, and runs it later`, async () => {
+    const queue = defineQueue<{ n: number }>('drain-handed-back', { rate: { limit: 5, per: '1s' } })
+    const attempts: number[] = []
+    // While `late`, every reading of the monotonic clock is 150 ms after the last, as in the worker's test above.
+    const realNow = performance.now.bind(performance)
+    let late = true
+    let skew = 0
+    const now = vi.spyOn(performance, 'now').mockImplementation(() => realNow() + (late ? (skew += 150) : skew))
+    try {
+      await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
+      const draining = drain(t.db, queue, (_value, run) => void attempts.push(run.attempt))
+      const logged = async () => {
+        const [row] = await t.query<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'drain-handed-back'`)
+        const log = typeof row?.starts === 'string' ? JSON.parse(row.starts) : row?.starts
+        return (log as { starts?: number[] } | null)?.starts?.length ?? 0
+      }
+      await waitFor(async () => (await logged()) === 5, 'the job to be claimed five times')
+      expect(attempts).toEqual([])
+      late = false
+      expect(await draining).toMatchObject({ ran: 1, done: 1 })
       // Its handler ran once, as the first attempt: the runs handed back cost none.
       expect(attempts).toEqual([1])
     } finally {
