@@ -139,7 +139,7 @@ export function checkName(value: unknown, what: string): string {
     throw new JobsError('INVALID_OPTION', `${what} must be a non-empty string, got ${value === '' ? 'an empty string' : typeof value}`)
   }
   if (!(value as string & { isWellFormed(): boolean }).isWellFormed()) {
-    throw new JobsError('INVALID_OPTION', `${what} holds a lone surrogate (half of a UTF-16 pair), which SQLite cannot store as text`)
+    throw new JobsError('INVALID_OPTION', `${what} holds a lone surrogate (half of a UTF-16 pair), which neither SQLite nor PostgreSQL stores as text`)
   }
   if (value.length > MAX_NAME_BYTES / 3 && Buffer.byteLength(value, 'utf8') > MAX_NAME_BYTES) {
     throw new JobsError('TOO_LARGE', `${what} is ${Buffer.byteLength(value, 'utf8')} bytes; the limit is ${MAX_NAME_BYTES}`)
