@@ -133,6 +133,11 @@ export class Flusher {
     return this.pendingEnds.length > 0
   }
 
+  /** Whether a flush is under way: the ends it writes hold their leases until it commits. */
+  get writing(): boolean {
+    return this.current !== null
+  }
+
   /** Flushes soon: on the next turn of the event loop, or, while other writers contend for the lock, after a short gap. */
   schedule(): void {
     if (this.queued) return

@@ -104,26 +104,31 @@ export const UNFOLDED_ALL = `(select queue, ${STATES.map((state) => `sum(${state
 export const kept = (state: (typeof STATES)[number]) => `(coalesce(q.${state}, 0) + coalesce(unfolded.${state}, 0))::float8`
 
 /**
- * Whether this transaction may fold the queue's counts: only one folder of a queue at a time, the others
- * pass (the lock ends with the transaction). Two folders at once would each delete the rows the other
- * locked, in whatever order their scans met them, and could deadlock.
- */
-export const FOLD_TURN = pgStatement<{ queue: string }, { turn: boolean }>('foldTurn', `select pg_try_advisory_xact_lock(hashtext('drizzle_jobs_fold'), hashtext(@queue::text)) as turn`)
-
-/**
- * Folds the queue's rows of jobs_count into its jobs_queue row, in one statement: the rows deleted are
- * exactly the ones added to the row. Safe beside writers and readers, with no lock a writer waits for:
+ * Folds the queue's rows of jobs_count into its jobs_queue row, in one statement run on its own (no transaction
+ * around it), so that no lock it takes outlives it, whatever the process that sent it does next (a handler that
+ * blocks the event loop, say): the rows deleted are exactly the ones added to the row. Safe beside writers and
+ * readers, and waits for none of them:
+ * - folders of one queue take turns (a transaction-scoped advisory lock, which ends with the statement): the
+ *   second passes, so two never delete the same rows, in whatever order their scans met them, and never deadlock;
+ * - a queue row that another transaction has locked (a claim of a limited queue, the app's own `for update`) is
+ *   passed over (`skip locked`): the fold waits for nobody, and the next one folds what this one left;
  * - the delete takes only the rows committed when it starts; a writer's row committed later is left for
  *   the next fold, never lost nor counted twice;
  * - the delete and the row's update commit together, so a reader's statement (one snapshot) sees each
  *   change either in jobs_count or in the row, never in both nor in neither;
- * - the update adds to the row as it is when its lock is granted (READ COMMITTED re-reads a row another
- *   transaction changed meanwhile), so a fold never undoes another's, nor a limit or pause set meanwhile;
- * - folders of one queue take turns (FOLD_TURN), so two never delete the same rows.
+ * - the update adds to the row as it is once locked, so a fold never undoes another's, nor a limit or pause set
+ *   meanwhile.
  * A queue without a jobs_queue row (jobs written with plain SQL only) gets one.
  */
-export const FOLD = pgStatement<{ queue: string }, { rows: number }>('foldCounts', `with folded as (
-    delete from jobs_count where queue = @queue::text returning ${STATES.join(', ')}
+export const FOLD = pgStatement<{ queue: string }, { rows: number }>('foldCounts', `with turn as materialized (
+    select pg_try_advisory_xact_lock(hashtext('drizzle_jobs_fold'), hashtext(@queue::text)) as turn
+  ), queue_row as materialized (
+    select name from jobs_queue where name = @queue::text and (select turn from turn) for no key update skip locked
+  ), free as materialized (
+    select (select turn from turn)
+      and (exists (select 1 from queue_row) or not exists (select 1 from jobs_queue where name = @queue::text)) as go
+  ), folded as (
+    delete from jobs_count where queue = @queue::text and (select go from free) returning ${STATES.join(', ')}
   ), sums as (
     select count(*) as rows, ${STATES.map((state) => `coalesce(sum(${state}), 0) as ${state}`).join(', ')} from folded
   ), kept as (

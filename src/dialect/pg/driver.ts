@@ -31,6 +31,18 @@ export interface PgDatabaseName {
   database: string
 }
 
+/** How a transaction of the engine's runs. */
+export interface TransactionOptions {
+  /** A read-only transaction, REPEATABLE READ: its statements see one state. */
+  readOnly?: boolean
+  /**
+   * A write transaction of the engine's protocol (claims, ends, rescues), whose statements follow one another at
+   * once: on a pool, the server ends it when its process stalls between them (WRITE_IDLE_LIMIT_MS), so that the
+   * locks it holds never wait for that process to wake.
+   */
+  bounded?: boolean
+}
+
 /** A pool (or one client of its own): runs each piece of work in a transaction of its own. */
 export interface PgPoolDriver extends Queryable {
   readonly inTransaction: false
@@ -41,7 +53,7 @@ export interface PgPoolDriver extends Queryable {
    * committed before it (the claim's lease count after its queue lock); a read-only one is REPEATABLE READ,
    * so that its statements see one state.
    */
-  transaction<T>(fn: (q: Queryable) => Promise<T>, options?: { readOnly?: boolean }): Promise<T>
+  transaction<T>(fn: (q: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>
   /**
    * Listens on `channel` on a connection kept for it: `onNotice` gets each notification's payload, and
    * `onListening` is called each time the LISTEN is in place (at first, and again after the connection was
@@ -121,6 +133,17 @@ const READ_BEGIN = 'begin isolation level repeatable read read only'
  */
 export const WRITE_IDLE_LIMIT_MS = 1_000
 const WRITE_IDLE_LIMIT = `set local idle_in_transaction_session_timeout = ${WRITE_IDLE_LIMIT_MS}`
+
+/**
+ * postgres.js sends a statement it has not yet prepared on a connection in two parts: it asks the server to
+ * describe it, and sends the rest once the answer is read. Between the two the server counts the transaction as
+ * running a statement, not idle, so a process that stalls there escapes WRITE_IDLE_LIMIT_MS; a statement timeout
+ * (from the statement's first part until it completes) bounds it instead, at a length no statement of the
+ * engine's takes, but long enough for a lock wait of a moment. A statement it ends is tried again as busy work.
+ */
+export const WRITE_STATEMENT_LIMIT_MS = 5_000
+const POSTGRES_JS_WRITE_LIMITS = `select set_config('idle_in_transaction_session_timeout', '${WRITE_IDLE_LIMIT_MS}', true),
+  set_config('statement_timeout', '${WRITE_STATEMENT_LIMIT_MS}', true)`
 
 /**
  * The driver for a client behind a Drizzle handle: its database's `$client` (a pg Pool or Client, a
@@ -215,7 +238,7 @@ function nodePgPool(pool: NodePgPool): PgPoolDriver {
       const client = await checkOut(pool, onError)
       let releaseWith: Error | undefined
       try {
-        return await inTransaction(client, fn, { ...options, idleLimit: true }, (error) => (releaseWith = error))
+        return await inTransaction(client, fn, options, (error) => (releaseWith = error))
       } finally {
         client.removeListener('error', onError)
         client.release(broken ?? releaseWith)
@@ -322,13 +345,13 @@ function quoteIdentifier(name: string): string {
 
 /**
  * BEGIN, `fn`, COMMIT on one node-postgres client; ROLLBACK when `fn` or COMMIT throws. `unusable` is told
- * of an error after which the client cannot be trusted: a BEGIN or a ROLLBACK that failed. With `idleLimit`, a
- * write transaction's session ends after WRITE_IDLE_LIMIT_MS idle (set in BEGIN's round trip): only on a pool's
- * client, which the pool replaces, never on the app's own Client.
+ * of an error after which the client cannot be trusted: a BEGIN or a ROLLBACK that failed. A `bounded` write
+ * transaction's session ends after WRITE_IDLE_LIMIT_MS idle (set in BEGIN's round trip): only on a pool's client,
+ * which the pool replaces, never on the app's own Client (nodePgClient passes no options but `readOnly`).
  */
-async function inTransaction<T>(client: NodePgClient, fn: (q: Queryable) => Promise<T>, options: { readOnly?: boolean; idleLimit?: boolean } | undefined, unusable: (error: Error) => void): Promise<T> {
+async function inTransaction<T>(client: NodePgClient, fn: (q: Queryable) => Promise<T>, options: TransactionOptions | undefined, unusable: (error: Error) => void): Promise<T> {
   try {
-    await client.query(options?.readOnly ? READ_BEGIN : options?.idleLimit ? `${WRITE_BEGIN}; ${WRITE_IDLE_LIMIT}` : WRITE_BEGIN)
+    await client.query(options?.readOnly ? READ_BEGIN : options?.bounded ? `${WRITE_BEGIN}; ${WRITE_IDLE_LIMIT}` : WRITE_BEGIN)
   } catch (error) {
     unusable(asError(error))
     throw error
@@ -355,7 +378,7 @@ function nodePgClient(client: NodePgClient): PgPoolDriver {
     inTransaction: false,
     database: nodePgDatabaseName({ host: client.host, port: client.port, database: client.database, user: client.user }),
     query: (statement, values) => lane.run(() => query(statement, values)),
-    transaction: (fn, options) => lane.run(() => inTransaction(client, fn, options, () => {})),
+    transaction: (fn, options) => lane.run(() => inTransaction(client, fn, { readOnly: options?.readOnly }, () => {})),
     listen(channel, onNotice, onListening) {
       // The app's own client: it listens beside the statements it runs.
       const onNotification = (message: { channel: string; payload?: string }) => {
@@ -415,7 +438,7 @@ function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
       database: String(options.database ?? options.user ?? ''),
     },
     query: postgresJsQueryable(sql).query,
-    transaction: (fn, options) => postgresJsBegin(sql, (options?.readOnly ? READ_BEGIN : WRITE_BEGIN).slice('begin '.length), fn, !options?.readOnly),
+    transaction: (fn, options) => postgresJsBegin(sql, (options?.readOnly ? READ_BEGIN : WRITE_BEGIN).slice('begin '.length), fn, options?.bounded === true),
     listen(channel, onNotice, onListening) {
       // postgres.js keeps a connection for its listeners, makes it anew when lost, and calls onListening each time.
       let stopped = false
@@ -446,14 +469,14 @@ function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
  * written, and the callback never ends, so that `begin` writes nothing more; the transaction, rolled back by
  * the server when the connection went, answers the loss.
  */
-function postgresJsBegin<T>(sql: PostgresJsPool, mode: string, fn: (tx: Queryable) => Promise<T>, idleLimit: boolean): Promise<T> {
+function postgresJsBegin<T>(sql: PostgresJsPool, mode: string, fn: (tx: Queryable) => Promise<T>, bounded: boolean): Promise<T> {
   let lost = false
   let markLost = (): void => {}
   const closed = new Promise<void>((resolve) => (markLost = () => ((lost = true), resolve())))
   const begun = sql.begin(mode, async (tx) => {
     // Sent ahead of the first statement, in the same round trip (postgres.js pipelines a connection's statements);
     // should it fail, the transaction is aborted, and its first statement says so.
-    if (idleLimit) tx.unsafe(WRITE_IDLE_LIMIT, [], { prepare: false }).then(undefined, () => {})
+    if (bounded) tx.unsafe(POSTGRES_JS_WRITE_LIMITS, [], { prepare: false }).then(undefined, () => {})
     const queryable = postgresJsQueryable(tx)
     const guarded: Queryable = {
       query: (statement, values) => (lost ? Promise.reject(connectionLost()) : queryable.query(statement, values)),

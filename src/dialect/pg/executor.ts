@@ -7,7 +7,7 @@
  */
 import type { Executor, ListingOrder, ListParams } from '../index.js'
 import { ADMIN_SQL } from './admin.js'
-import { FOLD, FOLD_TURN, HAS_UNFOLDED } from './counts.js'
+import { FOLD, HAS_UNFOLDED } from './counts.js'
 import type { Queryable } from './driver.js'
 import { READ_SQL } from './read.js'
 import { all, get, one, some } from './statement.js'
@@ -75,11 +75,8 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
      */
     queueShiftCounts: async ({ queue }) => void (await all(q, SQL.queueRowEnsure, { queue })),
     queueHasUnfolded: (queue) => some(q, HAS_UNFOLDED, { queue }),
-    /** One folder of a queue at a time: another transaction folding it already, this one passes (counts.ts says why). */
-    async queueFoldCounts(queue) {
-      if (!(await one(q, FOLD_TURN, { queue })).turn) return 0
-      return (await one(q, FOLD, { queue })).rows
-    },
+    /** One statement, which passes when another folds the queue or holds its row (counts.ts says why). */
+    queueFoldCounts: async (queue) => (await one(q, FOLD, { queue })).rows,
 
     jobInsertIfRoom: (job) => some(q, SQL.insertJobIfRoom, job),
     jobInsert: (job) => some(q, SQL.insertJob, job),
@@ -123,12 +120,13 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     jobSetStateIfLeasedMany: ({ runs, ...end }) => all(q, SQL.endRuns, { ...end, runs: JSON.stringify(runs) }),
     jobSetStateIfUnleased: (end) => some(q, SQL.endUnleased, end),
     jobGetState: async (seq) => (await get(q, SQL.jobState, { seq }))?.state,
+    leaseDeleteOfRuns: async (runs) => void (await all(q, SQL.deleteRunLeases, { runs: JSON.stringify(runs.map((run) => [run.seq, run.owner, run.attempt])) })),
     leaseDeleteMany: async (seqs) => void (await all(q, SQL.deleteLeases, { seqs: JSON.stringify(seqs) })),
     stepDeleteMany: async (seqs) => void (await all(q, SQL.deleteSteps, { seqs: JSON.stringify(seqs) })),
 
     leaseRenewByOwner: (renew) => all(q, SQL.renewLeases, renew),
     leaseListByOwner: (owner) => all(q, SQL.ownerLeases, { owner }),
-    leaseHeld: (lease) => some(q, SQL.leaseHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt }),
+    leaseHeld: (lease, now) => some(q, SQL.leaseHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, now }),
     leaseOwners: async (queue) => (await all(q, SQL.leaseOwners, { queue })).map((row) => row.owner),
     leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) => all(q, SQL.abandonedLeases, { queue, self, now: timeBound(now), deadOwners: JSON.stringify(deadOwners), limit }),
     jobCountUnleased: async (queue) => (await one(q, SQL.unleasedCount, { queue })).count,
