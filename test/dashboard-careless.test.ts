@@ -74,7 +74,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
         const body = await page.text()
         expect(page.status, `${id.length}-character id: ${body.slice(0, 300)}`).toBe(200)
         expect(body).toContain('data-live="job"')
-        expect(body).toContain(`<h1>Job ${id} <span class="badge waiting"`)
+        expect(body).toContain(`<h1>Job ${id === '' ? '<span class="muted" data-empty-id>(empty id)</span>' : id} <span class="badge waiting"`)
         expect(body).toContain(`&quot;n&quot;: ${ids.indexOf(id)}`)
         // The page's live region follows the same job.
         const controller = new AbortController()
