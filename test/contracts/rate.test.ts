@@ -226,8 +226,9 @@ describe.each(DIALECTS)('%s', (dialect) => {
       return result
     } as never)
     try {
-      workers.push(work(t.db, queue, (_value, run) => void calls.push({ at: Date.now(), attempt: run.attempt }), { pollInterval: '10ms' }))
+      // Added first: the worker's first claim, whose read is the one made late, finds the job.
       await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
+      workers.push(work(t.db, queue, (_value, run) => void calls.push({ at: Date.now(), attempt: run.attempt }), { pollInterval: '10ms' }))
       await waitFor(async () => (await doneCount(t, 'late-answer')) === 1, 'the job to run')
     } finally {
       spy.mockRestore()
@@ -239,8 +240,9 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(calls.map((call) => call.attempt)).toEqual([1])
     const stamp = Math.max(...stamps.filter((at) => at <= calls[0]!.at))
     expect(calls[0]!.at - stamp, JSON.stringify({ stamps, call: calls[0]!.at })).toBeLessThanOrEqual(100)
-    // The claim that came too late still counts in the window: two starts stamped, one run.
-    expect(stamps).toHaveLength(2)
+    // The claim that came too late still counts in the window: a start stamped before the one that ran (and more,
+    // should a busy machine make a later claim late too), one run.
+    expect(stamps.filter((at) => at < stamp).length).toBeGreaterThanOrEqual(1)
   })
 
   test(`JOB-22 ${on} an idle worker wakes when the rate's window opens, not on its next poll`, async () => {
