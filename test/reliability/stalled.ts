@@ -47,7 +47,8 @@ export async function stallScenario(db: SyncDatabase | PgDatabase, address: stri
         for (const at of STALL_POINTS) {
           const id = `${++n}-${at}-${wake}`
           const takeover: Takeover = { runs: 0, aborted: false, stepsDone: false }
-          await enqueue(db as SyncDatabase, stalls, { at }, { id })
+          // Ahead of every filler (a lower priority runs first): claimed at once, by the stalled worker and then by the takeover.
+          await enqueue(db as SyncDatabase, stalls, { at }, { id, priority: -1 })
           await enqueueMany(db as SyncDatabase, stalls, Array.from({ length: FILLERS }, () => ({ value: { at: 'filler' as const } })))
           await waitFor(`the stalled run of ${id} to block`, () => child.lines.includes(`stalling ${id}`), 20_000, 5)
           worker = work(db, stalls, async ({ at: filler }, run) => {
