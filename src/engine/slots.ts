@@ -19,7 +19,7 @@
  *   25 hourly slots on the long day, 23 on the short one.
  *
  * Every slot is one instant, and the instants are strictly ascending: no slot
- * runs twice, and none named is lost.
+ * runs twice, and every time named runs, two that fall on one instant as one.
  */
 import { Cron, CronPattern } from 'croner'
 import { JobsError } from '../errors.js'
