@@ -44,7 +44,7 @@ export function encodeJson(value: unknown, what: string, maxBytes: number, allow
 function isPlainJson(value: unknown, depth: number): boolean {
   switch (typeof value) {
     case 'string':
-      return !value.includes('\u0000')
+      return storable(value)
     case 'boolean':
       return true
     case 'number':
@@ -61,7 +61,7 @@ function isPlainJson(value: unknown, depth: number): boolean {
       const proto = Object.getPrototypeOf(value)
       if (proto !== Object.prototype && proto !== null) return false
       for (const key of Object.keys(value)) {
-        if (key.includes('\u0000')) return false
+        if (!storable(key)) return false
         const item = (value as Record<string, unknown>)[key]
         if (item !== undefined && !isPlainJson(item, depth + 1)) return false
       }
@@ -75,7 +75,7 @@ function isPlainJson(value: unknown, depth: number): boolean {
 function checkJson(value: unknown, path: string, seen: Set<object>, depth: number): void {
   switch (typeof value) {
     case 'string':
-      if (value.includes('\u0000')) throw bad(path, `a string holding the character U+0000 (at index ${value.indexOf('\u0000')}), which PostgreSQL's jsonb cannot store`)
+      if (!storable(value)) throw bad(path, `a string holding ${unstorable(value)}, which PostgreSQL's jsonb cannot store`)
       return
     case 'boolean':
       return
@@ -99,7 +99,7 @@ function checkJson(value: unknown, path: string, seen: Set<object>, depth: numbe
           throw bad(path, `a ${kind}, which does not come back from JSON the same (a Date: pass getTime() or toISOString())`)
         }
         for (const key of Object.keys(value)) {
-          if (key.includes('\u0000')) throw bad(path, `an object with a key holding the character U+0000 (${JSON.stringify(key.slice(0, 40))}), which PostgreSQL's jsonb cannot store`)
+          if (!storable(key)) throw bad(path, `an object with a key holding ${unstorable(key)} (${JSON.stringify(key.slice(0, 40))}), which PostgreSQL's jsonb cannot store`)
           const item = (value as Record<string, unknown>)[key]
           if (item !== undefined) checkJson(item, `${path}.${key}`, seen, depth + 1)
         }
@@ -110,6 +110,19 @@ function checkJson(value: unknown, path: string, seen: Set<object>, depth: numbe
     default:
       throw bad(path, `a ${typeof value}, which JSON cannot hold`)
   }
+}
+
+/** Whether PostgreSQL can store `text` in text and jsonb: no U+0000, no lone surrogate. */
+function storable(text: string): boolean {
+  return !text.includes('\u0000') && (text as string & { isWellFormed(): boolean }).isWellFormed()
+}
+
+/** What makes `text` unstorable, and where: the character U+0000, or a lone surrogate. */
+function unstorable(text: string): string {
+  const nul = text.indexOf('\u0000')
+  if (nul >= 0) return `the character U+0000 (at index ${nul})`
+  const lone = text.search(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/)
+  return `a lone surrogate (U+${text.charCodeAt(lone).toString(16).toUpperCase()} at index ${lone}, half of a UTF-16 pair)`
 }
 
 function bad(path: string, what: string): JobsError {
@@ -126,7 +139,7 @@ export function checkName(value: unknown, what: string): string {
     throw new JobsError('INVALID_OPTION', `${what} must be a non-empty string, got ${value === '' ? 'an empty string' : typeof value}`)
   }
   if (!(value as string & { isWellFormed(): boolean }).isWellFormed()) {
-    throw new JobsError('INVALID_OPTION', `${what} holds a lone surrogate (half of a UTF-16 pair), which SQLite cannot store as text`)
+    throw new JobsError('INVALID_OPTION', `${what} holds a lone surrogate (half of a UTF-16 pair), which neither SQLite nor PostgreSQL stores as text`)
   }
   if (value.length > MAX_NAME_BYTES / 3 && Buffer.byteLength(value, 'utf8') > MAX_NAME_BYTES) {
     throw new JobsError('TOO_LARGE', `${what} is ${Buffer.byteLength(value, 'utf8')} bytes; the limit is ${MAX_NAME_BYTES}`)

@@ -49,6 +49,14 @@ export const RESCUE_BATCH_SIZE = 100
 export const STOP_ABORT_GRACE_MS = 1_000
 /** The range of a JavaScript Date, in ms either side of the epoch: a stored time beyond it is no time. */
 export const MAX_TIME_MS = 8.64e15
+/**
+ * The earliest time both databases store, in ms since the epoch: PostgreSQL's timestamptz begins at 4714-11-24 BC
+ * (4713 BC in its own notation), 00:00 UTC, where a Date reaches further back. A `runAt` before it is refused on
+ * SQLite too, so that a job is good on both databases or on neither.
+ */
+export const MIN_STORED_TIME_MS = -210_866_803_200_000
+/** The largest count PostgreSQL's integer columns hold (attempts, limits, rates): 2^31 - 1. */
+export const MAX_STORED_INT = 2 ** 31 - 1
 /** The longest duration that is only compared with times (a delay, a backoff, a retention): the span of a Date, about 273,790 years. */
 export const MAX_DURATION_MS = MAX_TIME_MS
 /** The longest duration a timer waits on directly (a timeout, a lease, a poll interval): about 24.8 days, the most a Node timer can wait. */

@@ -22,6 +22,17 @@ export function cutToBytes(text: string, maxBytes: number): string {
   return decoder.decode(head.subarray(0, written)) + cutMarker(total - written)
 }
 
+/**
+ * Kept text that the caller cannot be asked to change (a thrown error's message, its stack, a reason given to
+ * `run.fail`), made storable in PostgreSQL's text columns and alike on SQLite: the character U+0000 and each lone
+ * surrogate (half of a UTF-16 pair) become U+FFFD, the replacement character. Other text comes back as it is.
+ * @internal
+ */
+export function storableText(text: string): string {
+  const wellFormed = (text as string & { toWellFormed(): string }).toWellFormed()
+  return wellFormed.includes('\u0000') ? wellFormed.replaceAll('\u0000', '\uFFFD') : wellFormed
+}
+
 function cutMarker(bytes: number): string {
   return `… [cut ${String(bytes).replace(/\B(?=(\d{3})+$)/g, ',')} bytes]`
 }

@@ -21,6 +21,10 @@ const MAX_TIMER_MS = 2 ** 31 - 1
 /** Durations only compared with times (a delay, a backoff, a retention): the span of a Date. */
 const MAX_DURATION_MS = 8.64e15
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
+/** Counts stored in an integer column (attempts, limits): at most PostgreSQL's integer, on both databases. */
+const MAX_STORED_INT = 2 ** 31 - 1
+/** The earliest time PostgreSQL stores, 4714-11-24 BC, in ms since the epoch: the earliest runAt on both databases. */
+const MIN_STORED_TIME_MS = -210_866_803_200_000
 
 /**
  * An input, and what the contract says of it: the value it stands for, or the codes a refusal may carry.
@@ -74,7 +78,10 @@ const name = fc.oneof({ arbitrary: validName, weight: 3 }, { arbitrary: invalidN
 
 // Values: JSON that round-trips, at most 1 MiB; or a JSON container with one part JSON cannot keep.
 const badLeaf: fc.Arbitrary<unknown> = fc.constantFrom(10n, Number.NaN, Infinity, -Infinity, () => 1, Symbol('s'), new Date(0), new Map(), new Set([1]), new (class Point {})(), /re/)
-const validValue: fc.Arbitrary<Case<unknown>> = fc.jsonValue({ maxDepth: 3 }).map((v) => ok(v, JSON.parse(JSON.stringify(v))))
+const validValue: fc.Arbitrary<Case<unknown>> = fc.oneof(
+  fc.jsonValue({ maxDepth: 3 }).map((v) => ok(v, JSON.parse(JSON.stringify(v)))),
+  fc.constantFrom('\uD83D\uDE00', { ['\uD83D\uDE00']: ['é€'] }).map((v) => ok(v, v)),
+)
 const invalidValue: fc.Arbitrary<Case<unknown>> = fc.oneof(
   badLeaf.map((leaf) => refused(leaf, 'INVALID_VALUE')),
   fc.tuple(fc.jsonValue({ maxDepth: 2 }), fc.string(), badLeaf).map(([v, key, leaf]) => refused({ ok: v, [key]: { deep: [1, leaf] } }, 'INVALID_VALUE')),
@@ -86,6 +93,8 @@ const invalidValue: fc.Arbitrary<Case<unknown>> = fc.oneof(
   }),
   fc.constant(refused(undefined, 'INVALID_VALUE')),
   fc.constant(refused([1, , 3], 'INVALID_VALUE')),
+  // Text PostgreSQL's jsonb cannot store, refused on SQLite too: U+0000, and lone surrogates (a whole pair is text).
+  fc.constantFrom('\u0000', 'a\uD800', '\uDC00b', ['\uD83D'], { k: 'x\uDFFFy' }, { ['\uD800']: 1 }, { ['k\u0000']: 1 }).map((v) => refused(v, 'INVALID_VALUE')),
 )
 /** Strings near the 1 MiB limit, ASCII and two-byte: the JSON text's quotes count. */
 const limitValue: fc.Arbitrary<Case<unknown>> = fc.noShrink(
@@ -105,7 +114,9 @@ const priority: fc.Arbitrary<Case<unknown>> = fc.oneof(
 const runAt: fc.Arbitrary<Case<unknown>> = fc.oneof(
   fc.integer({ min: 0, max: 4_102_444_800_000 }).map((ms) => ok(ms, ms)),
   fc.integer({ min: 0, max: 4_102_444_800_000 }).map((ms) => ok(new Date(ms), ms)),
-  fc.constantFrom(Number.NaN, Infinity, '2030-01-01', null, {}, new Date(Number.NaN)).map((v) => refused(v, 'INVALID_OPTION')),
+  // From the earliest time PostgreSQL stores (4714-11-24 BC), refused on SQLite too, to the latest a Date holds.
+  fc.constantFrom(MIN_STORED_TIME_MS, 8.64e15).map((ms) => ok(ms, ms)),
+  fc.constantFrom(Number.NaN, Infinity, '2030-01-01', null, {}, new Date(Number.NaN), MIN_STORED_TIME_MS - 1, new Date(-8.64e15), 8.64e15 + 1).map((v) => refused(v, 'INVALID_OPTION')),
 )
 
 /**
@@ -139,12 +150,17 @@ afterAll(() => {
 describe('JOB-13 defineQueue and work with random options', () => {
   const queueOptions = fc.record(
     {
-      attempts: fc.oneof(fc.integer({ min: 1, max: 1000 }).map((n) => ok(n, n)), fc.constantFrom(0, -1, 1.5, Number.NaN, '3', null).map((v) => refused(v, 'INVALID_OPTION'))),
+      attempts: fc.oneof(
+        fc.integer({ min: 1, max: 1000 }).map((n) => ok(n, n)),
+        fc.constant(MAX_STORED_INT).map((n) => ok(n, n)),
+        fc.constantFrom(0, -1, 1.5, Number.NaN, '3', null, MAX_STORED_INT + 1, Number.MAX_SAFE_INTEGER).map((v) => refused(v, 'INVALID_OPTION')),
+      ),
       backoff: fc.record({ initial: duration, max: duration }, { requiredKeys: [] }),
       concurrency: fc.oneof(
         fc.integer({ min: 1, max: 50 }).map((n) => ok(n, { total: n, perGroup: null })),
         fc.record({ total: fc.integer({ min: 1, max: 50 }), perGroup: fc.integer({ min: 1, max: 5 }) }).map((c) => ok(c, c)),
-        fc.constantFrom(0, -2, 1.5, 'many', { total: 0 }, { perGroup: -1 }, { each: 2 }, []).map((v) => refused(v, 'INVALID_OPTION')),
+        fc.constant(MAX_STORED_INT).map((n) => ok(n, { total: n, perGroup: null })),
+        fc.constantFrom(0, -2, 1.5, 'many', { total: 0 }, { perGroup: -1 }, { each: 2 }, [], MAX_STORED_INT + 1, { total: MAX_STORED_INT + 1 }, { perGroup: 2 ** 40 }).map((v) => refused(v, 'INVALID_OPTION')),
       ),
       timeout: positiveTimerDuration,
       maxWaiting: fc.oneof(fc.integer({ min: 1, max: 10_000_000 }).map((n) => ok(n, n)), fc.constantFrom(0, -5, 2.5, '10').map((v) => refused(v, 'INVALID_OPTION'))),

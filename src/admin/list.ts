@@ -2,7 +2,7 @@
 import { answer, connectionOf, runOn, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
-import { checkName } from '../json.js'
+import { lookupText } from '../lookup.js'
 import { andThen, ask, type AdminJobRow, type Connection, type Executor, type ListingOrder, type Program } from '../dialect/index.js'
 import { STATES, type JobSnapshot, type JobState } from '../types.js'
 import { StoredColumns } from '../stored.js'
@@ -95,12 +95,12 @@ function listWith(connection: Connection, options: ListJobsOptions): JobPage | P
   if (state !== null && !STATES.includes(state)) {
     throw new JobsError('INVALID_OPTION', `state: expected one of ${STATES.join(', ')}, got ${describe(state)}`)
   }
-  const grp = options.group === undefined ? null : checkName(options.group, 'group')
+  const grp = options.group === undefined ? null : lookupText(options.group, 'group')
   const limit = options.limit ?? DEFAULT_LIST_LIMIT
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
     throw new JobsError('INVALID_OPTION', `limit: expected a whole number from 1 to ${MAX_LIST_LIMIT}, got ${describe(limit)}`)
   }
-  if (options.id !== undefined) return runOn(connection, findById(connection, queue, checkName(options.id, 'id'), state, grp))
+  if (options.id !== undefined) return runOn(connection, findById(connection, queue, lookupText(options.id, 'id'), state, grp))
 
   const listing: Listing =
     queue === null || state === null ? 'newest' : state === 'waiting' || state === 'scheduled' || state === 'running' ? state : 'ended'
@@ -118,7 +118,11 @@ function listWith(connection: Connection, options: ListJobsOptions): JobPage | P
  * inspectJob answers one job in full: its row, its kept steps and its lease,
  * read in one snapshot; undefined for an id the queue does not hold.
  *
- * Throws INVALID_OPTION or TOO_LARGE for a bad queue name or id,
+ * Any id a row holds can be inspected, an empty one or one over 1,024 bytes
+ * that another program wrote included.
+ *
+ * Throws INVALID_OPTION or TOO_LARGE for a bad queue name, INVALID_OPTION for
+ * an id no row can hold (not a string, U+0000, a lone surrogate),
  * SCHEMA_MISSING when the tables were not migrated.
  *
  * @example
@@ -132,7 +136,7 @@ export function inspectJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: s
   const connection = connectionOf(db)
   return answer(connection, () => {
     const name = queueNameOf(queue)
-    checkName(id, 'id')
+    lookupText(id, 'id')
     return connection.read((db) => readDetail(db, name, id))
   })
 }

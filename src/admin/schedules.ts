@@ -14,7 +14,7 @@ import { checkQueue, type Queue } from '../queue/define.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 import { slotJobId, slotRule } from '../engine/slots.js'
 import { scheduleTableMissing, schedulesChanged } from '../engine/schedules.js'
-import { parseStoredValue } from '../stored.js'
+import { parseStoredValue, StoredColumns } from '../stored.js'
 import type { JobState } from '../types.js'
 
 /** The options of {@link schedule}. */
@@ -42,14 +42,20 @@ export interface ScheduleInfo {
   value: unknown
   /** How far back missed slots are added, in ms, or null for the latest missed slot only. */
   backfill: number | null
-  /** The next slot not yet added. */
+  /** The next slot not yet added: an invalid Date when the stored next_at is not a time (see `malformed`). */
   nextAt: Date
-  /** The last slot whose job was added, or null. */
+  /** The last slot whose job was added, or null; an invalid Date when the stored last_slot is not a time (see `malformed`). */
   lastSlot: Date | null
   /** The job of the last slot: its id, and its state, or null once it was pruned. Null before the first slot. */
   lastJob: { id: string; state: JobState | null } | null
   /** When the schedule was last created or changed. */
   updatedAt: Date
+  /**
+   * The columns whose stored values are not times a Date holds (another program wrote `infinity`, or a time
+   * past the year 275760), by column name (`next_at`, `last_slot`), each with its value as stored; null while
+   * none is (JOB-18).
+   */
+  malformed: Readonly<Record<string, string>> | null
 }
 
 const SCHEDULE_OPTIONS = new Set(['cron', 'tz', 'value', 'backfill'])
@@ -150,9 +156,12 @@ function* schedulesWithLastJobs(connection: Connection, queue: string | null): P
   const rows: ScheduleRow[] = yield* ask(db.scheduleList(queue))
   const infos: ScheduleInfo[] = []
   for (const row of rows) {
+    const stored = new StoredColumns()
+    const nextAt = stored.time(row.nextAt, 'next_at')
+    const lastSlot = stored.time(row.lastSlot, 'last_slot')
     let lastJob: ScheduleInfo['lastJob'] = null
-    if (row.lastSlot !== null && Number.isFinite(row.lastSlot)) {
-      const id = slotJobId(row.name, row.lastSlot)
+    if (lastSlot !== null) {
+      const id = slotJobId(row.name, lastSlot.getTime())
       const job = yield* ask(db.jobFind(row.queue, id))
       lastJob = { id, state: job?.state ?? null }
     }
@@ -164,10 +173,11 @@ function* schedulesWithLastJobs(connection: Connection, queue: string | null): P
       tz: row.tz,
       value: value.ok ? value.value : row.value,
       backfill: row.backfill,
-      nextAt: new Date(row.nextAt),
-      lastSlot: row.lastSlot === null ? null : new Date(row.lastSlot),
+      nextAt: nextAt ?? new Date(Number.NaN),
+      lastSlot: row.lastSlot === null ? null : (lastSlot ?? new Date(Number.NaN)),
       lastJob,
       updatedAt: new Date(row.updatedAt),
+      malformed: stored.malformed,
     })
   }
   return infos

@@ -144,8 +144,8 @@ export async function schedules(open: OpenDatabase, args: Args): Promise<Output>
     printable(s.name),
     printable(s.cron),
     printable(s.tz),
-    relative(s.nextAt, now),
-    s.lastSlot === null ? '-' : relative(s.lastSlot, now),
+    relative(Number.isNaN(s.nextAt.getTime()) ? null : s.nextAt, now, s.malformed?.next_at),
+    s.lastSlot === null ? '-' : relative(Number.isNaN(s.lastSlot.getTime()) ? null : s.lastSlot, now, s.malformed?.last_slot),
     s.lastJob === null ? '-' : (s.lastJob.state ?? 'pruned'),
   ])
   return {

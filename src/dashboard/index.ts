@@ -205,7 +205,8 @@ function viewOf(params: URLSearchParams): View | null {
   if (view === 'overview') return { page: 'overview' }
   if (view === 'queue' && queue) return queueView(queue, params)
   const id = params.get('id')
-  if (view === 'job' && queue && id) return { page: 'job', queue, id }
+  // Any id a row holds, the empty one included.
+  if (view === 'job' && queue && id !== null) return { page: 'job', queue, id }
   return null
 }
 

@@ -143,8 +143,8 @@ async function schedulesPanel(ctx: ViewContext, queue: string, now: number): Pro
 <td>${s.name}</td>
 <td><code>${s.cron}</code></td>
 <td>${s.tz}</td>
-<td>${time(s.nextAt, now)}</td>
-<td>${s.lastSlot === null ? '–' : time(s.lastSlot, now)}</td>
+<td>${time(shownTime(s.nextAt), now, s.malformed?.next_at)}</td>
+<td>${s.lastSlot === null ? '–' : time(shownTime(s.lastSlot), now, s.malformed?.last_slot)}</td>
 <td>${s.lastJob === null ? '–' : s.lastJob.state === null ? html`<span class="muted" title="${s.lastJob.id}">pruned</span>` : html`<a href="${jobPath(ctx, queue, s.lastJob.id)}">${stateBadge(s.lastJob.state)}</a>`}</td>
 </tr>`,
   )
@@ -169,7 +169,7 @@ async function jobsList(ctx: ViewContext, view: Extract<View, { page: 'queue' }>
   if (page.jobs.length === 0) return html`<p class="empty">No job matches.</p>`
   const rows = page.jobs.map(
     (job) => html`<tr data-job="${job.id}">
-<td><a href="${jobPath(ctx, job.queue, job.id)}">${job.id}</a></td>
+<td><a href="${jobPath(ctx, job.queue, job.id)}">${shownId(job.id)}</a></td>
 <td>${stateBadge(job.state)}</td>
 <td>${job.group ?? ''}</td>
 <td class="num">${stored(job.attempt, job.malformed?.attempts)}/${stored(job.attempts, job.malformed?.max_attempts)}</td>
@@ -195,7 +195,7 @@ async function jobBody(ctx: ViewContext, view: Extract<View, { page: 'job' }>, n
   if (!job) return html`<p class="flash error">Queue ${view.queue} holds no job with id ${view.id}: it may have been pruned.</p>`
   const snapshot = await getJob(ctx.db, view.queue, view.id)
   const shownProgress = job.state === 'running' ? (progress ? progress.value : (snapshot?.progress ?? null)) : null
-  return html`<h1>Job ${job.id} <span class="badge ${job.state}" data-state="${job.state}">${job.state}</span></h1>
+  return html`<h1>Job ${shownId(job.id)} <span class="badge ${job.state}" data-state="${job.state}">${job.state}</span></h1>
 <div class="grid">
 <div class="card"><h2>Job</h2><dl class="facts">
 <dt>queue</dt><dd><a href="${queuePath(ctx, job.queue)}">${job.queue}</a></dd>
@@ -238,6 +238,16 @@ function steps(job: JobDetail): Html {
 
 function stateBadge(state: JobState): Html {
   return html`<span class="badge ${state}">${state}</span>`
+}
+
+/** An id as a link's or a heading's text: an empty one (another program wrote it) is named, so that its link can be seen and clicked. */
+function shownId(id: string): Html | string {
+  return id === '' ? html`<span class="muted" data-empty-id>(empty id)</span>` : id
+}
+
+/** A Date that holds a time, else null (an invalid Date: a stored value that is not one, which `time` shows as stored). */
+function shownTime(date: Date): Date | null {
+  return Number.isNaN(date.getTime()) ? null : date
 }
 
 /** A time, relative to now; a stored value that is not a time (another program wrote it) is shown as stored. */

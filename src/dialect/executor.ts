@@ -24,6 +24,7 @@ import type {
   ClaimWindow,
   CountsRow,
   EndedWindow,
+  ExpiredBy,
   JobRow,
   LeaseParams,
   LeaseRow,
@@ -115,20 +116,31 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   jobSetRunningMany(seqs: readonly number[]): Result<K, number>
   leaseInsertMany(seqs: readonly number[], lease: NewLease): Result<K, void>
 
-  /** Ends a run, fenced by its lease; answers whether it landed. */
-  jobSetStateIfLeased(end: RunEndParams & LeaseParams): Result<K, boolean>
+  /**
+   * Ends a run behind the fence (its job running this attempt, its lease this owner's, and for a rescue expired by
+   * `expiredBy`), checked in the same statement as the write; answers whether it landed.
+   */
+  jobSetStateIfLeased(end: RunEndParams & LeaseParams & ExpiredBy): Result<K, boolean>
   /** Ends several runs of one owner that end alike but for finish time and result, fenced; answers the jobs it ended. */
-  jobSetStateIfLeasedMany(end: Omit<RunEndParams, 'finishedAt' | 'result'> & { owner: string; runs: readonly RunEndOf[] }): Result<K, Pick<JobRow, 'seq'>[]>
+  jobSetStateIfLeasedMany(end: Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy & { owner: string; runs: readonly RunEndOf[] }): Result<K, Pick<JobRow, 'seq'>[]>
   /** Ends a run that holds no lease, while it still holds none; answers whether it landed. */
   jobSetStateIfUnleased(end: RunEndParams & { seq: number }): Result<K, boolean>
   jobGetState(seq: number): Result<K, JobState | undefined>
+  /** Deletes the leases of runs that ended, each by job, owner and attempt: never a later run's lease of the job. */
+  leaseDeleteOfRuns(runs: readonly LeaseParams[]): Result<K, void>
+  /** Deletes the leases of jobs whoever holds them (a cancel). */
   leaseDeleteMany(seqs: readonly number[]): Result<K, void>
   stepDeleteMany(seqs: readonly number[]): Result<K, void>
 
-  /** Renews every lease an owner still holds; answers the ones still held. */
+  /**
+   * Renews the leases an owner still holds, outside any transaction, in one statement that waits on no lock the
+   * owner's other work may hold; answers the ones it still holds (a lease it could not renew at once is renewed next
+   * time).
+   */
   leaseRenewByOwner(renew: { owner: string; expiresAt: number }): Result<K, Pick<LeaseRow, 'job' | 'attempt'>[]>
   leaseListByOwner(owner: string): Result<K, Pick<LeaseRow, 'job' | 'attempt'>[]>
-  leaseHeld(lease: LeaseParams): Result<K, boolean>
+  /** Whether a run holds its lease, as the fence reads it, unexpired at `now` (the owner's clock). */
+  leaseHeld(lease: LeaseParams, now: number): Result<K, boolean>
   /** The owners holding leases of a queue. */
   leaseOwners(queue: string): Result<K, string[]>
   /** Leases of a queue, not `self`'s, that expired or whose owner is one of `deadOwners`. */

@@ -107,6 +107,15 @@ export interface LeaseParams {
   attempt: number
 }
 
+/**
+ * What an end's fence adds for a rescue: the time (ms) by which the lease it takes had expired when the rescuer
+ * read it, so that a lease renewed since is not taken; null for an end by the run's own worker, and for a rescue
+ * of a run whose worker's process is gone.
+ */
+export interface ExpiredBy {
+  expiredBy: number | null
+}
+
 /** The job's next row values: what a run's end writes. */
 export interface RunEndParams {
   state: JobState

@@ -69,8 +69,10 @@ export interface ClaimReport {
   /** How long until the rate lets the next job start, in ms; null when it held nothing back. */
   waitMs: number | null
   /**
-   * When the claim stamped its starts, plus the rate's slack, on `performance.now()`'s clock: a run whose handler
-   * cannot be called by then is handed back unstarted (rate.ts). Null when the claim made no start under a rate.
+   * When the claim stamped its starts, plus the rate's slack, less the time the log's clock could have been read
+   * before the claim saw it (a server's answer that reached a busy process late), on `performance.now()`'s clock:
+   * a run whose handler cannot be called by then is handed back unstarted (rate.ts), so that every handler is
+   * called within the slack after its stamp. Null when the claim made no start under a rate.
    */
   startBy?: number | null
   /** How long the claimer's entry among the waiters for a share of the concurrency still counts, in ms: 0 when it waits for none. */
@@ -86,6 +88,7 @@ const NO_GROUP_CAP = 2 ** 31 - 1
 
 export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimRequest, moved: CountShift, hold?: ClaimReport): Program<ClaimedJob[]> {
   // The runs this transaction ended so far (moved.running is negative by them): their slots are free for this claim.
+  const askedAt = performance.now()
   const counts = yield* ask(db.queueClaimLimits(queue.name, Math.max(0, -moved.running)))
   if (hold && counts && request.held !== undefined) hold.othersRunning = Math.max(0, counts.running - request.held)
   if (counts?.paused) return []
@@ -108,6 +111,9 @@ export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimR
   if (limit <= 0) return []
   const clock = request.clock ?? (() => request.now)
   const readAt = clock()
+  // The log's clock, when the database keeps it, was read at some moment between the ask and now: the stamp below
+  // may be that much earlier than the moment it stands for, and the run's deadline counts it.
+  const unsure = counts?.rateNow == null ? 0 : performance.now() - askedAt
   const log = rate === null ? null : new RateLog(rate, counts?.rateStarts, counts?.rateNow ?? readAt)
   if (log !== null) {
     limit = Math.min(limit, log.room())
@@ -143,7 +149,7 @@ export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimR
   if (log !== null) {
     // Stamped now, on the log's clock: the server's as read under the lock, moved on by the time this process saw pass.
     log.stamp(log.now + (clock() - readAt))
-    if (hold) hold.startBy = performance.now() + rateSlackMs(log.rate)
+    if (hold) hold.startBy = performance.now() + rateSlackMs(log.rate) - unsure
     yield* ask(db.queueRateStartsSet(queue.name, JSON.stringify(log)))
   }
   return claimed

@@ -56,11 +56,12 @@ export function* writeShift(db: Executor, queue: string, counts: CountShift): Pr
 }
 
 /**
- * Folds the queue's counts kept apart (PostgreSQL's jobs_count) into its row, in a transaction of its own,
- * when there are some: a read first, so that a queue with nothing to fold, and SQLite, write nothing.
+ * Folds the queue's counts kept apart (PostgreSQL's jobs_count) into its row when there are some: a read first,
+ * so that a queue with nothing to fold, and SQLite, write nothing. The fold is one statement outside any
+ * transaction, so the lock it takes on the queue's row never outlives it, whatever this process does next.
  * Answers how many changes were folded.
  */
 export async function foldCounts(connection: Connection, queue: string): Promise<number> {
   if (!(await connection.executor.queueHasUnfolded(queue))) return 0
-  return connection.write((db) => ask(db.queueFoldCounts(queue)))
+  return connection.executor.queueFoldCounts(queue)
 }

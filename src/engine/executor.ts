@@ -26,7 +26,8 @@ export async function execute(queue: QueueDefinition, run: RunContext, storedVal
   let end: RunEnd
   try {
     const value = parseStoredValue(storedValue)
-    end = { kind: 'returned', value: value.ok ? await handler(value.value, run) : run.fail(value.error) }
+    const broken = value.ok ? attemptsBeyondMax(run) : value.error
+    end = { kind: 'returned', value: value.ok && broken === null ? await handler(value.value, run) : run.fail(broken ?? '') }
   } catch (error) {
     end = { kind: 'threw', error }
   }
@@ -34,4 +35,15 @@ export async function execute(queue: QueueDefinition, run: RunContext, storedVal
   if (timedOut) end = { kind: 'threw', error: timeoutError(queue.timeoutMs) }
   if (run.lost) return null
   return transitionFor(queue, { attempt: run.attempt, maxAttempts: run.attempts }, end, clock())
+}
+
+/**
+ * Why a claimed job must fail without running, when its row counted more attempts than it was given before this
+ * claim (another program wrote it so; the engine never does): the column and its value, as the table protocol's
+ * other rules say it. Null for every job the engine wrote.
+ */
+function attemptsBeyondMax(run: RunContext): string | null {
+  const counted = run.attempt - 1
+  if (counted <= run.attempts) return null
+  return `attempts holds ${counted}, not a count of runs within max_attempts (${run.attempts}): the row breaks the table protocol`
 }

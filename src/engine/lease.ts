@@ -39,21 +39,27 @@ export function checkLeases<K extends Kind>(
 }
 
 /**
- * Renews every lease `owner` holds until `expiresAt`, in a write transaction of its own: a run whose
- * lease was not renewed lost it. Throws the database's busy error when another writer holds the lock.
+ * Renews every lease `owner` holds until `expiresAt`: one statement outside any transaction, which waits on no lock
+ * of the worker's own (its flush, held up by a lock of the app's, say) and holds none once it has answered (dialect
+ * executors' leaseRenewByOwner). A run whose lease is no longer held lost it. Throws the database's busy error when
+ * another writer holds SQLite's lock.
  * @internal
  */
 export async function renewLeases(connection: Connection, owner: string, runs: Iterable<RunContext>, expiresAt: number): Promise<void> {
   // The runs under way before the renewal: one a claim started meanwhile holds a lease the renewal may not have seen.
   const checked = [...runs]
-  const held = await connection.write((db) => ask(db.leaseRenewByOwner({ owner, expiresAt })))
-  const renewed = leaseKeys(held)
-  for (const run of checked) if (!renewed.has(leaseKey(run.seq, run.attempt))) run.loseLease()
+  const held = leaseKeys(await connection.executor.leaseRenewByOwner({ owner, expiresAt }))
+  for (const run of checked) if (!held.has(leaseKey(run.seq, run.attempt))) run.loseLease()
 }
 
-/** Checks in the database that `run` still holds its lease, marking it lost when it does not; answers whether it does. @internal */
-export async function confirmLease(connection: Connection, owner: string, run: RunContext): Promise<boolean> {
-  if (await connection.executor.leaseHeld({ seq: run.seq, owner, attempt: run.attempt })) return true
+/**
+ * Checks in the database that `run` still holds its lease, unexpired at `now` (the worker's clock, which wrote the
+ * lease's expiry), marking it lost when it does not; answers whether it does. A run asks before it calls a step's
+ * function: a run whose lease expired, taken over or not, calls none.
+ * @internal
+ */
+export async function confirmLease(connection: Connection, owner: string, run: RunContext, now: number): Promise<boolean> {
+  if (await connection.executor.leaseHeld({ seq: run.seq, owner, attempt: run.attempt }, now)) return true
   await connection.read((db) => leaseLost(db, run))
   return false
 }

@@ -6,7 +6,7 @@ import { JobsError } from '../errors.js'
 import { encodeJson } from '../json.js'
 import { MAX_ERROR_BYTES, MAX_STACK_BYTES, MAX_TIME_MS, MAX_VALUE_BYTES } from '../limits.js'
 import type { QueueDefinition } from './definition.js'
-import { cutToBytes } from '../text.js'
+import { cutToBytes, storableText } from '../text.js'
 import type { RunEndParams } from '../dialect/index.js'
 import { runsAloneNext, type Abandonment } from './alone.js'
 import { backoffMs } from './backoff.js'
@@ -61,7 +61,7 @@ export function transitionFor(queue: QueueDefinition, run: RunFacts, end: RunEnd
     return ended('done', now, { result })
   }
   const kind = value[OUTCOME]
-  if (kind === 'fail') return ended('failed', now, { error: cutToBytes(value.reason ?? 'failed by the handler', MAX_ERROR_BYTES) })
+  if (kind === 'fail') return ended('failed', now, { error: keptText(value.reason ?? 'failed by the handler', MAX_ERROR_BYTES) })
   if (kind === 'snooze') return scheduled(now + (value.delayMs ?? 0), null, null, 1)
   if (run.attempt >= run.maxAttempts) {
     return ended('failed', now, { error: `the handler asked for a retry on the last attempt (${run.attempt} of ${run.maxAttempts})` })
@@ -78,11 +78,19 @@ export function handedBack(job: { claimedFrom: 'waiting' | 'scheduled'; abandone
 }
 
 function failedRun(queue: QueueDefinition, run: RunFacts, message: string, stack: string | null, now: number): Transition {
-  // Kept errors and stacks are cut to their limits here, where every failed run passes.
-  const error = cutToBytes(message, MAX_ERROR_BYTES)
-  const errorStack = stack === null ? null : cutToBytes(stack, MAX_STACK_BYTES)
+  // Kept errors and stacks are made storable and cut to their limits here, where every failed run passes.
+  const error = keptText(message, MAX_ERROR_BYTES)
+  const errorStack = stack === null ? null : keptText(stack, MAX_STACK_BYTES)
   if (run.attempt >= run.maxAttempts) return ended('failed', now, { error, errorStack })
   return scheduled(now + backoffMs(queue.backoff, run.attempt), error, errorStack, 0)
+}
+
+/**
+ * An error or a stack as it is kept: U+0000 and lone surrogates made U+FFFD (text.ts), so that no run's end
+ * fails for what its error says, then cut to `maxBytes`.
+ */
+function keptText(text: string, maxBytes: number): string {
+  return cutToBytes(storableText(text), maxBytes)
 }
 
 function ended(state: 'done' | 'failed', now: number, fields: Partial<Transition>): Transition {
@@ -94,18 +102,32 @@ function scheduled(runAt: number, error: string | null, errorStack: string | nul
   return { state: 'scheduled', runAt: Math.min(runAt, MAX_TIME_MS), finishedAt: null, result: null, error, errorStack, refund, abandoned: 0 }
 }
 
+/** What a thrown value says, as text, whatever was thrown: an error whose message is no string, or whose getters throw, included. */
 function errorText(error: unknown): string {
-  if (error instanceof Error) return error.message || error.name
+  if (error instanceof Error) return textOf(() => error.message || error.name, () => Object.prototype.toString.call(error))
   if (typeof error === 'string') return error
-  try {
-    return `a non-error was thrown: ${JSON.stringify(error) ?? String(error)}`
-  } catch {
-    return `a non-error was thrown: ${String(error)}`
+  return `a non-error was thrown: ${textOf(() => JSON.stringify(error) ?? String(error), () => String(error), () => Object.prototype.toString.call(error))}`
+}
+
+/** The text of the first of `reads` that answers without throwing. */
+function textOf(...reads: Array<() => unknown>): string {
+  for (const read of reads) {
+    try {
+      return String(read())
+    } catch {
+      // The next way of reading it.
+    }
   }
+  return 'a value that cannot be read as text'
 }
 
 function stackOf(error: unknown): string | null {
-  return error instanceof Error && typeof error.stack === 'string' ? error.stack : null
+  if (!(error instanceof Error)) return null
+  try {
+    return typeof error.stack === 'string' ? error.stack : null
+  } catch {
+    return null
+  }
 }
 
 /** The error a run's signal aborts with when it passes its timeout (JOB-10). */

@@ -25,6 +25,10 @@
  * within the slack of the stamp (a commit that took long, a process that was
  * not scheduled) hands the job back unstarted, its attempt refunded: the log
  * keeps counting the start, so the window it would have broken stays full.
+ * Where the database keeps the clock, the slack is counted from the worker's
+ * ask for it, not from its answer, which a busy process may read late
+ * (claim.ts): so every handler is called within the slack after its stamp,
+ * and no window of `per` holds more than `limit` calls.
  */
 import { RATE_SLACK_MS } from '../limits.js'
 

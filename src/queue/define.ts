@@ -13,6 +13,7 @@ import {
   DEFAULT_RETENTION_DONE_MS,
   DEFAULT_RETENTION_FAILED_MS,
   DEFAULT_TIMEOUT_MS,
+  MAX_STORED_INT,
 } from '../limits.js'
 
 /** The options of {@link defineQueue}. Every one has a default. */
@@ -101,7 +102,7 @@ export function defineQueue<T extends JsonShape<T> = Json, R extends JsonShape<R
   const retention = objectOption(options.retention, 'retention', ['done', 'failed', 'canceled'])
   const queue: Queue<T, R> = {
     name,
-    attempts: positiveInteger(options.attempts, 'attempts', DEFAULT_ATTEMPTS),
+    attempts: storedCount(options.attempts, 'attempts', DEFAULT_ATTEMPTS),
     backoff: Object.freeze(backoffOption(backoff)),
     concurrency: Object.freeze(concurrencyOption(options.concurrency)),
     rate: rateOption(options.rate),
@@ -142,11 +143,11 @@ function backoffOption(backoff: Record<string, unknown>): { initialMs: number; m
 
 function concurrencyOption(value: QueueOptions['concurrency']): { total: number | null; perGroup: number | null } {
   if (value === undefined) return { total: null, perGroup: null }
-  if (typeof value === 'number') return { total: positiveInteger(value, 'concurrency', 0), perGroup: null }
+  if (typeof value === 'number') return { total: storedCount(value, 'concurrency', 0), perGroup: null }
   const limits = objectOption(value, 'concurrency', ['total', 'perGroup'])
   return {
-    total: limits.total === undefined ? null : positiveInteger(limits.total, 'concurrency.total', 0),
-    perGroup: limits.perGroup === undefined ? null : positiveInteger(limits.perGroup, 'concurrency.perGroup', 0),
+    total: limits.total === undefined ? null : storedCount(limits.total, 'concurrency.total', 0),
+    perGroup: limits.perGroup === undefined ? null : storedCount(limits.perGroup, 'concurrency.perGroup', 0),
   }
 }
 
@@ -156,9 +157,9 @@ function rateOption(value: QueueOptions['rate']): QueueDefinition['rate'] {
   const rate = objectOption(value, 'rate', ['limit', 'per', 'perGroup'])
   if (rate.limit === undefined) throw new JobsError('INVALID_OPTION', `rate.limit: required, the run starts allowed per window (rate: { limit: 60, per: '1m' })`)
   if (rate.per === undefined) throw new JobsError('INVALID_OPTION', `rate.per: required, the window's length (rate: { limit: 60, per: '1m' })`)
-  const limit = positiveInteger(rate.limit, 'rate.limit', 0)
+  const limit = storedCount(rate.limit, 'rate.limit', 0)
   const perMs = positiveMs(rate.per, 'rate.per')
-  const perGroup = rate.perGroup === undefined ? null : positiveInteger(rate.perGroup, 'rate.perGroup', 0)
+  const perGroup = rate.perGroup === undefined ? null : storedCount(rate.perGroup, 'rate.perGroup', 0)
   if (perGroup !== null && perGroup > limit) throw new JobsError('INVALID_OPTION', `rate.perGroup: ${perGroup} is above rate.limit (${limit}); one group can never start more than the whole queue`)
   return Object.freeze({ limit, perMs, perGroup })
 }
@@ -181,6 +182,16 @@ export function positiveInteger(value: unknown, option: string, fallback: number
     throw new JobsError('INVALID_OPTION', `${option}: expected a whole number of at least 1, got ${describe(value)}`)
   }
   return value
+}
+
+/**
+ * A whole number from 1 that the tables store in an integer column (a job's max_attempts, a queue's limits and
+ * rates): at most 2^31 - 1, PostgreSQL's integer, on SQLite too, so that a queue is good on both databases.
+ */
+function storedCount(value: unknown, option: string, fallback: number): number {
+  const count = positiveInteger(value, option, fallback)
+  if (count > MAX_STORED_INT) throw new JobsError('INVALID_OPTION', `${option}: expected a whole number from 1 to ${MAX_STORED_INT} (the most an integer column stores), got ${count}`)
+  return count
 }
 
 /** A duration a timer waits on: at least 1 ms, at most about 24.8 days. @internal */

@@ -4,7 +4,7 @@ import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dia
 import { toMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
-import { MAX_TIME_MS, MAX_VALUE_BYTES } from '../limits.js'
+import { MAX_TIME_MS, MAX_VALUE_BYTES, MIN_STORED_TIME_MS } from '../limits.js'
 import type { NewJob } from '../dialect/index.js'
 import type { Enqueued } from '../types.js'
 import { checkQueue, type Queue } from './define.js'
@@ -171,8 +171,11 @@ const BATCH_VALUE_BYTES = 4 * 1024 * 1024
  */
 function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefined, now: number, item?: number): NewJob {
   const json = encodeJson(value, 'value', MAX_VALUE_BYTES) as string
-  const opts = options ?? {}
-  if (typeof opts !== 'object' || opts === null) throw new JobsError('INVALID_OPTION', `${callOf(item)}: options must be an object, got ${describe(opts)}`)
+  // Only a missing options argument means none: null, an array or any other non-object is refused.
+  const opts = options === undefined ? {} : options
+  if (typeof opts !== 'object' || opts === null || Array.isArray(opts)) {
+    throw new JobsError('INVALID_OPTION', `${callOf(item)}: options must be an object, got ${opts === null ? 'null' : Array.isArray(opts) ? 'an array' : describe(opts)}`)
+  }
   checkKnownOptions(opts, ENQUEUE_OPTIONS, callOf(item), item === undefined ? undefined : 'value')
   const id = opts.id === undefined ? newJobId(now) : checkName(opts.id, 'id')
   const grp = opts.group === undefined ? null : checkName(opts.group, 'group')
@@ -203,8 +206,11 @@ function callOf(item: number | undefined): string {
 
 function timeOption(value: unknown): number {
   const ms = value instanceof Date ? value.getTime() : value
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || Math.abs(ms) > MAX_TIME_MS) {
-    throw new JobsError('INVALID_OPTION', `runAt: expected a valid Date or ms since the epoch (within ±${MAX_TIME_MS}), got ${describe(value)}`)
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms > MAX_TIME_MS || ms < MIN_STORED_TIME_MS) {
+    throw new JobsError(
+      'INVALID_OPTION',
+      `runAt: expected a valid Date or ms since the epoch from ${MIN_STORED_TIME_MS} (4714-11-24 BC, the earliest time PostgreSQL stores) to ${MAX_TIME_MS}, got ${describe(value)}`,
+    )
   }
   return Math.round(ms)
 }

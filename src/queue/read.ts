@@ -4,7 +4,7 @@
  */
 import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { andThen, ask, type Connection, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
-import { checkName } from '../json.js'
+import { lookupText } from '../lookup.js'
 import { MAX_AHEAD } from '../limits.js'
 import { readNoticeProgress } from '../progress/notices.js'
 import { readRemoteProgress } from '../progress/remote.js'
@@ -29,8 +29,12 @@ import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
  * program stored with values the table protocol does not allow is shown as
  * stored, never thrown on: see the snapshot's `malformed` (JOB-18).
  *
- * Throws INVALID_OPTION for an empty id or queue name, TOO_LARGE for one
- * over 1,024 bytes, SCHEMA_MISSING when the tables were not migrated.
+ * Any id a row holds is found, an empty one or one over 1,024 bytes that
+ * another program wrote included (JOB-18).
+ *
+ * Throws INVALID_OPTION for an empty queue name or an id no row can hold
+ * (not a string, U+0000, a lone surrogate), TOO_LARGE for a queue name over
+ * 1,024 bytes, SCHEMA_MISSING when the tables were not migrated.
  *
  * @example
  * const job = getJob(db, replies, `reply:${messageId}`)
@@ -43,7 +47,7 @@ export function getJob<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue:
   const connection = connectionOf(db)
   return answer(connection, () => {
     const name = queueNameOf(queue)
-    checkName(id, 'id')
+    lookupText(id, 'id')
     return andThen(connection.read((db) => readJob(db, name, id)), (row) => {
       if (!row) return undefined
       const key = runKeyOf(row.row)

@@ -12,7 +12,7 @@ import type { Connection, SnapshotRow } from '../dialect/index.js'
 import { isOwnOwner } from '../engine/owner.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
-import { checkName } from '../json.js'
+import { lookupText } from '../lookup.js'
 import { DEFAULT_AHEAD_INTERVAL_MS } from '../limits.js'
 import { isOwnChannel } from '../progress/channel.js'
 import { subscribeNoticeProgress } from '../progress/notices.js'
@@ -83,7 +83,7 @@ export interface JobWatch<Result = unknown> extends AsyncIterableIterator<JobSna
 export function watch<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: Q, id: string, options: WatchOptions = {}): JobWatch<ResultOf<Q>> {
   const connection = connectionOf(db)
   const name = queueNameOf(queue)
-  checkName(id, 'id')
+  lookupText(id, 'id')
   if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `watch options: expected an object, got ${describe(options)}`)
   checkKnownOptions(options, WATCH_OPTIONS, 'watch')
   const signal = options.signal

@@ -14,6 +14,7 @@ import type { Claimable, JobRow } from '../dialect/index.js'
 import type { JobState } from '../types.js'
 import { claimJobs, type ClaimReport } from '../engine/claim.js'
 import { execute } from '../engine/executor.js'
+import { handedBack } from '../engine/outcome.js'
 import { checkLeases } from '../engine/lease.js'
 import { newOwner } from '../engine/owner.js'
 import { storeLimits } from '../engine/queue-limits.js'
@@ -112,6 +113,16 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       continue
     }
     if (!job) break
+    if (hold.startBy != null && performance.now() > hold.startBy) {
+      // Its handler cannot be called within the rate's slack of its stamped start: back unstarted, its attempt
+      // refunded, as a worker hands it back (engine/rate.ts); the start still counts, and the next claim waits.
+      await connection.write((db) =>
+        counting(db, definition.name, function* (moved) {
+          yield* recordEnds(db, [{ seq: job.seq, owner, attempt: job.attempts, transition: handedBack(job) }], moved)
+        }),
+      )
+      continue
+    }
     jobsChanged(connection.key, definition.name, 'claimed', [job.seq])
     const run = new RunContext(connection, owner, definition.name, job)
     const unsubscribe = onJobsChanged(connection.key, (_queue, kind) => {

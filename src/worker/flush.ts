@@ -133,6 +133,11 @@ export class Flusher {
     return this.pendingEnds.length > 0
   }
 
+  /** Whether a flush is under way: the ends it writes hold their leases until it commits. */
+  get writing(): boolean {
+    return this.current !== null
+  }
+
   /** Flushes soon: on the next turn of the event loop, or, while other writers contend for the lock, after a short gap. */
   schedule(): void {
     if (this.queued) return
@@ -265,9 +270,9 @@ export class Flusher {
     if (ends.length > 0) jobsChanged(connection.key, queue.name, 'ended', ends.map((end) => end.seq), endedRows(ends, landed, connection.kind === 'sync'))
     if (claimed.length > 0) jobsChanged(connection.key, queue.name, 'claimed', claimed.map((job) => job.seq), claimedRows(claimed, this.worker.owner, channel))
     // Under a rate, a run must begin within the slack of its stamped start; else it goes back unstarted (engine/rate.ts).
-    const late = hold.startBy != null && performance.now() > hold.startBy
+    // Asked before each call: a handler's synchronous part delays the calls after it.
     for (const job of claimed) {
-      if (late) this.endRun({ seq: job.seq, owner: this.worker.owner, attempt: job.attempts, transition: handedBack(job) })
+      if (hold.startBy != null && performance.now() > hold.startBy) this.endRun({ seq: job.seq, owner: this.worker.owner, attempt: job.attempts, transition: handedBack(job) })
       else this.worker.start(job)
     }
     if (free > 0) this.waitingFor(hold.waitingMs ?? 0)

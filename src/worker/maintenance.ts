@@ -28,13 +28,18 @@ export async function findAbandoned(connection: Connection, queue: Queue, self: 
 /**
  * Ends abandoned runs inside the caller's transaction: the job runs again
  * after its backoff, or fails for good if that was its last attempt, with an
- * error that says what happened. Answers the seqs taken back.
+ * error that says what happened. Each end is fenced by the attempt it takes
+ * back and, for an expired lease, by its expiry (record.ts): a run that
+ * ended, was taken back by another rescue or renewed its lease meanwhile is
+ * left as it is. Answers the seqs taken back.
  */
 export function* releaseAbandoned(db: Executor, queue: Queue, leases: readonly AbandonedLease[], now: number): Program<number[]> {
   const records = leases.map((lease) => {
-    const why = lease.expiresAt <= now ? `its lease expired (worker ${lease.owner} stopped renewing it)` : `its worker process (${lease.owner}) is gone`
+    const expired = lease.expiresAt <= now
+    const why = expired ? `its lease expired (worker ${lease.owner} stopped renewing it)` : `its worker process (${lease.owner}) is gone`
     const transition = transitionFor(queue, { attempt: lease.attempt, maxAttempts: lease.maxAttempts }, { kind: 'abandoned', why, how: 'rescued' }, now)
-    return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition }
+    // The rescue names the attempt it takes, and takes an expired lease only if it has not been renewed since it was read.
+    return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition, expiredBy: expired ? now : null }
   })
   const landed = yield* counting(db, queue.name, (moved) => recordEnds(db, records, moved))
   if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))

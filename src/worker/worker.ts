@@ -202,6 +202,8 @@ class QueueWorker implements Worker {
   private readonly tasks = new Set<Promise<void>>()
   private stopping = false
   private stopped: Promise<void> | null = null
+  /** Whether a maintenance pass is under way: passes never overlap, so a slow one (a busy database) never piles others up behind it. */
+  private maintaining = false
 
   constructor(
     private readonly connection: Connection,
@@ -210,7 +212,7 @@ class QueueWorker implements Worker {
     private readonly settings: Settings,
   ) {
     this.queue = definition.name
-    this.active = new ActiveRuns(connection, this.owner, this.queue)
+    this.active = new ActiveRuns(connection, this.owner, this.queue, settings.clock)
     this.flusher = new Flusher({
       connection,
       queue: definition,
@@ -360,16 +362,20 @@ class QueueWorker implements Worker {
     }
   }
 
-  /** Renews this worker's leases; a run whose lease was not renewed has lost it, and is aborted. */
+  /**
+   * Renews this worker's leases; a run whose lease was not renewed has lost it, and is aborted. The leases of runs
+   * that ended are renewed too until their ends are written: a flush held up (by a lock of the app's on the queue's
+   * row, say) must not let them expire, or another worker would take back and run again jobs that are done.
+   */
   private async renewLeases(): Promise<void> {
-    if (this.active.size === 0 || this.connection.inTransaction()) return
+    if ((this.active.size === 0 && !this.flusher.hasPendingEnds && !this.flusher.writing) || this.connection.inTransaction()) return
     // A renewal that met a busy database or a lost connection is tried again after a backoff, for up to a third of a lease.
     const giveUpAt = performance.now() + this.settings.leaseMs / LEASE_RENEWALS_PER_LEASE
     try {
       await retryWhileBusy(
         this.connection,
         () => renewLeases(this.connection, this.owner, this.active.values(), this.settings.clock() + this.settings.leaseMs),
-        () => this.stopping || this.active.size === 0 || performance.now() > giveUpAt,
+        () => this.stopping || performance.now() > giveUpAt,
       )
     } catch (error) {
       if (!this.connection.isBusy(error)) this.settings.onError(error)
@@ -378,11 +384,14 @@ class QueueWorker implements Worker {
 
   /** Takes back abandoned leases, ends runs that hold none, and prunes ended jobs; each reads first and takes the write lock only when there is work. */
   private async maintain(): Promise<void> {
-    if (this.stopping || this.connection.inTransaction()) return
+    if (this.stopping || this.maintaining || this.connection.inTransaction()) return
+    this.maintaining = true
     try {
       await maintainQueue(this.connection, this.definition, this.owner, this.settings.clock())
     } catch (error) {
       if (!this.connection.isBusy(error)) this.settings.onError(error)
+    } finally {
+      this.maintaining = false
     }
     await this.schedules.pass()
     this.flusher.schedule()

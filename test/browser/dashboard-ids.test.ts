@@ -152,6 +152,27 @@ describe.each(DIALECTS)('%s', (dialect) => {
     })
   })
 
+  describe('ids another program wrote', () => {
+    test(`${on} JOB-18 a job whose id is empty or 5,000 bytes long, written with plain SQL, is reached through the queue page's link, and its page goes live`, async () => {
+      const replies = defineQueue('replies')
+      const ids = ['', 'x'.repeat(5_000)]
+      for (const [n, id] of ids.entries()) {
+        await enqueue(t.db, replies, { n }, { id: `added-${n}` })
+        await t.run(`update jobs_job set id = $1 where id = $2`, id, `added-${n}`)
+      }
+      const root = await nodeMount()
+      const page = await newPage()
+      for (const id of ids) {
+        await page.goto(`${root}/queues/replies`)
+        await page.waitForFunction(() => document.body.dataset.live === 'open')
+        await page.click(`tr[data-job=${quoted(id)}] td:first-child a`)
+        await page.waitForFunction(() => document.body.dataset.live === 'open')
+        expect(await page.locator('main h1').textContent()).toBe(`Job ${id === '' ? '(empty id)' : id} waiting`)
+        expect(await page.locator('pre[data-value]').textContent()).toContain(`"n": ${ids.indexOf(id)}`)
+      }
+    })
+  })
+
   describe('tokens', () => {
     test(`${on} two dashboards with their own tokens, on two ports of one host, both stay open in one browser`, async () => {
       const first = await nodeMount({ token: 'the-first-dashboard-secret' })

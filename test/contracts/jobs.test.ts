@@ -134,6 +134,36 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(wait).toBeLessThan(1.1 * 3_600_000)
   })
 
+  test(`JOB-09 ${on} every retry wait of a job follows the backoff: doubling from initial, times a factor in [0.9, 1.1], capped at max`, async () => {
+    // The worker's clock is frozen and moved by the test to each retry's run_at: each wait it writes is run_at − now.
+    let now = Date.now()
+    const q = defineQueue('backoff', { attempts: 6, backoff: { initial: 40, max: 200 } })
+    await enqueue(t.db, q, null, { id: 'b', runAt: now })
+    workers.push(
+      work(t.db, q, () => {
+        throw new Error('always')
+      }, { clock: () => now, pollInterval: '10ms' }),
+    )
+    const waits: number[] = []
+    for (let attempt = 1; attempt <= 5; attempt++) {
+      const job = await waitFor(async () => {
+        const job = await getJob(t.db, q, 'b')
+        return job?.state === 'scheduled' && job.attempt === attempt && job
+      }, `attempt ${attempt} to be scheduled`)
+      waits.push(job.runAt!.getTime() - now)
+      now = job.runAt!.getTime()
+    }
+    await waitFor(async () => (await state('backoff', 'b')) === 'failed', 'the last attempt to fail')
+    waits.forEach((wait, i) => {
+      const base = 40 * 2 ** i
+      expect(wait, `wait after failed run ${i + 1}`).toBeGreaterThanOrEqual(Math.min(200, Math.round(base * 0.9)))
+      expect(wait, `wait after failed run ${i + 1}`).toBeLessThanOrEqual(Math.min(200, Math.round(base * 1.1)))
+    })
+    // 40 × 2^3 × 0.9 is past the cap: the fourth and fifth waits are max itself.
+    expect(waits.slice(3)).toEqual([200, 200])
+    expect(await t.job('backoff', 'b')).toMatchObject({ state: 'failed', attempts: 6, error: 'always' })
+  })
+
   test(`JOB-10 ${on} a run past its timeout has its signal aborted and counts as a failed attempt`, async () => {
     const q = defineQueue('slow', { timeout: '100ms', attempts: 1 })
     await enqueue(t.db, q, null, { id: 'slow' })

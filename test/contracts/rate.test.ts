@@ -5,12 +5,14 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import pg from 'pg'
 import { describe, expect, test, vi } from 'vitest'
 import { defineQueue, enqueueMany, getJob, isJobsError, watch, work, type JobSnapshot } from '../../src/index.js'
 import { tempDir } from '../helpers/db.js'
 import { DIALECTS, eachContractDb, type ContractDb } from '../helpers/dialects.js'
 import { startFixture } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
+import { drain } from '../../src/testing/index.js'
 import { rated, ratedGroups } from '../fixtures/rate-queues.js'
 
 /** The most starts in any window of `perMs` that begins at a start. */
@@ -176,6 +178,71 @@ describe.each(DIALECTS)('%s', (dialect) => {
     } finally {
       now.mockRestore()
     }
+  })
+
+  test(`JOB-22 ${on} drain, like a worker, hands back a run it cannot begin within the slack of its stamped start, its attempt refunded, and runs it later`, async () => {
+    const queue = defineQueue<{ n: number }>('drain-handed-back', { rate: { limit: 5, per: '1s' } })
+    const attempts: number[] = []
+    // While `late`, every reading of the monotonic clock is 150 ms after the last, as in the worker's test above.
+    const realNow = performance.now.bind(performance)
+    let late = true
+    let skew = 0
+    const now = vi.spyOn(performance, 'now').mockImplementation(() => realNow() + (late ? (skew += 150) : skew))
+    try {
+      await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
+      const draining = drain(t.db, queue, (_value, run) => void attempts.push(run.attempt))
+      const logged = async () => {
+        const [row] = await t.query<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'drain-handed-back'`)
+        const log = typeof row?.starts === 'string' ? JSON.parse(row.starts) : row?.starts
+        return (log as { starts?: number[] } | null)?.starts?.length ?? 0
+      }
+      await waitFor(async () => (await logged()) === 5, 'the job to be claimed five times')
+      expect(attempts).toEqual([])
+      late = false
+      expect(await draining).toMatchObject({ ran: 1, done: 1 })
+      // Its handler ran once, as the first attempt: the runs handed back cost none.
+      expect(attempts).toEqual([1])
+    } finally {
+      now.mockRestore()
+    }
+  })
+
+  // The server reads the log's clock; its answer may reach a busy worker late. SQLite's clock is read in the
+  // worker's own transaction, where nothing comes between the read and the claim.
+  test.runIf(dialect === 'postgres')(`JOB-22 ${on} a claim whose read of the server's clock reached its worker late hands its run back: every handler is called within the slack after its stamp`, async () => {
+    const queue = defineQueue<{ n: number }>('late-answer', { rate: { limit: 5, per: '1s' } })
+    const calls: Array<{ at: number; attempt: number }> = []
+    // The first answer of the locked read of the queue's row (which reads the server's clock) reaches the worker
+    // 300 ms late, as when its process is not scheduled: more than the slack of 100 ms.
+    const query = pg.Client.prototype.query as (...args: unknown[]) => Promise<unknown>
+    let stalls = 1
+    const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      const result = await query.apply(this, args)
+      const name = (args[0] as { name?: unknown } | undefined)?.name
+      if (typeof name === 'string' && name.startsWith('drizzle_jobs_queue_claim_limits_locked') && stalls > 0) {
+        stalls--
+        await new Promise((resolve) => setTimeout(resolve, 300))
+      }
+      return result
+    } as never)
+    try {
+      // Added first: the worker's first claim, whose read is the one made late, finds the job.
+      await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
+      workers.push(work(t.db, queue, (_value, run) => void calls.push({ at: Date.now(), attempt: run.attempt }), { pollInterval: '10ms' }))
+      await waitFor(async () => (await doneCount(t, 'late-answer')) === 1, 'the job to run')
+    } finally {
+      spy.mockRestore()
+    }
+    expect(stalls).toBe(0)
+    const [row] = await t.query<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'late-answer'`)
+    const stamps = (typeof row?.starts === 'string' ? JSON.parse(row.starts) : row?.starts).starts as number[]
+    // Its handler was called once, as the first attempt, within the slack after the latest stamp before it.
+    expect(calls.map((call) => call.attempt)).toEqual([1])
+    const stamp = Math.max(...stamps.filter((at) => at <= calls[0]!.at))
+    expect(calls[0]!.at - stamp, JSON.stringify({ stamps, call: calls[0]!.at })).toBeLessThanOrEqual(100)
+    // The claim that came too late still counts in the window: a start stamped before the one that ran (and more,
+    // should a busy machine make a later claim late too), one run.
+    expect(stamps.filter((at) => at < stamp).length).toBeGreaterThanOrEqual(1)
   })
 
   test(`JOB-22 ${on} an idle worker wakes when the rate's window opens, not on its next poll`, async () => {

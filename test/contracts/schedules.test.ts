@@ -8,7 +8,7 @@ import { describe, expect, test } from 'vitest'
 import { defineQueue, enqueue, isJobsError, listSchedules, schedule, unschedule, work } from '../../src/index.js'
 import { drain, runSchedule } from '../../src/testing/index.js'
 import { dueSlots, slotRule } from '../../src/engine/slots.js'
-import { addSlotJobs, planSlots } from '../../src/engine/schedules.js'
+import { addSlotJobs, planSlots, runSchedulePass } from '../../src/engine/schedules.js'
 import { connectionOf } from '../../src/dialect/open.js'
 import { MAX_BACKFILL_SLOTS } from '../../src/limits.js'
 import { DIALECTS, eachContractDb } from '../helpers/dialects.js'
@@ -165,6 +165,28 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(await connection.write((db) => addSlotJobs(db, hourly, planSlots([stale!], now).plans, now))).toEqual([])
   })
 
+  test(`JOB-21 ${on} passes through both clock changes of Europe/Paris and America/New_York add one job per slot of a step, a list or a range in the hour that changes: none lost, none twice`, async () => {
+    const connection = connectionOf(t.db)
+    const at = t.dialect === 'postgres' ? 'to_timestamp($1::float8 / 1000)' : '$1'
+    const cases = [
+      // 02:00 to 03:00 does not exist: each time moved on by the hour.
+      { tz: 'Europe/Paris', cron: '*/20 2 * * *', from: '2026-03-28T23:00:00Z', to: '2026-03-29T03:00:00Z', slots: ['01:00', '01:20', '01:40'] },
+      // 02:00 to 03:00 occurs twice: 02:00 once, at its first occurrence, then 03:00.
+      { tz: 'Europe/Paris', cron: '0 2-3 * * *', from: '2026-10-24T23:00:00Z', to: '2026-10-25T03:00:00Z', slots: ['00:00', '02:00'] },
+      { tz: 'America/New_York', cron: '0,30 2 * * *', from: '2026-03-08T05:00:00Z', to: '2026-03-08T09:00:00Z', slots: ['07:00', '07:30'] },
+      // 01:00 to 02:00 occurs twice.
+      { tz: 'America/New_York', cron: '*/20 1 * * *', from: '2026-11-01T04:00:00Z', to: '2026-11-01T08:00:00Z', slots: ['05:00', '05:20', '05:40'] },
+    ]
+    for (const [n, { tz, cron, from, to, slots }] of cases.entries()) {
+      const queue = defineQueue(`dst-${n}`)
+      await schedule(t.db, queue, 'dst', { cron, tz, value: null })
+      await t.run(`update jobs_schedule set next_at = ${at} where queue = $2`, slotRule(cron, tz).next(Date.parse(from)), queue.name)
+      // A pass every five minutes through the change, as a worker's timer makes them.
+      for (let now = Date.parse(from); now <= Date.parse(to); now += 5 * 60_000) await runSchedulePass(connection, queue, now)
+      expect(await jobIds(queue.name), `${cron} in ${tz}`).toEqual(slots.map((time) => `dst@${to.slice(0, 10)}T${time}:00.000Z`))
+    }
+  })
+
   test(`JOB-18 ${on} JOB-21 a schedule another program stored with a cron that does not parse is reported once and left as it is; the others go on`, async () => {
     const ticks = defineQueue('ticks')
     await schedule(t.db, ticks, 'good', { cron: '* * * * * *', value: null })
@@ -240,12 +262,12 @@ describe('slots', () => {
   }
   const parisDay = (ms: number) => new Intl.DateTimeFormat('en-CA', { timeZone: 'Europe/Paris' }).format(ms)
 
-  test('JOB-21 a daily slot at 02:30 in Europe/Paris runs once each day across both clock changes of 2026; the one that does not exist runs at 03:00', () => {
+  test('JOB-21 a daily slot at 02:30 in Europe/Paris runs once each day across both clock changes of 2026; the one that does not exist runs at 03:30, moved on by the gap', () => {
     const spring = walk('30 2 * * *', 'Europe/Paris', '2026-03-26T12:00:00Z', '2026-04-01T12:00:00Z')
     expect(spring.map(iso)).toEqual([
       '2026-03-27T01:30:00.000Z',
       '2026-03-28T01:30:00.000Z',
-      '2026-03-29T01:00:00.000Z', // 02:30 does not exist on 29 March: the slot runs at 03:00 CEST
+      '2026-03-29T01:30:00.000Z', // 02:30 does not exist on 29 March: the slot runs at 03:30 CEST, 24 hours after the day before's
       '2026-03-30T00:30:00.000Z',
       '2026-03-31T00:30:00.000Z',
       '2026-04-01T00:30:00.000Z',
@@ -272,6 +294,61 @@ describe('slots', () => {
       const slots = walk('0 * * * *', 'Europe/Paris', from, to)
       expect(slots.length).toBe(71)
       for (let i = 1; i < slots.length; i++) expect(slots[i]! - slots[i - 1]!).toBe(HOUR)
+    }
+  })
+
+  /**
+   * The hour each clock change of 2026 touches, by zone: the wall-clock hour that does not exist on the short day,
+   * the one that occurs twice on the long day, and the slots that lists, steps and ranges in it make.
+   */
+  const changes = [
+    {
+      tz: 'Europe/Paris',
+      spring: { around: ['2026-03-28T22:00:00Z', '2026-03-29T05:00:00Z'], hour: 2 },
+      fall: { around: ['2026-10-24T21:00:00Z', '2026-10-25T05:00:00Z'], hour: 2 },
+      slots: {
+        // 02:00 to 03:00 does not exist: each time moved on by the hour, 02:20 to 03:20 (01:20Z).
+        spring: { steps: ['01:00', '01:20', '01:40'], list: ['01:00', '01:30'], range: ['01:00'], single: ['01:30'] },
+        // 02:00 to 03:00 occurs twice (00:00Z to 01:00Z, then 01:00Z to 02:00Z): the first only.
+        fall: { steps: ['00:00', '00:20', '00:40'], list: ['00:00', '00:30'], range: ['00:00', '02:00'], single: ['00:30'] },
+      },
+    },
+    {
+      tz: 'America/New_York',
+      spring: { around: ['2026-03-08T04:00:00Z', '2026-03-08T10:00:00Z'], hour: 2 },
+      fall: { around: ['2026-11-01T03:00:00Z', '2026-11-01T09:00:00Z'], hour: 1 },
+      slots: {
+        // 02:00 to 03:00 EST does not exist: 02:00 runs at 03:00 EDT (07:00Z).
+        spring: { steps: ['07:00', '07:20', '07:40'], list: ['07:00', '07:30'], range: ['07:00'], single: ['07:30'] },
+        // 01:00 to 02:00 occurs twice (05:00Z to 06:00Z EDT, then 06:00Z to 07:00Z EST): the first only.
+        fall: { steps: ['05:00', '05:20', '05:40'], list: ['05:00', '05:30'], range: ['05:00', '07:00'], single: ['05:30'] },
+      },
+    },
+  ] as const
+  const expressions = (hour: number) => ({ steps: `*/20 ${hour} * * *`, list: `0,30 ${hour} * * *`, range: `0 ${hour}-${hour + 1} * * *`, single: `30 ${hour} * * *` })
+
+  for (const zone of changes) {
+    for (const day of ['spring', 'fall'] as const) {
+      test(`JOB-21 lists, steps and ranges in the hour the clocks change in ${zone.tz} (${day}): a time that does not exist runs once, moved on by the gap; one that occurs twice runs once, at its first`, () => {
+        const { around, hour } = zone[day]
+        for (const [kind, cron] of Object.entries(expressions(hour))) {
+          const slots = walk(cron, zone.tz, around[0], around[1])
+          const date = around[1].slice(0, 10)
+          expect(slots.map(iso), `${cron} in ${zone.tz}`).toEqual(zone.slots[day][kind as keyof typeof zone.slots.fall].map((time) => `${date}T${time}:00.000Z`))
+          // The same slots read backwards, as a pass after downtime reads them.
+          expect(slotRule(cron, zone.tz).previous(100, Date.parse(around[1]), Date.parse(around[0])).reverse()).toEqual(slots)
+        }
+      })
+    }
+  }
+
+  test('JOB-21 an expression whose hours are every hour runs on the real clock across both clock changes in America/New_York: 23 hourly slots on the short day, 25 on the long one, every 20 minutes likewise', () => {
+    for (const [from, to, hourly, every20] of [['2026-03-08T04:59:59Z', '2026-03-09T04:00:00Z', 23, 69], ['2026-11-01T03:59:59Z', '2026-11-02T05:00:00Z', 25, 75]] as const) {
+      for (const [cron, count, step] of [['0 * * * *', hourly, HOUR], ['*/20 * * * *', every20, HOUR / 3]] as const) {
+        const slots = walk(cron, 'America/New_York', from, to)
+        expect(slots.length, cron).toBe(count)
+        for (let i = 1; i < slots.length; i++) expect(slots[i]! - slots[i - 1]!).toBe(step)
+      }
     }
   })
 

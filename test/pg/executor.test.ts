@@ -124,7 +124,7 @@ describe('claims and ends', () => {
     expect(await end(c, 'replies', [{ ...record, owner: 'owner-2' }])).toEqual([false])
     expect(await end(c, 'replies', [{ ...record, attempt: 2 }])).toEqual([false])
     expect((await stateOf(seq)).state).toBe('running')
-    expect(await c.executor.leaseHeld({ seq, owner: 'owner-1', attempt: 1 })).toBe(true)
+    expect(await c.executor.leaseHeld({ seq, owner: 'owner-1', attempt: 1 }, NOW)).toBe(true)
     expect(await c.executor.stepGet(seq, 'history')).toBe('[1, 2]')
 
     expect(await end(c, 'replies', [record])).toEqual([true])
@@ -153,7 +153,7 @@ describe('claims and ends', () => {
     expect((await rows<{ job: string }>(`select job from jobs_lease`)).map((row) => Number(row.job))).toEqual([b])
 
     // A retry writes its run_at, error and stack, and refunds nothing; a snooze gives its attempt back.
-    await c.write((db) => ask(db.jobSetStateIfLeased({ ...retried(NOW + 5_000), refund: 1, seq: b!, owner: 'owner-1', attempt: 1 })))
+    await c.write((db) => ask(db.jobSetStateIfLeased({ ...retried(NOW + 5_000), refund: 1, seq: b!, owner: 'owner-1', attempt: 1, expiredBy: null })))
     expect(await stateOf(b!)).toMatchObject({ state: 'scheduled', attempts: 0, run_at_ms: NOW + 5_000, error: 'it threw' })
   })
 
@@ -223,8 +223,8 @@ describe('leases', () => {
     expect(await c.executor.leaseGet(cc!)).toEqual({ owner: 'owner-2', attempt: 1, expiresAt: NOW + 30_000 })
     expect(await c.executor.leaseGet(123_456)).toBeUndefined()
     expect((await c.executor.leaseOwners('replies')).sort()).toEqual(['owner-1', 'owner-2'])
-    expect(await c.executor.leaseHeld({ seq: cc!, owner: 'owner-2', attempt: 1 })).toBe(true)
-    expect(await c.executor.leaseHeld({ seq: cc!, owner: 'owner-1', attempt: 1 })).toBe(false)
+    expect(await c.executor.leaseHeld({ seq: cc!, owner: 'owner-2', attempt: 1 }, NOW)).toBe(true)
+    expect(await c.executor.leaseHeld({ seq: cc!, owner: 'owner-1', attempt: 1 }, NOW)).toBe(false)
     await c.write((db) => ask(db.leaseDeleteMany([a!, cc!])))
     expect(await c.executor.leaseOwners('replies')).toEqual(['owner-1'])
   })

@@ -9,7 +9,7 @@
 import { execFile } from 'node:child_process'
 import fc from 'fast-check'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import { cancel, defineQueue, enqueue, getJob, inspectJob, listJobs, pauseQueue, queueCounts, watch, work, type JobState, type Json, type Worker } from '../../src/index.js'
+import { cancel, defineQueue, enqueue, enqueueMany, getJob, inspectJob, listJobs, pauseQueue, queueCounts, watch, work, type JobState, type Json, type Worker } from '../../src/index.js'
 import { dashboard } from '../../src/dashboard/index.js'
 import { list, show, status } from '../../src/cli/commands.js'
 import { connectionOf } from '../../src/dialect/sqlite/connection.js'
@@ -130,6 +130,7 @@ test('JOB-18 a job that may run but whose columns break the protocol fails at on
     ['negative-attempts', { attempts: -1 }, /^attempts holds -1, not a count of runs/],
     ['text-attempts', { attempts: 'none' }, /^attempts holds 'none', not a count of runs/],
     ['no-attempts', { max_attempts: 0 }, /^max_attempts holds 0, not a number of runs/],
+    ['above-max', { attempts: 5, max_attempts: 2 }, /^attempts holds 5, not a count of runs within max_attempts \(2\): the row breaks the table protocol$/],
     ['blob-group', { grp: Buffer.from([0, 255]) }, /^grp holds X'00FF', not text or null/],
     ['running-blob-run-at', { state: 'running', run_at: Buffer.from('x') }, /^run_at holds X'78', not a time/],
   ]
@@ -164,6 +165,23 @@ test('JOB-18 a job written as running with no lease runs again, as an abandoned 
   expect(ran.sort()).toEqual(['behind', 'orphan'])
   expect(surfaced).toEqual([])
   expect(queueCounts(t.db, single)).toMatchObject({ running: 0, done: 2, failed: 1 })
+})
+
+test('JOB-18 [sqlite] a jobs_queue row deleted by hand while its queue has jobs comes back counted from them: the counts stay right afterwards', async () => {
+  const counted = defineQueue<{ n: number }>('deleted-row')
+  worker = work(t.db, counted, () => {}, { onError: (error) => surfaced.push(error) })
+  enqueueMany(t.db, counted, Array.from({ length: 7 }, (_, n) => ({ value: { n } })))
+  await waitFor('seven jobs to be done', () => queueCounts(t.db, counted).done === 7, 10_000)
+  producer.prepare('delete from jobs_queue where name = ?').run(counted.name)
+  expect(queueCounts(t.db, counted)).toMatchObject({ waiting: 0, running: 0, done: 7 })
+  enqueueMany(t.db, counted, [{ value: { n: 8 } }])
+  await waitFor('the eighth job to be counted done', () => queueCounts(t.db, counted).done === 8, 10_000)
+  expect(queueCounts(t.db, counted)).toMatchObject({ waiting: 0, scheduled: 0, running: 0, done: 8, failed: 0 })
+  // A queue with no jobs left loses its row for good, as asked.
+  producer.prepare('delete from jobs_job where queue = ?').run(counted.name)
+  producer.prepare('delete from jobs_queue where name = ?').run(counted.name)
+  expect(producer.prepare('select count(*) from jobs_queue where name = ?').pluck().get(counted.name)).toBe(0)
+  expect(surfaced).toEqual([])
 })
 
 test('JOB-18 getJob, watch, the admin API, the CLI and the dashboard show a row with times that are no times as stored, without throwing', async () => {
@@ -443,10 +461,12 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
               expect(error.startsWith(`${broken} holds `), `${error} should name ${broken}`).toBe(true)
               expect(error).toMatch(/the row breaks the table protocol$/)
             } else if (after.state!.value === 'failed') {
-              // Either its value is no JSON, or it was running with no lease on its last attempt.
+              // Its value is no JSON, or it counted more attempts than it was given, or it was running with no lease on its last attempt.
               const lastAttempt = firstState === 'running' && (first.attempts!.value as number) >= (first.max_attempts!.value as number)
+              const beyondMax = firstState !== 'running' && (first.attempts!.value as number) > (first.max_attempts!.value as number)
               if (lastAttempt) expect(error).toMatch(/^attempt \d+ of \d+ ended without an outcome: it was running with no lease/)
-              else expect(!isJson(first.value!.value) && /^value holds .*, not JSON/.test(error), error).toBe(true)
+              else if (beyondMax && isJson(first.value!.value)) expect(error).toMatch(/^attempts holds \d+, not a count of runs within max_attempts \(\d+\): the row breaks the table protocol$/)
+              else expect(!isJson(first.value!.value) && /^(value holds .*, not JSON|attempts holds \d+, not a count of runs within max_attempts)/.test(error), error).toBe(true)
             } else if (after.state!.value !== 'done') {
               // Still to come, and rightly: a valid time later than after.
               expect(['waiting', 'scheduled']).toContain(after.state!.value)

@@ -103,7 +103,7 @@ function open(driver: PgDriver): PgConnection {
     write = async (work) => {
       await ready()
       await counters.ensure()
-      return driver.transaction((q) => run(q, work))
+      return driver.transaction((q) => run(q, work), { bounded: true })
     }
     join = write
     read = async (work) => {
@@ -323,8 +323,9 @@ function sqlStateOf(error: unknown): string | undefined {
 
 /**
  * SQLSTATEs that mean "try again later": serialization_failure, deadlock_detected, lock_not_available,
- * query_canceled, admin_shutdown, crash_shutdown, cannot_connect_now. Every connection_exception (class 08)
- * is too.
+ * query_canceled, admin_shutdown, crash_shutdown, cannot_connect_now, and
+ * idle_in_transaction_session_timeout (the server ended a write transaction of the engine's whose process
+ * stalled: driver.ts). Every connection_exception (class 08) is too.
  *
  * query_canceled is a statement_timeout that passed (or a cancel request): most often a wait for a lock held
  * by another transaction (a limited queue's row, under a claim or the app's own transaction), the same wait
@@ -332,7 +333,7 @@ function sqlStateOf(error: unknown): string | undefined {
  * again as any busy work is; a statement that is always slower than the timeout is then tried again without
  * end, which the docs say (docs/postgres.md).
  */
-const BUSY_SQLSTATES = new Set(['40001', '40P01', '55P03', '57014', '57P01', '57P02', '57P03'])
+const BUSY_SQLSTATES = new Set(['25P03', '40001', '40P01', '55P03', '57014', '57P01', '57P02', '57P03'])
 /** Lost or refused connections, as Node and postgres.js name them. */
 const BUSY_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'CONNECTION_CLOSED', 'CONNECT_TIMEOUT'])
 /** node-postgres's own errors for a lost connection and a pool that found none free in time carry no code. */

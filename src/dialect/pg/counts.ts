@@ -12,11 +12,20 @@
  *   queue from its jobs when they were missing; a reader installs nothing.
  */
 import { pgStatement } from './statement.js'
+import { INSTALL_PROTOCOL, PROTOCOL_TRIGGER } from './protocol.js'
 
 const STATES = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] as const
 
-/** The triggers' names: the version is in the name, so that a later version installs its own beside a dropped older one. */
-export const COUNT_TRIGGERS = ['jobs_job_counts_insert_v1', 'jobs_job_counts_update_v1', 'jobs_job_counts_delete_v1'] as const
+/**
+ * The triggers' names: the version is in the name, so that a later version installs its own beside a dropped older
+ * one. With the counting triggers: the table protocol's (protocol.ts), and jobs_queue_counts_kept_v1, which keeps the
+ * counts of a jobs_queue row deleted by hand as changes not folded yet, so that the next fold puts them back.
+ */
+export const COUNT_TRIGGERS = ['jobs_job_counts_insert_v1', 'jobs_job_counts_update_v1', 'jobs_job_counts_delete_v1', PROTOCOL_TRIGGER, 'jobs_queue_counts_kept_v1'] as const
+
+/** The triggers present, of those the engine installs, on jobs_job and jobs_queue. */
+const PRESENT = `select count(*) from pg_trigger where tgrelid in (to_regclass('jobs_job'), to_regclass('jobs_queue'))
+    and tgname in (${COUNT_TRIGGERS.map((name) => `'${name}'`).join(', ')})`
 
 /** Per state, the jobs of `rows` (a transition table) in it, times `sign`, per queue: one row per queue. */
 const perState = (rows: string, sign: '' | '-') =>
@@ -36,7 +45,7 @@ const appendChanges = (changes: string) => `insert into jobs_count (queue, ${STA
 export const INSTALL_COUNTERS = pgStatement('installCounters', `do $install$
 begin
   lock table jobs_job in share row exclusive mode;
-  if (select count(*) from pg_trigger where tgrelid = 'jobs_job'::regclass and tgname in (${COUNT_TRIGGERS.map((name) => `'${name}'`).join(', ')})) = ${COUNT_TRIGGERS.length} then
+  if (${PRESENT}) = ${COUNT_TRIGGERS.length} then
     return;
   end if;
   create or replace function jobs_job_counts_added_v1() returns trigger language plpgsql as $f$
@@ -60,6 +69,14 @@ begin
     referencing old table as jobs_counts_old new table as jobs_counts_new for each statement execute function jobs_job_counts_moved_v1();
   create or replace trigger jobs_job_counts_delete_v1 after delete on jobs_job
     referencing old table as jobs_counts_old for each statement execute function jobs_job_counts_deleted_v1();
+  create or replace function jobs_queue_counts_kept_v1() returns trigger language plpgsql as $f$
+  begin
+    insert into jobs_count (queue, ${STATES.join(', ')}) values (old.name, ${STATES.map((state) => `old.${state}`).join(', ')});
+    return null;
+  end $f$;
+  create or replace trigger jobs_queue_counts_kept_v1 after delete on jobs_queue
+    for each row when (${STATES.map((state) => `old.${state} <> 0`).join(' or ')}) execute function jobs_queue_counts_kept_v1();
+  ${INSTALL_PROTOCOL}
   delete from jobs_count;
   insert into jobs_queue (name) select distinct queue from jobs_job on conflict (name) do nothing;
   update jobs_queue set ${STATES.map((state) => `${state} = 0`).join(', ')};
@@ -69,8 +86,7 @@ begin
 end $install$`)
 
 /** How many of the counting triggers are in place: all of them, or the writer installs them. */
-export const COUNT_TRIGGERS_PRESENT = pgStatement<Record<never, never>, { present: number }>('countTriggersPresent', `select count(*)::int as present from pg_trigger
-  where tgrelid = to_regclass('jobs_job') and tgname in (${COUNT_TRIGGERS.map((name) => `'${name}'`).join(', ')})`)
+export const COUNT_TRIGGERS_PRESENT = pgStatement<Record<never, never>, { present: number }>('countTriggersPresent', `select (${PRESENT})::int as present`)
 
 /**
  * The counts of the queue @queue not folded yet, as a from clause `unfolded` of one row: `rows` (how many)
@@ -88,26 +104,31 @@ export const UNFOLDED_ALL = `(select queue, ${STATES.map((state) => `sum(${state
 export const kept = (state: (typeof STATES)[number]) => `(coalesce(q.${state}, 0) + coalesce(unfolded.${state}, 0))::float8`
 
 /**
- * Whether this transaction may fold the queue's counts: only one folder of a queue at a time, the others
- * pass (the lock ends with the transaction). Two folders at once would each delete the rows the other
- * locked, in whatever order their scans met them, and could deadlock.
- */
-export const FOLD_TURN = pgStatement<{ queue: string }, { turn: boolean }>('foldTurn', `select pg_try_advisory_xact_lock(hashtext('drizzle_jobs_fold'), hashtext(@queue::text)) as turn`)
-
-/**
- * Folds the queue's rows of jobs_count into its jobs_queue row, in one statement: the rows deleted are
- * exactly the ones added to the row. Safe beside writers and readers, with no lock a writer waits for:
+ * Folds the queue's rows of jobs_count into its jobs_queue row, in one statement run on its own (no transaction
+ * around it), so that no lock it takes outlives it, whatever the process that sent it does next (a handler that
+ * blocks the event loop, say): the rows deleted are exactly the ones added to the row. Safe beside writers and
+ * readers, and waits for none of them:
+ * - folders of one queue take turns (a transaction-scoped advisory lock, which ends with the statement): the
+ *   second passes, so two never delete the same rows, in whatever order their scans met them, and never deadlock;
+ * - a queue row that another transaction has locked (a claim of a limited queue, the app's own `for update`) is
+ *   passed over (`skip locked`): the fold waits for nobody, and the next one folds what this one left;
  * - the delete takes only the rows committed when it starts; a writer's row committed later is left for
  *   the next fold, never lost nor counted twice;
  * - the delete and the row's update commit together, so a reader's statement (one snapshot) sees each
  *   change either in jobs_count or in the row, never in both nor in neither;
- * - the update adds to the row as it is when its lock is granted (READ COMMITTED re-reads a row another
- *   transaction changed meanwhile), so a fold never undoes another's, nor a limit or pause set meanwhile;
- * - folders of one queue take turns (FOLD_TURN), so two never delete the same rows.
+ * - the update adds to the row as it is once locked, so a fold never undoes another's, nor a limit or pause set
+ *   meanwhile.
  * A queue without a jobs_queue row (jobs written with plain SQL only) gets one.
  */
-export const FOLD = pgStatement<{ queue: string }, { rows: number }>('foldCounts', `with folded as (
-    delete from jobs_count where queue = @queue::text returning ${STATES.join(', ')}
+export const FOLD = pgStatement<{ queue: string }, { rows: number }>('foldCounts', `with turn as materialized (
+    select pg_try_advisory_xact_lock(hashtext('drizzle_jobs_fold'), hashtext(@queue::text)) as turn
+  ), queue_row as materialized (
+    select name from jobs_queue where name = @queue::text and (select turn from turn) for no key update skip locked
+  ), free as materialized (
+    select (select turn from turn)
+      and (exists (select 1 from queue_row) or not exists (select 1 from jobs_queue where name = @queue::text)) as go
+  ), folded as (
+    delete from jobs_count where queue = @queue::text and (select go from free) returning ${STATES.join(', ')}
   ), sums as (
     select count(*) as rows, ${STATES.map((state) => `coalesce(sum(${state}), 0) as ${state}`).join(', ')} from folded
   ), kept as (

@@ -31,6 +31,18 @@ export interface PgDatabaseName {
   database: string
 }
 
+/** How a transaction of the engine's runs. */
+export interface TransactionOptions {
+  /** A read-only transaction, REPEATABLE READ: its statements see one state. */
+  readOnly?: boolean
+  /**
+   * A write transaction of the engine's protocol (claims, ends, rescues), whose statements follow one another at
+   * once: on a pool, the server ends it when its process stalls between them (WRITE_IDLE_LIMIT_MS), so that the
+   * locks it holds never wait for that process to wake.
+   */
+  bounded?: boolean
+}
+
 /** A pool (or one client of its own): runs each piece of work in a transaction of its own. */
 export interface PgPoolDriver extends Queryable {
   readonly inTransaction: false
@@ -41,7 +53,7 @@ export interface PgPoolDriver extends Queryable {
    * committed before it (the claim's lease count after its queue lock); a read-only one is REPEATABLE READ,
    * so that its statements see one state.
    */
-  transaction<T>(fn: (q: Queryable) => Promise<T>, options?: { readOnly?: boolean }): Promise<T>
+  transaction<T>(fn: (q: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>
   /**
    * Listens on `channel` on a connection kept for it: `onNotice` gets each notification's payload, and
    * `onListening` is called each time the LISTEN is in place (at first, and again after the connection was
@@ -108,6 +120,30 @@ interface PostgresJsTransaction extends PostgresJsSql {
 
 const WRITE_BEGIN = 'begin isolation level read committed'
 const READ_BEGIN = 'begin isolation level repeatable read read only'
+
+/**
+ * How long the server lets one of the engine's write transactions on a pool sit idle between two statements
+ * before it ends the session (idle_in_transaction_session_timeout, set for that transaction only). The engine
+ * sends each next statement as soon as the last one answered, so a transaction idle this long belongs to a
+ * process whose event loop stalled (a handler's synchronous work, a paused VM); the row locks it holds (a
+ * limited queue's row, the jobs it claims) would hold up every other worker until it woke, its lease's
+ * takeover among them. The server rolls it back instead; the woken process finds its connection lost and
+ * tries the work again, behind the fence. A wait for a lock is not idle: a transaction held up by the app's
+ * lock waits as long as that lock is held.
+ */
+export const WRITE_IDLE_LIMIT_MS = 1_000
+const WRITE_IDLE_LIMIT = `set local idle_in_transaction_session_timeout = ${WRITE_IDLE_LIMIT_MS}`
+
+/**
+ * postgres.js sends a statement it has not yet prepared on a connection in two parts: it asks the server to
+ * describe it, and sends the rest once the answer is read. Between the two the server counts the transaction as
+ * running a statement, not idle, so a process that stalls there escapes WRITE_IDLE_LIMIT_MS; a statement timeout
+ * (from the statement's first part until it completes) bounds it instead, at a length no statement of the
+ * engine's takes, but long enough for a lock wait of a moment. A statement it ends is tried again as busy work.
+ */
+export const WRITE_STATEMENT_LIMIT_MS = 5_000
+const POSTGRES_JS_WRITE_LIMITS = `select set_config('idle_in_transaction_session_timeout', '${WRITE_IDLE_LIMIT_MS}', true),
+  set_config('statement_timeout', '${WRITE_STATEMENT_LIMIT_MS}', true)`
 
 /**
  * The driver for a client behind a Drizzle handle: its database's `$client` (a pg Pool or Client, a
@@ -240,8 +276,9 @@ const RELISTEN_MAX_MS = 5_000
  */
 function listenOnPool(pool: NodePgPool, channel: string, onNotice: (payload: string) => void, onListening: () => void, onLost: () => void): () => void {
   let stopped = false
-  /** The client that listens, or is being made to. */
+  /** The client that listens, or is being made to, with the 'error' listener that checkOut put on it. */
   let client: NodePgPoolClient | undefined
+  let clientLost: ((error: Error) => void) | undefined
   let waitMs = RELISTEN_FIRST_MS
   const onNotification = (message: { channel: string; payload?: string }) => {
     if (message.channel === channel && message.payload !== undefined) onNotice(message.payload)
@@ -268,6 +305,7 @@ function listenOnPool(pool: NodePgPool, channel: string, onNotice: (payload: str
     checkOut(pool, lost).then(async (checkedOut) => {
       made = checkedOut
       client = made
+      clientLost = lost
       made.on('notification', onNotification)
       try {
         await made.query(`listen ${quoteIdentifier(channel)}`)
@@ -282,12 +320,20 @@ function listenOnPool(pool: NodePgPool, channel: string, onNotice: (payload: str
   const stop = () => {
     stopped = true
     const made = client
+    const lost = clientLost
     client = undefined
+    clientLost = undefined
     if (!made) return
     made.removeListener('notification', onNotification)
+    // Its 'error' listener stays until the UNLISTEN settles (an error meanwhile must not crash the process), and
+    // goes with the client back to the pool: every listening would otherwise leave one on a pooled client.
+    const release = (error?: Error) => {
+      if (lost) made.removeListener('error', lost)
+      made.release(error)
+    }
     made.query(`unlisten ${quoteIdentifier(channel)}`).then(
-      () => made.release(),
-      (error: unknown) => made.release(asError(error)),
+      () => release(),
+      (error: unknown) => release(asError(error)),
     )
   }
   connect()
@@ -300,11 +346,13 @@ function quoteIdentifier(name: string): string {
 
 /**
  * BEGIN, `fn`, COMMIT on one node-postgres client; ROLLBACK when `fn` or COMMIT throws. `unusable` is told
- * of an error after which the client cannot be trusted: a BEGIN or a ROLLBACK that failed.
+ * of an error after which the client cannot be trusted: a BEGIN or a ROLLBACK that failed. A `bounded` write
+ * transaction's session ends after WRITE_IDLE_LIMIT_MS idle (set in BEGIN's round trip): only on a pool's client,
+ * which the pool replaces, never on the app's own Client (nodePgClient passes no options but `readOnly`).
  */
-async function inTransaction<T>(client: NodePgClient, fn: (q: Queryable) => Promise<T>, options: { readOnly?: boolean } | undefined, unusable: (error: Error) => void): Promise<T> {
+async function inTransaction<T>(client: NodePgClient, fn: (q: Queryable) => Promise<T>, options: TransactionOptions | undefined, unusable: (error: Error) => void): Promise<T> {
   try {
-    await client.query(options?.readOnly ? READ_BEGIN : WRITE_BEGIN)
+    await client.query(options?.readOnly ? READ_BEGIN : options?.bounded ? `${WRITE_BEGIN}; ${WRITE_IDLE_LIMIT}` : WRITE_BEGIN)
   } catch (error) {
     unusable(asError(error))
     throw error
@@ -331,7 +379,7 @@ function nodePgClient(client: NodePgClient): PgPoolDriver {
     inTransaction: false,
     database: nodePgDatabaseName({ host: client.host, port: client.port, database: client.database, user: client.user }),
     query: (statement, values) => lane.run(() => query(statement, values)),
-    transaction: (fn, options) => lane.run(() => inTransaction(client, fn, options, () => {})),
+    transaction: (fn, options) => lane.run(() => inTransaction(client, fn, { readOnly: options?.readOnly }, () => {})),
     listen(channel, onNotice, onListening) {
       // The app's own client: it listens beside the statements it runs.
       const onNotification = (message: { channel: string; payload?: string }) => {
@@ -392,7 +440,7 @@ function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
       database: [options.database, options.user].find((name): name is string => typeof name === 'string') ?? '',
     },
     query: postgresJsQueryable(sql).query,
-    transaction: (fn, options) => postgresJsBegin(sql, (options?.readOnly ? READ_BEGIN : WRITE_BEGIN).slice('begin '.length), fn),
+    transaction: (fn, options) => postgresJsBegin(sql, (options?.readOnly ? READ_BEGIN : WRITE_BEGIN).slice('begin '.length), fn, options?.bounded === true),
     listen(channel, onNotice, onListening) {
       // postgres.js keeps a connection for its listeners, makes it anew when lost, and calls onListening each time.
       let stopped = false
@@ -423,11 +471,14 @@ function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
  * written, and the callback never ends, so that `begin` writes nothing more; the transaction, rolled back by
  * the server when the connection went, answers the loss.
  */
-function postgresJsBegin<T>(sql: PostgresJsPool, mode: string, fn: (tx: Queryable) => Promise<T>): Promise<T> {
+function postgresJsBegin<T>(sql: PostgresJsPool, mode: string, fn: (tx: Queryable) => Promise<T>, bounded: boolean): Promise<T> {
   let lost = false
   let markLost = (): void => {}
   const closed = new Promise<void>((resolve) => (markLost = () => ((lost = true), resolve())))
   const begun = sql.begin(mode, async (tx) => {
+    // Sent ahead of the first statement, in the same round trip (postgres.js pipelines a connection's statements);
+    // should it fail, the transaction is aborted, and its first statement says so.
+    if (bounded) tx.unsafe(POSTGRES_JS_WRITE_LIMITS, [], { prepare: false }).then(undefined, () => {})
     const queryable = postgresJsQueryable(tx)
     const guarded: Queryable = {
       query: (statement, values) => (lost ? Promise.reject(connectionLost()) : queryable.query(statement, values)),
@@ -474,7 +525,7 @@ function isConnectionLoss(error: unknown): boolean {
   return typeof code === 'string' && (LOSS_CODES.has(code) || code.startsWith('08'))
 }
 
-const LOSS_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'EPIPE', '57P01', '57P02', '57P03'])
+const LOSS_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'EPIPE', '25P03', '57P01', '57P02', '57P03'])
 
 function postgresJsTransaction(sql: PostgresJsTransaction): PgTransactionDriver {
   return {

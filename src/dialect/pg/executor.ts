@@ -7,7 +7,7 @@
  */
 import type { Executor, ListingOrder, ListParams } from '../index.js'
 import { ADMIN_SQL } from './admin.js'
-import { FOLD, FOLD_TURN, HAS_UNFOLDED } from './counts.js'
+import { FOLD, HAS_UNFOLDED } from './counts.js'
 import type { Queryable } from './driver.js'
 import { READ_SQL } from './read.js'
 import { all, get, one, some } from './statement.js'
@@ -40,8 +40,9 @@ const BIGINT_MIN = '-9223372036854775808'
  * bounds; anything else (a key that only SQLite stores: a text, a blob) after every number, as SQLite sorts it.
  */
 function wholeKey(key: ListParams['k1'] | undefined): number | string {
-  if (typeof key === 'number' && Number.isFinite(key)) return Math.trunc(key)
-  return key === -Infinity ? BIGINT_MIN : BIGINT_MAX
+  // A bigint read as a number may round to ±2^63, which JavaScript writes as a number past the bigint's bounds.
+  if (typeof key === 'number' && Math.abs(key) < 2 ** 63) return Math.trunc(key)
+  return typeof key === 'number' && key < 0 ? BIGINT_MIN : BIGINT_MAX
 }
 
 /** A listing's key for a time, in ms: ±Infinity before or after every time; a non-number after every time. */
@@ -74,11 +75,8 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
      */
     queueShiftCounts: async ({ queue }) => void (await all(q, SQL.queueRowEnsure, { queue })),
     queueHasUnfolded: (queue) => some(q, HAS_UNFOLDED, { queue }),
-    /** One folder of a queue at a time: another transaction folding it already, this one passes (counts.ts says why). */
-    async queueFoldCounts(queue) {
-      if (!(await one(q, FOLD_TURN, { queue })).turn) return 0
-      return (await one(q, FOLD, { queue })).rows
-    },
+    /** One statement, which passes when another folds the queue or holds its row (counts.ts says why). */
+    queueFoldCounts: async (queue) => (await one(q, FOLD, { queue })).rows,
 
     jobInsertIfRoom: (job) => some(q, SQL.insertJobIfRoom, job),
     jobInsert: (job) => some(q, SQL.insertJob, job),
@@ -122,12 +120,13 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     jobSetStateIfLeasedMany: ({ runs, ...end }) => all(q, SQL.endRuns, { ...end, runs: JSON.stringify(runs) }),
     jobSetStateIfUnleased: (end) => some(q, SQL.endUnleased, end),
     jobGetState: async (seq) => (await get(q, SQL.jobState, { seq }))?.state,
+    leaseDeleteOfRuns: async (runs) => void (await all(q, SQL.deleteRunLeases, { runs: JSON.stringify(runs.map((run) => [run.seq, run.owner, run.attempt])) })),
     leaseDeleteMany: async (seqs) => void (await all(q, SQL.deleteLeases, { seqs: JSON.stringify(seqs) })),
     stepDeleteMany: async (seqs) => void (await all(q, SQL.deleteSteps, { seqs: JSON.stringify(seqs) })),
 
     leaseRenewByOwner: (renew) => all(q, SQL.renewLeases, renew),
     leaseListByOwner: (owner) => all(q, SQL.ownerLeases, { owner }),
-    leaseHeld: (lease) => some(q, SQL.leaseHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt }),
+    leaseHeld: (lease, now) => some(q, SQL.leaseHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, now }),
     leaseOwners: async (queue) => (await all(q, SQL.leaseOwners, { queue })).map((row) => row.owner),
     leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) => all(q, SQL.abandonedLeases, { queue, self, now: timeBound(now), deadOwners: JSON.stringify(deadOwners), limit }),
     jobCountUnleased: async (queue) => (await one(q, SQL.unleasedCount, { queue })).count,
@@ -141,7 +140,7 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
 
     jobGetSnapshot: (queue, id) => get(q, READ_SQL.jobById, { queue, id }),
     jobGetSnapshots: (seqs) => all(q, READ_SQL.jobsBySeq, { seqs: JSON.stringify(seqs) }),
-    jobCountAhead: async (at) => (await one(q, READ_SQL.countAhead, { ...at, now: timeBound(at.now) })).ahead,
+    jobCountAhead: async (at) => (await one(q, READ_SQL.countAhead, { ...at, priority: wholeKey(at.priority), now: timeBound(at.now) })).ahead,
     /** One query: the head of the line, numbered by row_number() in claim order, filtered to the seqs asked about. */
     async jobPlacesInLine(line, seqs) {
       const rows = await all(q, READ_SQL.placesInLine, { ...line, now: timeBound(line.now), seqs: JSON.stringify([...seqs]) })

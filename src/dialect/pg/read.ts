@@ -37,10 +37,12 @@ export const READ_SQL = {
    * How many runnable jobs come before a job in claim order, up to @limit: one range of jobs_job_claim, bounded
    * by the row value (priority, run_at, seq), which PostgreSQL seeks on exactly, walked in its order (so that a
    * generic plan walks the index, not the table). Only jobs due by @now count: one
-   * scheduled for later, though more urgent, is not claimed before this one now.
+   * scheduled for later, though more urgent, is not claimed before this one now. The job itself never counts: a
+   * run_at that another program wrote with microseconds is read rounded to the ms, perhaps up, past its own.
    */
-  countAhead: pgStatement<{ queue: string; now: number; priority: number; runAt: number; seq: number; limit: number }, { ahead: number }>('countAhead', `select count(*)::int as ahead from (
+  countAhead: pgStatement<{ queue: string; now: number; priority: number | string; runAt: number; seq: number; limit: number }, { ahead: number }>('countAhead', `select count(*)::int as ahead from (
       select 1 from jobs_job where ${RUNNABLE_NOW} and (priority, run_at, seq) < (@priority::bigint, ${at('@runAt')}, @seq::bigint)
+        and seq <> @seq::bigint
       order by ${CLAIM_ORDER} limit @limit::bigint
     ) a`),
   /**

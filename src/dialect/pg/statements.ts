@@ -1,7 +1,8 @@
 /**
  * Every statement the engine runs on PostgreSQL, named by what it does. Writes
- * that end a run or keep a step carry the lease fence (owner, attempt) in the
- * same statement, so a run that lost its lease changes nothing (JOB-16).
+ * that end a run or keep a step carry the fence (terms.ts: the job running
+ * this attempt, its lease this owner's) in the same statement, locking what
+ * it checks, so a run that lost its lease changes nothing (JOB-16).
  *
  * Unlike SQLite's, these statements update no counters in jobs_queue: a
  * counter row updated by every claim, end and add would make every writer of
@@ -10,9 +11,9 @@
  * plus what is not folded into it yet.
  */
 import type { EndedState, JobState } from '../../types.js'
-import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, LeaseParams, NewJob, RunEndParams, StoredLimits, StoreLimitsParams, UnleasedRun } from '../index.js'
+import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, ExpiredBy, LeaseParams, NewJob, RunEndParams, StoredLimits, StoreLimitsParams, UnleasedRun } from '../index.js'
 import { pgStatement, type JobRow, type LeaseRow, type StepRow } from './statement.js'
-import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, inSeqs, LEASE_HELD, ms, RUNNABLE } from './terms.js'
+import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, fence, inSeqs, ms, ONE_RUN, RESCUABLE, RUNNABLE } from './terms.js'
 import { kept, UNFOLDED } from './counts.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
@@ -40,7 +41,7 @@ export const MAX_NOTICE_PAYLOAD_BYTES = 7_999
 type QueueParam = { queue: string }
 type Window = { queue: string; now: number }
 type Seqs = { seqs: string }
-type EndParams = Omit<RunEndParams, 'finishedAt' | 'result'>
+type EndParams = Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy
 
 export const SQL = {
   /** Which of the tables the migrations make are missing, and the database the connection is on (for a client whose options do not say). */
@@ -50,10 +51,6 @@ export const SQL = {
       current_database() as database, coalesce(host(inet_server_addr()), 'localhost') as host,
       coalesce(inet_server_port(), current_setting('port')::int) as port`),
 
-  /**
-   * Creates a queue's row on its first job, so that its pause flag and limits have a row to live in; else
-   * does nothing, and takes no lock on the row.
-   */
   /**
    * Tells listeners of the channel, when the transaction commits, what changed of which queue: one
    * notification per transaction and payload, however many jobs it added (PostgreSQL folds identical
@@ -69,7 +66,14 @@ export const SQL = {
   notifyMany: pgStatement<{ notices: string }>('notifyMany', `select pg_notify(n.channel, n.payload)
     from jsonb_to_recordset(@notices::jsonb) as n(channel text, payload text)`),
 
-  queueRowEnsure: pgStatement<QueueParam>('queueRowEnsure', `insert into jobs_queue (name) values (@queue::text) on conflict (name) do nothing`),
+  /**
+   * Creates a queue's row on its first job, so that its pause flag and limits have a row to live in; else does
+   * nothing, and waits for nothing: where the row is there, no insert is tried, so no lock on the row (a claim's, a
+   * fold's, the app's) holds it up, where `on conflict` alone would wait for a transaction that changed the row.
+   */
+  queueRowEnsure: pgStatement<QueueParam>('queueRowEnsure', `insert into jobs_queue (name) select @queue::text
+    where not exists (select 1 from jobs_queue where name = @queue::text)
+    on conflict (name) do nothing`),
 
   /**
    * Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled, by its
@@ -192,28 +196,48 @@ export const SQL = {
     on conflict (job) do update set queue = excluded.queue, grp = excluded.grp, owner = excluded.owner,
       attempt = excluded.attempt, expires_at = excluded.expires_at, channel = excluded.channel`),
 
-  /** Ends a run: the job's next state, fenced by the lease. Every outcome goes through it or through endRuns. */
-  endRun: pgStatement<RunEndParams & LeaseParams, { ended: 1 }>('endRun', `update jobs_job set ${END_SET}
-    where seq = @seq::bigint and state = 'running' and ${LEASE_HELD}
+  /**
+   * Ends a run: the job's next state, behind the fence (terms.ts), with a rescue's expiry. Every outcome goes through
+   * it or through endRuns.
+   */
+  endRun: pgStatement<RunEndParams & LeaseParams & ExpiredBy, { ended: 1 }>('endRun', `with ${fence(ONE_RUN, { lease: RESCUABLE })}
+    update jobs_job set ${END_SET}
+    where seq = (select seq from fenced)
     returning 1 as ended`),
   /**
    * endRun for several runs of one owner whose ends differ only in when they finished and what they returned:
    * `@runs` is a JSON array of [seq, attempt, finishedAt, result], result the JSON text of the result or null.
    * Answers the jobs it ended.
    */
-  endRuns: pgStatement<EndParams & { owner: string; runs: string }, Pick<JobRow, 'seq'>>('endRuns', `update jobs_job j set state = @state::text,
+  endRuns: pgStatement<EndParams & { owner: string; runs: string }, Pick<JobRow, 'seq'>>('endRuns', `with ${fence(`select (r.run ->> 0)::bigint as seq, (r.run ->> 1)::int as attempt
+      from jsonb_array_elements(@runs::jsonb) as r(run)`, { lease: RESCUABLE })}
+    update jobs_job j set state = @state::text,
       run_at = coalesce(${at('@runAt')}, j.run_at), finished_at = ${at(`(r.run ->> 2)`)}, result = (r.run ->> 3)::jsonb,
       error = @error::text, error_stack = @errorStack::text, attempts = j.attempts - @refund::int, abandoned = @abandoned::int <> 0
     from jsonb_array_elements(@runs::jsonb) as r(run)
-    where j.seq = (r.run ->> 0)::bigint and j.state = 'running'
-      and exists (select 1 from jobs_lease l where l.job = j.seq and l.owner = @owner::text and l.attempt = (r.run ->> 1)::int)
+    where j.seq = (r.run ->> 0)::bigint and j.seq in (select seq from fenced)
     returning j.seq::float8 as seq`),
+  /** Deletes the leases of runs that ended, each by its job, owner and attempt: never the lease of a later run of the job. `@runs` is a JSON array of [seq, owner, attempt]. */
+  deleteRunLeases: pgStatement<{ runs: string }>('deleteRunLeases', `delete from jobs_lease l using jsonb_array_elements(@runs::jsonb) as r(run)
+    where l.job = (r.run ->> 0)::bigint and l.owner = r.run ->> 1 and l.attempt = (r.run ->> 2)::int`),
+  /** Deletes the leases of jobs, whoever holds them: a cancel's. */
   deleteLeases: pgStatement<Seqs>('deleteLeases', `delete from jobs_lease where ${inSeqs('job', '@seqs')}`),
   deleteSteps: pgStatement<Seqs>('deleteSteps', `delete from jobs_step where ${inSeqs('job', '@seqs')}`),
 
-  /** Renews every lease an owner still holds; the jobs it answers are the ones still held. */
-  renewLeases: pgStatement<{ owner: string; expiresAt: number }, Pick<LeaseRow, 'job' | 'attempt'>>('renewLeases', `update jobs_lease set expires_at = ${at('@expiresAt')}
-    where owner = @owner::text returning job::float8 as job, attempt`),
+  /**
+   * Renews the leases an owner holds, in one statement that waits for nothing: a lease row another transaction has
+   * locked (the owner's own end deleting it, a rescue taking it, a claim holding what it locks) is passed over, and
+   * renewed next time if it is still there. Answers the leases the owner holds (committed), renewed or not: a run
+   * missing from them lost its lease.
+   */
+  renewLeases: pgStatement<{ owner: string; expiresAt: number }, Pick<LeaseRow, 'job' | 'attempt'>>('renewLeases', `with held as materialized (
+      select job, attempt from jobs_lease where owner = @owner::text
+    ), renewed as (
+      update jobs_lease set expires_at = ${at('@expiresAt')}
+      where job = any(array(select job from jobs_lease where owner = @owner::text for no key update skip locked)) and owner = @owner::text
+      returning 1
+    )
+    select job::float8 as job, attempt from held`),
   /** Leases of a queue, not the asking worker's own, that have expired or whose owner is one of the given dead ones (a JSON array). */
   abandonedLeases: pgStatement<{ queue: string; self: string; now: number; deadOwners: string; limit: number }, AbandonedLease>('abandonedLeases', `select l.job::float8 as seq, l.owner, l.attempt,
       ${ms('l.expires_at')} as "expiresAt", j.attempts, j.max_attempts as "maxAttempts"
@@ -237,12 +261,17 @@ export const SQL = {
   jobState: pgStatement<{ seq: number }, { state: JobState }>('jobState', `select state from jobs_job where seq = @seq::bigint`),
   leaseOwners: pgStatement<QueueParam, { owner: string }>('leaseOwners', `select distinct owner from jobs_lease where queue = @queue::text`),
 
-  /** Whether a run still holds its job's lease, as the fence reads it: one look-up by the lease's key. */
-  leaseHeld: pgStatement<LeaseParams, { held: 1 }>('leaseHeld', `select 1 as held from jobs_lease where job = @seq::bigint and owner = @owner::text and attempt = @attempt::int`),
+  /**
+   * Whether a run still holds its job's lease, as the fence (terms.ts) reads it, unexpired by @now (the owner's clock,
+   * which wrote its expiry): a run checks it before it calls a step's function. A read: it sees what has committed.
+   */
+  leaseHeld: pgStatement<LeaseParams & { now: number }, { held: 1 }>('leaseHeld', `with ${fence(ONE_RUN, { lease: `l.expires_at > ${at('@now')}`, lock: false })}
+    select 1 as held from fenced`),
   readStep: pgStatement<{ seq: number; name: string }, Pick<StepRow, 'answer'>>('readStep', `select answer::text as answer from jobs_step where job = @seq::bigint and name = @name::text`),
-  /** Keeps a step's answer, fenced by the lease (JOB-06, JOB-16). */
-  writeStep: pgStatement<LeaseParams & { name: string; answer: string | null }, { written: 1 }>('writeStep', `insert into jobs_step (job, name, answer)
-    select @seq::bigint, @name::text, @answer::jsonb where ${LEASE_HELD}
+  /** Keeps a step's answer, behind the fence (JOB-06, JOB-16). */
+  writeStep: pgStatement<LeaseParams & { name: string; answer: string | null }, { written: 1 }>('writeStep', `with ${fence(ONE_RUN)}
+    insert into jobs_step (job, name, answer)
+    select seq, @name::text, @answer::jsonb from fenced
     on conflict (job, name) do nothing
     returning 1 as written`),
 

@@ -36,11 +36,41 @@ export function inSeqs(column: string, param: string): string {
 export const CLAIM_ORDER = `jobs_job.priority, jobs_job.run_at, jobs_job.seq`
 
 /**
- * The lease fence: the job's lease row still names this owner and attempt. Taking a lease over always
- * replaces the row (a rescue deletes it, a claim inserts one for the next attempt), so a run whose lease was
- * taken fails this test, whatever the clocks say.
+ * The fence of every write a run makes (JOB-16), written once: the runs of `runs` (a select of `seq` and
+ * `attempt`) whose job is running that attempt and whose lease names @owner and that attempt, and meets `lease`
+ * (a further condition on the lease row `l`, if any), as the CTEs `fence_runs`, `fence_jobs` and `fenced(seq)`.
+ *
+ * Each job row, then each lease row, is locked, in that order, as every transaction of the engine takes them
+ * (a claim, an end and a rescue write the job, then its lease). Under READ COMMITTED a lock that had to wait
+ * re-checks the newest version of its row, so a run whose job was taken over while this statement waited
+ * (rescued, claimed again, canceled) fails the fence; a subquery would read the statement's snapshot, older
+ * than what it waited for, and let a rescue of attempt N end attempt N+1. A job taken over is always written
+ * (state, attempts) and its lease row deleted or replaced, so both re-checks see it whatever the clocks say.
+ * With `lock` false (a read: is the lease still held?), nothing is locked: the read sees what has committed.
  */
-export const LEASE_HELD = `exists (select 1 from jobs_lease where job = @seq::bigint and owner = @owner::text and attempt = @attempt::int)`
+export function fence(runs: string, options: { lease?: string; lock?: boolean } = {}): string {
+  const lock = options.lock ?? true
+  return `fence_runs as materialized (${runs}),
+  fence_jobs as materialized (
+    select j.seq, r.attempt from jobs_job j join fence_runs r on j.seq = r.seq
+    where j.state = 'running' and j.attempts = r.attempt
+    order by j.seq${lock ? ' for no key update of j' : ''}
+  ),
+  fenced as materialized (
+    select l.job as seq from jobs_lease l join fence_jobs f on l.job = f.seq
+    where l.owner = @owner::text and l.attempt = f.attempt${options.lease ? ` and ${options.lease}` : ''}
+    order by l.job${lock ? ' for update of l' : ''}
+  )`
+}
+
+/** `fence`'s runs for one run: @seq at @attempt. */
+export const ONE_RUN = `select @seq::bigint as seq, @attempt::int as attempt`
+
+/**
+ * The further condition of a rescue's fence: the lease has expired by @expiredBy (ms), as the rescuer read it, so a
+ * lease renewed since is not taken; null (an owner whose process is gone) takes it whatever its expiry.
+ */
+export const RESCUABLE = `(@expiredBy::float8 is null or l.expires_at <= ${at('@expiredBy')})`
 
 /**
  * The distinct queue names of jobs_job, one index probe each (a loose index scan of jobs_job_queue_id), for

@@ -1,27 +1,20 @@
 /**
  * Every statement the engine runs, named by what it does, prepared once per
- * connection. Writes that end a run or keep a step carry the lease fence
- * (owner, attempt, unexpired) in the same statement, so a run that lost its
- * lease changes nothing (JOB-16).
+ * connection. Writes that end a run or keep a step carry the fence (terms.ts:
+ * the job running this attempt, its lease this owner's) in the same
+ * statement, so a run that lost its lease changes nothing (JOB-16).
  */
 import type Database from 'better-sqlite3'
 import { protocolBreak } from './protocol.js'
 import { STATES, type EndedState, type JobState } from '../../types.js'
 
 export type { AbandonedLease, Claimable, ClaimedJob, NewJob, RunEndParams, UnleasedRun } from '../index.js'
-import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, ClaimWindow, JobRow, LeaseParams, LeaseRow, NewJob, NewJobs, NewLease, RunEndParams, StepRow, StoredLimits, StoreLimitsParams, UnleasedRun } from '../index.js'
+import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, ClaimWindow, ExpiredBy, JobRow, LeaseParams, LeaseRow, NewJob, NewJobs, NewLease, RunEndParams, StepRow, StoredLimits, StoreLimitsParams, UnleasedRun } from '../index.js'
 import { prepareAll, single, statement, type Prepared, type PreparedStatements } from './statement.js'
-import { ENDED, LIMIT, RUNNABLE } from './terms.js'
+import { ENDED, fence, LIMIT, RESCUABLE, RUNNABLE } from './terms.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
 const CLAIMED = `seq, id, grp, value, state as claimedFrom, attempts + 1 as attempts, max_attempts as maxAttempts, abandoned`
-
-/**
- * The lease fence: the job's lease row still names this owner and attempt. Taking a lease over always
- * replaces the row (a rescue deletes it, a claim inserts one for the next attempt), so a run whose
- * lease was taken fails this test, whatever the clocks say.
- */
-const LEASE_HELD = `exists (select 1 from jobs_lease where job = @seq and owner = @owner and attempt = @attempt)`
 
 /** Which jobs a statement for one job, or for several, writes. */
 const IN_SEQS = `in (select value from json_each(@seqs))`
@@ -64,7 +57,7 @@ function insertJobRows(rows: number) {
 export const SQL = {
   tablesPresent: statement<[], string>(`select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule')`, { pluck: true }),
   triggersPresent: single<[], number>(`select count(*) from sqlite_master where type = 'trigger' and name in
-    ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1')`),
+    ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1', 'jobs_queue_counts_kept_v1')`),
   /** The column that the latest migration adds: without it the tables are an older version's. */
   latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_queue') where name = 'claim_waiters'`),
   dataVersion: single<[], number>(`pragma data_version`),
@@ -161,22 +154,24 @@ export const SQL = {
   insertLease: statement<[{ seq: number } & NewLease], never>(insertLease(ONE)),
   insertLeases: statement<[{ seqs: string } & NewLease], never>(insertLease(ALL)),
 
-  /** Ends a run: the job's next state, fenced by the lease. Every outcome goes through it or through endRuns. */
-  endRun: statement<[RunEndParams & LeaseParams], never>(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
+  /** Ends a run: the job's next state, behind the fence, with a rescue's expiry. Every outcome goes through it or through endRuns. */
+  endRun: statement<[RunEndParams & LeaseParams & ExpiredBy], never>(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
       result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       engine_writes = engine_writes + 1
-    where seq = @seq and state = 'running' and ${LEASE_HELD}`),
+    where seq = @seq and ${fence('@seq', '@attempt', RESCUABLE)}`),
   /**
    * endRun for several runs of one owner whose ends differ only in when they finished and what they
    * returned: `@runs` is a JSON array of [seq, attempt, finishedAt, result]. Answers the jobs it ended.
    */
-  endRuns: statement<[Omit<RunEndParams, 'finishedAt' | 'result'> & { owner: string; runs: string }], Pick<JobRow, 'seq'>>(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = r.value ->> 2,
+  endRuns: statement<[Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy & { owner: string; runs: string }], Pick<JobRow, 'seq'>>(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = r.value ->> 2,
       result = r.value ->> 3, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       engine_writes = engine_writes + 1
     from json_each(@runs) r
-    where jobs_job.seq = r.value ->> 0 and jobs_job.state = 'running'
-      and exists (select 1 from jobs_lease l where l.job = jobs_job.seq and l.owner = @owner and l.attempt = r.value ->> 1)
+    where jobs_job.seq = r.value ->> 0 and ${fence('jobs_job.seq', '(r.value ->> 1)', RESCUABLE)}
     returning jobs_job.seq`),
+  /** Deletes the leases of runs that ended, each by its job, owner and attempt: never the lease of a later run of the job. `@runs` is a JSON array of [seq, owner, attempt]. */
+  deleteRunLeases: statement<[{ runs: string }], never>(`delete from jobs_lease where (job, owner, attempt) in (select value ->> 0, value ->> 1, value ->> 2 from json_each(@runs))`),
+  /** Deletes the leases of jobs, whoever holds them: a cancel's. */
   deleteLease: statement<[{ seq: number }], never>(`delete from jobs_lease where job = @seq`),
   deleteLeases: statement<[{ seqs: string }], never>(`delete from jobs_lease where job ${IN_SEQS}`),
   deleteSteps: statement<[{ seq: number }], never>(`delete from jobs_step where job = @seq`),
@@ -205,11 +200,11 @@ export const SQL = {
   jobState: statement<[seq: number], JobRow['state']>(`select state from jobs_job where seq = ?`, { pluck: true }),
   leaseOwners: statement<[queue: string], string>(`select distinct owner from jobs_lease where queue = ?`, { pluck: true }),
 
-  /** Whether a run still holds its job's lease, as the fence reads it: one look-up by the lease's key. */
-  leaseHeld: statement<[LeaseParams], 1>(`select 1 from jobs_lease where job = @seq and owner = @owner and attempt = @attempt`, { pluck: true }),
+  /** Whether a run still holds its job's lease, as the fence reads it, unexpired by @now (the owner's clock, which wrote its expiry). */
+  leaseHeld: statement<[LeaseParams & { now: number }], 1>(`select ${fence('@seq', '@attempt', 'fl.expires_at > @now')}`, { pluck: true }),
   readStep: statement<[seq: number, name: string], StepRow['answer']>(`select answer from jobs_step where job = ? and name = ?`, { pluck: true }),
-  /** Keeps a step's answer, fenced by the lease (JOB-06, JOB-16). */
-  writeStep: statement<[LeaseParams & { name: string; answer: string | null }], never>(`insert into jobs_step (job, name, answer) select @seq, @name, @answer where ${LEASE_HELD}
+  /** Keeps a step's answer, behind the fence (JOB-06, JOB-16). */
+  writeStep: statement<[LeaseParams & { name: string; answer: string | null }], never>(`insert into jobs_step (job, name, answer) select @seq, @name, @answer where ${fence('@seq', '@attempt')}
     on conflict (job, name) do nothing`),
 
   firstPrunable: statement<[{ queue: string; state: EndedState; before: number }], 1>(`select 1 from jobs_job where queue = @queue and ${ENDED} and state = @state and finished_at < @before limit 1`),
@@ -219,7 +214,7 @@ export const SQL = {
 } as const
 
 /** How many triggers the engine installs; fewer present means some are to be created. */
-export const TRIGGER_COUNT = 4
+export const TRIGGER_COUNT = 5
 
 const KNOWN_STATES = `(${STATES.map((state) => `'${state}'`).join(', ')})`
 const ENDED_STATES = `('done', 'failed', 'canceled')`
@@ -245,6 +240,9 @@ const mustFail = (r: string) =>
  * that fires jobs_job_protocol_v1. The update trigger then counts the state the job was left in, since
  * SQLite does not fire it again for the protocol trigger's update while it runs; the insert trigger's
  * touch does fire it. A job failed here keeps no lease and no step.
+ *
+ * A `jobs_queue` row that another program deletes while its queue has jobs is made again at once,
+ * counted from them (jobs_queue_counts_kept_v1): the counters live in that row only, and would be lost.
  */
 export const COUNTER_TRIGGERS = `
 drop trigger if exists jobs_job_counts_insert_v1;
@@ -290,6 +288,12 @@ create trigger if not exists jobs_job_counts_delete_v1 after delete on jobs_job 
     running = running - (old.state = 'running'), done = done - (old.state = 'done'),
     failed = failed - (old.state = 'failed'), canceled = canceled - (old.state = 'canceled')
   where name = old.queue;
+end;
+create trigger if not exists jobs_queue_counts_kept_v1 after delete on jobs_queue begin
+  insert into jobs_queue (name, waiting, scheduled, running, done, failed, canceled)
+  select old.name, sum(state = 'waiting'), sum(state = 'scheduled'), sum(state = 'running'), sum(state = 'done'),
+    sum(state = 'failed'), sum(state = 'canceled')
+  from jobs_job where queue = old.name having count(*) > 0;
 end;`
 
 /**

@@ -1,0 +1,61 @@
+/**
+ * The table protocol's rules on PostgreSQL, for jobs that other programs write with plain SQL. The columns'
+ * types already refuse most careless values (a run_at that is text, a priority that is no whole number); what
+ * they let through would hang a job or stop its queue: a run_at of 'infinity' is never due, an attempts of
+ * 2147483647 cannot be counted once more (the claim of every job of its queue would fail with "integer out
+ * of range"), and a negative attempts, a max_attempts below 1 or attempts above max_attempts make runs the
+ * job was never given. A trigger fails such a job at once as it is written, keeping as its error the column
+ * and the value it holds, as SQLite's triggers do (../sqlite/protocol.ts).
+ *
+ * It fires only for a row written waiting or scheduled that breaks a rule, tested in its WHEN clause: the
+ * engine's own writes of those states never break one, so they cost that test and no call.
+ * @internal
+ */
+import { MAX_STORED_INT, MAX_TIME_MS } from '../../limits.js'
+
+/** The trigger's name, with its version: a later version installs its own. */
+export const PROTOCOL_TRIGGER = 'jobs_job_protocol_v1'
+
+/** The latest time a Date holds, as a timestamptz: a time past it is read as no time. */
+const LATEST = `to_timestamp(${MAX_TIME_MS / 1000})`
+
+/** A time column of the row `r` that is not a time a Date holds (PostgreSQL stores none before a Date's earliest). */
+const notATime = (r: string, column: string) => `(not isfinite(${r}.${column}) or ${r}.${column} > ${LATEST})`
+
+/** The rules, each a condition on the row `r` that breaks it and the error that says so. */
+const RULES = (r: string): Array<[string, string]> => [
+  [notATime(r, 'run_at'), breaks(`quote_literal(${r}.run_at::text)`, 'run_at', 'a time within the range of a Date')],
+  [notATime(r, 'created_at'), breaks(`quote_literal(${r}.created_at::text)`, 'created_at', 'a time within the range of a Date')],
+  [`${r}.attempts < 0`, breaks(`${r}.attempts`, 'attempts', 'a count of runs (a whole number from 0)')],
+  [`${r}.max_attempts < 1`, breaks(`${r}.max_attempts`, 'max_attempts', 'a number of runs (a whole number from 1)')],
+  [`${r}.attempts > ${r}.max_attempts`, breaks(`${r}.attempts`, 'attempts', `a count of runs within max_attempts (' || ${r}.max_attempts || ')`)],
+  [`${r}.attempts >= ${MAX_STORED_INT}`, breaks(`${r}.attempts`, 'attempts', `a count of runs that one more run fits (below ${MAX_STORED_INT})`)],
+]
+
+/** The error of a rule: the column, its value as `shown` writes it (a time quoted, a number bare), and what it should hold. */
+function breaks(shown: string, column: string, expected: string): string {
+  return `'${column} holds ' || ${shown} || ', not ${expected}: the row breaks the table protocol'`
+}
+
+/** The condition under which a row written waiting or scheduled breaks the protocol. */
+const BROKEN = (r: string) => `${r}.state in ('waiting', 'scheduled') and (${RULES(r).map(([when]) => when).join(' or ')})`
+
+/**
+ * The trigger's function and the trigger, for the counters' install (counts.ts), which also fails the jobs
+ * written before it: a job failed here keeps no lease and no step.
+ */
+export const INSTALL_PROTOCOL = `
+  create or replace function ${PROTOCOL_TRIGGER}() returns trigger language plpgsql as $f$
+  begin
+    new.error := case ${RULES('new').map(([when, why]) => `when ${when} then ${why}`).join(' ')} end;
+    new.state := 'failed';
+    new.finished_at := now();
+    if tg_op = 'UPDATE' then
+      delete from jobs_lease where job = new.seq;
+      delete from jobs_step where job = new.seq;
+    end if;
+    return new;
+  end $f$;
+  create or replace trigger ${PROTOCOL_TRIGGER} before insert or update on jobs_job
+    for each row when (${BROKEN('new')}) execute function ${PROTOCOL_TRIGGER}();
+  update jobs_job set state = state where ${BROKEN('jobs_job')};`
