@@ -403,7 +403,7 @@ describe('errors and exit codes', () => {
     expect(garbage.code).toBe(3)
     expect(garbage.stderr).toContain('is not a SQLite database')
     expect(unmigrated.code).toBe(3)
-    expect(unmigrated.stderr).toMatch(/table jobs_queue, jobs_job, jobs_step, jobs_lease are missing: .*drizzle-kit migrate/)
+    expect(unmigrated.stderr).toMatch(/table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule are missing: .*drizzle-kit migrate/)
     expect(JSON.parse(unmigratedJson.stderr).error).toMatchObject({ kind: 'database', exitCode: 3 })
   })
 
@@ -483,7 +483,7 @@ describe('PostgreSQL: errors and exit codes', () => {
     try {
       const [text, asJson, dashboard] = await Promise.all([cli('status', '--db', bare.url), cliWith({ DATABASE_URL: bare.url }, 'list', '--json'), cli('dashboard', '--db', bare.url, '--port', '0')])
       expect(text).toMatchObject({ code: 3, stdout: '' })
-      expect(text.stderr).toMatch(/^drizzle-jobs: postgres:\/\/\S+: table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_count are missing: .*drizzle-kit migrate`\n$/)
+      expect(text.stderr).toMatch(/^drizzle-jobs: postgres:\/\/\S+: table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing: .*drizzle-kit migrate`\n$/)
       expect(JSON.parse(asJson.stderr).error).toMatchObject({ kind: 'database', exitCode: 3 })
       expect(dashboard.code).toBe(3)
     } finally {

@@ -37,7 +37,7 @@ async function watchOneAfterAnother(db: PgDatabase): Promise<void> {
     const watching = watch(db, queue, 'w')
     const first = await watching.next()
     expect(first.value).toMatchObject({ state: 'waiting' })
-    await watching.return(undefined)
+    await watching.return()
   }
 }
 
