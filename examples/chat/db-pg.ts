@@ -29,7 +29,7 @@ function openPool(url: string): pg.Pool {
 /** Opens the chat's database at `url`. Several processes, on several hosts, may open the same database. */
 export function openChatPg(url: string): ChatStore {
   const pool = openPool(url)
-  const db = drizzle(pool, { schema })
+  const db = drizzle({ client: pool, schema })
   return {
     db,
     async postMessage(queue, chat, text) {
@@ -73,7 +73,7 @@ export function openChatPg(url: string): ChatStore {
 export async function migrateChatPg(url: string): Promise<void> {
   const pool = openPool(url)
   try {
-    await migrate(drizzle(pool, { schema }), { migrationsFolder: MIGRATIONS })
+    await migrate(drizzle({ client: pool, schema }), { migrationsFolder: MIGRATIONS })
   } finally {
     await pool.end()
   }

@@ -30,7 +30,7 @@ function openFile(file: string): Database.Database {
 /** Opens the chat's database file, creating it if needed. */
 export function openChatDb(file: string): ChatStore {
   const client = openFile(file)
-  const db = drizzle(client, { schema })
+  const db = drizzle({ client, schema })
   return {
     db,
     async postMessage(queue, chat, text) {
@@ -75,7 +75,7 @@ export function openChatDb(file: string): ChatStore {
 export function migrateChatDb(file: string): void {
   const client = openFile(file)
   try {
-    migrate(drizzle(client, { schema }), { migrationsFolder: MIGRATIONS })
+    migrate(drizzle({ client, schema }), { migrationsFolder: MIGRATIONS })
   } finally {
     client.close()
   }
