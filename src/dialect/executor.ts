@@ -139,8 +139,12 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
    */
   leaseRenewByOwner(renew: { owner: string; expiresAt: number }): Result<K, Pick<LeaseRow, 'job' | 'attempt'>[]>
   leaseListByOwner(owner: string): Result<K, Pick<LeaseRow, 'job' | 'attempt'>[]>
-  /** Whether a run holds its lease, as the fence reads it, unexpired at `now` (the owner's clock). */
-  leaseHeld(lease: LeaseParams, now: number): Result<K, boolean>
+  /**
+   * Renews one run's lease until `expiresAt`, outside any transaction, behind the fence (its job running that attempt,
+   * its lease that owner's); answers whether the run still holds it. A lease that expired but that nobody took is the
+   * run's again: a rescue that read it expired re-checks the expiry under its locks, and no longer takes it.
+   */
+  leaseRenewIfHeld(lease: LeaseParams & { expiresAt: number }): Result<K, boolean>
   /** The owners holding leases of a queue. */
   leaseOwners(queue: string): Result<K, string[]>
   /** Leases of a queue, not `self`'s, that expired or whose owner is one of `deadOwners`. */
