@@ -52,8 +52,10 @@ export type Result<K extends Kind, T> = K extends 'sync' ? T : Promise<T>
 
 /**
  * The engine's requests to one connection. Writes run inside the caller's transaction
- * (Connection.immediate); those that end a run or keep a step carry the lease fence (owner, attempt)
- * in the same statement, so a run that lost its lease changes nothing.
+ * (Connection.immediate), but for a run's step writes and lease renewals and a fold of the counts, each one
+ * statement outside any transaction. Those that end a run, keep a step or renew one run's lease carry the
+ * fence (each dialect's terms.ts: the job running this attempt, its lease this owner's) in the same
+ * statement, so a run that lost its lease changes nothing (JOB-16).
  */
 export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** A number that moves when another connection commits: the poll that finds other processes' writes. */
@@ -139,8 +141,12 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
    */
   leaseRenewByOwner(renew: { owner: string; expiresAt: number }): Result<K, Pick<LeaseRow, 'job' | 'attempt'>[]>
   leaseListByOwner(owner: string): Result<K, Pick<LeaseRow, 'job' | 'attempt'>[]>
-  /** Whether a run holds its lease, as the fence reads it, unexpired at `now` (the owner's clock). */
-  leaseHeld(lease: LeaseParams, now: number): Result<K, boolean>
+  /**
+   * Renews one run's lease until `expiresAt`, outside any transaction, behind the fence (its job running that attempt,
+   * its lease that owner's); answers whether the run still holds it. A lease that expired but that nobody took is the
+   * run's again: a rescue that read it expired re-checks the expiry under its locks, and no longer takes it.
+   */
+  leaseRenewIfHeld(lease: LeaseParams & { expiresAt: number }): Result<K, boolean>
   /** The owners holding leases of a queue. */
   leaseOwners(queue: string): Result<K, string[]>
   /** Leases of a queue, not `self`'s, that expired or whose owner is one of `deadOwners`. */
@@ -151,7 +157,7 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
 
   /** A step's kept answer: undefined when none is kept. */
   stepGet(seq: number, name: string): Result<K, StepRow['answer'] | undefined>
-  /** Keeps a step's answer, fenced by the lease; answers whether it was written. */
+  /** Keeps a step's answer, behind the fence; answers whether it was written. */
   stepSetIfLeased(step: LeaseParams & { name: string; answer: string | null }): Result<K, boolean>
 
   jobHasPrunable(find: { queue: string; state: EndedState; before: number }): Result<K, boolean>

@@ -53,13 +53,14 @@ export async function renewLeases(connection: Connection, owner: string, runs: I
 }
 
 /**
- * Checks in the database that `run` still holds its lease, unexpired at `now` (the worker's clock, which wrote the
- * lease's expiry), marking it lost when it does not; answers whether it does. A run asks before it calls a step's
- * function: a run whose lease expired, taken over or not, calls none.
+ * Makes sure in the database that `run` still holds its lease, renewing it until `expiresAt` in the same statement,
+ * behind the fence; marks it lost when it does not; answers whether it does. A run asks before it calls a step's
+ * function: once it has answered, no other worker can take the job over until the lease expires again, and a
+ * takeover that committed before it (or that held the locks it waited for) is seen.
  * @internal
  */
-export async function confirmLease(connection: Connection, owner: string, run: RunContext, now: number): Promise<boolean> {
-  if (await connection.executor.leaseHeld({ seq: run.seq, owner, attempt: run.attempt }, now)) return true
+export async function confirmLease(connection: Connection, owner: string, run: RunContext, expiresAt: number): Promise<boolean> {
+  if (await connection.executor.leaseRenewIfHeld({ seq: run.seq, owner, attempt: run.attempt, expiresAt })) return true
   await connection.read((db) => leaseLost(db, run))
   return false
 }

@@ -81,8 +81,8 @@ export class RunContext implements Run {
     private readonly owner: string,
     queue: string,
     job: ClaimedJob,
-    /** The worker's clock, in ms since the epoch: its leases' expiries are written with it. */
-    private readonly clock: () => number = Date.now,
+    /** The worker's lease: its clock (ms since the epoch) and length, with which a step renews the run's lease before it calls its function. */
+    private readonly lease: { clock: () => number; ms: number },
   ) {
     this.seq = job.seq
     this.id = job.id
@@ -121,8 +121,8 @@ export class RunContext implements Run {
     const db = this.connection.executor
     const kept = await this.whileBusy(() => db.stepGet(this.seq, name))
     if (kept !== undefined) return (kept === null ? undefined : JSON.parse(kept)) as A
-    // The lease may have expired, or been taken, while this process could not tell (its event loop blocked past the lease, say).
-    if (!(await this.whileBusy(() => confirmLease(this.connection, this.owner, this, this.clock())))) this.assertHeld()
+    // The lease may have been taken while this process could not tell (its event loop blocked past the lease, say).
+    if (!(await this.whileBusy(() => confirmLease(this.connection, this.owner, this, this.lease.clock() + this.lease.ms)))) this.assertHeld()
     const answer = await fn()
     const json = encodeJson(answer, `the answer of step '${name}'`, MAX_VALUE_BYTES, true)
     this.assertHeld()

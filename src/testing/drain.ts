@@ -124,7 +124,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       continue
     }
     jobsChanged(connection.key, definition.name, 'claimed', [job.seq])
-    const run = new RunContext(connection, owner, definition.name, job)
+    const run = new RunContext(connection, owner, definition.name, job, { clock: Date.now, ms: leaseMs })
     const unsubscribe = onJobsChanged(connection.key, (_queue, kind) => {
       if (kind === 'revoked') void checkLeases(connection, owner, [run])
     })

@@ -26,8 +26,8 @@ export class ActiveRuns {
     private readonly connection: Connection,
     private readonly owner: string,
     private readonly queue: string,
-    /** The worker's clock: a run checks its lease's expiry with it. */
-    private readonly clock: () => number,
+    /** The worker's lease, its clock and length: a run renews its own lease before each step's function. */
+    private readonly lease: { clock: () => number; ms: number },
   ) {}
 
   get size(): number {
@@ -79,7 +79,7 @@ export class ActiveRuns {
   start(job: ClaimedJob): RunContext {
     leaseTakenOver(this.runs.get(job.seq))
     this.alone.started(job)
-    const run = new RunContext(this.connection, this.owner, this.queue, job, this.clock)
+    const run = new RunContext(this.connection, this.owner, this.queue, job, this.lease)
     this.runs.set(job.seq, run)
     return run
   }

@@ -212,7 +212,7 @@ class QueueWorker implements Worker {
     private readonly settings: Settings,
   ) {
     this.queue = definition.name
-    this.active = new ActiveRuns(connection, this.owner, this.queue, settings.clock)
+    this.active = new ActiveRuns(connection, this.owner, this.queue, { clock: settings.clock, ms: settings.leaseMs })
     this.flusher = new Flusher({
       connection,
       queue: definition,

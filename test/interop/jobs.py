@@ -29,7 +29,10 @@ import sys
 import time
 
 RUNNABLE = "state in ('waiting', 'scheduled')"
-LEASE_HELD = "exists (select 1 from jobs_lease where job = :seq and owner = :owner and attempt = :attempt)"
+# The fence (docs/tables.md): the job running this attempt, and its lease this owner's.
+FENCED = """exists (select 1 from jobs_job j join jobs_lease l on l.job = j.seq
+                 where j.seq = :seq and j.state = 'running' and j.attempts = :attempt
+                   and l.owner = :owner and l.attempt = :attempt)"""
 
 
 def to_json(value):
@@ -137,7 +140,7 @@ def step(path, seq, owner, attempt, name, answer):
 
     def keep():
         cursor = connection.execute(
-            f"""insert into jobs_step (job, name, answer) select :seq, :name, :answer where {LEASE_HELD}
+            f"""insert into jobs_step (job, name, answer) select :seq, :name, :answer where {FENCED}
                 on conflict (job, name) do nothing""",
             {"seq": seq, "name": name, "answer": to_json(answer), "owner": owner, "attempt": attempt},
         )
@@ -152,12 +155,12 @@ def complete(path, seq, owner, attempt, result):
     def end():
         cursor = connection.execute(
             f"""update jobs_job set state = 'done', finished_at = :now, result = :result, error = null
-                where seq = :seq and {LEASE_HELD}""",
+                where seq = :seq and {FENCED}""",
             {"seq": seq, "now": now_ms(), "result": to_json(result), "owner": owner, "attempt": attempt},
         )
         landed = cursor.rowcount == 1
         if landed:
-            connection.execute("delete from jobs_lease where job = ?", (seq,))
+            connection.execute("delete from jobs_lease where job = ? and owner = ? and attempt = ?", (seq, owner, attempt))
             connection.execute("delete from jobs_step where job = ?", (seq,))
         return {"landed": landed}
 

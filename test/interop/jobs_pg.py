@@ -31,7 +31,12 @@ import psycopg
 
 CHANNEL = "drizzle_jobs"
 RUNNABLE = "state in ('waiting', 'scheduled')"
-LEASE_HELD = "exists (select 1 from jobs_lease where job = %(seq)s and owner = %(owner)s and attempt = %(attempt)s)"
+# The fence (docs/postgres.md): the job running this attempt, then its lease this owner's, each row locked, so
+# that a wait for another transaction re-checks both as they now are.
+FENCED = """with job as (select seq from jobs_job where seq = %(seq)s and state = 'running' and attempts = %(attempt)s
+                          for no key update),
+     lease as (select job from jobs_lease where job = (select seq from job) and owner = %(owner)s and attempt = %(attempt)s
+               for update)"""
 
 
 def to_json(value):
@@ -115,7 +120,8 @@ def claim(url, queue, owner, lease_ms):
 def step(url, seq, owner, attempt, name, answer):
     with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
         cursor = connection.execute(
-            f"""insert into jobs_step (job, name, answer) select %(seq)s, %(name)s, %(answer)s::jsonb where {LEASE_HELD}
+            f"""{FENCED}
+                insert into jobs_step (job, name, answer) select job, %(name)s, %(answer)s::jsonb from lease
                 on conflict (job, name) do nothing""",
             {"seq": seq, "name": name, "answer": to_json(answer), "owner": owner, "attempt": attempt},
         )
@@ -125,14 +131,15 @@ def step(url, seq, owner, attempt, name, answer):
 def complete(url, seq, owner, attempt, result):
     with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
         ended = connection.execute(
-            f"""update jobs_job set state = 'done', finished_at = now(), result = %(result)s::jsonb, error = null
-                where seq = %(seq)s and state = 'running' and {LEASE_HELD}
+            f"""{FENCED}
+                update jobs_job set state = 'done', finished_at = now(), result = %(result)s::jsonb, error = null
+                where seq = (select job from lease)
                 returning queue""",
             {"seq": seq, "result": to_json(result), "owner": owner, "attempt": attempt},
         ).fetchone()
         if ended is None:
             return {"landed": False}
-        connection.execute("delete from jobs_lease where job = %s", (seq,))
+        connection.execute("delete from jobs_lease where job = %s and owner = %s and attempt = %s", (seq, owner, attempt))
         connection.execute("delete from jobs_step where job = %s", (seq,))
         notify(connection, "ended", ended[0])
         return {"landed": True}

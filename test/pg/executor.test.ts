@@ -124,7 +124,7 @@ describe('claims and ends', () => {
     expect(await end(c, 'replies', [{ ...record, owner: 'owner-2' }])).toEqual([false])
     expect(await end(c, 'replies', [{ ...record, attempt: 2 }])).toEqual([false])
     expect((await stateOf(seq)).state).toBe('running')
-    expect(await c.executor.leaseHeld({ seq, owner: 'owner-1', attempt: 1 }, NOW)).toBe(true)
+    expect(await c.executor.leaseRenewIfHeld({ seq, owner: 'owner-1', attempt: 1, expiresAt: NOW + 30_000 })).toBe(true)
     expect(await c.executor.stepGet(seq, 'history')).toBe('[1, 2]')
 
     expect(await end(c, 'replies', [record])).toEqual([true])
@@ -134,6 +134,32 @@ describe('claims and ends', () => {
     expect(await rows(`select * from jobs_step`)).toEqual([])
     // An end that already landed does not land again.
     expect(await end(c, 'replies', [record])).toEqual([false])
+  })
+
+  test('JOB-16 [postgres] a rescue of attempt 1 that waited on the job row while another transaction gave the job to attempt 2 changes nothing: the fence re-checks the rows it waited for', async () => {
+    const c = connection()
+    const seq = (await addJobs(c, [newJob('replies', 'a')])).get('a')!
+    await claim(c, replies, request('owner-1', 1))
+    // Another transaction takes the job over and holds it: attempt 1 rescued, attempt 2 claimed by owner-2.
+    const other = await t.pool.connect()
+    try {
+      await other.query('begin')
+      await other.query(`update jobs_job set attempts = 2 where seq = $1`, [seq])
+      await other.query(`update jobs_lease set owner = 'owner-2', attempt = 2, expires_at = $2 where job = $1`, [seq, new Date(NOW + 60_000)])
+      // The rescue of attempt 1 starts now, reads attempt 1's lease in its snapshot, and waits for the job row.
+      const rescue = c.write((db) => ask(db.jobSetStateIfLeased({ ...retried(NOW + 1_000), seq, owner: 'owner-1', attempt: 1, expiredBy: NOW + 40_000 })))
+      const deadline = performance.now() + 10_000
+      while ((await rows(`select 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`)).length === 0) {
+        if (performance.now() > deadline) throw new Error('the rescue never waited for the job row')
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      await other.query('commit')
+      expect(await rescue).toBe(false)
+    } finally {
+      other.release()
+    }
+    expect(await stateOf(seq)).toMatchObject({ state: 'running', attempts: 2, error: null })
+    expect(await rows(`select owner, attempt from jobs_lease where job = $1`, [seq])).toEqual([{ owner: 'owner-2', attempt: 2 }])
   })
 
   test('JOB-16 [postgres] several ends of one owner land in one statement, each fenced by its own attempt', async () => {
@@ -223,8 +249,8 @@ describe('leases', () => {
     expect(await c.executor.leaseGet(cc!)).toEqual({ owner: 'owner-2', attempt: 1, expiresAt: NOW + 30_000 })
     expect(await c.executor.leaseGet(123_456)).toBeUndefined()
     expect((await c.executor.leaseOwners('replies')).sort()).toEqual(['owner-1', 'owner-2'])
-    expect(await c.executor.leaseHeld({ seq: cc!, owner: 'owner-2', attempt: 1 }, NOW)).toBe(true)
-    expect(await c.executor.leaseHeld({ seq: cc!, owner: 'owner-1', attempt: 1 }, NOW)).toBe(false)
+    expect(await c.executor.leaseRenewIfHeld({ seq: cc!, owner: 'owner-2', attempt: 1, expiresAt: NOW + 30_000 })).toBe(true)
+    expect(await c.executor.leaseRenewIfHeld({ seq: cc!, owner: 'owner-1', attempt: 1, expiresAt: NOW + 30_000 })).toBe(false)
     await c.write((db) => ask(db.leaseDeleteMany([a!, cc!])))
     expect(await c.executor.leaseOwners('replies')).toEqual(['owner-1'])
   })

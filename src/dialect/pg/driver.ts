@@ -134,16 +134,8 @@ const READ_BEGIN = 'begin isolation level repeatable read read only'
 export const WRITE_IDLE_LIMIT_MS = 1_000
 const WRITE_IDLE_LIMIT = `set local idle_in_transaction_session_timeout = ${WRITE_IDLE_LIMIT_MS}`
 
-/**
- * postgres.js sends a statement it has not yet prepared on a connection in two parts: it asks the server to
- * describe it, and sends the rest once the answer is read. Between the two the server counts the transaction as
- * running a statement, not idle, so a process that stalls there escapes WRITE_IDLE_LIMIT_MS; a statement timeout
- * (from the statement's first part until it completes) bounds it instead, at a length no statement of the
- * engine's takes, but long enough for a lock wait of a moment. A statement it ends is tried again as busy work.
- */
-export const WRITE_STATEMENT_LIMIT_MS = 5_000
-const POSTGRES_JS_WRITE_LIMITS = `select set_config('idle_in_transaction_session_timeout', '${WRITE_IDLE_LIMIT_MS}', true),
-  set_config('statement_timeout', '${WRITE_STATEMENT_LIMIT_MS}', true)`
+/** WRITE_IDLE_LIMIT as postgres.js sends it: a statement with no parameter, which it sends in one piece. */
+const POSTGRES_JS_WRITE_LIMIT = `select set_config('idle_in_transaction_session_timeout', '${WRITE_IDLE_LIMIT_MS}', true)`
 
 /**
  * The driver for a client behind a Drizzle handle: its database's `$client` (a pg Pool or Client, a
@@ -428,6 +420,32 @@ function postgresJsQueryable(sql: PostgresJsSql): Queryable {
   }
 }
 
+/**
+ * Runs statements on postgres.js each sent in one piece, their values written into the text as literals. postgres.js
+ * sends a statement with parameters that it has not yet prepared on a connection in two parts: it asks the server to
+ * describe it, and sends the rest on a later turn of the event loop, once the answer is read. Between the two the
+ * server waits in the middle of a statement, which neither idle_in_transaction_session_timeout nor statement_timeout
+ * ends, so a process that stalled there would hold its transaction's locks until it woke. A statement with no
+ * parameters goes in one piece. Strings are written as UTF-8 bytes in hex, so no value can change the statement's
+ * text; the statements cast every value, as they do their parameters.
+ */
+function postgresJsWholeQueryable(sql: PostgresJsSql): Queryable {
+  return {
+    async query(statement, values) {
+      const text = values.length === 0 ? statement.text : statement.text.replace(/\$(\d+)/g, (_, n: string) => literal(values[Number(n) - 1]!))
+      return await sql.unsafe(text, [], { prepare: false })
+    },
+  }
+}
+
+/** A value as a SQL literal that its statement casts: null, a boolean, a finite number, or text given as its UTF-8 bytes. */
+function literal(value: PgValue): string {
+  if (value === null) return 'null'
+  if (typeof value === 'boolean') return value ? 'true' : 'false'
+  if (typeof value === 'number' && Number.isFinite(value)) return `(${String(value)})`
+  return `convert_from(decode('${Buffer.from(String(value), 'utf8').toString('hex')}', 'hex'), 'UTF8')`
+}
+
 function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
   const options = sql.options ?? {}
   const first = (value: unknown) => (Array.isArray(value) ? value[0] : value)
@@ -478,8 +496,8 @@ function postgresJsBegin<T>(sql: PostgresJsPool, mode: string, fn: (tx: Queryabl
   const begun = sql.begin(mode, async (tx) => {
     // Sent ahead of the first statement, in the same round trip (postgres.js pipelines a connection's statements);
     // should it fail, the transaction is aborted, and its first statement says so.
-    if (bounded) tx.unsafe(POSTGRES_JS_WRITE_LIMITS, [], { prepare: false }).then(undefined, () => {})
-    const queryable = postgresJsQueryable(tx)
+    if (bounded) tx.unsafe(POSTGRES_JS_WRITE_LIMIT, [], { prepare: false }).then(undefined, () => {})
+    const queryable = bounded ? postgresJsWholeQueryable(tx) : postgresJsQueryable(tx)
     const guarded: Queryable = {
       query: (statement, values) => (lost ? Promise.reject(connectionLost()) : queryable.query(statement, values)),
     }

@@ -126,7 +126,7 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
 
     leaseRenewByOwner: (renew) => all(q, SQL.renewLeases, renew),
     leaseListByOwner: (owner) => all(q, SQL.ownerLeases, { owner }),
-    leaseHeld: (lease, now) => some(q, SQL.leaseHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, now }),
+    leaseRenewIfHeld: (lease) => some(q, SQL.leaseRenewIfHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt }),
     leaseOwners: async (queue) => (await all(q, SQL.leaseOwners, { queue })).map((row) => row.owner),
     leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) => all(q, SQL.abandonedLeases, { queue, self, now: timeBound(now), deadOwners: JSON.stringify(deadOwners), limit }),
     jobCountUnleased: async (queue) => (await one(q, SQL.unleasedCount, { queue })).count,

@@ -200,7 +200,7 @@ export const SQL = {
    * Ends a run: the job's next state, behind the fence (terms.ts), with a rescue's expiry. Every outcome goes through
    * it or through endRuns.
    */
-  endRun: pgStatement<RunEndParams & LeaseParams & ExpiredBy, { ended: 1 }>('endRun', `with ${fence(ONE_RUN, { lease: RESCUABLE })}
+  endRun: pgStatement<RunEndParams & LeaseParams & ExpiredBy, { ended: 1 }>('endRun', `with ${fence(ONE_RUN, RESCUABLE)}
     update jobs_job set ${END_SET}
     where seq = (select seq from fenced)
     returning 1 as ended`),
@@ -210,7 +210,7 @@ export const SQL = {
    * Answers the jobs it ended.
    */
   endRuns: pgStatement<EndParams & { owner: string; runs: string }, Pick<JobRow, 'seq'>>('endRuns', `with ${fence(`select (r.run ->> 0)::bigint as seq, (r.run ->> 1)::int as attempt
-      from jsonb_array_elements(@runs::jsonb) as r(run)`, { lease: RESCUABLE })}
+      from jsonb_array_elements(@runs::jsonb) as r(run)`, RESCUABLE)}
     update jobs_job j set state = @state::text,
       run_at = coalesce(${at('@runAt')}, j.run_at), finished_at = ${at(`(r.run ->> 2)`)}, result = (r.run ->> 3)::jsonb,
       error = @error::text, error_stack = @errorStack::text, attempts = j.attempts - @refund::int, abandoned = @abandoned::int <> 0
@@ -262,11 +262,14 @@ export const SQL = {
   leaseOwners: pgStatement<QueueParam, { owner: string }>('leaseOwners', `select distinct owner from jobs_lease where queue = @queue::text`),
 
   /**
-   * Whether a run still holds its job's lease, as the fence (terms.ts) reads it, unexpired by @now (the owner's clock,
-   * which wrote its expiry): a run checks it before it calls a step's function. A read: it sees what has committed.
+   * Renews one run's lease until @expiresAt, behind the fence (terms.ts), and answers a row only if the run still
+   * holds it: a run asks before it calls a step's function. Expired or not, a lease nobody took is the run's again,
+   * and a rescue that read it expired no longer takes it (its fence re-checks the expiry under the same locks).
    */
-  leaseHeld: pgStatement<LeaseParams & { now: number }, { held: 1 }>('leaseHeld', `with ${fence(ONE_RUN, { lease: `l.expires_at > ${at('@now')}`, lock: false })}
-    select 1 as held from fenced`),
+  leaseRenewIfHeld: pgStatement<LeaseParams & { expiresAt: number }, { held: 1 }>('leaseRenewIfHeld', `with ${fence(ONE_RUN)}
+    update jobs_lease set expires_at = ${at('@expiresAt')}
+    where job = (select seq from fenced) and owner = @owner::text and attempt = @attempt::int
+    returning 1 as held`),
   readStep: pgStatement<{ seq: number; name: string }, Pick<StepRow, 'answer'>>('readStep', `select answer::text as answer from jobs_step where job = @seq::bigint and name = @name::text`),
   /** Keeps a step's answer, behind the fence (JOB-06, JOB-16). */
   writeStep: pgStatement<LeaseParams & { name: string; answer: string | null }, { written: 1 }>('writeStep', `with ${fence(ONE_RUN)}

@@ -46,20 +46,18 @@ export const CLAIM_ORDER = `jobs_job.priority, jobs_job.run_at, jobs_job.seq`
  * (rescued, claimed again, canceled) fails the fence; a subquery would read the statement's snapshot, older
  * than what it waited for, and let a rescue of attempt N end attempt N+1. A job taken over is always written
  * (state, attempts) and its lease row deleted or replaced, so both re-checks see it whatever the clocks say.
- * With `lock` false (a read: is the lease still held?), nothing is locked: the read sees what has committed.
  */
-export function fence(runs: string, options: { lease?: string; lock?: boolean } = {}): string {
-  const lock = options.lock ?? true
+export function fence(runs: string, lease?: string): string {
   return `fence_runs as materialized (${runs}),
   fence_jobs as materialized (
     select j.seq, r.attempt from jobs_job j join fence_runs r on j.seq = r.seq
     where j.state = 'running' and j.attempts = r.attempt
-    order by j.seq${lock ? ' for no key update of j' : ''}
+    order by j.seq for no key update of j
   ),
   fenced as materialized (
     select l.job as seq from jobs_lease l join fence_jobs f on l.job = f.seq
-    where l.owner = @owner::text and l.attempt = f.attempt${options.lease ? ` and ${options.lease}` : ''}
-    order by l.job${lock ? ' for update of l' : ''}
+    where l.owner = @owner::text and l.attempt = f.attempt${lease ? ` and ${lease}` : ''}
+    order by l.job for update of l
   )`
 }
 

@@ -63,7 +63,7 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
 
     leaseRenewByOwner: (renew) => sql.renewLeases.all(renew),
     leaseListByOwner: (owner) => sql.ownerLeases.all(owner),
-    leaseHeld: (lease, now) => sql.leaseHeld.get({ seq: lease.seq, owner: lease.owner, attempt: lease.attempt, now }) === 1,
+    leaseRenewIfHeld: (lease) => sql.leaseRenewIfHeld.run({ seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt }).changes === 1,
     leaseOwners: (queue) => sql.leaseOwners.all(queue),
     leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) => sql.abandonedLeases.all({ queue, self, now, deadOwners: JSON.stringify(deadOwners), limit }),
     jobCountUnleased: (queue) => sql.unleasedCount.get({ queue }),

@@ -200,8 +200,9 @@ export const SQL = {
   jobState: statement<[seq: number], JobRow['state']>(`select state from jobs_job where seq = ?`, { pluck: true }),
   leaseOwners: statement<[queue: string], string>(`select distinct owner from jobs_lease where queue = ?`, { pluck: true }),
 
-  /** Whether a run still holds its job's lease, as the fence reads it, unexpired by @now (the owner's clock, which wrote its expiry). */
-  leaseHeld: statement<[LeaseParams & { now: number }], 1>(`select ${fence('@seq', '@attempt', 'fl.expires_at > @now')}`, { pluck: true }),
+  /** Renews one run's lease until @expiresAt, behind the fence, only if the run still holds it: a run asks before it calls a step's function. */
+  leaseRenewIfHeld: statement<[LeaseParams & { expiresAt: number }], never>(`update jobs_lease set expires_at = @expiresAt
+    where job = @seq and owner = @owner and attempt = @attempt and ${fence('@seq', '@attempt')}`),
   readStep: statement<[seq: number, name: string], StepRow['answer']>(`select answer from jobs_step where job = ? and name = ?`, { pluck: true }),
   /** Keeps a step's answer, behind the fence (JOB-06, JOB-16). */
   writeStep: statement<[LeaseParams & { name: string; answer: string | null }], never>(`insert into jobs_step (job, name, answer) select @seq, @name, @answer where ${fence('@seq', '@attempt')}
