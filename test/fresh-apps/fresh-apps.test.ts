@@ -62,9 +62,12 @@ async function newApp(dialect: Dialect, driver: string, types: string[]): Promis
     join(app, 'tsconfig.json'),
     JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: true, types: ['node'], outDir: 'dist', rootDir: 'src' }, include: ['src'] }, null, 2),
   )
-  for (const file of readdirSync(join(APPS, dialect))) {
-    const into = file.endsWith('.ts') && file !== 'drizzle.config.ts' ? join(app, 'src', file) : join(app, file)
-    copyFileSync(join(APPS, dialect, file), into)
+  // The PostgreSQL apps share all but the file that opens their driver.
+  for (const folder of dialect === 'sqlite' ? ['sqlite'] : ['postgresql', dialect]) {
+    for (const file of readdirSync(join(APPS, folder))) {
+      const into = file.endsWith('.ts') && file !== 'drizzle.config.ts' ? join(app, 'src', file) : join(app, file)
+      copyFileSync(join(APPS, folder, file), into)
+    }
   }
   copyFileSync(join(APPS, 'smoke.ts'), join(app, 'src', 'smoke.ts'))
   return app

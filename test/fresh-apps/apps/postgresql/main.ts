@@ -1,5 +1,5 @@
-// The README's PostgreSQL path in a fresh app: a job added in the app's transaction, awaited, then the
-// contracts every app checks (smoke.ts).
+// The README's PostgreSQL path in a fresh app, on node-postgres or postgres.js (db.ts opens the app's
+// driver): a job added in the app's transaction, awaited, then the contracts every app checks (smoke.ts).
 import { count } from 'drizzle-orm'
 import { enqueue, type Enqueued } from 'drizzle-jobs'
 import { close, db } from './db.js'

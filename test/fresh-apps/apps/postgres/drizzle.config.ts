@@ -1,3 +1,0 @@
-import { defineConfig } from 'drizzle-kit'
-
-export default defineConfig({ dialect: 'postgresql', schema: './src/schema.ts', out: './drizzle', dbCredentials: { url: process.env.DATABASE_URL! } })

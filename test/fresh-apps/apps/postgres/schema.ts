@@ -1,9 +1,0 @@
-// The app's schema, as the README's PostgreSQL adoption writes it: the queue's tables beside the app's own.
-import { pgTable, serial, text } from 'drizzle-orm/pg-core'
-
-export * from 'drizzle-jobs/pg/schema'
-
-export const messages = pgTable('messages', {
-  id: serial('id').primaryKey(),
-  text: text('text').notNull(),
-})
