@@ -371,9 +371,9 @@ describe('JOB-13 limits and bad input give a JobsError with its code and write n
 
   test('JOB-13 SCHEMA_MISSING names every table that is missing, the schedules table included', () => {
     const partial = freshDb('partial.db')
-    partial.client.exec('drop table jobs_schedule')
+    partial.client.exec('drop table jobs_schedule; drop table jobs_step')
     const reopened = partial.reopen()
-    expect(() => enqueue(reopened.db, replies, { messageId: 1 })).toThrow(expect.objectContaining({ code: 'SCHEMA_MISSING', message: expect.stringMatching(/^table jobs_schedule is missing: /) }))
+    expect(() => enqueue(reopened.db, replies, { messageId: 1 })).toThrow(expect.objectContaining({ code: 'SCHEMA_MISSING', message: expect.stringMatching(/^table jobs_step, jobs_schedule are missing: /) }))
     partial.close()
   })
 })

@@ -286,7 +286,9 @@ const CHANGE_KINDS: ReadonlySet<string> = new Set<ChangeKind>(['added', 'claimed
 /** Checks that the tables exist (jobs_count among them); answers the database the server says the connection is on. */
 async function checkSchema(q: Queryable): Promise<PgDatabaseName> {
   const { missing, ...server } = await one(q, SQL.schemaCheck, {})
-  if (missing !== null) {
+  // Jobs need every table but jobs_schedule, which only schedules need (they say so themselves); when the
+  // check fails, its message names every table that is missing, jobs_schedule among them.
+  if (missing !== null && missing.split(', ').some((table) => table !== 'jobs_schedule')) {
     throw new JobsError('SCHEMA_MISSING', `table ${missing} ${missing.includes(',') ? 'are' : 'is'} missing: ${MIGRATE_HINT}`)
   }
   return server

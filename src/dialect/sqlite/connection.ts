@@ -19,8 +19,12 @@ export interface SqliteConnection extends Connection<'sync'> {
   readonly client: Database.Database
 }
 
-/** Every table the migrations make, each named when it is missing. */
+/**
+ * Every table the migrations make, each named when the check fails. Jobs need all but jobs_schedule, which
+ * only schedules need (they say so themselves): tables of a version before schedules still run jobs.
+ */
 const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule'] as const
+const FOR_SCHEDULES_ONLY: ReadonlySet<string> = new Set(['jobs_schedule'])
 const MIGRATE_HINT = "add `export * from 'drizzle-jobs/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
 
 const connections = new WeakMap<Database.Database, SqliteConnection>()
@@ -114,7 +118,7 @@ function checkSchema(client: Database.Database): void {
   const check = prepareAll(client, { tablesPresent: SQL.tablesPresent, latestColumnPresent: SQL.latestColumnPresent })
   const present = new Set(check.tablesPresent.all())
   const missing = TABLES.filter((table) => !present.has(table))
-  if (missing.length > 0) {
+  if (missing.some((table) => !FOR_SCHEDULES_ONLY.has(table))) {
     throw new JobsError('SCHEMA_MISSING', `table ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ${MIGRATE_HINT}`)
   }
   if (check.latestColumnPresent.get() === 0) {
