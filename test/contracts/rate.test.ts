@@ -45,6 +45,25 @@ async function doneCount(t: ContractDb, queue: string): Promise<number> {
 }
 
 /** Starts worker processes of `queue`, each logging its starts to a file of its own, and waits until they work. */
+/**
+ * The monotonic clock made late: until `catchUp`, every reading is 150 ms after the last, so more than the slack
+ * of 100 ms passes between a claim's stamp and the call of its handler, as when a commit or the event loop stalls.
+ */
+function lateClock(): { catchUp(): void; restore(): void } {
+  const realNow = performance.now.bind(performance)
+  let late = true
+  let skew = 0
+  const spy = vi.spyOn(performance, 'now').mockImplementation(() => realNow() + (late ? (skew += 150) : skew))
+  return { catchUp: () => void (late = false), restore: () => spy.mockRestore() }
+}
+
+/** How many starts the queue's rate log holds, as stored (JSON text on SQLite, jsonb on PostgreSQL). */
+async function loggedStarts(t: ContractDb, queue: string): Promise<number> {
+  const [row] = await t.query<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = '${queue}'`)
+  const log = typeof row?.starts === 'string' ? JSON.parse(row.starts) : row?.starts
+  return (log as { starts?: number[] } | null)?.starts?.length ?? 0
+}
+
 async function startWorkers(t: ContractDb, queue: string, count: number): Promise<string[]> {
   const dir = tempDir()
   const files = Array.from({ length: count }, (_, i) => join(dir, `starts-${i}.log`))
@@ -151,100 +170,83 @@ describe.each(DIALECTS)('%s', (dialect) => {
   test(`JOB-22 ${on} a run its worker cannot begin within the slack of its stamped start goes back unstarted, its attempt refunded, and runs later`, async () => {
     const queue = defineQueue<{ n: number }>('handed-back', { rate: { limit: 5, per: '1s' } })
     const attempts: number[] = []
-    // While `late`, every reading of the monotonic clock is 150 ms after the last: more than the slack of 100 ms
-    // passes between a claim's stamp and the call of its handler, as when a commit or the event loop stalls.
-    const realNow = performance.now.bind(performance)
-    let late = true
-    let skew = 0
-    const now = vi.spyOn(performance, 'now').mockImplementation(() => realNow() + (late ? (skew += 150) : skew))
+    const clock = lateClock()
     try {
       workers.push(work(t.db, queue, (_value, run) => void attempts.push(run.attempt), { pollInterval: '10ms' }))
       await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
-      const logged = async () => {
-        const [row] = await t.query<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'handed-back'`)
-        const log = typeof row?.starts === 'string' ? JSON.parse(row.starts) : row?.starts
-        return (log as { starts?: number[] } | null)?.starts?.length ?? 0
-      }
       // Claimed five times, each claim handing it back: the starts fill the window, and no claim comes for a second.
-      await waitFor(async () => (await logged()) === 5, 'the job to be claimed five times')
+      await waitFor(async () => (await loggedStarts(t, 'handed-back')) === 5, 'the job to be claimed five times')
       await waitFor(async () => (await t.count('jobs_lease')) === 0, 'the last claim to hand it back')
       expect(attempts).toEqual([])
       const back = (await getJob(t.db, queue, 'a'))!
       expect(back).toMatchObject({ state: 'waiting', attempt: 0 })
-      late = false
+      clock.catchUp()
       await waitFor(async () => (await doneCount(t, 'handed-back')) === 1, 'the job to run once its worker keeps up', 10_000)
       // Its handler ran once, as the first attempt: the runs handed back cost none.
       expect(attempts).toEqual([1])
     } finally {
-      now.mockRestore()
+      clock.restore()
     }
   })
 
   test(`JOB-22 ${on} drain, like a worker, hands back a run it cannot begin within the slack of its stamped start, its attempt refunded, and runs it later`, async () => {
     const queue = defineQueue<{ n: number }>('drain-handed-back', { rate: { limit: 5, per: '1s' } })
     const attempts: number[] = []
-    // While `late`, every reading of the monotonic clock is 150 ms after the last, as in the worker's test above.
-    const realNow = performance.now.bind(performance)
-    let late = true
-    let skew = 0
-    const now = vi.spyOn(performance, 'now').mockImplementation(() => realNow() + (late ? (skew += 150) : skew))
+    const clock = lateClock()
     try {
       await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
       const draining = drain(t.db, queue, (_value, run) => void attempts.push(run.attempt))
-      const logged = async () => {
-        const [row] = await t.query<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'drain-handed-back'`)
-        const log = typeof row?.starts === 'string' ? JSON.parse(row.starts) : row?.starts
-        return (log as { starts?: number[] } | null)?.starts?.length ?? 0
-      }
-      await waitFor(async () => (await logged()) === 5, 'the job to be claimed five times')
+      await waitFor(async () => (await loggedStarts(t, 'drain-handed-back')) === 5, 'the job to be claimed five times')
       expect(attempts).toEqual([])
-      late = false
+      clock.catchUp()
       expect(await draining).toMatchObject({ ran: 1, done: 1 })
       // Its handler ran once, as the first attempt: the runs handed back cost none.
       expect(attempts).toEqual([1])
     } finally {
-      now.mockRestore()
+      clock.restore()
     }
   })
 
   // The server reads the log's clock; its answer may reach a busy worker late. SQLite's clock is read in the
   // worker's own transaction, where nothing comes between the read and the claim.
-  test.runIf(dialect === 'postgres')(`JOB-22 ${on} a claim whose read of the server's clock reached its worker late hands its run back: every handler is called within the slack after its stamp`, async () => {
-    const queue = defineQueue<{ n: number }>('late-answer', { rate: { limit: 5, per: '1s' } })
-    const calls: Array<{ at: number; attempt: number }> = []
-    // The first answer of the locked read of the queue's row (which reads the server's clock) reaches the worker
-    // 300 ms late, as when its process is not scheduled: more than the slack of 100 ms.
-    const query = pg.Client.prototype.query as (...args: unknown[]) => Promise<unknown>
-    let stalls = 1
-    const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(async function (this: unknown, ...args: unknown[]) {
-      const result = await query.apply(this, args)
-      const name = (args[0] as { name?: unknown } | undefined)?.name
-      if (typeof name === 'string' && name.startsWith('drizzle_jobs_queue_claim_limits_locked') && stalls > 0) {
-        stalls--
-        await new Promise((resolve) => setTimeout(resolve, 300))
+  if (dialect === 'postgres') {
+    test(`JOB-22 ${on} a claim whose read of the server's clock reached its worker late hands its run back: every handler is called within the slack after its stamp`, async () => {
+      const queue = defineQueue<{ n: number }>('late-answer', { rate: { limit: 5, per: '1s' } })
+      const calls: Array<{ at: number; attempt: number }> = []
+      // The first answer of the locked read of the queue's row (which reads the server's clock) reaches the worker
+      // 300 ms late, as when its process is not scheduled: more than the slack of 100 ms.
+      const query = pg.Client.prototype.query as (...args: unknown[]) => Promise<unknown>
+      let stalls = 1
+      const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+        const result = await query.apply(this, args)
+        const name = (args[0] as { name?: unknown } | undefined)?.name
+        if (typeof name === 'string' && name.startsWith('drizzle_jobs_queue_claim_limits_locked') && stalls > 0) {
+          stalls--
+          await new Promise((resolve) => setTimeout(resolve, 300))
+        }
+        return result
+      } as never)
+      try {
+        // Added first: the worker's first claim, whose read is the one made late, finds the job.
+        await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
+        workers.push(work(t.db, queue, (_value, run) => void calls.push({ at: Date.now(), attempt: run.attempt }), { pollInterval: '10ms' }))
+        await waitFor(async () => (await doneCount(t, 'late-answer')) === 1, 'the job to run')
+      } finally {
+        spy.mockRestore()
       }
-      return result
-    } as never)
-    try {
-      // Added first: the worker's first claim, whose read is the one made late, finds the job.
-      await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
-      workers.push(work(t.db, queue, (_value, run) => void calls.push({ at: Date.now(), attempt: run.attempt }), { pollInterval: '10ms' }))
-      await waitFor(async () => (await doneCount(t, 'late-answer')) === 1, 'the job to run')
-    } finally {
-      spy.mockRestore()
-    }
-    expect(stalls).toBe(0)
-    const [row] = await t.query<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'late-answer'`)
-    const stamps = (typeof row?.starts === 'string' ? JSON.parse(row.starts) : row?.starts).starts as number[]
-    // Its handler was called once, as the first attempt, within the slack after its stamp: the latest stamp before
-    // the call, give or take the millisecond the server's clock is rounded to.
-    expect(calls.map((call) => call.attempt)).toEqual([1])
-    const stamp = Math.max(...stamps.filter((at) => at <= calls[0]!.at + 1))
-    expect(calls[0]!.at - stamp, JSON.stringify({ stamps, call: calls[0]!.at })).toBeLessThanOrEqual(100)
-    // The claim that came too late still counts in the window: a start stamped before the one that ran (and more,
-    // should a busy machine make a later claim late too), one run.
-    expect(stamps.filter((at) => at < stamp).length).toBeGreaterThanOrEqual(1)
-  })
+      expect(stalls).toBe(0)
+      const [row] = await t.query<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'late-answer'`)
+      const stamps = (typeof row?.starts === 'string' ? JSON.parse(row.starts) : row?.starts).starts as number[]
+      // Its handler was called once, as the first attempt, within the slack after its stamp: the latest stamp before
+      // the call, give or take the millisecond the server's clock is rounded to.
+      expect(calls.map((call) => call.attempt)).toEqual([1])
+      const stamp = Math.max(...stamps.filter((at) => at <= calls[0]!.at + 1))
+      expect(calls[0]!.at - stamp, JSON.stringify({ stamps, call: calls[0]!.at })).toBeLessThanOrEqual(100)
+      // The claim that came too late still counts in the window: a start stamped before the one that ran (and more,
+      // should a busy machine make a later claim late too), one run.
+      expect(stamps.filter((at) => at < stamp).length).toBeGreaterThanOrEqual(1)
+    })
+  }
 
   test(`JOB-22 ${on} an idle worker wakes when the rate's window opens, not on its next poll`, async () => {
     const queue = defineQueue<{ n: number }>('wakes', { rate: { limit: 1, per: '1500ms' } })
