@@ -174,14 +174,17 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const live = { text: '' }
     const reading = readEvents(await fetch(`${base}/w`), undefined, live)
     await waitFor(() => live.text.includes('"ahead":3'), 'the first event')
-    // The jobs ahead run one at a time, each held until the event of the move it made was sent.
+    // The jobs ahead run one at a time, each held until the event of the move it made was sent; the watched job
+    // too, until its running event was sent, so that its run and its end are two changes the watch sees apart.
     const opens: (() => void)[] = []
-    const gates = Array.from({ length: 3 }, () => new Promise<void>((resolve) => opens.push(resolve)))
+    const gates = Array.from({ length: 4 }, () => new Promise<void>((resolve) => opens.push(resolve)))
     workers.push(work(t.db, line, async (value) => gates[value]))
     for (let i = 0; i < 3; i++) {
       await waitFor(() => live.text.includes(`"ahead":${2 - i}`), `ahead ${2 - i}`)
       opens[i]!()
     }
+    await waitFor(() => live.text.includes('"state":"running"'), 'the running event')
+    opens[3]!()
     const { events } = await reading
     expect(events.filter((e) => e.data !== undefined).map((e) => e.data)).toEqual([
       { state: 'waiting', ahead: 3 },
