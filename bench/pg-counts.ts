@@ -12,7 +12,7 @@
  *   count over the jobs it replaces.
  */
 import type { NodePgDatabase } from 'drizzle-orm/node-postgres'
-import pg from 'pg'
+import type pg from 'pg'
 import { defineQueue, enqueue, enqueueMany, queueCounts, work } from '../src/index.js'
 import { SQL } from '../src/dialect/pg/statements.js'
 import { withPgDatabase } from './lib/pg-database.js'
@@ -27,7 +27,10 @@ function withDatabase(run: (pool: pg.Pool, db: NodePgDatabase) => Promise<void>)
 
 /** Runs the engine's statement with its parameters, by name. */
 function query(client: pg.PoolClient, statement: { text: string; params: readonly string[] }, params: Record<string, unknown>) {
-  return client.query(statement.text, statement.params.map((name) => params[name]))
+  return client.query(
+    statement.text,
+    statement.params.map((name) => params[name]),
+  )
 }
 
 /** Installs the triggers as a writer does: the first enqueue. */
@@ -63,9 +66,21 @@ async function triggerCost(): Promise<void> {
           await client.query('commit')
           const runs = JSON.stringify(batch.map((seq) => [seq, 1, Date.now(), '1']))
           await client.query('begin')
-          await client.query(`insert into jobs_lease (job, queue, owner, attempt, expires_at) select unnest($1::bigint[]), 'bench', 'me', 1, now() + interval '1 minute'`, [batch])
+          await client.query(
+            `insert into jobs_lease (job, queue, owner, attempt, expires_at) select unnest($1::bigint[]), 'bench', 'me', 1, now() + interval '1 minute'`,
+            [batch],
+          )
           started = performance.now()
-          await query(client, SQL.endRuns, { state: 'done', runAt: null, error: null, errorStack: null, refund: 0, abandoned: 0, owner: 'me', runs })
+          await query(client, SQL.endRuns, {
+            state: 'done',
+            runAt: null,
+            error: null,
+            errorStack: null,
+            refund: 0,
+            abandoned: 0,
+            owner: 'me',
+            runs,
+          })
           end += performance.now() - started
           await client.query('delete from jobs_lease')
           await client.query('commit')
@@ -103,9 +118,14 @@ async function triggerCost(): Promise<void> {
     } finally {
       client2.release()
     }
-    console.log(`on the server, per statement (a claim's or an end's update of 16 jobs), median of ${rounds} rounds: with triggers ${median(server.with).toFixed(0)} µs, without ${median(server.without).toFixed(0)} µs`)
-    const show = (mode: 'with' | 'without') => `claim ${median(times[mode].claim).toFixed(0)} µs, end ${median(times[mode].end).toFixed(0)} µs`
-    console.log(`per statement on a batch of 16 (median of ${rounds} rounds of ${batches} batches): with triggers ${show('with')}; without ${show('without')}`)
+    console.log(
+      `on the server, per statement (a claim's or an end's update of 16 jobs), median of ${rounds} rounds: with triggers ${median(server.with).toFixed(0)} µs, without ${median(server.without).toFixed(0)} µs`,
+    )
+    const show = (mode: 'with' | 'without') =>
+      `claim ${median(times[mode].claim).toFixed(0)} µs, end ${median(times[mode].end).toFixed(0)} µs`
+    console.log(
+      `per statement on a batch of 16 (median of ${rounds} rounds of ${batches} batches): with triggers ${show('with')}; without ${show('without')}`,
+    )
   })
 }
 
@@ -122,13 +142,23 @@ async function drain(): Promise<void> {
       await install(db)
       if (mode === 'without') await pool.query(dropTriggers)
       const q = defineQueue<number>('drain')
-      for (let i = 0; i < 20_000; i += 1_000) await enqueueMany(db, q, Array.from({ length: 1_000 }, (_, n) => ({ value: i + n })))
+      for (let i = 0; i < 20_000; i += 1_000)
+        await enqueueMany(
+          db,
+          q,
+          Array.from({ length: 1_000 }, (_, n) => ({ value: i + n })),
+        )
       let done = 0
       const started = performance.now()
       let finished = 0
-      const worker = work(db, q, () => {
-        if (++done === 20_000) finished = performance.now()
-      }, { slots: 16 })
+      const worker = work(
+        db,
+        q,
+        () => {
+          if (++done === 20_000) finished = performance.now()
+        },
+        { slots: 16 },
+      )
       while (finished === 0) await new Promise((r) => setTimeout(r, 5))
       await worker.stop()
       results.push(`${mode} triggers: ${Math.round(20_000 / ((finished - started) / 1000))} jobs/s`)
@@ -144,7 +174,8 @@ async function counts(): Promise<void> {
     await pool.query(`insert into jobs_job (queue, id, value, state) select 'big', 'j' || g, 'null',
       (array['waiting', 'scheduled', 'done', 'failed'])[1 + g % 4] from generate_series(1, 1000000) g`)
     await pool.query('vacuum analyze jobs_job')
-    const fold = () => pool.query(`with f as (delete from jobs_count where queue = 'big' returning *)
+    const fold = () =>
+      pool.query(`with f as (delete from jobs_count where queue = 'big' returning *)
       update jobs_queue set waiting = waiting + (select coalesce(sum(waiting), 0) from f), scheduled = scheduled + (select coalesce(sum(scheduled), 0) from f),
         done = done + (select coalesce(sum(done), 0) from f), failed = failed + (select coalesce(sum(failed), 0) from f) where name = 'big'`)
     await fold()
@@ -156,9 +187,14 @@ async function counts(): Promise<void> {
         await queueCounts(db, 'big')
         samples.push(performance.now() - started)
       }
-      console.log(`queueCounts at 1,000,000 jobs, ${label}: median ${median(samples).toFixed(2)} ms, max ${Math.max(...samples).toFixed(2)} ms`)
+      console.log(
+        `queueCounts at 1,000,000 jobs, ${label}: median ${median(samples).toFixed(2)} ms, max ${Math.max(...samples).toFixed(2)} ms`,
+      )
     }
-    const changes = async (n: number) => pool.query(`do $$ begin for i in 1..${n} loop update jobs_job set state = 'waiting' where seq = i and state <> 'waiting'; update jobs_job set state = 'scheduled' where seq = i; end loop; end $$`)
+    const changes = async (n: number) =>
+      pool.query(
+        `do $$ begin for i in 1..${n} loop update jobs_job set state = 'waiting' where seq = i and state <> 'waiting'; update jobs_job set state = 'scheduled' where seq = i; end loop; end $$`,
+      )
     await changes(5)
     await time(`${(await pool.query(`select count(*)::int as n from jobs_count`)).rows[0].n} changes not folded`)
     await fold()
@@ -167,7 +203,9 @@ async function counts(): Promise<void> {
     const samples: number[] = []
     for (let i = 0; i < 5; i++) {
       const started = performance.now()
-      await pool.query(`select count(*) filter (where state = 'waiting'), count(*) filter (where state = 'done') from jobs_job where queue = 'big'`)
+      await pool.query(
+        `select count(*) filter (where state = 'waiting'), count(*) filter (where state = 'done') from jobs_job where queue = 'big'`,
+      )
       samples.push(performance.now() - started)
     }
     console.log(`the count over the jobs it replaces: median ${median(samples).toFixed(0)} ms`)

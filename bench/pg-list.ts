@@ -53,7 +53,9 @@ await withPgDatabase(4, async (pool, db) => {
   const filled = performance.now() - started
   started = performance.now()
   await pool.query('analyze')
-  console.log(`filled ${jobs.toLocaleString('en')} jobs in ${(filled / 1000).toFixed(1)} s, analyzed in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+  console.log(
+    `filled ${jobs.toLocaleString('en')} jobs in ${(filled / 1000).toFixed(1)} s, analyzed in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  )
 
   /** A page deep in a listing: the cursor after `pages` pages of 50. */
   const deep = async (options: ListJobsOptions, pages: number): Promise<ListJobsOptions> => {
@@ -86,7 +88,11 @@ await withPgDatabase(4, async (pool, db) => {
   ]
   for (const [label, options] of listings) calls.push([`listJobs ${label}`, () => listJobs(db, { limit: 50, ...options })])
   // A group with no job walks the listing's whole index: what a group filter costs at worst.
-  calls.push([`listJobs waiting, a group with no job (worst case, ${WORST_CASE_CALLS} calls)`, () => listJobs(db, { queue: 'big', state: 'waiting', group: 'nobody', limit: 50 }), WORST_CASE_CALLS])
+  calls.push([
+    `listJobs waiting, a group with no job (worst case, ${WORST_CASE_CALLS} calls)`,
+    () => listJobs(db, { queue: 'big', state: 'waiting', group: 'nobody', limit: 50 }),
+    WORST_CASE_CALLS,
+  ])
 
   console.log(`\nmedian and p95 of ${CALLS} calls each (after ${WARM_UP}), ${jobs.toLocaleString('en')} jobs, pages of 50`)
   const width = Math.max(...calls.map(([label]) => label.length))
@@ -108,13 +114,24 @@ await withPgDatabase(4, async (pool, db) => {
     try {
       const page = { queue: 'big', grp: group, limit: 51 }
       const plans: [string, { text: string; params: readonly string[] }, Record<string, unknown>][] = [
-        ['listWaiting, group', ADMIN_SQL.listWaiting, { ...page, state: 'waiting', k1: '-9223372036854775808', k2: -Infinity, k3: '-9223372036854775808' }],
-        ['listScheduled, group', ADMIN_SQL.listScheduled, { ...page, state: 'scheduled', k1: -Infinity, k2: '-9223372036854775808', k3: null }],
+        [
+          'listWaiting, group',
+          ADMIN_SQL.listWaiting,
+          { ...page, state: 'waiting', k1: '-9223372036854775808', k2: -Infinity, k3: '-9223372036854775808' },
+        ],
+        [
+          'listScheduled, group',
+          ADMIN_SQL.listScheduled,
+          { ...page, state: 'scheduled', k1: -Infinity, k2: '-9223372036854775808', k3: null },
+        ],
         ['listEnded, group', ADMIN_SQL.listEnded, { ...page, state: 'done', k1: Infinity, k2: '9223372036854775807', k3: null }],
         ['listNewest, group', ADMIN_SQL.listNewest, { ...page, state: null, k1: '9223372036854775807', k2: null, k3: null }],
       ]
       for (const [label, statement, params] of plans) {
-        const { rows } = await client.query(`explain (analyze, buffers) ${statement.text}`, statement.params.map((key) => params[key]))
+        const { rows } = await client.query(
+          `explain (analyze, buffers) ${statement.text}`,
+          statement.params.map((key) => params[key]),
+        )
         console.log(`\n${label}\n${rows.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n')}`)
       }
     } finally {

@@ -53,7 +53,11 @@ async function measure(url: string, { runs, perRun, hz }: Case, n: number): Prom
   const pool = new pg.Pool({ connectionString: url, max: 4 })
   const db = drizzle(pool) as PgDatabase
   const q = defineQueue<number>(`watched${n}`, { timeout: '10m' })
-  await enqueueMany(db, q, Array.from({ length: runs }, (_, i) => ({ value: i, id: `r${i}` })))
+  await enqueueMany(
+    db,
+    q,
+    Array.from({ length: runs }, (_, i) => ({ value: i, id: `r${i}` })),
+  )
 
   // The server's side: every progress notice it delivers to a listener.
   const listener = new pg.Client({ connectionString: url })
@@ -127,13 +131,18 @@ async function child(url: string, queue: string, runs: number, hz: number): Prom
   const tickMs = (1_000 * perTick) / hz
   let sets = 0
   process.on('message', () => process.send!(sets))
-  work(db, q, async (_value, run) => {
-    for (let i = 0; ; i++) {
-      for (let k = 0; k < perTick; k++) run.setProgress({ i, k, t: Date.now() })
-      sets += perTick
-      await sleep(tickMs)
-    }
-  }, { slots: runs })
+  work(
+    db,
+    q,
+    async (_value, run) => {
+      for (let i = 0; ; i++) {
+        for (let k = 0; k < perTick; k++) run.setProgress({ i, k, t: Date.now() })
+        sets += perTick
+        await sleep(tickMs)
+      }
+    },
+    { slots: runs },
+  )
 }
 
 const [first, ...rest] = process.argv.slice(2)

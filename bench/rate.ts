@@ -43,7 +43,11 @@ async function measure(db: SyncDatabase | PgDatabase, run: Run): Promise<Map<num
     // A limit far above the log, so that every claim takes its 16 jobs, and a window no claim outlasts.
     const queue: Queue = defineQueue(name, size === null ? {} : { rate: { limit: size + 1_000_000, per: '1h' } })
     await connection.write((db) => storeLimits(db, queue, Date.now()))
-    await enqueueMany(db as SyncDatabase, queue, Array.from({ length: ROUNDS * BATCH }, (_, n) => ({ value: { n } })))
+    await enqueueMany(
+      db as SyncDatabase,
+      queue,
+      Array.from({ length: ROUNDS * BATCH }, (_, n) => ({ value: { n } })),
+    )
     const now = Date.now()
     const log = size === null ? null : JSON.stringify({ starts: Array.from({ length: size }, (_, i) => now - size + i), groups: {} })
     const times: number[] = []

@@ -50,7 +50,8 @@ const LITEQUE_NO_BATCH = 'liteque has no batch add, and its enqueue cannot join 
 const BULLMQ_NO_TX = "BullMQ's jobs live in Redis: its add cannot join the app's SQL transaction"
 const NO_AHEAD = 'no call answers how many jobs are ahead of a given one'
 const FLOOR_NO_WORKER = 'the floor is a loop of statements: it has no idle worker to wake'
-const NO_LIMIT = (peer: string): string => `${peer} has no concurrency limit across processes: nothing would hold its workers to ${COUNTS.limit} at once`
+const NO_LIMIT = (peer: string): string =>
+  `${peer} has no concurrency limit across processes: nothing would hold its workers to ${COUNTS.limit} at once`
 const FLOOR_NO_LIMIT = 'the floor is a loop of statements: it has no handler and no concurrency limit'
 const NO_WATCH = 'no call follows one job and hands its consumer each change'
 const BULLMQ_NO_WATCH = "BullMQ's QueueEvents streams a whole queue's events to every listener, not one job's snapshots to its consumer"
@@ -71,7 +72,9 @@ function atLeastPeer(key: string, peer: Subject, peerName: string, times = 1): T
     check: (results) => {
       const value = ours(results, key)
       const other = results.median(key, peer)
-      return value === undefined || other === undefined ? undefined : { met: value >= times * other, detail: `${formatRatio(value / other)} ${peerName}` }
+      return value === undefined || other === undefined
+        ? undefined
+        : { met: value >= times * other, detail: `${formatRatio(value / other)} ${peerName}` }
     },
   }
 }
@@ -113,7 +116,9 @@ const processesRows = COUNTS.procs.map(
       check: (results) => {
         const value = ours(results, `processes-${procs}`)
         const one = ours(results, `process-${COUNTS.procSlots}`)
-        return value === undefined || one === undefined ? undefined : { met: value >= one, detail: `${formatRatio(value / one)} one process` }
+        return value === undefined || one === undefined
+          ? undefined
+          : { met: value >= one, detail: `${formatRatio(value / one)} one process` }
       },
     },
   }),
@@ -136,8 +141,21 @@ const limitTarget: Target = {
 }
 
 export const ROWS: readonly RowSpec[] = [
-  { key: 'enqueue-app', figure: 'enqueue, one job per app transaction', unit: 'tx/s', better: 'higher', na: { liteque: LITEQUE_NO_TX, bullmq: BULLMQ_NO_TX } },
-  { key: 'enqueue-app-only', figure: 'the same app transaction without a job', unit: 'tx/s', better: 'higher', noRatio: true, na: { liteque: LITEQUE_NO_TX, bullmq: BULLMQ_NO_TX } },
+  {
+    key: 'enqueue-app',
+    figure: 'enqueue, one job per app transaction',
+    unit: 'tx/s',
+    better: 'higher',
+    na: { liteque: LITEQUE_NO_TX, bullmq: BULLMQ_NO_TX },
+  },
+  {
+    key: 'enqueue-app-only',
+    figure: 'the same app transaction without a job',
+    unit: 'tx/s',
+    better: 'higher',
+    noRatio: true,
+    na: { liteque: LITEQUE_NO_TX, bullmq: BULLMQ_NO_TX },
+  },
   {
     key: 'enqueue-overhead',
     figure: 'time `enqueue` adds to an app transaction (with the job − without, per transaction)',
@@ -161,7 +179,9 @@ export const ROWS: readonly RowSpec[] = [
     unit: 'jobs/s',
     better: 'higher',
     na: { liteque: LITEQUE_NO_BATCH },
-    notes: { bullmq: `BullMQ: \`queue.addBulk\` of ${n(COUNTS.batchSize)} jobs a call, one pipeline of its add script per job: each job is added atomically, not the ${n(COUNTS.batchSize)} together` },
+    notes: {
+      bullmq: `BullMQ: \`queue.addBulk\` of ${n(COUNTS.batchSize)} jobs a call, one pipeline of its add script per job: each job is added atomically, not the ${n(COUNTS.batchSize)} together`,
+    },
     target: atLeastPeer('enqueue-batch', 'plainjob', 'plainjob'),
   },
   ...COUNTS.slots.map(
@@ -205,7 +225,9 @@ export const ROWS: readonly RowSpec[] = [
       check: (results) => {
         const value = ours(results, 'watch-watched')
         const unwatched = ours(results, 'watch-unwatched')
-        return value === undefined || unwatched === undefined ? undefined : { met: value >= 0.5 * unwatched, detail: `${percent(value / unwatched)} of unwatched` }
+        return value === undefined || unwatched === undefined
+          ? undefined
+          : { met: value >= 0.5 * unwatched, detail: `${percent(value / unwatched)} of unwatched` }
       },
     },
   },
@@ -217,10 +239,31 @@ export const ROWS: readonly RowSpec[] = [
     noRatio: true,
     na: { plainjob: NO_WATCH, liteque: NO_WATCH, bullmq: BULLMQ_NO_WATCH, floor: NO_WATCH },
   },
-  { key: 'pickup-same-median', figure: 'pickup latency, same process, median', unit: 'ms', better: 'lower', na: { floor: FLOOR_NO_WORKER }, target: below('pickup-same-median', 1) },
+  {
+    key: 'pickup-same-median',
+    figure: 'pickup latency, same process, median',
+    unit: 'ms',
+    better: 'lower',
+    na: { floor: FLOOR_NO_WORKER },
+    target: below('pickup-same-median', 1),
+  },
   { key: 'pickup-same-p99', figure: 'pickup latency, same process, p99', unit: 'ms', better: 'lower', na: { floor: FLOOR_NO_WORKER } },
-  { key: 'pickup-other-median', figure: 'pickup latency, other process, median', unit: 'ms', better: 'lower', na: { floor: FLOOR_NO_WORKER }, target: below('pickup-other-median', 30) },
-  { key: 'pickup-other-p99', figure: 'pickup latency, other process, p99', unit: 'ms', better: 'lower', na: { floor: FLOOR_NO_WORKER }, target: below('pickup-other-p99', 80) },
+  {
+    key: 'pickup-other-median',
+    figure: 'pickup latency, other process, median',
+    unit: 'ms',
+    better: 'lower',
+    na: { floor: FLOOR_NO_WORKER },
+    target: below('pickup-other-median', 30),
+  },
+  {
+    key: 'pickup-other-p99',
+    figure: 'pickup latency, other process, p99',
+    unit: 'ms',
+    better: 'lower',
+    na: { floor: FLOOR_NO_WORKER },
+    target: below('pickup-other-p99', 80),
+  },
   {
     key: 'scale-process',
     figure: `process ${n(COUNTS.scaleDrain)} with ${n(COUNTS.scaleWaiting)} waiting (slots ${COUNTS.scaleSlots})`,
@@ -231,7 +274,9 @@ export const ROWS: readonly RowSpec[] = [
       check: (results) => {
         const value = ours(results, 'scale-process')
         const empty = ours(results, `process-${COUNTS.scaleSlots}`)
-        return value === undefined || empty === undefined ? undefined : { met: value >= 0.8 * empty, detail: `${percent(value / empty)} of empty` }
+        return value === undefined || empty === undefined
+          ? undefined
+          : { met: value >= 0.8 * empty, detail: `${percent(value / empty)} of empty` }
       },
     },
   },
@@ -243,7 +288,14 @@ export const ROWS: readonly RowSpec[] = [
     na: { plainjob: NO_AHEAD, liteque: NO_AHEAD, bullmq: NO_AHEAD },
     target: below('scale-ahead', 5),
   },
-  { key: 'floor-lifecycle-per-step', figure: `floor: add, claim, complete ${n(COUNTS.drain)}, one transaction per step`, unit: 'jobs/s', better: 'higher', noRatio: true, only: ['floor'] },
+  {
+    key: 'floor-lifecycle-per-step',
+    figure: `floor: add, claim, complete ${n(COUNTS.drain)}, one transaction per step`,
+    unit: 'jobs/s',
+    better: 'higher',
+    noRatio: true,
+    only: ['floor'],
+  },
   {
     key: 'floor-lifecycle-batched',
     figure: `floor: add (one per transaction), claim and complete 100 per transaction, ${n(COUNTS.drain)}`,
@@ -252,8 +304,22 @@ export const ROWS: readonly RowSpec[] = [
     noRatio: true,
     only: ['floor'],
   },
-  { key: 'floor-drain-per-step', figure: `floor: claim and complete ${n(COUNTS.drain)} waiting, one transaction per step`, unit: 'jobs/s', better: 'higher', noRatio: true, only: ['floor'] },
-  { key: 'floor-drain-batched', figure: `floor: claim and complete ${n(COUNTS.drain)} waiting, 100 per transaction`, unit: 'jobs/s', better: 'higher', noRatio: true, only: ['floor'] },
+  {
+    key: 'floor-drain-per-step',
+    figure: `floor: claim and complete ${n(COUNTS.drain)} waiting, one transaction per step`,
+    unit: 'jobs/s',
+    better: 'higher',
+    noRatio: true,
+    only: ['floor'],
+  },
+  {
+    key: 'floor-drain-batched',
+    figure: `floor: claim and complete ${n(COUNTS.drain)} waiting, 100 per transaction`,
+    unit: 'jobs/s',
+    better: 'higher',
+    noRatio: true,
+    only: ['floor'],
+  },
 ]
 
 /** The units of the figures kept beside a row (most running, shares), for the list of every run. */

@@ -73,7 +73,8 @@ if (!Number.isInteger(reps) || reps < 1) throw new Error('--reps: a whole number
 const stages = new Set<Stage>(flags.only ? (flags.only.split(',') as Stage[]) : STAGES)
 for (const stage of stages) if (!STAGES.includes(stage)) throw new Error(`--only: unknown stage '${stage}' (known: ${STAGES.join(', ')})`)
 const requested = flags.subjects ? (flags.subjects.split(',') as Subject[]) : [...SUBJECTS]
-for (const subject of requested) if (!SUBJECTS.includes(subject)) throw new Error(`--subjects: unknown '${subject}' (known: ${SUBJECTS.join(', ')})`)
+for (const subject of requested)
+  if (!SUBJECTS.includes(subject)) throw new Error(`--subjects: unknown '${subject}' (known: ${SUBJECTS.join(', ')})`)
 const complete = !flags.only && !flags.subjects && reps >= 3 && !SMALL
 
 /** BullMQ needs Debian's redis-server; without it its cells say n/a and why. */
@@ -117,7 +118,14 @@ function freshRedis(from?: string): Promise<RedisServer> {
  * Runs one task in a child; a failure is logged and kept for the notes, and the run goes on. A BullMQ task
  * gets a fresh Redis server of its own (from `redisFrom`, a template folder, when given), stopped after it.
  */
-async function measure<T>(subject: Subject, task: string, args: object, what: string, timeoutMs?: number, redisFrom?: string): Promise<T | undefined> {
+async function measure<T>(
+  subject: Subject,
+  task: string,
+  args: object,
+  what: string,
+  timeoutMs?: number,
+  redisFrom?: string,
+): Promise<T | undefined> {
   let server: RedisServer | undefined
   try {
     if (subject === 'bullmq') server = await freshRedis(redisFrom)
@@ -140,16 +148,28 @@ function show(value: number, unit: string): string {
 async function enqueueStage(): Promise<void> {
   for (let rep = 0; rep < reps; rep++) {
     for (const subject of turn(['drizzle-jobs', 'plainjob', 'floor'], rep)) {
-      const r = await measure<EnqueueAppResult>(subject, 'enqueue-app', { count: COUNTS.appTransactions, warmup: COUNTS.appWarmup, appOnlyFirst: rep % 2 === 0 }, 'enqueue-app')
+      const r = await measure<EnqueueAppResult>(
+        subject,
+        'enqueue-app',
+        { count: COUNTS.appTransactions, warmup: COUNTS.appWarmup, appOnlyFirst: rep % 2 === 0 },
+        'enqueue-app',
+      )
       if (!r) continue
       results.add('enqueue-app', subject, { value: r.txPerSec })
       results.add('enqueue-app-only', subject, { value: r.appOnlyTxPerSec })
       const addedUs = 1e6 / r.txPerSec - 1e6 / r.appOnlyTxPerSec
       results.add('enqueue-overhead', subject, { value: addedUs })
-      log(`enqueue-app ${subject}: ${show(r.txPerSec, 'tx/s')} with the job, ${show(r.appOnlyTxPerSec, 'tx/s')} without: the job adds ${addedUs.toFixed(1)} µs a transaction`)
+      log(
+        `enqueue-app ${subject}: ${show(r.txPerSec, 'tx/s')} with the job, ${show(r.appOnlyTxPerSec, 'tx/s')} without: the job adds ${addedUs.toFixed(1)} µs a transaction`,
+      )
     }
     for (const subject of turn(['drizzle-jobs', 'plainjob', 'bullmq', 'floor'], rep)) {
-      const r = await measure<EnqueueBatchResult>(subject, 'enqueue-batch', { count: COUNTS.batchTotal, batch: COUNTS.batchSize, warmupBatches: 10 }, 'enqueue-batch')
+      const r = await measure<EnqueueBatchResult>(
+        subject,
+        'enqueue-batch',
+        { count: COUNTS.batchTotal, batch: COUNTS.batchSize, warmupBatches: 10 },
+        'enqueue-batch',
+      )
       if (!r) continue
       results.add('enqueue-batch', subject, { value: r.jobsPerSec })
       log(`enqueue-batch ${subject}: ${show(r.jobsPerSec, 'jobs/s')}`)
@@ -191,7 +211,9 @@ async function processStage(): Promise<void> {
         const r = args && (await measure<ProcessResult>(subject, 'process', args, `process slots ${slots}`))
         if (!r) continue
         results.add(`process-${slots}`, subject, { value: r.jobsPerSec, capped: r.capped })
-        log(`process slots ${slots} ${subject}: ${show(r.jobsPerSec, 'jobs/s')} (${r.done} in ${r.elapsedMs.toFixed(0)} ms${r.capped ? ', capped' : ''})`)
+        log(
+          `process slots ${slots} ${subject}: ${show(r.jobsPerSec, 'jobs/s')} (${r.done} in ${r.elapsedMs.toFixed(0)} ms${r.capped ? ', capped' : ''})`,
+        )
       }
     }
     for (const mode of ['batched', 'per-step'] as const) {
@@ -214,7 +236,9 @@ async function processesStage(): Promise<void> {
         if (!r) continue
         results.add(`processes-${procs}`, subject, { value: r.jobsPerSec, capped: r.capped })
         results.add(`processes-${procs}-max`, subject, { value: r.maxConcurrent })
-        log(`${procs} processes ${subject}: ${show(r.jobsPerSec, 'jobs/s')}, max ${r.maxConcurrent} running, per process ${r.perProcess.join('/')}${r.capped ? ', capped' : ''}`)
+        log(
+          `${procs} processes ${subject}: ${show(r.jobsPerSec, 'jobs/s')}, max ${r.maxConcurrent} running, per process ${r.perProcess.join('/')}${r.capped ? ', capped' : ''}`,
+        )
       }
     }
   }
@@ -225,7 +249,12 @@ async function processesStage(): Promise<void> {
  * workers are, and all get `go` at once, so that none is measured while another is starting up. For
  * measurements that mostly sleep. A failure is logged and kept for the notes, as in `measure`.
  */
-async function measureSideBySide<T>(subjectsTogether: readonly Subject[], task: string, args: object, what: string): Promise<Map<Subject, T>> {
+async function measureSideBySide<T>(
+  subjectsTogether: readonly Subject[],
+  task: string,
+  args: object,
+  what: string,
+): Promise<Map<Subject, T>> {
   const answers = new Map<Subject, T>()
   const servers: RedisServer[] = []
   const fail = (subject: Subject, error: unknown): void => {
@@ -289,7 +318,9 @@ async function limitStage(): Promise<void> {
       results.add('limit-at-once', subject, { value: atOnce })
       results.add('limit-share-min', subject, { value: Math.min(...shares) })
       results.add('limit-share-max', subject, { value: Math.max(...shares) })
-      log(`concurrency ${subject}: ${(r.elapsedMs / 1000).toFixed(2)} s, ${r.maxHandlers} handlers and ${r.maxRunning} running at most at once, per process ${r.perProcess.join('/')}`)
+      log(
+        `concurrency ${subject}: ${(r.elapsedMs / 1000).toFixed(2)} s, ${r.maxHandlers} handlers and ${r.maxRunning} running at most at once, per process ${r.perProcess.join('/')}`,
+      )
     }
   }
 }
@@ -306,7 +337,9 @@ async function watchStage(): Promise<void> {
     results.add('watch-unwatched', 'drizzle-jobs', { value: r.unwatchedJobsPerSec })
     results.add('watch-watched', 'drizzle-jobs', { value: r.watchedJobsPerSec })
     results.add('watch-snapshots', 'drizzle-jobs', { value: r.snapshotsPerJob })
-    log(`watched drain: ${show(r.watchedJobsPerSec, 'jobs/s')} watched, ${show(r.unwatchedJobsPerSec, 'jobs/s')} unwatched, ${r.snapshotsPerJob.toFixed(1)} snapshots per job`)
+    log(
+      `watched drain: ${show(r.watchedJobsPerSec, 'jobs/s')} watched, ${show(r.unwatchedJobsPerSec, 'jobs/s')} unwatched, ${r.snapshotsPerJob.toFixed(1)} snapshots per job`,
+    )
   }
 }
 
@@ -345,7 +378,13 @@ async function scaleStage(): Promise<void> {
   const big = new Map<Subject, FillResult>()
   for (const subject of ['drizzle-jobs', 'plainjob', 'liteque', 'floor'] as const) {
     if (!subjects.includes(subject)) continue
-    const r = await measure<FillResult>(subject, 'fill', { count: COUNTS.scaleWaiting, name: 'scale-template' }, 'fill the scale template', 600_000)
+    const r = await measure<FillResult>(
+      subject,
+      'fill',
+      { count: COUNTS.scaleWaiting, name: 'scale-template' },
+      'fill the scale template',
+      600_000,
+    )
     if (!r) continue
     big.set(subject, r)
     log(`scale: ${subject} filled ${COUNTS.scaleWaiting.toLocaleString('en-US')} waiting in ${(r.ms / 1000).toFixed(1)} s`)
@@ -378,8 +417,11 @@ async function scaleStage(): Promise<void> {
       if (!r) continue
       results.add('scale-process', subject, { value: r.jobsPerSec, capped: r.capped })
       if (r.aheadMedianMs !== undefined) results.add('scale-ahead', subject, { value: r.aheadMedianMs })
-      const ahead = r.aheadMedianMs === undefined ? '' : `, ahead ${r.ahead} in ${show(r.aheadMedianMs, 'ms')} (p99 ${show(r.aheadP99Ms ?? NaN, 'ms')})`
-      log(`scale ${subject}: ${show(r.jobsPerSec, 'jobs/s')} (${r.done} in ${r.elapsedMs.toFixed(0)} ms${r.capped ? ', capped' : ''})${ahead}`)
+      const ahead =
+        r.aheadMedianMs === undefined ? '' : `, ahead ${r.ahead} in ${show(r.aheadMedianMs, 'ms')} (p99 ${show(r.aheadP99Ms ?? NaN, 'ms')})`
+      log(
+        `scale ${subject}: ${show(r.jobsPerSec, 'jobs/s')} (${r.done} in ${r.elapsedMs.toFixed(0)} ms${r.capped ? ', capped' : ''})${ahead}`,
+      )
     }
   }
   for (const template of big.values()) rmSync(template.template, { force: true })
@@ -396,7 +438,12 @@ async function fillBullmqTemplate(): Promise<string | undefined> {
   const server = await freshRedis()
   try {
     const t0 = nowMs()
-    await runTask<{ ms: number }>(MODULES.bullmq, 'fill', { dir, redisPort: server.port, count: COUNTS.scaleWaiting }, { timeoutMs: COUNTS.bullmqScaleFillMs })
+    await runTask<{ ms: number }>(
+      MODULES.bullmq,
+      'fill',
+      { dir, redisPort: server.port, count: COUNTS.scaleWaiting },
+      { timeoutMs: COUNTS.bullmqScaleFillMs },
+    )
     await server.compact()
     await server.stop({ keep: true })
     log(`scale: bullmq filled ${waiting} waiting in ${((nowMs() - t0) / 1000).toFixed(1)} s (addBulk, then the append-only file rewritten)`)
@@ -444,7 +491,11 @@ function machine(infos: InfoResult[]): string {
     `- OS: ${os.type()} ${os.release()} (${os.arch()})`,
     `- Node ${process.version}; better-sqlite3 ${driver.version} (liteque: 11.9.1); drizzle-jobs: ${engineVersion()}, run by tsx`,
     ...(sqlite ? [`- SQLite: ${sqlite}`] : []),
-    ...(bullmq ? [`- Redis: ${bullmq.redis} (BullMQ ${bullmq.version}), Debian's redis-server, a private server per measurement on a loopback port: ${REDIS_DURABILITY}`] : []),
+    ...(bullmq
+      ? [
+          `- Redis: ${bullmq.redis} (BullMQ ${bullmq.version}), Debian's redis-server, a private server per measurement on a loopback port: ${REDIS_DURABILITY}`,
+        ]
+      : []),
     `- date: ${startedAt.toISOString()}; load average before ${loadBefore.map((load) => load.toFixed(2)).join(' ')}, after ${os
       .loadavg()
       .map((load) => load.toFixed(2))
@@ -497,19 +548,13 @@ async function main(): Promise<void> {
   }
   const rendered = renderTable(results, ROWS, cappedNote, options)
   const minutes = ((nowMs() - started) / 60_000).toFixed(1)
-  const notes = [
-    ...rendered.footnotes.map((text, i) => `[${i + 1}] ${text}`),
-    ...errors.map((text) => `Error: ${text}`),
-  ]
-  const targets = rendered.targets.map((target) => `- ${target.met === undefined ? '…' : target.met ? 'met' : '**MISSED**'}: ${target.figure}, ${target.text} (${target.detail})`)
+  const notes = [...rendered.footnotes.map((text, i) => `[${i + 1}] ${text}`), ...errors.map((text) => `Error: ${text}`)]
+  const targets = rendered.targets.map(
+    (target) =>
+      `- ${target.met === undefined ? '…' : target.met ? 'met' : '**MISSED**'}: ${target.figure}, ${target.text} (${target.detail})`,
+  )
   const description = machine(infos)
-  const body = [
-    rendered.table,
-    '',
-    ratioLegend(),
-    '',
-    ...notes.map((line) => `${line}  `),
-  ].join('\n')
+  const body = [rendered.table, '', ratioLegend(), '', ...notes.map((line) => `${line}  `)].join('\n')
   console.log(`\n${body}\n\nTargets:\n${targets.join('\n')}\n\nMachine:\n${description}\n\n${minutes} minutes in all.`)
   if (!complete) {
     console.log('\n(a partial run: bench/RESULTS.md and docs/benchmarks.md are left as they were)')

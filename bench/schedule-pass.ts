@@ -79,13 +79,20 @@ async function postgres(): Promise<Results> {
   return withPgDatabase(4, (pool, db) =>
     measure(db, async () => {
       await pool.query(`delete from jobs_job where queue = 'digests'`)
-      await pool.query(`update jobs_schedule set next_at = to_timestamp($1::float8 / 1000), cron = '* * * * *' where queue = 'digests' and name = 'daily-0'`, [(slot += 60_000)])
+      await pool.query(
+        `update jobs_schedule set next_at = to_timestamp($1::float8 / 1000), cron = '* * * * *' where queue = 'digests' and name = 'daily-0'`,
+        [(slot += 60_000)],
+      )
     }),
   )
 }
 
 const format = (values: number[]) => `median ${median(values).toFixed(1)} µs, p90 ${quantile(values, 0.9).toFixed(1)} µs`
-for (const [dialect, run] of [['SQLite', sqlite], ['PostgreSQL', postgres]] as const) {
+for (const [dialect, run] of [
+  ['SQLite', sqlite],
+  ['PostgreSQL', postgres],
+] as const) {
   const results = await run()
-  for (const [what, values] of Object.entries(results)) console.log(`${dialect.padEnd(10)} ${what.padEnd(12)} ${format(values)} (${values.length} passes)`)
+  for (const [what, values] of Object.entries(results))
+    console.log(`${dialect.padEnd(10)} ${what.padEnd(12)} ${format(values)} (${values.length} passes)`)
 }

@@ -76,7 +76,11 @@ async function benchAhead(): Promise<void> {
   const total = 1_000_000
   const start = performance.now()
   for (let i = 0; i < total; i += 10_000) {
-    enqueueMany(db, q, Array.from({ length: 10_000 }, (_, k) => ({ value: i + k, id: `j${i + k}` })))
+    enqueueMany(
+      db,
+      q,
+      Array.from({ length: 10_000 }, (_, k) => ({ value: i + k, id: `j${i + k}` })),
+    )
   }
   console.log(`- added ${int(total)} waiting jobs in ${((performance.now() - start) / 1000).toFixed(1)} s (enqueueMany, batches of 10,000)`)
   for (const position of [0, 5_000, 500_000, total - 1]) {
@@ -117,7 +121,11 @@ async function benchWatchers(): Promise<void> {
     const { client, db } = openFile(file)
     const q = defineQueue<number>('idle')
     const n = 10_000
-    enqueueMany(db, q, Array.from({ length: n }, (_, i) => ({ value: i, id: `i${i}` })))
+    enqueueMany(
+      db,
+      q,
+      Array.from({ length: n }, (_, i) => ({ value: i, id: `i${i}` })),
+    )
     const watched = Array.from({ length: n }, (_, i) => watch(db, q, `i${i}`))
     await Promise.all(watched.map((iterator) => iterator.next()))
     const { share } = await cpuShare(() => sleep(3_000))
@@ -133,14 +141,23 @@ async function benchWatchers(): Promise<void> {
     const file = freshFile()
     const { client, db } = openFile(file)
     const q = defineQueue<number>('fanout', { timeout: '10m' })
-    enqueueMany(db, q, Array.from({ length: runs }, (_, i) => ({ value: i, id: `f${i}` })))
+    enqueueMany(
+      db,
+      q,
+      Array.from({ length: runs }, (_, i) => ({ value: i, id: `f${i}` })),
+    )
     let stop = false
-    const worker = work(db, q, async (_value, run) => {
-      while (!stop) {
-        run.setProgress({ t: performance.now() })
-        await sleep(1000 / hz)
-      }
-    }, { slots: runs })
+    const worker = work(
+      db,
+      q,
+      async (_value, run) => {
+        while (!stop) {
+          run.setProgress({ t: performance.now() })
+          await sleep(1000 / hz)
+        }
+      },
+      { slots: runs },
+    )
     const watchers = Array.from({ length: runs * perRun }, (_, i) => watch(db, q, `f${i % runs}`))
     let received = 0
     const latencies: number[] = []
@@ -177,7 +194,11 @@ async function benchWatchers(): Promise<void> {
     const { client, db } = openFile(file)
     const q = defineQueue<number>('drain')
     const n = 5_000
-    enqueueMany(db, q, Array.from({ length: n }, (_, i) => ({ value: i, id: `d${i}` })))
+    enqueueMany(
+      db,
+      q,
+      Array.from({ length: n }, (_, i) => ({ value: i, id: `d${i}` })),
+    )
     const watchers = watched ? Array.from({ length: n }, (_, i) => watch(db, q, `d${i}`)) : []
     let snapshots = 0
     const consumers = watchers.map(async (iterator) => {
@@ -186,9 +207,14 @@ async function benchWatchers(): Promise<void> {
     const start = performance.now()
     let done = 0
     const finished = new Promise<void>((resolveDone) => {
-      const worker = work(db, q, () => {
-        if (++done === n) setImmediate(() => void worker.stop().then(resolveDone))
-      }, { slots: 16 })
+      const worker = work(
+        db,
+        q,
+        () => {
+          if (++done === n) setImmediate(() => void worker.stop().then(resolveDone))
+        },
+        { slots: 16 },
+      )
     })
     await finished
     await Promise.all(consumers)
@@ -208,7 +234,11 @@ async function benchRemote(): Promise<void> {
   const perRun = 10
   const hz = 20
   const q = defineQueue<number>('remote', { timeout: '10m' })
-  enqueueMany(db, q, Array.from({ length: runs }, (_, i) => ({ value: i, id: `r${i}` })))
+  enqueueMany(
+    db,
+    q,
+    Array.from({ length: runs }, (_, i) => ({ value: i, id: `r${i}` })),
+  )
   const child = fork(import.meta.filename, ['child', file, String(runs), String(hz)], { execArgv: process.execArgv })
   const watchers = Array.from({ length: runs * perRun }, (_, i) => watch(db, q, `r${i % runs}`))
   let received = 0
@@ -235,12 +265,17 @@ async function benchRemote(): Promise<void> {
 async function child(file: string, runs: number, hz: number): Promise<void> {
   const { db } = openFile(file)
   const q = defineQueue<number>('remote', { timeout: '10m' })
-  work(db, q, async (_value, run) => {
-    for (;;) {
-      run.setProgress({ t: Date.now() })
-      await sleep(1000 / hz)
-    }
-  }, { slots: runs })
+  work(
+    db,
+    q,
+    async (_value, run) => {
+      for (;;) {
+        run.setProgress({ t: Date.now() })
+        await sleep(1000 / hz)
+      }
+    },
+    { slots: runs },
+  )
 }
 
 const [part = 'all', ...rest] = process.argv.slice(2)

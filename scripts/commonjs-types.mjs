@@ -18,4 +18,4 @@ for (const entry of readdirSync(DIST, { recursive: true, withFileTypes: true }))
   mkdirSync(dirname(to), { recursive: true })
   copyFileSync(from, to)
 }
-writeFileSync(join(OUT, 'package.json'), JSON.stringify({ type: 'commonjs' }) + '\n')
+writeFileSync(join(OUT, 'package.json'), `${JSON.stringify({ type: 'commonjs' })}\n`)

@@ -22,7 +22,10 @@ export function toMs(value: unknown, option: string): number {
   } else if (typeof value === 'string') {
     const match = DURATION_PATTERN.exec(value)
     if (!match) {
-      throw new JobsError('INVALID_OPTION', `${option}: '${value}' is not a duration; write a number of ms or a string such as '500ms', '5s', '10m', '1h', '1d'`)
+      throw new JobsError(
+        'INVALID_OPTION',
+        `${option}: '${value}' is not a duration; write a number of ms or a string such as '500ms', '5s', '10m', '1h', '1d'`,
+      )
     }
     ms = Number(match[1]) * UNIT_MS[match[2] as DurationUnit]
   } else {
@@ -32,7 +35,10 @@ export function toMs(value: unknown, option: string): number {
     throw new JobsError('INVALID_OPTION', `${option}: a duration must be finite and not negative, got ${String(value)}`)
   }
   if (ms > MAX_DURATION_MS) {
-    throw new JobsError('INVALID_OPTION', `${option}: ${String(value)} is longer than the longest duration allowed (${MAX_DURATION_MS} ms, the span of a Date)`)
+    throw new JobsError(
+      'INVALID_OPTION',
+      `${option}: ${String(value)} is longer than the longest duration allowed (${MAX_DURATION_MS} ms, the span of a Date)`,
+    )
   }
   return Math.round(ms)
 }
@@ -47,7 +53,10 @@ export function toMs(value: unknown, option: string): number {
 export function toTimerMs(value: unknown, option: string): number {
   const ms = toMs(value, option)
   if (ms > MAX_TIMER_MS) {
-    throw new JobsError('INVALID_OPTION', `${option}: ${String(value)} is longer than a timer can wait (${MAX_TIMER_MS} ms, about 24.8 days)`)
+    throw new JobsError(
+      'INVALID_OPTION',
+      `${option}: ${String(value)} is longer than a timer can wait (${MAX_TIMER_MS} ms, about 24.8 days)`,
+    )
   }
   return ms
 }
@@ -56,7 +65,7 @@ export function toTimerMs(value: unknown, option: string): number {
 export function describe(value: unknown): string {
   if (value === null) return 'null'
   if (Array.isArray(value)) return 'an array'
-  if (typeof value === 'string') return `the string '${value.length > 40 ? value.slice(0, 40) + '…' : value}'`
+  if (typeof value === 'string') return `the string '${value.length > 40 ? `${value.slice(0, 40)}…` : value}'`
   if (typeof value === 'object') return 'an object'
   return `${typeof value} ${String(value)}`
 }

@@ -29,7 +29,11 @@ export function encodeJson(value: unknown, what: string, maxBytes: number, allow
     text = JSON.stringify(value)
   } catch (error) {
     if (error instanceof JobsError) throw error
-    throw new JobsError('INVALID_VALUE', `${what} could not be read as JSON: reading it threw ${(error as Error)?.message ?? String(error)}`, { cause: error })
+    throw new JobsError(
+      'INVALID_VALUE',
+      `${what} could not be read as JSON: reading it threw ${(error as Error)?.message ?? String(error)}`,
+      { cause: error },
+    )
   }
   if (text.length > maxBytes / 3 && Buffer.byteLength(text, 'utf8') > maxBytes) {
     throw new JobsError('TOO_LARGE', `${what} is ${Buffer.byteLength(text, 'utf8')} bytes of JSON; the limit is ${maxBytes}`)
@@ -85,7 +89,8 @@ function checkJson(value: unknown, path: string, seen: Set<object>, depth: numbe
     case 'object': {
       if (value === null) return
       if (seen.has(value)) throw bad(path, 'a cycle')
-      if (depth > MAX_JSON_DEPTH) throw bad(path.length > 80 ? `${path.slice(0, 79)}…` : path, `nested deeper than ${MAX_JSON_DEPTH} arrays and objects`)
+      if (depth > MAX_JSON_DEPTH)
+        throw bad(path.length > 80 ? `${path.slice(0, 79)}…` : path, `nested deeper than ${MAX_JSON_DEPTH} arrays and objects`)
       seen.add(value)
       if (Array.isArray(value)) {
         for (let i = 0; i < value.length; i++) {
@@ -99,7 +104,11 @@ function checkJson(value: unknown, path: string, seen: Set<object>, depth: numbe
           throw bad(path, `a ${kind}, which does not come back from JSON the same (a Date: pass getTime() or toISOString())`)
         }
         for (const key of Object.keys(value)) {
-          if (!storable(key)) throw bad(path, `an object with a key holding ${unstorable(key)} (${JSON.stringify(key.slice(0, 40))}), which PostgreSQL's jsonb cannot store`)
+          if (!storable(key))
+            throw bad(
+              path,
+              `an object with a key holding ${unstorable(key)} (${JSON.stringify(key.slice(0, 40))}), which PostgreSQL's jsonb cannot store`,
+            )
           const item = (value as Record<string, unknown>)[key]
           if (item !== undefined) checkJson(item, `${path}.${key}`, seen, depth + 1)
         }
@@ -139,11 +148,15 @@ export function checkName(value: unknown, what: string): string {
     throw new JobsError('INVALID_OPTION', `${what} must be a non-empty string, got ${value === '' ? 'an empty string' : typeof value}`)
   }
   if (!(value as string & { isWellFormed(): boolean }).isWellFormed()) {
-    throw new JobsError('INVALID_OPTION', `${what} holds a lone surrogate (half of a UTF-16 pair), which neither SQLite nor PostgreSQL stores as text`)
+    throw new JobsError(
+      'INVALID_OPTION',
+      `${what} holds a lone surrogate (half of a UTF-16 pair), which neither SQLite nor PostgreSQL stores as text`,
+    )
   }
   if (value.length > MAX_NAME_BYTES / 3 && Buffer.byteLength(value, 'utf8') > MAX_NAME_BYTES) {
     throw new JobsError('TOO_LARGE', `${what} is ${Buffer.byteLength(value, 'utf8')} bytes; the limit is ${MAX_NAME_BYTES}`)
   }
-  if (value.includes('\u0000')) throw new JobsError('INVALID_OPTION', `${what} holds the character U+0000, which PostgreSQL cannot store as text`)
+  if (value.includes('\u0000'))
+    throw new JobsError('INVALID_OPTION', `${what} holds the character U+0000, which PostgreSQL cannot store as text`)
   return value
 }

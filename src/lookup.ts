@@ -11,7 +11,8 @@ import { JobsError } from './errors.js'
 
 /** `value` as text to look up, or INVALID_OPTION naming `what` when no row can hold it. */
 export function lookupText(value: unknown, what: string): string {
-  if (typeof value !== 'string') throw new JobsError('INVALID_OPTION', `${what} must be a string, got ${value === null ? 'null' : typeof value}`)
+  if (typeof value !== 'string')
+    throw new JobsError('INVALID_OPTION', `${what} must be a string, got ${value === null ? 'null' : typeof value}`)
   if (!(value as string & { isWellFormed(): boolean }).isWellFormed()) {
     throw new JobsError('INVALID_OPTION', `${what} holds a lone surrogate (half of a UTF-16 pair), which no row holds`)
   }

@@ -7,6 +7,7 @@ import { JobsError } from './errors.js'
  */
 export function checkKnownOptions(options: object, known: ReadonlySet<string>, call: string, beside?: string): void {
   for (const key of Object.keys(options)) {
-    if (!known.has(key) && key !== beside) throw new JobsError('INVALID_OPTION', `${key}: not an option of ${call} (known: ${[...known].join(', ')})`)
+    if (!known.has(key) && key !== beside)
+      throw new JobsError('INVALID_OPTION', `${key}: not an option of ${call} (known: ${[...known].join(', ')})`)
   }
 }

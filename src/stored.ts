@@ -13,7 +13,6 @@
 import { MAX_TIME_MS, SHOWN_CHARS } from './limits.js'
 import { STATES, type JobState } from './types.js'
 
-
 /** A stored value as SQLite writes it as a literal (`'soon'`, `1.5`, `X'00FF'`, `NULL`), cut at 100 characters. */
 export function sqlLiteral(value: unknown): string {
   let text: string
@@ -89,7 +88,14 @@ export class StoredColumns {
   }
 
   /** The attempt counts, times and error of a job's row, as snapshots and records show them. */
-  runFields(row: RunColumns): { attempt: number; attempts: number; runAt: Date | null; createdAt: Date | null; finishedAt: Date | null; error: string | null } {
+  runFields(row: RunColumns): {
+    attempt: number
+    attempts: number
+    runAt: Date | null
+    createdAt: Date | null
+    finishedAt: Date | null
+    error: string | null
+  } {
     return {
       attempt: this.count(row.attempts, 'attempts', 0),
       attempts: this.count(row.maxAttempts, 'max_attempts', 1),

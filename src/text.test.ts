@@ -8,7 +8,10 @@ const wellFormed = (text: string): string => (text as string & { toWellFormed():
 
 test('cutToBytes keeps text within the limit whole, and cuts longer text to a well-formed head and a marker within it', () => {
   // Strings of any code units, lone surrogates among them, around a small limit.
-  const text = fc.string({ unit: fc.oneof(fc.constantFrom('a', 'é', '€', '😀', '\ud800', '\udc00'), fc.string({ unit: 'binary', maxLength: 1 })), maxLength: 300 })
+  const text = fc.string({
+    unit: fc.oneof(fc.constantFrom('a', 'é', '€', '😀', '\ud800', '\udc00'), fc.string({ unit: 'binary', maxLength: 1 })),
+    maxLength: 300,
+  })
   fc.assert(
     fc.property(text, fc.integer({ min: 40, max: 400 }), (input, maxBytes) => {
       const total = Buffer.byteLength(input)
@@ -35,5 +38,5 @@ test('cutToBytes keeps text within the limit whole, and cuts longer text to a we
 
 test('cutToBytes groups the count of bytes cut by thousands', () => {
   expect(cutToBytes('E'.repeat(5_000_000), 64 * 1024).slice(-25)).toBe('… [cut 4,934,489 bytes]'.padStart(25, 'E'))
-  expect(cutToBytes('x'.repeat(1_000), 100)).toBe('x'.repeat(79) + '… [cut 921 bytes]')
+  expect(cutToBytes('x'.repeat(1_000), 100)).toBe(`${'x'.repeat(79)}… [cut 921 bytes]`)
 })

@@ -72,9 +72,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
   /** The job with this id (of `queue`, or of any queue), as stored. */
   async function jobRow(id: string, queue?: string): Promise<Row | undefined> {
-    const [row] = queue === undefined
-      ? await t.query<Row>(`select ${COLUMNS} from jobs_job where id = $1`, id)
-      : await t.query<Row>(`select ${COLUMNS} from jobs_job where id = $1 and queue = $2`, id, queue)
+    const [row] =
+      queue === undefined
+        ? await t.query<Row>(`select ${COLUMNS} from jobs_job where id = $1`, id)
+        : await t.query<Row>(`select ${COLUMNS} from jobs_job where id = $1 and queue = $2`, id, queue)
     return row
   }
   const state = async (id: string) => (await jobRow(id))?.state
@@ -97,10 +98,14 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const worker = work(t.db, q, async (_value, run) => {
       await run.step('one', () => 'kept')
       await new Promise<void>((resolve) =>
-        run.signal.addEventListener('abort', () => {
-          aborted.set(run.id, run.signal.reason)
-          resolve()
-        }, { once: true }),
+        run.signal.addEventListener(
+          'abort',
+          () => {
+            aborted.set(run.id, run.signal.reason)
+            resolve()
+          },
+          { once: true },
+        ),
       )
       try {
         await run.step('two', () => 'after the cancel')
@@ -235,7 +240,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
       for (let n = 0; n < 6; n++) await enqueue(t.db, q, { n }, { id: `job-${n}` })
       // Both workers poll every 10-20 ms: ten polls each and still nothing claimed.
       const since = Date.now()
-      await waitFor(async () => Date.now() - since > 300 && (await queueCounts(t.db, q)).waiting === 6, 'time for ten polls with nothing claimed')
+      await waitFor(
+        async () => Date.now() - since > 300 && (await queueCounts(t.db, q)).waiting === 6,
+        'time for ten polls with nothing claimed',
+      )
       expect(ranHere).toEqual([])
       expect(child.output()).not.toContain('ran ')
       expect(await queueCounts(t.db, q)).toMatchObject({ waiting: 6, running: 0, paused: true })
@@ -247,7 +255,16 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
     test(`${on} a queue that never held a job can be paused; its flag survives a new connection`, async () => {
       await pauseQueue(t.db, 'empty')
-      expect(await reopened((db) => Promise.resolve(queueCounts(db, 'empty')))).toEqual({ queue: 'empty', paused: true, waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 })
+      expect(await reopened((db) => Promise.resolve(queueCounts(db, 'empty')))).toEqual({
+        queue: 'empty',
+        paused: true,
+        waiting: 0,
+        scheduled: 0,
+        running: 0,
+        done: 0,
+        failed: 0,
+        canceled: 0,
+      })
       await resumeQueue(t.db, 'empty')
       expect((await queueCounts(t.db, 'empty')).paused).toBe(false)
     })
@@ -259,7 +276,16 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await enqueue(t.db, q, {}, { id: 's', delay: '1h' })
       await enqueue(t.db, other, {}, { id: 'o' })
       await cancel(t.db, q, 'w0')
-      expect(await queueCounts(t.db, q)).toEqual({ queue: 'admin', paused: false, waiting: 4, scheduled: 1, running: 0, done: 0, failed: 0, canceled: 1 })
+      expect(await queueCounts(t.db, q)).toEqual({
+        queue: 'admin',
+        paused: false,
+        waiting: 4,
+        scheduled: 1,
+        running: 0,
+        done: 0,
+        failed: 0,
+        canceled: 1,
+      })
       expect((await queueCounts(t.db)).map((counts) => [counts.queue, counts.waiting])).toEqual([
         ['admin', 4],
         ['other', 1],
@@ -300,7 +326,17 @@ describe.each(DIALECTS)('%s', (dialect) => {
       const rows = Array.from({ length: 300 }, (_, i) => {
         const state = (['waiting', 'scheduled', 'done', 'failed', 'canceled'] as const)[i % 5]
         const ended = state === 'done' || state === 'failed' || state === 'canceled'
-        return [i % 2 ? 'admin' : 'other', `j${i}`, i % 3 === 0 ? 'g0' : null, JSON.stringify({ i }), state, i % 4, 1_000 + ((i * 7919) % 100), ended ? 10_000 + ((i * 104729) % 50) : null, state === 'failed' ? `failed ${i}` : null]
+        return [
+          i % 2 ? 'admin' : 'other',
+          `j${i}`,
+          i % 3 === 0 ? 'g0' : null,
+          JSON.stringify({ i }),
+          state,
+          i % 4,
+          1_000 + ((i * 7919) % 100),
+          ended ? 10_000 + ((i * 104729) % 50) : null,
+          state === 'failed' ? `failed ${i}` : null,
+        ]
       })
       await t.run(
         `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, finished_at, error) values ${rows.map((_, n) => tuple(n)).join(', ')}`,
@@ -325,11 +361,16 @@ describe.each(DIALECTS)('%s', (dialect) => {
     /** The same listing computed from the rows directly, in the order the listing promises. */
     async function expected(queue: string | null, state: JobState | null, group: string | null): Promise<string[]> {
       const rows = (await t.query<Row>(`select ${COLUMNS} from jobs_job`)) as unknown as Record<string, number | string>[]
-      const chosen = rows.filter((row) => (queue === null || row.queue === queue) && (state === null || row.state === state) && (group === null || row.grp === group))
-      const by = (...keys: [string, 1 | -1][]) => (a: Record<string, number | string>, b: Record<string, number | string>) => {
-        for (const [key, direction] of keys) if (a[key] !== b[key]) return (a[key]! < b[key]! ? -1 : 1) * direction
-        return 0
-      }
+      const chosen = rows.filter(
+        (row) =>
+          (queue === null || row.queue === queue) && (state === null || row.state === state) && (group === null || row.grp === group),
+      )
+      const by =
+        (...keys: [string, 1 | -1][]) =>
+        (a: Record<string, number | string>, b: Record<string, number | string>) => {
+          for (const [key, direction] of keys) if (a[key] !== b[key]) return (a[key]! < b[key]! ? -1 : 1) * direction
+          return 0
+        }
       if (queue !== null && state === 'waiting') chosen.sort(by(['priority', 1], ['run_at', 1], ['seq', 1]))
       else if (queue !== null && state === 'scheduled') chosen.sort(by(['run_at', 1], ['seq', 1]))
       else if (queue !== null && state !== null && state !== 'running') chosen.sort(by(['finished_at', -1], ['seq', -1]))
@@ -361,9 +402,15 @@ describe.each(DIALECTS)('%s', (dialect) => {
       // PostgreSQL's plans are checked on a million jobs by bench/pg-list.ts and test/pg/plans.test.ts.
       if (onPg) return
       const { client } = openDb(t.address)
-      for (const [state, index] of [['waiting', 'jobs_job_claim'], ['scheduled', 'jobs_job_scheduled'], ['done', 'jobs_job_ended']] as const) {
+      for (const [state, index] of [
+        ['waiting', 'jobs_job_claim'],
+        ['scheduled', 'jobs_job_scheduled'],
+        ['done', 'jobs_job_ended'],
+      ] as const) {
         const statement = { waiting: 'listWaiting', scheduled: 'listScheduled', done: 'listEnded' }[state]
-        const plan = client.prepare(`explain query plan ${ADMIN_SQL[statement as keyof typeof ADMIN_SQL].sql}`).all({ queue: 'admin', state, grp: null, k1: 0, k2: 0, k3: 0, limit: 1 }) as { detail: string }[]
+        const plan = client
+          .prepare(`explain query plan ${ADMIN_SQL[statement as keyof typeof ADMIN_SQL].sql}`)
+          .all({ queue: 'admin', state, grp: null, k1: 0, k2: 0, k3: 0, limit: 1 }) as { detail: string }[]
         expect(plan.map((row) => row.detail).join('\n')).toContain(`USING INDEX ${index}`)
         expect(plan.map((row) => row.detail).join('\n')).not.toContain('TEMP B-TREE')
       }
@@ -376,7 +423,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await enqueue(t.db, line, 2, { id: 'middle', priority: middle })
       await enqueue(t.db, line, 3, { id: 'first', priority: low })
       const first = await listJobs(t.db, { queue: line, state: 'waiting', limit: 2 })
-      expect(first.jobs.map((job) => [job.id, job.priority])).toEqual([['first', low], ['middle', middle]])
+      expect(first.jobs.map((job) => [job.id, job.priority])).toEqual([
+        ['first', low],
+        ['middle', middle],
+      ])
       const second = await listJobs(t.db, { queue: line, state: 'waiting', limit: 2, cursor: first.next! })
       expect(second.jobs.map((job) => [job.id, job.priority])).toEqual([['last', high]])
       expect((await inspectJob(t.db, line, 'last'))!.priority).toBe(high)
@@ -396,7 +446,18 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await waitFor(async () => (await queueCounts(t.db, q)).running === 2, 'both jobs to run')
       const page = await listJobs(t.db, { queue: q, state: 'running' })
       expect(page.jobs.map((job) => job.id)).toEqual(['r2', 'r1'])
-      expect(page.jobs[1]).toMatchObject({ queue: 'admin', id: 'r1', group: 'g', value: { n: 1 }, state: 'running', attempt: 1, attempts: 1, error: null, result: null, finishedAt: null })
+      expect(page.jobs[1]).toMatchObject({
+        queue: 'admin',
+        id: 'r1',
+        group: 'g',
+        value: { n: 1 },
+        state: 'running',
+        attempt: 1,
+        attempts: 1,
+        error: null,
+        result: null,
+        finishedAt: null,
+      })
       expect(page.jobs[1]!.runAt).toBeInstanceOf(Date)
       expect((await listJobs(t.db, { queue: q, state: 'running', group: 'g' })).jobs.map((job) => job.id)).toEqual(['r1'])
       for (const id of ['r1', 'r2']) await cancel(t.db, q, id)
@@ -438,9 +499,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
       const failing = defineQueue('failing', { attempts: 1 })
       await enqueue(t.db, failing, null, { id: 'broken' })
-      workers.push(work(t.db, failing, () => {
-        throw new TypeError('the model said no')
-      }))
+      workers.push(
+        work(t.db, failing, () => {
+          throw new TypeError('the model said no')
+        }),
+      )
       await waitFor(async () => (await state('broken')) === 'failed', 'the job to fail')
       const failed = (await inspectJob(t.db, failing, 'broken'))!
       expect(failed).toMatchObject({ state: 'failed', error: 'the model said no', steps: [], lease: null })
@@ -452,10 +515,12 @@ describe.each(DIALECTS)('%s', (dialect) => {
   describe('prune', () => {
     test(`${on} deletes ended jobs that ended before the time given, in batches, and nothing else`, async () => {
       const time = (ms: string) => (onPg ? `to_timestamp(${ms}::float8 / 1000)` : ms)
-      await t.run(onPg
-        ? `insert into jobs_job (queue, id, state, finished_at) select 'admin', 'old-done-' || i, 'done', ${time('1000')} from generate_series(0, 1199) i`
-        : `with recursive i(n) as (select 0 union all select n + 1 from i where n < 1199)
-           insert into jobs_job (queue, id, state, finished_at) select 'admin', 'old-done-' || n, 'done', 1000 from i`)
+      await t.run(
+        onPg
+          ? `insert into jobs_job (queue, id, state, finished_at) select 'admin', 'old-done-' || i, 'done', ${time('1000')} from generate_series(0, 1199) i`
+          : `with recursive i(n) as (select 0 union all select n + 1 from i where n < 1199)
+           insert into jobs_job (queue, id, state, finished_at) select 'admin', 'old-done-' || n, 'done', 1000 from i`,
+      )
       const insert = `insert into jobs_job (queue, id, state, finished_at) values ($1, $2, $3, ${time('$4')})`
       await t.run(insert, 'admin', 'old-failed', 'failed', 1_000)
       await t.run(insert, 'admin', 'new-done', 'done', 5_000)

@@ -24,7 +24,9 @@ test('an existing Drizzle app adopts the queue with export *, drizzle-kit genera
   write('package.json', JSON.stringify({ name: 'adopting-app', type: 'module', private: true }))
   mkdirSync(join(app, 'node_modules'))
   symlinkSync(ROOT, join(app, 'node_modules', 'drizzle-jobs'), 'dir')
-  write('src/db/schema.ts', `
+  write(
+    'src/db/schema.ts',
+    `
 import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core'
 export * from 'drizzle-jobs/schema'
 export const messages = sqliteTable('messages', {
@@ -32,12 +34,18 @@ export const messages = sqliteTable('messages', {
   text: text('text').notNull(),
   replyTo: integer('reply_to'),
 })
-`)
-  write('drizzle.config.ts', `
+`,
+  )
+  write(
+    'drizzle.config.ts',
+    `
 import { defineConfig } from 'drizzle-kit'
 export default defineConfig({ dialect: 'sqlite', schema: './src/db/schema.ts', out: './drizzle', dbCredentials: { url: './app.db' } })
-`)
-  write('src/main.ts', `
+`,
+  )
+  write(
+    'src/main.ts',
+    `
 import Database from 'better-sqlite3'
 import { eq } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
@@ -63,8 +71,10 @@ while (db.select().from(schema.jobsJob).where(eq(schema.jobsJob.id, 'reply:' + i
 }
 await worker.stop()
 console.log(JSON.stringify(db.select().from(schema.messages).all()))
-`)
-  const run = (command: string, args: string[]) => execFileSync(join(BIN, command), args, { cwd: app, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+`,
+  )
+  const run = (command: string, args: string[]) =>
+    execFileSync(join(BIN, command), args, { cwd: app, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
 
   run('drizzle-kit', ['generate'])
   const migrations = readdirSync(join(app, 'drizzle')).filter((file) => file.endsWith('.sql'))

@@ -36,14 +36,23 @@ describe.each(DIALECTS)('%s', (dialect) => {
   test(`JOB-15 ${on} a worker of one slot whose runs are short claims ahead, starts those jobs in claim order, and a stop hands back the ones not started, their attempts refunded`, async () => {
     const queue = defineQueue<{ n: number }>('ahead')
     const all = ids(300)
-    await enqueueMany(t.db, queue, all.map((id, n) => ({ id, value: { n } })))
+    await enqueueMany(
+      t.db,
+      queue,
+      all.map((id, n) => ({ id, value: { n } })),
+    )
     const started: string[] = []
     const held = gate()
-    const worker = work(t.db, queue, async (_value, run) => {
-      started.push(run.id)
-      // Short runs first, so that the worker learns to claim ahead; then one that waits while jobs are held.
-      if (started.length === 200) await held.wait
-    }, { slots: 1, pollInterval: '10ms' })
+    const worker = work(
+      t.db,
+      queue,
+      async (_value, run) => {
+        started.push(run.id)
+        // Short runs first, so that the worker learns to claim ahead; then one that waits while jobs are held.
+        if (started.length === 200) await held.wait
+      },
+      { slots: 1, pollInterval: '10ms' },
+    )
     workers.push(worker)
     await waitFor(() => started.length === 200, 'the first 200 runs')
     // One slot, one run under way: a running job that never started was claimed ahead and waits in the worker
@@ -70,13 +79,24 @@ describe.each(DIALECTS)('%s', (dialect) => {
   test(`JOB-15 ${on} a job canceled while it waits claimed ahead is dropped unstarted, and the rest run`, async () => {
     const queue = defineQueue<{ n: number }>('ahead-cancel')
     const all = ids(300)
-    await enqueueMany(t.db, queue, all.map((id, n) => ({ id, value: { n } })))
+    await enqueueMany(
+      t.db,
+      queue,
+      all.map((id, n) => ({ id, value: { n } })),
+    )
     const started: string[] = []
     const held = gate()
-    workers.push(work(t.db, queue, async (_value, run) => {
-      started.push(run.id)
-      if (started.length === 200) await held.wait
-    }, { slots: 1, pollInterval: '10ms' }))
+    workers.push(
+      work(
+        t.db,
+        queue,
+        async (_value, run) => {
+          started.push(run.id)
+          if (started.length === 200) await held.wait
+        },
+        { slots: 1, pollInterval: '10ms' },
+      ),
+    )
     await waitFor(() => started.length === 200, 'the first 200 runs')
     await waitFor(async () => (await unstarted(t, 'ahead-cancel', started)).length > 0, 'jobs claimed ahead of the slot')
     const [victim] = await unstarted(t, 'ahead-cancel', started)
@@ -92,13 +112,19 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
   test(`JOB-07 ${on} a queue with a concurrency never claims ahead: its running jobs never outnumber the worker's slot, though the limit would allow more`, async () => {
     const queue = defineQueue<{ n: number }>('ahead-limited', { concurrency: 4 })
-    await enqueueMany(t.db, queue, Array.from({ length: 400 }, (_, n) => ({ value: { n } })))
+    await enqueueMany(
+      t.db,
+      queue,
+      Array.from({ length: 400 }, (_, n) => ({ value: { n } })),
+    )
     let done = 0
     let most = 0
     const worker = work(t.db, queue, () => void done++, { slots: 1, pollInterval: '10ms' })
     workers.push(worker)
     while (done < 400) {
-      const [row] = await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where queue = 'ahead-limited' and state = 'running'`)
+      const [row] = await t.query<{ n: number | string }>(
+        `select count(*) as n from jobs_job where queue = 'ahead-limited' and state = 'running'`,
+      )
       most = Math.max(most, Number(row!.n))
       await new Promise((resolve) => setTimeout(resolve, 1))
     }
@@ -116,14 +142,23 @@ describe('a stop that comes while a claim is under way', () => {
     const started: string[] = []
     const worker = work(t.db, queue, (_value, run) => void started.push(run.id), { slots: 1, pollInterval: '10ms' })
     workers.push(worker)
-    await waitFor(async () => (await t.query(`select 1 from jobs_queue where name = 'stop-mid-claim' and limits_set_at is not null`)).length === 1, 'the worker to store its limits')
+    await waitFor(
+      async () => (await t.query(`select 1 from jobs_queue where name = 'stop-mid-claim' and limits_set_at is not null`)).length === 1,
+      'the worker to store its limits',
+    )
     const locker = new pg.Client({ connectionString: t.address })
     await locker.connect()
     try {
       await locker.query('begin')
       await locker.query(`select 1 from jobs_queue where name = 'stop-mid-claim' for update`)
       // The job falls due, and the worker's claim waits for the queue's row.
-      await waitFor(async () => (await locker.query(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rowCount === 1, 'the claim to wait for the lock', 10_000)
+      await waitFor(
+        async () =>
+          (await locker.query(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`))
+            .rowCount === 1,
+        'the claim to wait for the lock',
+        10_000,
+      )
       const stopping = worker.stop()
       await locker.query('commit')
       await stopping

@@ -8,19 +8,21 @@ import { get } from 'node:http'
 import { createServer } from 'node:net'
 import { join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
-import { afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
-import { defineQueue, enqueue, listJobs, queueCounts, schedule, work, type Worker } from '../src/index.js'
+import { afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { defineQueue, enqueue, listJobs, queueCounts, schedule, work } from '../src/index.js'
 import { drain, runSchedule } from '../src/testing/index.js'
-import { freshDb, removeTempDirs, tempDir, type TestDb } from './helpers/db.js'
+import { freshDb, removeTempDirs, tempDir } from './helpers/db.js'
 import { DIALECTS, eachContractDb } from './helpers/dialects.js'
 import { databaseUrl, freshPgDb, pgServerUrl } from './helpers/pg.js'
-import { killChildren, startFixture } from './helpers/processes.js'
-import { count, jobRow } from './helpers/rows.js'
+import { startFixture } from './helpers/processes.js'
 import { startDashboardCommand } from './helpers/dashboard.js'
 import { waitFor } from './helpers/wait.js'
 
 const ROOT = resolve(import.meta.dirname, '..')
-const BIN = resolve(ROOT, (JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { bin: Record<string, string> }).bin['drizzle-jobs']!)
+const BIN = resolve(
+  ROOT,
+  (JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { bin: Record<string, string> }).bin['drizzle-jobs']!,
+)
 
 interface Ran {
   code: number
@@ -31,10 +33,15 @@ interface Ran {
 /** Runs the command with DRIZZLE_JOBS_DB and DATABASE_URL unset, unless `env` sets them. */
 function cliWith(env: Record<string, string>, ...args: string[]): Promise<Ran> {
   return new Promise((done) => {
-    execFile(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, DRIZZLE_JOBS_DB: '', DATABASE_URL: '', ...env }, timeout: 30_000 }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0
-      done({ code, stdout, stderr })
-    })
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { cwd: ROOT, env: { ...process.env, DRIZZLE_JOBS_DB: '', DATABASE_URL: '', ...env }, timeout: 30_000 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0
+        done({ code, stdout, stderr })
+      },
+    )
   })
 }
 
@@ -55,7 +62,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
   const on = `[${dialect}]`
 
   /** A job's row as stored: its state, attempts, error and result (JSON text, or null). */
-  async function jobRow(id: string, queue = 'replies'): Promise<{ state: string; attempts: number; error: string | null; result: string | null } | undefined> {
+  async function jobRow(
+    id: string,
+    queue = 'replies',
+  ): Promise<{ state: string; attempts: number; error: string | null; result: string | null } | undefined> {
     const [row] = await t.query<{ state: string; attempts: number; error: string | null; result: string | null }>(
       `select state, attempts, error, ${t.dialect === 'postgres' ? 'result::text' : 'result'} as result from jobs_job where queue = $1 and id = $2`,
       queue,
@@ -66,7 +76,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
   /** Sets when a job ended, in ms since the epoch. */
   async function endedAt(id: string, ms: number): Promise<void> {
-    await t.run(`update jobs_job set finished_at = ${t.dialect === 'postgres' ? 'to_timestamp($1::float8 / 1000)' : '$1'} where id = $2 and queue = 'replies'`, ms, id)
+    await t.run(
+      `update jobs_job set finished_at = ${t.dialect === 'postgres' ? 'to_timestamp($1::float8 / 1000)' : '$1'} where id = $2 and queue = 'replies'`,
+      ms,
+      id,
+    )
   }
 
   /** Two queues: replies with a done, a failed (with stack and no steps left), two waiting and one scheduled job; digests with one waiting. */
@@ -95,7 +109,9 @@ describe.each(DIALECTS)('%s', (dialect) => {
       const [text, asJson] = await Promise.all([cli('status', '--db', t.address), cli('status', '--db', t.address, '--json')])
       expect(text.code).toBe(0)
       const lines = text.stdout.trim().split('\n')
-      expect(lines[0]).toMatch(/^queue\s+status\s+waiting\s+scheduled\s+running\s+done\s+failed\s+canceled\s+done\/min\s+failed\/min\s+oldest due$/)
+      expect(lines[0]).toMatch(
+        /^queue\s+status\s+waiting\s+scheduled\s+running\s+done\s+failed\s+canceled\s+done\/min\s+failed\/min\s+oldest due$/,
+      )
       expect(lines[1]).toMatch(/^digests\s+active\s+1\s+0\s+0\s+0\s+0\s+0\s+0\s+0\s+\d+(ms|s)$/)
       expect(lines[2]).toMatch(/^replies\s+active\s+2\s+1\s+0\s+1\s+1\s+0\s+1\s+1\s+\d+(ms|s)$/)
       expect(asJson.code).toBe(0)
@@ -118,11 +134,26 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(first.code).toBe(0)
       const page = json(first) as { jobs: { id: string; state: string; value: unknown }[]; next: string }
       expect(page.jobs.map((job) => job.id)).toEqual(['reply:4'])
-      const second = await cli('list', '--db', t.address, '--queue', 'replies', '--state', 'waiting', '--limit', '1', '--cursor', page.next, '--json')
+      const second = await cli(
+        'list',
+        '--db',
+        t.address,
+        '--queue',
+        'replies',
+        '--state',
+        'waiting',
+        '--limit',
+        '1',
+        '--cursor',
+        page.next,
+        '--json',
+      )
       expect((json(second) as typeof page).jobs.map((job) => job.id)).toEqual(['reply:3'])
 
       const text = await cli('list', '--db', t.address, '--queue', 'replies', '--state', 'waiting', '--limit', '1')
-      expect(text.stdout).toMatch(/^queue\s+id\s+state\s+group\s+attempt\s+when\s+error\nreplies\s+reply:4\s+waiting\s+0\/1\s+due \d+(ms|s) ago\n\nmore: add --cursor \S+\n$/)
+      expect(text.stdout).toMatch(
+        /^queue\s+id\s+state\s+group\s+attempt\s+when\s+error\nreplies\s+reply:4\s+waiting\s+0\/1\s+due \d+(ms|s) ago\n\nmore: add --cursor \S+\n$/,
+      )
       const failed = await cli('list', '--db', t.address, '--state', 'failed')
       expect(failed.stdout).toMatch(/replies\s+reply:2\s+failed\s+chat:7\s+1\/1\s+ended \d+(ms|s) ago\s+the model is down/)
       const none = await cli('list', '--db', t.address, '--group', 'nobody')
@@ -140,7 +171,14 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(text.stdout).toContain('value\n  {\n    "messageId": 2\n  }')
       expect(text.stdout).toMatch(/error\n {2}RangeError: the model is down\n {6}at /)
       const asJson = await cli('show', 'reply:2', '--db', t.address, '--json')
-      expect(json(asJson)).toMatchObject({ id: 'reply:2', state: 'failed', error: 'the model is down', steps: [], lease: null, value: { messageId: 2 } })
+      expect(json(asJson)).toMatchObject({
+        id: 'reply:2',
+        state: 'failed',
+        error: 'the model is down',
+        steps: [],
+        lease: null,
+        value: { messageId: 2 },
+      })
 
       const ambiguous = await cli('show', 'reply:1', '--db', t.address)
       expect(ambiguous.code).toBe(2)
@@ -149,7 +187,9 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(json(chosen)).toMatchObject({ queue: 'digests', value: { day: '2026-12-02' } })
       const missing = await cli('show', 'reply:99', '--db', t.address, '--json')
       expect(missing.code).toBe(4)
-      expect(JSON.parse(missing.stderr)).toEqual({ error: { kind: 'not_found', exitCode: 4, message: "no queue holds a job with id 'reply:99' (it may have been pruned)" } })
+      expect(JSON.parse(missing.stderr)).toEqual({
+        error: { kind: 'not_found', exitCode: 4, message: "no queue holds a job with id 'reply:99' (it may have been pruned)" },
+      })
     })
 
     test(`${on} shows a running job's steps and lease`, async () => {
@@ -172,16 +212,25 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(await jobRow('reply:2')).toMatchObject({ state: 'waiting', attempts: 0, error: null })
       const again = await cli('retry', 'reply:2', '--db', t.address, '--json')
       expect(again.code).toBe(5)
-      expect(JSON.parse(again.stderr).error).toMatchObject({ kind: 'refused', message: expect.stringContaining('is waiting: only failed or canceled jobs can be retried; nothing changed') })
+      expect(JSON.parse(again.stderr).error).toMatchObject({
+        kind: 'refused',
+        message: expect.stringContaining('is waiting: only failed or canceled jobs can be retried; nothing changed'),
+      })
       expect(await cli('retry', 'nope', '--queue', 'replies', '--db', t.address)).toMatchObject({ code: 4 })
     })
 
     test(`${on} cancel ends a waiting job; a running job in a worker process is aborted within its poll interval`, async () => {
       await seed()
-      expect(await cli('cancel', 'reply:3', '--db', t.address, '--json')).toMatchObject({ code: 0, stdout: expect.stringContaining('"canceled": true') })
+      expect(await cli('cancel', 'reply:3', '--db', t.address, '--json')).toMatchObject({
+        code: 0,
+        stdout: expect.stringContaining('"canceled": true'),
+      })
       expect((await jobRow('reply:3'))!.state).toBe('canceled')
       const again = await cli('cancel', 'reply:3', '--db', t.address)
-      expect(again).toMatchObject({ code: 5, stderr: "drizzle-jobs: job 'reply:3' of queue 'replies' has already ended (canceled); nothing changed\n" })
+      expect(again).toMatchObject({
+        code: 5,
+        stderr: "drizzle-jobs: job 'reply:3' of queue 'replies' has already ended (canceled); nothing changed\n",
+      })
 
       const q = defineQueue<{ hold?: boolean }>('admin')
       const child = startFixture('admin-child.ts', [t.address])
@@ -196,7 +245,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
   describe('pause, resume and prune', () => {
     test(`${on} pause and resume set the queue flag that workers obey`, async () => {
-      expect(await cli('pause', 'replies', '--db', t.address)).toMatchObject({ code: 0, stdout: "queue 'replies' is paused: workers claim nothing more from it until it is resumed\n" })
+      expect(await cli('pause', 'replies', '--db', t.address)).toMatchObject({
+        code: 0,
+        stdout: "queue 'replies' is paused: workers claim nothing more from it until it is resumed\n",
+      })
       expect((await queueCounts(t.db, replies)).paused).toBe(true)
       const status = await cli('status', '--db', t.address)
       expect(status.stdout).toMatch(/\nreplies\s+paused\s+0/)
@@ -211,9 +263,16 @@ describe.each(DIALECTS)('%s', (dialect) => {
       const ran = await cli('prune', '--older-than', '1d', '--db', t.address, '--json')
       expect(ran.code).toBe(0)
       expect(json(ran)).toMatchObject({ deleted: 1 })
-      expect((await listJobs(t.db, { queue: replies })).jobs.map((job) => job.id).sort()).toEqual(['reply:2', 'reply:3', 'reply:4', 'reply:5'])
+      expect((await listJobs(t.db, { queue: replies })).jobs.map((job) => job.id).sort()).toEqual([
+        'reply:2',
+        'reply:3',
+        'reply:4',
+        'reply:5',
+      ])
       expect(json(await cli('prune', '--older-than', '0', '--state', 'done', '--db', t.address, '--json'))).toMatchObject({ deleted: 0 })
-      expect(json(await cli('prune', '--older-than', '0ms', '--queue', 'replies', '--state', 'failed', '--db', t.address, '--json'))).toMatchObject({ deleted: 1 })
+      expect(
+        json(await cli('prune', '--older-than', '0ms', '--queue', 'replies', '--state', 'failed', '--db', t.address, '--json')),
+      ).toMatchObject({ deleted: 1 })
       const missing = await cli('prune', '--db', t.address)
       expect(missing.code).toBe(2)
       expect(missing.stderr).toContain('prune needs --older-than DURATION')
@@ -228,13 +287,19 @@ describe.each(DIALECTS)('%s', (dialect) => {
       const ran = await cli('prune', '--older-than', '30d', '--db', t.address, '--json')
       expect(ran.code, ran.stderr).toBe(0)
       expect(json(ran)).toMatchObject({ deleted: 1 })
-      expect((await listJobs(t.db, { queue: replies })).jobs.map((job) => job.id).sort()).toEqual(['reply:2', 'reply:3', 'reply:4', 'reply:5'])
+      expect((await listJobs(t.db, { queue: replies })).jobs.map((job) => job.id).sort()).toEqual([
+        'reply:2',
+        'reply:3',
+        'reply:4',
+        'reply:5',
+      ])
       expect(json(await cli('prune', '--older-than', '3650d', '--db', t.address, '--json'))).toMatchObject({ deleted: 0 })
     })
   })
 
   describe('text stored in jobs, printed for a person', () => {
     /** What a terminal would act on: C0 controls but the line break, DEL, C1 controls, line and paragraph separators, bidirectional overrides. */
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it looks for
     const CONTROL = /[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u
     const TITLE = '\x1b]0;you have been owned\x07'
     const LINK = '\x1b]8;;https://evil.example/\x1b\\click me\x1b]8;;\x1b\\'
@@ -247,10 +312,15 @@ describe.each(DIALECTS)('%s', (dialect) => {
     test(`${on} every human-readable output escapes control characters; --json stays exact`, async () => {
       const evil = defineQueue<{ text: string }>(queue, { attempts: 2, backoff: { initial: '1h', max: '1h' } })
       await enqueue(t.db, evil, { text: `\u009b2J${TITLE}\u202e` }, { id, group })
-      const worker = work(t.db, evil, async (_value, run) => {
-        await run.step(`step${COLOUR}`, () => `\u009b${TITLE}`)
-        throw new Error(reason)
-      }, { slots: 1 })
+      const worker = work(
+        t.db,
+        evil,
+        async (_value, run) => {
+          await run.step(`step${COLOUR}`, () => `\u009b${TITLE}`)
+          throw new Error(reason)
+        },
+        { slots: 1 },
+      )
       workers.push(worker)
       await waitFor(async () => (await jobRow(id, queue))?.state === 'scheduled', 'the first attempt to fail')
       await worker.stop()
@@ -287,13 +357,21 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(nowhere!.code).toBe(0)
       expect(nowhere!.stdout).toContain('nowhere\\x1b]0;you have been owned\\x07  active')
 
-      const asJson = await Promise.all([cli('list', '--db', t.address, '--json'), cli('show', id, '--db', t.address, '--json'), cli('status', '--db', t.address, '--json'), cli('show', `nope${TITLE}`, '--queue', queue, '--db', t.address, '--json')])
+      const asJson = await Promise.all([
+        cli('list', '--db', t.address, '--json'),
+        cli('show', id, '--db', t.address, '--json'),
+        cli('status', '--db', t.address, '--json'),
+        cli('show', `nope${TITLE}`, '--queue', queue, '--db', t.address, '--json'),
+      ])
       for (const ran of asJson) {
         expect(ran.stdout).not.toMatch(CONTROL)
         expect(ran.stderr).not.toMatch(CONTROL)
       }
       const page = JSON.parse(asJson[0]!.stdout) as { jobs: { id: string; queue: string; group: string; error: string | null }[] }
-      expect(page.jobs.map((job) => [job.queue, job.id, job.group]).sort()).toEqual([[queue, id, group], [queue, `${id}:2`, group]])
+      expect(page.jobs.map((job) => [job.queue, job.id, job.group]).sort()).toEqual([
+        [queue, id, group],
+        [queue, `${id}:2`, group],
+      ])
       expect(page.jobs.find((job) => job.id === id)!.error).toBe(reason)
       const detail = JSON.parse(asJson[1]!.stdout) as { value: unknown; errorStack: string }
       expect(detail.value).toEqual({ text: `\u009b2J${TITLE}\u202e` })
@@ -301,12 +379,18 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect((JSON.parse(asJson[2]!.stdout) as { queues: { queue: string }[] }).queues.map((q) => q.queue)).toEqual([queue])
       expect(JSON.parse(asJson[3]!.stderr).error.message).toContain(`nope${TITLE}`)
 
-      const acted = [await cli('cancel', `${id}:2`, '--db', t.address), await cli('retry', `${id}:2`, '--queue', queue, '--db', t.address), await cli('pause', queue, '--db', t.address)]
+      const acted = [
+        await cli('cancel', `${id}:2`, '--db', t.address),
+        await cli('retry', `${id}:2`, '--queue', queue, '--db', t.address),
+        await cli('pause', queue, '--db', t.address),
+      ]
       for (const ran of acted) {
         expect(ran.code, ran.stderr).toBe(0)
         expect(ran.stdout).not.toMatch(CONTROL)
       }
-      expect(acted[0]!.stdout).toBe("job 'job\\x1b]8;;https://evil.example/\\x1b\\click me\\x1b]8;;\\x1b\\:2' of queue 'q\\x1b]0;you have been owned\\x07' is canceled\n")
+      expect(acted[0]!.stdout).toBe(
+        "job 'job\\x1b]8;;https://evil.example/\\x1b\\click me\\x1b]8;;\\x1b\\:2' of queue 'q\\x1b]0;you have been owned\\x07' is canceled\n",
+      )
       expect(acted[1]!.stdout).toContain("' is waiting again")
       expect((await jobRow(`${id}:2`, queue))?.state).toBe('waiting')
       expect((await queueCounts(t.db, queue)).paused).toBe(true)
@@ -338,7 +422,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
     })
 
     test(`${on} refuses any other address without a token, and a short token; with one, every request needs it`, async () => {
-      const [open, short] = await Promise.all([cli('dashboard', '--db', t.address, '--host', '0.0.0.0', '--port', '0'), cli('dashboard', '--db', t.address, '--token', 'short', '--port', '0')])
+      const [open, short] = await Promise.all([
+        cli('dashboard', '--db', t.address, '--host', '0.0.0.0', '--port', '0'),
+        cli('dashboard', '--db', t.address, '--token', 'short', '--port', '0'),
+      ])
       expect(open.code).toBe(2)
       expect(open.stderr).toContain('refusing to listen on 0.0.0.0 without a token')
       expect(short.code).toBe(2)
@@ -362,7 +449,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
     })
   })
 
-  test(`JOB-21 ${on} lists each schedule with its cron, zone, next and last slots and the last job\'s state; --queue narrows, --json is exact`, async () => {
+  test(`JOB-21 ${on} lists each schedule with its cron, zone, next and last slots and the last job's state; --queue narrows, --json is exact`, async () => {
     await schedule(t.db, digests, 'daily-digest', { cron: '0 8 * * *', tz: 'Europe/Paris', value: { day: 'today' } })
     await schedule(t.db, replies, 'nightly', { cron: '0 3 * * *', value: { messageId: 0 } })
     const fired = await runSchedule(t.db, digests, 'daily-digest')
@@ -373,7 +460,9 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(header).toMatch(/queue\s+name\s+cron\s+tz\s+next slot\s+last slot\s+last job/)
     expect(first).toMatch(/^digests\s+daily-digest\s+0 8 \* \* \*\s+Europe\/Paris\s+in .+\s+done$/)
     expect(second).toMatch(/^replies\s+nightly\s+0 3 \* \* \*\s+UTC\s+in .+\s+-\s+-$/)
-    const one = json(await cli('schedules', '--db', t.address, '--queue', 'digests', '--json')) as { schedules: { name: string; lastJob: unknown; value: unknown }[] }
+    const one = json(await cli('schedules', '--db', t.address, '--queue', 'digests', '--json')) as {
+      schedules: { name: string; lastJob: unknown; value: unknown }[]
+    }
     expect(one.schedules).toHaveLength(1)
     expect(one.schedules[0]).toMatchObject({ name: 'daily-digest', value: { day: 'today' }, lastJob: { id: fired.id, state: 'done' } })
     expect((await cli('schedules', '--db', t.address, '--queue', 'none')).stdout.trim()).toBe('no schedule yet')
@@ -425,7 +514,10 @@ describe('errors and exit codes', () => {
     expect(noCommand.code).toBe(2)
     expect(help.code).toBe(0)
     expect(help.stdout).toContain('exit codes\n  0  done')
-    expect(version).toMatchObject({ code: 0, stdout: `${(JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { version: string }).version}\n` })
+    expect(version).toMatchObject({
+      code: 0,
+      stdout: `${(JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { version: string }).version}\n`,
+    })
   })
 })
 
@@ -454,8 +546,18 @@ describe('PostgreSQL: errors and exit codes', () => {
       cliWith({ DATABASE_URL: 'app.db' }, 'status'),
       cli('list', '--db', 'http://127.0.0.1:5432/app', '--json'),
     ])
-    expect(mysql).toMatchObject({ code: 6, stdout: '', stderr: "drizzle-jobs: --db: mysql:// URLs are not served: expected postgres:// or postgresql://, or a SQLite file's path with --db\n" })
-    expect(unreadable).toMatchObject({ code: 6, stderr: expect.stringMatching(/^drizzle-jobs: --db: not a URL that can be read: expected postgres:\/\/USER:PASSWORD@HOST:PORT\/DATABASE[^\n]*\n$/) })
+    expect(mysql).toMatchObject({
+      code: 6,
+      stdout: '',
+      stderr:
+        "drizzle-jobs: --db: mysql:// URLs are not served: expected postgres:// or postgresql://, or a SQLite file's path with --db\n",
+    })
+    expect(unreadable).toMatchObject({
+      code: 6,
+      stderr: expect.stringMatching(
+        /^drizzle-jobs: --db: not a URL that can be read: expected postgres:\/\/USER:PASSWORD@HOST:PORT\/DATABASE[^\n]*\n$/,
+      ),
+    })
     expect(fromEnv).toMatchObject({ code: 6, stderr: expect.stringContaining('DATABASE_URL: not a URL that can be read') })
     expect(JSON.parse(asJson.stderr).error).toMatchObject({ kind: 'bad_url', exitCode: 6 })
   })
@@ -471,9 +573,18 @@ describe('PostgreSQL: errors and exit codes', () => {
       cli('dashboard', '--db', noDatabase, '--port', '0', '--json'),
     ])
     expect(nobody).toMatchObject({ code: 7, stdout: '' })
-    expect(nobody.stderr).toMatch(new RegExp(`^drizzle-jobs: cannot connect to postgres://someone:\\*\\*\\*@127\\.0\\.0\\.1:${port}/app: .*ECONNREFUSED.*\\(is the server running, at that host and port\\?\\)\\n$`))
+    expect(nobody.stderr).toMatch(
+      new RegExp(
+        `^drizzle-jobs: cannot connect to postgres://someone:\\*\\*\\*@127\\.0\\.0\\.1:${port}/app: .*ECONNREFUSED.*\\(is the server running, at that host and port\\?\\)\\n$`,
+      ),
+    )
     expect(nobody.stderr).not.toContain('hunter2')
-    expect(missing).toMatchObject({ code: 7, stderr: expect.stringContaining('database "drizzle_jobs_no_such_database" does not exist (create it, or name another database in the URL)') })
+    expect(missing).toMatchObject({
+      code: 7,
+      stderr: expect.stringContaining(
+        'database "drizzle_jobs_no_such_database" does not exist (create it, or name another database in the URL)',
+      ),
+    })
     expect(missing.stderr.trimEnd().split('\n')).toHaveLength(1)
     expect(JSON.parse(asJson.stderr).error).toMatchObject({ kind: 'unreachable', exitCode: 7 })
   })
@@ -481,9 +592,15 @@ describe('PostgreSQL: errors and exit codes', () => {
   test('a database whose tables are not migrated exits 3, naming them and the command to run', async () => {
     const bare = await freshPgDb({ migrate: false })
     try {
-      const [text, asJson, dashboard] = await Promise.all([cli('status', '--db', bare.url), cliWith({ DATABASE_URL: bare.url }, 'list', '--json'), cli('dashboard', '--db', bare.url, '--port', '0')])
+      const [text, asJson, dashboard] = await Promise.all([
+        cli('status', '--db', bare.url),
+        cliWith({ DATABASE_URL: bare.url }, 'list', '--json'),
+        cli('dashboard', '--db', bare.url, '--port', '0'),
+      ])
       expect(text).toMatchObject({ code: 3, stdout: '' })
-      expect(text.stderr).toMatch(/^drizzle-jobs: postgres:\/\/\S+: table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing: .*drizzle-kit migrate`\n$/)
+      expect(text.stderr).toMatch(
+        /^drizzle-jobs: postgres:\/\/\S+: table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing: .*drizzle-kit migrate`\n$/,
+      )
       expect(JSON.parse(asJson.stderr).error).toMatchObject({ kind: 'database', exitCode: 3 })
       expect(dashboard.code).toBe(3)
     } finally {

@@ -21,7 +21,11 @@ test('JOB-07 concurrency and perGroup hold across every worker of every process,
   for (let i = 0; i < 4; i++) workers.push(startFixture('contract-child.ts', ['work', t.file, 'overlap', '1']))
   await waitFor(() => workers.every((worker) => worker.output().includes('working')), 'the four worker processes to start', 30_000)
   // 6 groups of 10 jobs: enough that three groups always have work, so the total cap is what binds.
-  enqueueMany(t.db, limited, Array.from({ length: 60 }, (_, n) => ({ value: { n }, group: `g${n % 6}` })))
+  enqueueMany(
+    t.db,
+    limited,
+    Array.from({ length: 60 }, (_, n) => ({ value: { n }, group: `g${n % 6}` })),
+  )
   const done = () => (t!.client.prepare(`select count(*) as n from jobs_job where state = 'done'`).get() as { n: number }).n
   await waitFor(() => done() === 60, 'all 60 jobs to be done', 45_000)
   for (const worker of workers) worker.process.kill('SIGKILL')

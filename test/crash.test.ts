@@ -96,7 +96,11 @@ describe('crashes', () => {
       { step: 'a', attempt: 1, pid: stale.process.pid },
       { step: 'b', attempt: 2, pid: other.process.pid },
     ])
-    expect(t.client.prepare('select state, attempts, result from jobs_job where id = ?').get('once')).toEqual({ state: 'done', attempts: 2, result: '"from attempt 2"' })
+    expect(t.client.prepare('select state, attempts, result from jobs_job where id = ?').get('once')).toEqual({
+      state: 'done',
+      attempts: 2,
+      result: '"from attempt 2"',
+    })
     expect(t.client.prepare('select count(*) as n from jobs_lease').get()).toEqual({ n: 0 })
     expect(t.client.prepare('select count(*) as n from jobs_step').get()).toEqual({ n: 0 })
   })

@@ -20,17 +20,20 @@ describe.each(DIALECTS)('%s', (dialect) => {
     await schedule(t.db, digests, 'good', { cron: '0 8 * * *', value: null })
     // On PostgreSQL: timestamptz's infinities, and times in its last year, 294276 (as ms, past a Date's 8.64e15);
     // on SQLite: a real, text, and integers past a Date's range.
-    const careless = t.dialect === 'postgres'
-      ? [
-          ['infinite', `'infinity'`, `'-infinity'`, 'Infinity', '-Infinity'],
-          ['far', `'294276-01-01 00:00:00+00'`, `'294276-06-01 00:00:00+00'`, '9224286393600000', '9224299526400000'],
-        ]
-      : [
-          ['infinite', '1e300', `'soon'`, '1e+300', `'soon'`],
-          ['far', '9224286307200000', '-9224286307200000', '9224286307200000', '-9224286307200000'],
-        ]
+    const careless =
+      t.dialect === 'postgres'
+        ? [
+            ['infinite', `'infinity'`, `'-infinity'`, 'Infinity', '-Infinity'],
+            ['far', `'294276-01-01 00:00:00+00'`, `'294276-06-01 00:00:00+00'`, '9224286393600000', '9224299526400000'],
+          ]
+        : [
+            ['infinite', '1e300', `'soon'`, '1e+300', `'soon'`],
+            ['far', '9224286307200000', '-9224286307200000', '9224286307200000', '-9224286307200000'],
+          ]
     for (const [name, nextAt, lastSlot] of careless) {
-      await t.run(`insert into jobs_schedule (queue, name, cron, tz, value, next_at, last_slot) values ('digests', '${name}', '0 8 * * *', 'UTC', 'null', ${nextAt}, ${lastSlot})`)
+      await t.run(
+        `insert into jobs_schedule (queue, name, cron, tz, value, next_at, last_slot) values ('digests', '${name}', '0 8 * * *', 'UTC', 'null', ${nextAt}, ${lastSlot})`,
+      )
     }
     const listed = await listSchedules(t.db, digests)
     expect(listed.map((s) => s.name)).toEqual(['far', 'good', 'infinite'])
@@ -74,11 +77,15 @@ describe.each(DIALECTS)('%s', (dialect) => {
         const body = await page.text()
         expect(page.status, `${id.length}-character id: ${body.slice(0, 300)}`).toBe(200)
         expect(body).toContain('data-live="job"')
-        expect(body).toContain(`<h1>Job ${id === '' ? '<span class="muted" data-empty-id>(empty id)</span>' : id} <span class="badge waiting"`)
+        expect(body).toContain(
+          `<h1>Job ${id === '' ? '<span class="muted" data-empty-id>(empty id)</span>' : id} <span class="badge waiting"`,
+        )
         expect(body).toContain(`&quot;n&quot;: ${ids.indexOf(id)}`)
         // The page's live region follows the same job.
         const controller = new AbortController()
-        const events = await board.fetch(new Request(`${ROOT}/events?${new URLSearchParams({ view: 'job', queue: 'careless-ids', id })}`, { signal: controller.signal }))
+        const events = await board.fetch(
+          new Request(`${ROOT}/events?${new URLSearchParams({ view: 'job', queue: 'careless-ids', id })}`, { signal: controller.signal }),
+        )
         expect(events.status).toBe(200)
         expect(events.headers.get('content-type')).toContain('text/event-stream')
         controller.abort()

@@ -108,7 +108,9 @@ describe.each(DIALECTS)('%s', (dialect) => {
   /** Every job's and queue's row, as stored: what an action refused must leave as it was. */
   async function dump(): Promise<unknown[]> {
     return [
-      ...(await t.query(`select seq, queue, id, state, attempts, ${dialect === 'postgres' ? 'finished_at::text' : 'finished_at'} as finished_at from jobs_job order by seq`)),
+      ...(await t.query(
+        `select seq, queue, id, state, attempts, ${dialect === 'postgres' ? 'finished_at::text' : 'finished_at'} as finished_at from jobs_job order by seq`,
+      )),
       ...(await t.query(`select name, paused from jobs_queue order by name`)),
     ]
   }
@@ -127,17 +129,34 @@ describe.each(DIALECTS)('%s', (dialect) => {
       const evil = `evil.example:${board.port}`
       const page = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}`, { headers: { host: evil } })
       expect(page.status).toBe(421)
-      expect(page.body).toContain('not to evil.example. To serve it under that name, list the name in the dashboard&#39;s allowedHosts option')
+      expect(page.body).toContain(
+        'not to evil.example. To serve it under that name, list the name in the dashboard&#39;s allowedHosts option',
+      )
       expect(page.body).not.toContain('reply:1')
       expect(page.body).not.toContain('diagnosis')
-      for (const path of ['/', '/queues/replies', `/events?view=job&queue=replies&id=${encodeURIComponent('reply:1')}`, '/assets/dashboard.js']) {
+      for (const path of [
+        '/',
+        '/queues/replies',
+        `/events?view=job&queue=replies&id=${encodeURIComponent('reply:1')}`,
+        '/assets/dashboard.js',
+      ]) {
         expect((await send(`${board.root}${path}`, { headers: { host: evil } })).status, path).toBe(421)
       }
       // What a page of the rebound name sends: its own origin, which matches the Host it used.
       const before = await dump()
-      const action = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}/cancel`, { method: 'POST', headers: { host: evil, origin: `http://${evil}`, 'hx-request': 'true' } })
+      const action = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}/cancel`, {
+        method: 'POST',
+        headers: { host: evil, origin: `http://${evil}`, 'hx-request': 'true' },
+      })
       expect(action.status).toBe(421)
-      expect((await send(`${board.root}/queues/replies/pause`, { method: 'POST', headers: { host: evil, origin: `http://${evil}`, 'hx-request': 'true' } })).status).toBe(421)
+      expect(
+        (
+          await send(`${board.root}/queues/replies/pause`, {
+            method: 'POST',
+            headers: { host: evil, origin: `http://${evil}`, 'hx-request': 'true' },
+          })
+        ).status,
+      ).toBe(421)
       expect(await state('reply:1')).toBe('waiting')
       expect(await dump()).toEqual(before)
       // The refusal keeps the dashboard's security headers.
@@ -146,7 +165,15 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
     test(`${on} loopback names and addresses are answered, with any port`, async () => {
       const board = await mount(how)
-      for (const host of [`127.0.0.1:${board.port}`, `localhost:${board.port}`, 'LocalHost', `jobs.localhost:${board.port}`, '127.10.0.200:80', `[::1]:${board.port}`, '[::1]']) {
+      for (const host of [
+        `127.0.0.1:${board.port}`,
+        `localhost:${board.port}`,
+        'LocalHost',
+        `jobs.localhost:${board.port}`,
+        '127.10.0.200:80',
+        `[::1]:${board.port}`,
+        '[::1]',
+      ]) {
         const page = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}`, { headers: { host } })
         expect(page.status, host).toBe(200)
         expect(page.body).toContain('diagnosis')
@@ -154,7 +181,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
       for (const host of ['localhost.evil.example', '127.0.0.1.evil.example', '127.0.0.1x', 'evil.example', '[::2]', '[::ffff:7f00:1]']) {
         expect((await send(`${board.root}/`, { headers: { host } })).status, host).toBe(421)
       }
-      const action = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}/cancel`, { method: 'POST', headers: { host: `localhost:${board.port}`, origin: `http://localhost:${board.port}`, 'hx-request': 'true' } })
+      const action = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}/cancel`, {
+        method: 'POST',
+        headers: { host: `localhost:${board.port}`, origin: `http://localhost:${board.port}`, 'hx-request': 'true' },
+      })
       expect(action.status).toBe(200)
       expect(await state('reply:1')).toBe('canceled')
     })
@@ -164,10 +194,19 @@ describe.each(DIALECTS)('%s', (dialect) => {
       for (const host of [`jobs.internal:${board.port}`, 'JOBS.Internal', 'ops.example', 'a.b.ops.example:9000', 'pinned.example:8443']) {
         expect((await send(`${board.root}/queues/replies`, { headers: { host } })).status, host).toBe(200)
       }
-      for (const host of [`evil.example:${board.port}`, 'jobs.internal.evil.example', 'notops.example', 'pinned.example', `pinned.example:${board.port}`]) {
+      for (const host of [
+        `evil.example:${board.port}`,
+        'jobs.internal.evil.example',
+        'notops.example',
+        'pinned.example',
+        `pinned.example:${board.port}`,
+      ]) {
         expect((await send(`${board.root}/queues/replies`, { headers: { host } })).status, host).toBe(421)
       }
-      const action = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}/cancel`, { method: 'POST', headers: { host: `jobs.internal:${board.port}`, origin: `http://jobs.internal:${board.port}`, 'hx-request': 'true' } })
+      const action = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}/cancel`, {
+        method: 'POST',
+        headers: { host: `jobs.internal:${board.port}`, origin: `http://jobs.internal:${board.port}`, 'hx-request': 'true' },
+      })
       expect(action.status).toBe(200)
       expect(await state('reply:1')).toBe('canceled')
     })
@@ -176,13 +215,22 @@ describe.each(DIALECTS)('%s', (dialect) => {
       const token = 'a-long-enough-secret'
       const board = await mount(how, { token })
       const evil = `jobs.example.com:${board.port}`
-      const page = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}`, { headers: { host: evil, authorization: `Bearer ${token}` } })
+      const page = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}`, {
+        headers: { host: evil, authorization: `Bearer ${token}` },
+      })
       expect(page.status).toBe(200)
       expect(page.body).toContain('diagnosis')
       const bare = await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}`, { headers: { host: evil } })
       expect(bare.status).toBe(401)
       expect(bare.body).not.toContain('diagnosis')
-      expect((await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}/cancel`, { method: 'POST', headers: { host: evil, 'hx-request': 'true' } })).status).toBe(401)
+      expect(
+        (
+          await send(`${board.root}/queues/replies/jobs/${encodeURIComponent('reply:1')}/cancel`, {
+            method: 'POST',
+            headers: { host: evil, 'hx-request': 'true' },
+          })
+        ).status,
+      ).toBe(401)
       expect(await state('reply:1')).toBe('waiting')
     })
 
@@ -221,7 +269,18 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
   describe('dashboard options', () => {
     test(`${on} allowedHosts must be an array of host names`, () => {
-      for (const allowedHosts of ['jobs.internal', ['jobs.internal', 7], [''], ['http://jobs.internal'], ['jobs.internal/'], ['jobs internal'], ['jobs.internal:port'], ['jobs.internal:99999'], null, [null]]) {
+      for (const allowedHosts of [
+        'jobs.internal',
+        ['jobs.internal', 7],
+        [''],
+        ['http://jobs.internal'],
+        ['jobs.internal/'],
+        ['jobs internal'],
+        ['jobs.internal:port'],
+        ['jobs.internal:99999'],
+        null,
+        [null],
+      ]) {
         let thrown: unknown
         try {
           dashboard(t.db, { allowedHosts } as unknown as DashboardOptions).close()
@@ -232,7 +291,9 @@ describe.each(DIALECTS)('%s', (dialect) => {
         expect((thrown as Error).message).toMatch(/^allowedHosts/)
       }
       dashboard(t.db, { allowedHosts: [] }).close()
-      dashboard(t.db, { allowedHosts: ['jobs.internal', 'JOBS.example.com:8080', '.ops.example', '10.0.0.7', '[fd00::7]:4580', 'jobs.internal.'] }).close()
+      dashboard(t.db, {
+        allowedHosts: ['jobs.internal', 'JOBS.example.com:8080', '.ops.example', '10.0.0.7', '[fd00::7]:4580', 'jobs.internal.'],
+      }).close()
     })
   })
 })

@@ -59,9 +59,9 @@ test('a multi-byte error is cut on a character boundary: the bytes kept are vali
   // limit falls inside a character whichever way the marker's length goes.
   for (const [id, text] of [
     ['euros', '€'.repeat(40_000)],
-    ['emoji', 'a' + '😀'.repeat(30_000)],
-    ['emoji-2', 'ab' + '😀'.repeat(30_000)],
-    ['emoji-3', 'abc' + '😀'.repeat(30_000)],
+    ['emoji', `a${'😀'.repeat(30_000)}`],
+    ['emoji-2', `ab${'😀'.repeat(30_000)}`],
+    ['emoji-3', `abc${'😀'.repeat(30_000)}`],
   ] as const) {
     const queue = defineQueue(`multi-byte-${id}`)
     enqueue(t.db, queue, null, { id })

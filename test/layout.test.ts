@@ -124,7 +124,8 @@ function protocolFiles(): string[] {
 const DRIVER_IMPORT = /\bfrom\s+['"](better-sqlite3|pg|postgres|drizzle-orm\/(?:better-sqlite3|node-postgres|postgres-js))['"]/
 
 /** SQL written in a template or string of code (comments may name a statement): a statement's opening words. */
-const SQL_TEXT = /[`'"][^`'"]*?\b(select\s+(?:distinct\s+)?[\w*(]|insert\s+into\s+\w|update\s+\w+\s+set\b|delete\s+from\s+\w|pragma\s+\w|begin\s+immediate\b)/i
+const SQL_TEXT =
+  /[`'"][^`'"]*?\b(select\s+(?:distinct\s+)?[\w*(]|insert\s+into\s+\w|update\s+\w+\s+set\b|delete\s+from\s+\w|pragma\s+\w|begin\s+immediate\b)/i
 
 test('only the dialects import a driver or hold SQL', () => {
   const found: string[] = []
@@ -139,14 +140,15 @@ test('only the dialects import a driver or hold SQL', () => {
   expect(found).toEqual([])
 })
 
-test('the protocol reaches a database only through the dialect seam: no file outside src/dialect imports a dialect\'s folder', () => {
+test("the protocol reaches a database only through the dialect seam: no file outside src/dialect imports a dialect's folder", () => {
   // The command-line tool opens the SQLite file it is given: a dialect's own business, named here.
   const allowed = new Set([join(SRC, 'cli', 'open.ts')])
   const found: string[] = []
   for (const file of sourceFiles(SRC)) {
     if (file.startsWith(join(SRC, 'dialect') + sep) || allowed.has(file)) continue
     const text = readFileSync(file, 'utf8')
-    for (const match of text.matchAll(/\bfrom\s+['"]([^'"]*\/dialect\/(?:sqlite|pg)\/[^'"]*)['"]/g)) found.push(`${relative(SRC, file)} imports ${match[1]}`)
+    for (const match of text.matchAll(/\bfrom\s+['"]([^'"]*\/dialect\/(?:sqlite|pg)\/[^'"]*)['"]/g))
+      found.push(`${relative(SRC, file)} imports ${match[1]}`)
   }
   expect(found).toEqual([])
 })
@@ -156,5 +158,20 @@ test('the check finds SQL text and a driver where they are', () => {
   expect(DRIVER_IMPORT.test("import type { Sql } from 'postgres'")).toBe(true)
   expect(SQL_TEXT.test('const q = `select seq from jobs_job`')).toBe(true)
   expect(SQL_TEXT.test("run('delete from jobs_lease where job = ?')")).toBe(true)
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal is what it tests
   expect(SQL_TEXT.test("createHash('sha256').update(`${port} ${base}`)")).toBe(false)
+})
+
+test('docs/code.md names every folder of src/ in its table, and no folder that is gone', () => {
+  const folders = (function walk(dir: string): string[] {
+    return readdirSync(dir, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .flatMap((entry) => [join(dir, entry.name), ...walk(join(dir, entry.name))])
+  })(SRC).map((dir) => `src/${relative(SRC, dir).split(sep).join('/')}/`)
+  const table = readFileSync(resolve(SRC, '..', 'docs', 'code.md'), 'utf8')
+    .split('\n')
+    .filter((line) => line.startsWith('| `'))
+  const named = new Set(table.flatMap((line) => [...line.matchAll(/`(src\/[^`]*\/)`/g)].map((match) => match[1]!)))
+  expect(folders.filter((folder) => !named.has(folder))).toEqual([])
+  expect([...named].filter((folder) => !folders.includes(folder))).toEqual([])
 })

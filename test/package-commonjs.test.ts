@@ -47,7 +47,9 @@ function jobRow(file: string, id: string): { state: string; value: string; resul
 }
 
 test('a CommonJS app requires the main entry and every subpath with plain node, and adds and runs a job on a SQLite file', () => {
-  writeFileSync(join(app, 'main.js'), `
+  writeFileSync(
+    join(app, 'main.js'),
+    `
 const Database = require('better-sqlite3')
 const { drizzle } = require('drizzle-orm/better-sqlite3')
 const { migrate } = require('drizzle-orm/better-sqlite3/migrator')
@@ -79,26 +81,42 @@ async function main() {
   }))
 }
 main().catch((error) => { console.error(error); process.exit(1) })
-`)
+`,
+  )
   const file = join(app, 'required.db')
   const printed = JSON.parse(run(process.execPath, ['main.js', file, MIGRATIONS]).trim().split('\n').at(-1)!) as Record<string, unknown>
-  expect(printed).toEqual({ drained: 1, state: 'done', tables: ['jobsJob', 'jobsLease', 'jobsQueue', 'jobsSchedule', 'jobsStep'], pgTables: ['jobs_count', 'jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_schedule', 'jobs_step'], sse: 'function', dashboard: 200 })
+  expect(printed).toEqual({
+    drained: 1,
+    state: 'done',
+    tables: ['jobsJob', 'jobsLease', 'jobsQueue', 'jobsSchedule', 'jobsStep'],
+    pgTables: ['jobs_count', 'jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_schedule', 'jobs_step'],
+    sse: 'function',
+    dashboard: 200,
+  })
   expect(jobRow(file, 'welcome')).toEqual({ state: 'done', value: '{"to":"ada@example.com"}', result: '{"sent":"ada@example.com"}' })
 })
 
 test('a CommonJS TypeScript app imports the package under tsx, tsc checks its types, and what tsc emits runs under node', () => {
   // The tables merged into the app's schemas with export *, as an app adopts them, on SQLite and on PostgreSQL.
-  writeFileSync(join(app, 'schema.ts'), `
+  writeFileSync(
+    join(app, 'schema.ts'),
+    `
 import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core'
 export * from 'drizzle-jobs/schema'
 export const messages = sqliteTable('messages', { id: integer('id').primaryKey(), text: text('text').notNull() })
-`)
-  writeFileSync(join(app, 'pg-schema.ts'), `
+`,
+  )
+  writeFileSync(
+    join(app, 'pg-schema.ts'),
+    `
 import { integer, pgTable, text } from 'drizzle-orm/pg-core'
 export * from 'drizzle-jobs/pg/schema'
 export const notes = pgTable('notes', { id: integer('id').primaryKey(), text: text('text').notNull() })
-`)
-  writeFileSync(join(app, 'main.ts'), `
+`,
+  )
+  writeFileSync(
+    join(app, 'main.ts'),
+    `
 import Database from 'better-sqlite3'
 import { eq, sql } from 'drizzle-orm'
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres'
@@ -136,12 +154,16 @@ console.log(JSON.stringify({
   fetch: typeof handler,
   pgQuery,
 }))
-`)
-  writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({
-    // node20 (or nodenext) is how TypeScript models Node ≥ 20.19, where require() loads ES modules.
-    compilerOptions: { module: 'node20', strict: true, outDir: 'out', esModuleInterop: true, skipLibCheck: true, types: ['node'] },
-    files: ['main.ts', 'schema.ts', 'pg-schema.ts'],
-  }))
+`,
+  )
+  writeFileSync(
+    join(app, 'tsconfig.json'),
+    JSON.stringify({
+      // node20 (or nodenext) is how TypeScript models Node ≥ 20.19, where require() loads ES modules.
+      compilerOptions: { module: 'node20', strict: true, outDir: 'out', esModuleInterop: true, skipLibCheck: true, types: ['node'] },
+      files: ['main.ts', 'schema.ts', 'pg-schema.ts'],
+    }),
+  )
   const expected = {
     id: 'digest',
     state: 'waiting',
@@ -150,14 +172,24 @@ console.log(JSON.stringify({
     fetch: 'function',
     pgQuery: 'select "seq" from "jobs_job" where "jobs_job"."state" = $1',
   }
-  const printed = JSON.parse(run(join(BIN, 'tsx'), ['main.ts', join(app, 'tsx.db'), MIGRATIONS]).trim().split('\n').at(-1)!) as unknown
+  const printed = JSON.parse(
+    run(join(BIN, 'tsx'), ['main.ts', join(app, 'tsx.db'), MIGRATIONS])
+      .trim()
+      .split('\n')
+      .at(-1)!,
+  ) as unknown
   expect(printed).toEqual(expected)
   expect(jobRow(join(app, 'tsx.db'), 'digest')).toEqual({ state: 'waiting', value: '{"messageId":1}', result: null })
 
   // The package's types take the app's own drizzle database, declared by drizzle-orm's CommonJS types, and
   // what tsc emits for the app, require() calls, runs under plain node.
   run(join(BIN, 'tsc'), ['-p', 'tsconfig.json'])
-  const emitted = JSON.parse(run(process.execPath, ['out/main.js', join(app, 'tsc.db'), MIGRATIONS]).trim().split('\n').at(-1)!) as unknown
+  const emitted = JSON.parse(
+    run(process.execPath, ['out/main.js', join(app, 'tsc.db'), MIGRATIONS])
+      .trim()
+      .split('\n')
+      .at(-1)!,
+  ) as unknown
   expect(emitted).toEqual(expected)
   expect(jobRow(join(app, 'tsc.db'), 'digest')?.state).toBe('waiting')
 })

@@ -35,7 +35,13 @@ const pkg = JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as {
 
 /** The files `npm pack` puts in the tarball, by path. Scripts are not run: the suite built dist/ already. */
 function packed(): string[] {
-  const [report] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })) as [{ files: { path: string }[] }]
+  const [report] = JSON.parse(
+    execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  ) as [{ files: { path: string }[] }]
   return report.files.map((file) => file.path)
 }
 
@@ -85,11 +91,13 @@ test('package contents: npm pack takes dist/, README.md and package.json, and no
   expect(files.filter((path) => !path.startsWith('dist/')).sort()).toEqual(['README.md', 'package.json'])
   expect(files.filter((path) => path.endsWith('.map'))).toEqual([])
   // A stack trace then names the shipped dist/ file and line: no comment sends a debugger to a missing src/.
-  for (const path of files.filter((path) => path.endsWith('.js'))) expect(readFileSync(resolve(ROOT, path), 'utf8'), path).not.toMatch(/sourceMappingURL/)
+  for (const path of files.filter((path) => path.endsWith('.js')))
+    expect(readFileSync(resolve(ROOT, path), 'utf8'), path).not.toMatch(/sourceMappingURL/)
   // The export targets and their types are all in the tarball.
   for (const entry of Object.values(pkg.exports)) {
     if (typeof entry === 'string') continue
-    for (const target of [entry.import!.default, entry.import!.types, entry.require!.types]) expect(files).toContain(target.replace(/^\.\//, ''))
+    for (const target of [entry.import!.default, entry.import!.types, entry.require!.types])
+      expect(files).toContain(target.replace(/^\.\//, ''))
   }
 })
 
@@ -99,7 +107,7 @@ test('package declarations: nothing @internal is shipped, WorkOptions has no clo
     .map((entry) => join(entry.parentPath, entry.name))
   expect(declarations.length).toBeGreaterThan(10)
   for (const file of declarations) expect(readFileSync(file, 'utf8'), relative(ROOT, file)).not.toContain('@internal')
-  const workOptions = /export interface WorkOptions[^]*?\n\}/.exec(readFileSync(resolve(ROOT, 'dist/worker/worker.d.ts'), 'utf8'))?.[0]
+  const workOptions = /export interface WorkOptions[\s\S]*?\n\}/.exec(readFileSync(resolve(ROOT, 'dist/worker/worker.d.ts'), 'utf8'))?.[0]
   expect(workOptions).toBeDefined()
   expect(workOptions).not.toMatch(/\bclock\??:/)
 
@@ -113,10 +121,13 @@ test('package declarations: nothing @internal is shipped, WorkOptions has no clo
     copyFileSync(file, to)
   }
   writeFileSync(join(check, 'package.json'), JSON.stringify({ type: 'module' }))
-  writeFileSync(join(check, 'tsconfig.json'), JSON.stringify({
-    compilerOptions: { module: 'nodenext', strict: true, noEmit: true, skipLibCheck: true, types: ['node'], lib: ['ES2023', 'DOM'] },
-    include: ['**/*.ts'],
-  }))
+  writeFileSync(
+    join(check, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: { module: 'nodenext', strict: true, noEmit: true, skipLibCheck: true, types: ['node'], lib: ['ES2023', 'DOM'] },
+      include: ['**/*.ts'],
+    }),
+  )
   try {
     execFileSync(join(BIN, 'tsc'), ['-p', check], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
   } catch (error) {
@@ -149,7 +160,7 @@ test('package peers: each range is made of the lines a test runs, each from the 
     })
     const alternatives = range.split('||').map((part) => part.trim())
     expect(alternatives, `${name}'s peer range has one line per tested version`).toHaveLength(lines.length)
-    alternatives.forEach((alternative, i) => expect(lines[i], `${name}'s peer range, line ${i + 1}`).toContain(alternative))
+    for (const [i, alternative] of alternatives.entries()) expect(lines[i], `${name}'s peer range, line ${i + 1}`).toContain(alternative)
   }
 })
 
@@ -157,7 +168,9 @@ test('package peers: each range is made of the lines a test runs, each from the 
 function devVersion(name: string): string {
   const version = pkg.devDependencies[name]!.replace(/^npm:[^@]+@/, '').replace(/^[\^~]/, '')
   const installed = (JSON.parse(readFileSync(resolve(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version
-  expect(installed.split('.').slice(0, 2), `${name} ${installed} is the line the devDependency names`).toEqual(version.split('.').slice(0, 2))
+  expect(installed.split('.').slice(0, 2), `${name} ${installed} is the line the devDependency names`).toEqual(
+    version.split('.').slice(0, 2),
+  )
   return version
 }
 
@@ -172,22 +185,38 @@ test('package scripts: prepare builds, so that an install from a git URL gets di
 function loaded(entry: string): string[] {
   const hooks = join(scratch, 'hooks.mjs')
   if (!existsSync(hooks)) {
-    writeFileSync(hooks, `
+    writeFileSync(
+      hooks,
+      `
 import { appendFileSync } from 'node:fs'
 export async function load(url, context, next) {
   appendFileSync(process.env.LOADED_LOG, url + '\\n')
   return next(url, context)
 }
-`)
-    writeFileSync(join(scratch, 'register.mjs'), `import { register } from 'node:module'\nregister(${JSON.stringify(pathToFileURL(hooks).href)})\n`)
+`,
+    )
+    writeFileSync(
+      join(scratch, 'register.mjs'),
+      `import { register } from 'node:module'\nregister(${JSON.stringify(pathToFileURL(hooks).href)})\n`,
+    )
   }
   const log = join(scratch, `loaded-${entry.replace(/\W/g, '_')}.log`)
   writeFileSync(log, '')
   const target = (pkg.exports[entry] as { import: Target }).import.default
-  execFileSync(process.execPath, ['--import', pathToFileURL(join(scratch, 'register.mjs')).href, '--input-type=module', '-e', `await import(${JSON.stringify(pathToFileURL(resolve(ROOT, target)).href)})`], {
-    env: { ...process.env, LOADED_LOG: log },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  execFileSync(
+    process.execPath,
+    [
+      '--import',
+      pathToFileURL(join(scratch, 'register.mjs')).href,
+      '--input-type=module',
+      '-e',
+      `await import(${JSON.stringify(pathToFileURL(resolve(ROOT, target)).href)})`,
+    ],
+    {
+      env: { ...process.env, LOADED_LOG: log },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  )
   return readFileSync(log, 'utf8').split('\n').filter(Boolean)
 }
 
@@ -208,7 +237,11 @@ test('package main entry: importing drizzle-jobs loads no dashboard module and n
 test('package drivers: no export loads better-sqlite3, pg or postgres, so an app needs only the driver it uses', () => {
   // The app passes its own Drizzle database; the package names the drivers' types only (import type).
   for (const entry of Object.keys(pkg.exports).filter((path) => path !== './package.json')) {
-    const drivers = loaded(entry).filter((url) => /\/node_modules\/(?:better-sqlite3|pg|postgres)\//.test(url) || /\/drizzle-orm\/(?:better-sqlite3|node-postgres|postgres-js)\//.test(url))
+    const drivers = loaded(entry).filter(
+      (url) =>
+        /\/node_modules\/(?:better-sqlite3|pg|postgres)\//.test(url) ||
+        /\/drizzle-orm\/(?:better-sqlite3|node-postgres|postgres-js)\//.test(url),
+    )
     expect(drivers, entry).toEqual([])
   }
 })

@@ -49,7 +49,9 @@ function durationOf(max: number): fc.Arbitrary<Case<unknown>> {
   const measured = (input: unknown, ms: number): Case<unknown> => (ms > max ? refused(input, 'INVALID_OPTION') : ok(input, Math.round(ms)))
   const valid = fc.oneof(
     fc.integer({ min: 0, max: MAX_TIMER_MS }).map((ms) => measured(ms, ms)),
-    fc.tuple(fc.integer({ min: 0, max: 500 }), fc.constantFrom(...(Object.keys(UNIT_MS) as (keyof typeof UNIT_MS)[]))).map(([n, unit]) => measured(`${n}${unit}`, n * UNIT_MS[unit])),
+    fc
+      .tuple(fc.integer({ min: 0, max: 500 }), fc.constantFrom(...(Object.keys(UNIT_MS) as (keyof typeof UNIT_MS)[])))
+      .map(([n, unit]) => measured(`${n}${unit}`, n * UNIT_MS[unit])),
     fc.double({ min: 0, max: 10_000, noNaN: true }).map((ms) => measured(ms, ms)),
   )
   const long = fc.oneof(
@@ -57,18 +59,48 @@ function durationOf(max: number): fc.Arbitrary<Case<unknown>> {
     fc.constantFrom(MAX_TIMER_MS + 1, MAX_DURATION_MS, MAX_DURATION_MS + 1).map((ms) => measured(ms, ms)),
     fc.constantFrom(100_000_000, 100_000_001).map((days) => measured(`${days}d`, days * UNIT_MS.d)),
   )
-  const invalid = fc.constantFrom(-1, -0.5, Number.NaN, Infinity, -Infinity, 1e300, '', 'soon', '5 years', '-5s', '5x', 's', 'NaN', '1h30', null, true, {}, [], 10n).map((v) => refused(v, 'INVALID_OPTION'))
+  const invalid = fc
+    .constantFrom(
+      -1,
+      -0.5,
+      Number.NaN,
+      Infinity,
+      -Infinity,
+      1e300,
+      '',
+      'soon',
+      '5 years',
+      '-5s',
+      '5x',
+      's',
+      'NaN',
+      '1h30',
+      null,
+      true,
+      {},
+      [],
+      10n,
+    )
+    .map((v) => refused(v, 'INVALID_OPTION'))
   return fc.oneof(valid, long, invalid)
 }
 const duration = durationOf(MAX_DURATION_MS)
 const positiveTimerDuration = durationOf(MAX_TIMER_MS).map((c) => (c.ok && c.expected === 0 ? refused(c.input, 'INVALID_OPTION') : c))
 
 // Names (queue names, ids, groups, step names): strings of 1 to 1,024 bytes of UTF-8.
-const validName: fc.Arbitrary<Case<unknown>> = fc.oneof(
-  fc.string({ unit: 'binary', minLength: 1, maxLength: 40 }),
-  fc.string({ unit: 'binary', minLength: 240, maxLength: 400 }),
-  fc.integer({ min: 1, max: MAX_NAME_BYTES }).map((n) => 'n'.repeat(n)),
-).map((name) => (Buffer.byteLength(name) > MAX_NAME_BYTES ? refused(name, 'TOO_LARGE') : name.includes('\u0000') ? refused(name, 'INVALID_OPTION') : ok(name, name)))
+const validName: fc.Arbitrary<Case<unknown>> = fc
+  .oneof(
+    fc.string({ unit: 'binary', minLength: 1, maxLength: 40 }),
+    fc.string({ unit: 'binary', minLength: 240, maxLength: 400 }),
+    fc.integer({ min: 1, max: MAX_NAME_BYTES }).map((n) => 'n'.repeat(n)),
+  )
+  .map((name) =>
+    Buffer.byteLength(name) > MAX_NAME_BYTES
+      ? refused(name, 'TOO_LARGE')
+      : name.includes('\u0000')
+        ? refused(name, 'INVALID_OPTION')
+        : ok(name, name),
+  )
 const invalidName: fc.Arbitrary<Case<unknown>> = fc.oneof(
   fc.constantFrom('', 0, 1, null, true, {}, [], ['a'], 10n, Symbol('id')).map((v) => refused(v, 'INVALID_OPTION')),
   fc.integer({ min: MAX_NAME_BYTES + 1, max: 3 * MAX_NAME_BYTES }).map((n) => refused('x'.repeat(n), 'TOO_LARGE')),
@@ -77,14 +109,28 @@ const invalidName: fc.Arbitrary<Case<unknown>> = fc.oneof(
 const name = fc.oneof({ arbitrary: validName, weight: 3 }, { arbitrary: invalidName, weight: 1 })
 
 // Values: JSON that round-trips, at most 1 MiB; or a JSON container with one part JSON cannot keep.
-const badLeaf: fc.Arbitrary<unknown> = fc.constantFrom(10n, Number.NaN, Infinity, -Infinity, () => 1, Symbol('s'), new Date(0), new Map(), new Set([1]), new (class Point {})(), /re/)
+const badLeaf: fc.Arbitrary<unknown> = fc.constantFrom(
+  10n,
+  Number.NaN,
+  Infinity,
+  -Infinity,
+  () => 1,
+  Symbol('s'),
+  new Date(0),
+  new Map(),
+  new Set([1]),
+  new (class Point {})(),
+  /re/,
+)
 const validValue: fc.Arbitrary<Case<unknown>> = fc.oneof(
   fc.jsonValue({ maxDepth: 3 }).map((v) => ok(v, JSON.parse(JSON.stringify(v)))),
-  fc.constantFrom('\uD83D\uDE00', { ['\uD83D\uDE00']: ['é€'] }).map((v) => ok(v, v)),
+  fc.constantFrom('\uD83D\uDE00', { '\uD83D\uDE00': ['é€'] }).map((v) => ok(v, v)),
 )
 const invalidValue: fc.Arbitrary<Case<unknown>> = fc.oneof(
   badLeaf.map((leaf) => refused(leaf, 'INVALID_VALUE')),
-  fc.tuple(fc.jsonValue({ maxDepth: 2 }), fc.string(), badLeaf).map(([v, key, leaf]) => refused({ ok: v, [key]: { deep: [1, leaf] } }, 'INVALID_VALUE')),
+  fc
+    .tuple(fc.jsonValue({ maxDepth: 2 }), fc.string(), badLeaf)
+    .map(([v, key, leaf]) => refused({ ok: v, [key]: { deep: [1, leaf] } }, 'INVALID_VALUE')),
   fc.jsonValue({ maxDepth: 2 }).map((v) => refused([v, undefined], 'INVALID_VALUE')),
   fc.constant(null).map(() => {
     const cycle: Record<string, unknown> = { a: 1 }
@@ -92,14 +138,15 @@ const invalidValue: fc.Arbitrary<Case<unknown>> = fc.oneof(
     return refused(cycle, 'INVALID_VALUE')
   }),
   fc.constant(refused(undefined, 'INVALID_VALUE')),
-  fc.constant(refused([1, , 3], 'INVALID_VALUE')),
+  fc.constant(refused(Object.assign([1], { 2: 3 }), 'INVALID_VALUE')),
   // Text PostgreSQL's jsonb cannot store, refused on SQLite too: U+0000, and lone surrogates (a whole pair is text).
-  fc.constantFrom('\u0000', 'a\uD800', '\uDC00b', ['\uD83D'], { k: 'x\uDFFFy' }, { ['\uD800']: 1 }, { ['k\u0000']: 1 }).map((v) => refused(v, 'INVALID_VALUE')),
+  fc
+    .constantFrom('\u0000', 'a\uD800', '\uDC00b', ['\uD83D'], { k: 'x\uDFFFy' }, { '\uD800': 1 }, { 'k\u0000': 1 })
+    .map((v) => refused(v, 'INVALID_VALUE')),
 )
 /** Strings near the 1 MiB limit, ASCII and two-byte: the JSON text's quotes count. */
 const limitValue: fc.Arbitrary<Case<unknown>> = fc.noShrink(
-  fc.tuple(fc.integer({ min: -2, max: 2 }), fc.boolean())
-  .map(([offset, wide]) => {
+  fc.tuple(fc.integer({ min: -2, max: 2 }), fc.boolean()).map(([offset, wide]) => {
     const value = wide ? 'é'.repeat((MAX_VALUE_BYTES - 2) / 2 + offset) : 'x'.repeat(MAX_VALUE_BYTES - 2 + offset)
     return Buffer.byteLength(JSON.stringify(value)) > MAX_VALUE_BYTES ? refused(value, 'TOO_LARGE') : ok(value, value)
   }),
@@ -109,14 +156,28 @@ const value = fc.oneof({ arbitrary: validValue, weight: 4 }, { arbitrary: invali
 const priority: fc.Arbitrary<Case<unknown>> = fc.oneof(
   fc.integer({ min: -1_000_000, max: 1_000_000 }).map((p) => ok(p, p)),
   fc.constantFrom(Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER).map((p) => ok(p, p)),
-  fc.constantFrom(null, 0.5, -1.25, Number.NaN, Infinity, Number.MAX_SAFE_INTEGER + 2, '1', true, 10n).map((p) => refused(p, 'INVALID_OPTION')),
+  fc
+    .constantFrom(null, 0.5, -1.25, Number.NaN, Infinity, Number.MAX_SAFE_INTEGER + 2, '1', true, 10n)
+    .map((p) => refused(p, 'INVALID_OPTION')),
 )
 const runAt: fc.Arbitrary<Case<unknown>> = fc.oneof(
   fc.integer({ min: 0, max: 4_102_444_800_000 }).map((ms) => ok(ms, ms)),
   fc.integer({ min: 0, max: 4_102_444_800_000 }).map((ms) => ok(new Date(ms), ms)),
   // From the earliest time PostgreSQL stores (4714-11-24 BC), refused on SQLite too, to the latest a Date holds.
   fc.constantFrom(MIN_STORED_TIME_MS, 8.64e15).map((ms) => ok(ms, ms)),
-  fc.constantFrom(Number.NaN, Infinity, '2030-01-01', null, {}, new Date(Number.NaN), MIN_STORED_TIME_MS - 1, new Date(-8.64e15), 8.64e15 + 1).map((v) => refused(v, 'INVALID_OPTION')),
+  fc
+    .constantFrom(
+      Number.NaN,
+      Infinity,
+      '2030-01-01',
+      null,
+      {},
+      new Date(Number.NaN),
+      MIN_STORED_TIME_MS - 1,
+      new Date(-8.64e15),
+      8.64e15 + 1,
+    )
+    .map((v) => refused(v, 'INVALID_OPTION')),
 )
 
 /**
@@ -153,17 +214,36 @@ describe('JOB-13 defineQueue and work with random options', () => {
       attempts: fc.oneof(
         fc.integer({ min: 1, max: 1000 }).map((n) => ok(n, n)),
         fc.constant(MAX_STORED_INT).map((n) => ok(n, n)),
-        fc.constantFrom(0, -1, 1.5, Number.NaN, '3', null, MAX_STORED_INT + 1, Number.MAX_SAFE_INTEGER).map((v) => refused(v, 'INVALID_OPTION')),
+        fc
+          .constantFrom(0, -1, 1.5, Number.NaN, '3', null, MAX_STORED_INT + 1, Number.MAX_SAFE_INTEGER)
+          .map((v) => refused(v, 'INVALID_OPTION')),
       ),
       backoff: fc.record({ initial: duration, max: duration }, { requiredKeys: [] }),
       concurrency: fc.oneof(
         fc.integer({ min: 1, max: 50 }).map((n) => ok(n, { total: n, perGroup: null })),
         fc.record({ total: fc.integer({ min: 1, max: 50 }), perGroup: fc.integer({ min: 1, max: 5 }) }).map((c) => ok(c, c)),
         fc.constant(MAX_STORED_INT).map((n) => ok(n, { total: n, perGroup: null })),
-        fc.constantFrom(0, -2, 1.5, 'many', { total: 0 }, { perGroup: -1 }, { each: 2 }, [], MAX_STORED_INT + 1, { total: MAX_STORED_INT + 1 }, { perGroup: 2 ** 40 }).map((v) => refused(v, 'INVALID_OPTION')),
+        fc
+          .constantFrom(
+            0,
+            -2,
+            1.5,
+            'many',
+            { total: 0 },
+            { perGroup: -1 },
+            { each: 2 },
+            [],
+            MAX_STORED_INT + 1,
+            { total: MAX_STORED_INT + 1 },
+            { perGroup: 2 ** 40 },
+          )
+          .map((v) => refused(v, 'INVALID_OPTION')),
       ),
       timeout: positiveTimerDuration,
-      maxWaiting: fc.oneof(fc.integer({ min: 1, max: 10_000_000 }).map((n) => ok(n, n)), fc.constantFrom(0, -5, 2.5, '10').map((v) => refused(v, 'INVALID_OPTION'))),
+      maxWaiting: fc.oneof(
+        fc.integer({ min: 1, max: 10_000_000 }).map((n) => ok(n, n)),
+        fc.constantFrom(0, -5, 2.5, '10').map((v) => refused(v, 'INVALID_OPTION')),
+      ),
       retention: fc.record({ done: duration, failed: duration, canceled: duration }, { requiredKeys: [] }),
       unknown: fc.constantFrom(refused(1, 'INVALID_OPTION')),
     },
@@ -175,12 +255,15 @@ describe('JOB-13 defineQueue and work with random options', () => {
       fc.property(name, queueOptions, (queueName, parts) => {
         const options: Record<string, unknown> = {}
         const codes = new Set<JobsErrorCode>(queueName.ok ? [] : queueName.codes)
-        const collect = (key: string, part: Case<unknown>): unknown => {
+        const collect = (_key: string, part: Case<unknown>): unknown => {
           if (!part.ok) for (const code of part.codes) codes.add(code)
           return part.input
         }
         for (const [key, part] of Object.entries(parts)) {
-          if (key === 'backoff' || key === 'retention') options[key] = Object.fromEntries(Object.entries(part as Record<string, Case<unknown>>).map(([k, p]) => [k, collect(`${key}.${k}`, p)]))
+          if (key === 'backoff' || key === 'retention')
+            options[key] = Object.fromEntries(
+              Object.entries(part as Record<string, Case<unknown>>).map(([k, p]) => [k, collect(`${key}.${k}`, p)]),
+            )
           else options[key] = collect(key, part as Case<unknown>)
         }
         // A backoff whose initial wait is above its max (either may be the default) is refused too.
@@ -189,18 +272,25 @@ describe('JOB-13 defineQueue and work with random options', () => {
         if (initial.ok && max.ok && (initial.expected as number) > (max.expected as number)) codes.add('INVALID_OPTION')
         const outcome = attempt(() => defineQueue(queueName.input as string, options))
         if (codes.size > 0) {
-          expect('error' in outcome, `expected a refusal for ${String(queueName.input).slice(0, 20)} ${JSON.stringify(options, (_, v) => (typeof v === 'bigint' ? `${v}n` : v))}`).toBe(true)
+          expect(
+            'error' in outcome,
+            `expected a refusal for ${String(queueName.input).slice(0, 20)} ${JSON.stringify(options, (_, v) => (typeof v === 'bigint' ? `${v}n` : v))}`,
+          ).toBe(true)
           if ('error' in outcome) expect([...codes]).toContain(outcome.error.code)
           return
         }
         if ('error' in outcome) throw outcome.error
         const queue = outcome.value
-        const expected = (part: Case<unknown> | undefined, fallback: unknown): unknown => (part ? (part.ok ? part.expected : undefined) : fallback)
+        const expected = (part: Case<unknown> | undefined, fallback: unknown): unknown =>
+          part ? (part.ok ? part.expected : undefined) : fallback
         expect(queue.name).toBe(queueName.input)
         expect(queue.attempts).toBe(expected(parts.attempts, 10))
         expect(queue.timeoutMs).toBe(expected(parts.timeout, 60_000))
         expect(queue.maxWaiting).toBe(expected(parts.maxWaiting, 10_000_000))
-        expect(queue.backoff).toEqual({ initialMs: expected(parts.backoff?.initial, 1_000), maxMs: expected(parts.backoff?.max, 3_600_000) })
+        expect(queue.backoff).toEqual({
+          initialMs: expected(parts.backoff?.initial, 1_000),
+          maxMs: expected(parts.backoff?.max, 3_600_000),
+        })
         expect(queue.concurrency).toEqual(expected(parts.concurrency, { total: null, perGroup: null }))
         expect(queue.retentionMs).toEqual({
           done: expected(parts.retention?.done, 86_400_000),
@@ -214,19 +304,35 @@ describe('JOB-13 defineQueue and work with random options', () => {
 
   test('JOB-13 anything at all as a queue name or options gives a queue or a JobsError, never another error', () => {
     fc.assert(
-      fc.property(fc.anything(), fc.oneof(fc.anything(), fc.dictionary(fc.constantFrom('attempts', 'backoff', 'concurrency', 'timeout', 'maxWaiting', 'retention'), fc.anything())), (queueName, options) => {
-        const outcome = attempt(() => defineQueue(queueName as string, options as object))
-        if ('error' in outcome) expect(['INVALID_OPTION', 'TOO_LARGE']).toContain(outcome.error.code)
-      }),
+      fc.property(
+        fc.anything(),
+        fc.oneof(
+          fc.anything(),
+          fc.dictionary(fc.constantFrom('attempts', 'backoff', 'concurrency', 'timeout', 'maxWaiting', 'retention'), fc.anything()),
+        ),
+        (queueName, options) => {
+          const outcome = attempt(() => defineQueue(queueName as string, options as object))
+          if ('error' in outcome) expect(['INVALID_OPTION', 'TOO_LARGE']).toContain(outcome.error.code)
+        },
+      ),
       { numRuns: 300 },
     )
   })
 
   test('JOB-13 work starts with good options and refuses bad ones with INVALID_OPTION, before it claims anything', async () => {
     const queue = defineQueue('work-options')
-    const slots = fc.oneof(fc.integer({ min: 1, max: 100 }).map((n) => ok(n, n)), fc.constantFrom(0, -1, 2.5, '4', null).map((v) => refused(v, 'INVALID_OPTION')))
-    const workOptions = fc.record({ slots, pollInterval: positiveTimerDuration, lease: positiveTimerDuration, surprise: fc.constant(refused(true, 'INVALID_OPTION')) }, { requiredKeys: [] })
-    const handler = fc.oneof(fc.constant(ok(() => undefined)), fc.constantFrom(null, 'handler', {}).map((v) => refused(v, 'INVALID_OPTION')))
+    const slots = fc.oneof(
+      fc.integer({ min: 1, max: 100 }).map((n) => ok(n, n)),
+      fc.constantFrom(0, -1, 2.5, '4', null).map((v) => refused(v, 'INVALID_OPTION')),
+    )
+    const workOptions = fc.record(
+      { slots, pollInterval: positiveTimerDuration, lease: positiveTimerDuration, surprise: fc.constant(refused(true, 'INVALID_OPTION')) },
+      { requiredKeys: [] },
+    )
+    const handler = fc.oneof(
+      fc.constant(ok(() => undefined)),
+      fc.constantFrom(null, 'handler', {}).map((v) => refused(v, 'INVALID_OPTION')),
+    )
     await fc.assert(
       fc.asyncProperty(workOptions, handler, async (parts, handlerCase) => {
         const options = Object.fromEntries(Object.entries(parts).map(([key, part]) => [key, part.input]))
@@ -246,8 +352,11 @@ describe('JOB-13 defineQueue and work with random options', () => {
   })
 })
 
-describe('JOB-13 enqueue and enqueueMany with random input, inside the caller\'s transaction', () => {
-  const enqueueOptions = fc.record({ id: name, group: name, priority, delay: duration, runAt, color: fc.constant(refused('red', 'INVALID_OPTION')) }, { requiredKeys: [] })
+describe("JOB-13 enqueue and enqueueMany with random input, inside the caller's transaction", () => {
+  const enqueueOptions = fc.record(
+    { id: name, group: name, priority, delay: duration, runAt, color: fc.constant(refused('red', 'INVALID_OPTION')) },
+    { requiredKeys: [] },
+  )
   const smallIds = fc.constantFrom('a', 'b', 'c', 'd').map((id) => ok(id, id))
   let added = 0
 
@@ -255,7 +364,9 @@ describe('JOB-13 enqueue and enqueueMany with random input, inside the caller\'s
   function inTransaction<T>(call: (tx: typeof t.db) => T, codes: JobsErrorCode[] | null): T | undefined {
     let result: T | undefined
     t.db.transaction((tx) => {
-      tx.insert(notes).values({ text: `before ${added}` }).run()
+      tx.insert(notes)
+        .values({ text: `before ${added}` })
+        .run()
       const before = jobsTables(t)
       const outcome = attempt(() => call(tx))
       if ('error' in outcome) {
@@ -266,10 +377,17 @@ describe('JOB-13 enqueue and enqueueMany with random input, inside the caller\'s
         expect(codes, 'accepted input that should have been refused').toBeNull()
         result = outcome.value
       }
-      tx.insert(notes).values({ text: `after ${added}` }).run()
+      tx.insert(notes)
+        .values({ text: `after ${added}` })
+        .run()
     })
     added++
-    expect(t.client.prepare('select count(*) from notes where text in (?, ?)').pluck().get(`before ${added - 1}`, `after ${added - 1}`)).toBe(2)
+    expect(
+      t.client
+        .prepare('select count(*) from notes where text in (?, ?)')
+        .pluck()
+        .get(`before ${added - 1}`, `after ${added - 1}`),
+    ).toBe(2)
     return result
   }
 
@@ -284,7 +402,12 @@ describe('JOB-13 enqueue and enqueueMany with random input, inside the caller\'s
         if (parts.delay && parts.runAt) codes.push('INVALID_OPTION')
         // A delay that reaches past the range of a Date gives no time to run at.
         if (parts.delay?.ok && (parts.delay.expected as number) + Date.now() > MAX_DURATION_MS) codes.push('INVALID_OPTION')
-        const heldBefore = typeof options.id === 'string' ? (t.client.prepare('select seq from jobs_job where queue = ? and id = ?').get('props', options.id) as { seq: number } | undefined) : undefined
+        const heldBefore =
+          typeof options.id === 'string'
+            ? (t.client.prepare('select seq from jobs_job where queue = ? and id = ?').get('props', options.id) as
+                | { seq: number }
+                | undefined)
+            : undefined
         const started = Date.now()
         const answer = inTransaction((tx) => enqueue(tx, queue, valueCase.input as Json, options), codes.length > 0 ? codes : null)
         if (!answer) return
@@ -315,11 +438,22 @@ describe('JOB-13 enqueue and enqueueMany with random input, inside the caller\'s
 
   test('JOB-13 a batch with one bad item adds nothing and leaves the transaction usable; a good batch adds every item', () => {
     const queue = defineQueue('props-many')
-    const item = fc.record({ value, id: fc.option(fc.string({ unit: 'binary', minLength: 1, maxLength: 20 }).filter((id) => !id.includes('\u0000')), { nil: undefined }), group: fc.option(name, { nil: undefined }) })
+    const item = fc.record({
+      value,
+      id: fc.option(
+        fc.string({ unit: 'binary', minLength: 1, maxLength: 20 }).filter((id) => !id.includes('\u0000')),
+        { nil: undefined },
+      ),
+      group: fc.option(name, { nil: undefined }),
+    })
     fc.assert(
       fc.property(fc.array(item, { maxLength: 6 }), (items) => {
         const codes = items.flatMap((i) => [i.value, i.group].flatMap((part) => (part && !part.ok ? part.codes : [])))
-        const batch = items.map((i, n) => ({ value: i.value.input as Json, id: `${added}:${n}:${i.id ?? ''}`, ...(i.group ? { group: i.group.input as string } : {}) }))
+        const batch = items.map((i, n) => ({
+          value: i.value.input as Json,
+          id: `${added}:${n}:${i.id ?? ''}`,
+          ...(i.group ? { group: i.group.input as string } : {}),
+        }))
         const answer = inTransaction((tx) => enqueueMany(tx, queue, batch), codes.length > 0 ? codes : null)
         if (answer) expect(answer.map((a) => a.id)).toEqual(batch.map((b) => b.id))
       }),
@@ -330,18 +464,22 @@ describe('JOB-13 enqueue and enqueueMany with random input, inside the caller\'s
 
   test('JOB-13 adds past maxWaiting are refused with QUEUE_FULL and write nothing; ids the queue holds still answer added: false', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 4 }), fc.array(fc.constantFrom('p', 'q', 'r', 's', 't', 'u'), { maxLength: 12 }), (maxWaiting, ids) => {
-        const queueName = `full-${added}`
-        const queue = defineQueue(queueName, { maxWaiting })
-        const held = new Set<string>()
-        for (const id of ids) {
-          const full = held.size >= maxWaiting && !held.has(id)
-          const answer = inTransaction((tx) => enqueue(tx, queue, { id }, { id }), full ? ['QUEUE_FULL'] : null)
-          if (answer) expect(answer.added).toBe(!held.has(id))
-          if (!full) held.add(id)
-        }
-        expect(t.client.prepare('select count(*) from jobs_job where queue = ?').pluck().get(queueName)).toBe(held.size)
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 4 }),
+        fc.array(fc.constantFrom('p', 'q', 'r', 's', 't', 'u'), { maxLength: 12 }),
+        (maxWaiting, ids) => {
+          const queueName = `full-${added}`
+          const queue = defineQueue(queueName, { maxWaiting })
+          const held = new Set<string>()
+          for (const id of ids) {
+            const full = held.size >= maxWaiting && !held.has(id)
+            const answer = inTransaction((tx) => enqueue(tx, queue, { id }, { id }), full ? ['QUEUE_FULL'] : null)
+            if (answer) expect(answer.added).toBe(!held.has(id))
+            if (!full) held.add(id)
+          }
+          expect(t.client.prepare('select count(*) from jobs_job where queue = ?').pluck().get(queueName)).toBe(held.size)
+        },
+      ),
       { numRuns: 60 },
     )
   })
@@ -389,35 +527,47 @@ describe('JOB-13 inside a run: step names and answers, progress, outcome argumen
       const seq = t.client.prepare('select seq from jobs_job where queue = ? and id = ?').pluck().get(queue.name, run.id) as number
       const kept = t.client.prepare('select answer from jobs_step where job = ? and name = ?')
       await fc.assert(
-        fc.asyncProperty(fc.oneof(name, fc.constantFrom('again', 'twice').map((n) => ok(n, n))), answer, async (stepName, stepAnswer) => {
-          const before = jobsTables(t)
-          const held = stepName.ok ? (kept.get(seq, stepName.input) as { answer: string | null } | undefined) : undefined
-          let calls = 0
-          const outcome = await run.step(stepName.input as string, () => (calls++, stepAnswer.input as Json)).then(
-            (value) => ({ value }),
-            (error: unknown) => ({ error }),
-          )
-          if (!stepName.ok || (!held && !stepAnswer.ok)) {
-            const codes = !stepName.ok ? stepName.codes : stepAnswer.ok ? [] : stepAnswer.codes
-            expect('error' in outcome && outcome.error instanceof JobsError, `a refusal, got ${String('error' in outcome ? outcome.error : 'a value')}`).toBe(true)
-            expect(codes).toContain((outcome as { error: JobsError }).error.code)
-            expect(calls).toBe(stepName.ok ? 1 : 0)
-            expect(jobsTables(t)).toEqual(before)
-            return
-          }
-          if ('error' in outcome) throw outcome.error
-          if (held) {
-            expect(calls).toBe(0)
-            expect(outcome.value).toEqual(held.answer === null ? undefined : JSON.parse(held.answer))
-            expect(jobsTables(t)).toEqual(before)
-            return
-          }
-          const expectedAnswer = stepAnswer.ok ? stepAnswer.expected : undefined
-          expect(calls).toBe(1)
-          expect(outcome.value).toEqual(expectedAnswer)
-          const row = kept.get(seq, stepName.input) as { answer: string | null }
-          expect(row.answer === null ? undefined : JSON.parse(row.answer)).toEqual(expectedAnswer)
-        }),
+        fc.asyncProperty(
+          fc.oneof(
+            name,
+            fc.constantFrom('again', 'twice').map((n) => ok(n, n)),
+          ),
+          answer,
+          async (stepName, stepAnswer) => {
+            const before = jobsTables(t)
+            const held = stepName.ok ? (kept.get(seq, stepName.input) as { answer: string | null } | undefined) : undefined
+            let calls = 0
+            const outcome = await run
+              .step(stepName.input as string, () => (calls++, stepAnswer.input as Json))
+              .then(
+                (value) => ({ value }),
+                (error: unknown) => ({ error }),
+              )
+            if (!stepName.ok || (!held && !stepAnswer.ok)) {
+              const codes = !stepName.ok ? stepName.codes : stepAnswer.ok ? [] : stepAnswer.codes
+              expect(
+                'error' in outcome && outcome.error instanceof JobsError,
+                `a refusal, got ${String('error' in outcome ? outcome.error : 'a value')}`,
+              ).toBe(true)
+              expect(codes).toContain((outcome as { error: JobsError }).error.code)
+              expect(calls).toBe(stepName.ok ? 1 : 0)
+              expect(jobsTables(t)).toEqual(before)
+              return
+            }
+            if ('error' in outcome) throw outcome.error
+            if (held) {
+              expect(calls).toBe(0)
+              expect(outcome.value).toEqual(held.answer === null ? undefined : JSON.parse(held.answer))
+              expect(jobsTables(t)).toEqual(before)
+              return
+            }
+            const expectedAnswer = stepAnswer.ok ? stepAnswer.expected : undefined
+            expect(calls).toBe(1)
+            expect(outcome.value).toEqual(expectedAnswer)
+            const row = kept.get(seq, stepName.input) as { answer: string | null }
+            expect(row.answer === null ? undefined : JSON.parse(row.answer)).toEqual(expectedAnswer)
+          },
+        ),
         { numRuns: 120 },
       )
       expect(await run.step('not a function', 'fn' as unknown as () => 1).catch((error: JobsError) => error.code)).toBe('INVALID_OPTION')
@@ -440,7 +590,16 @@ describe('JOB-13 inside a run: step names and answers, progress, outcome argumen
           const big = typeof progress === 'string' && Buffer.byteLength(JSON.stringify(progress)) > MAX_PROGRESS_BYTES
           const before = jobsTables(t)
           const outcome = attempt(() => run.setProgress(input as Json))
-          const codes = typeof progress === 'string' ? (big ? ['TOO_LARGE'] : []) : progress.ok ? (Buffer.byteLength(JSON.stringify(input)) > MAX_PROGRESS_BYTES ? ['TOO_LARGE'] : []) : progress.codes
+          const codes =
+            typeof progress === 'string'
+              ? big
+                ? ['TOO_LARGE']
+                : []
+              : progress.ok
+                ? Buffer.byteLength(JSON.stringify(input)) > MAX_PROGRESS_BYTES
+                  ? ['TOO_LARGE']
+                  : []
+                : progress.codes
           if (codes.length > 0) {
             expect('error' in outcome).toBe(true)
             if ('error' in outcome) expect(codes).toContain(outcome.error.code)
@@ -469,7 +628,10 @@ describe('JOB-13 inside a run: step names and answers, progress, outcome argumen
   })
 
   test('JOB-08 random handler outcomes lead to the states of the outcome table: returned values, non-JSON results, fail, retry, snooze, throws', async () => {
-    const longDelay = fc.oneof(fc.integer({ min: 10 * 60_000, max: MAX_TIMER_MS }), fc.integer({ min: 25, max: 100_000 }).map((days) => days * UNIT_MS.d))
+    const longDelay = fc.oneof(
+      fc.integer({ min: 10 * 60_000, max: MAX_TIMER_MS }),
+      fc.integer({ min: 25, max: 100_000 }).map((days) => days * UNIT_MS.d),
+    )
     type Ending =
       | { kind: 'return'; value: Case<unknown> }
       | { kind: 'fail'; reason: unknown }
@@ -479,7 +641,12 @@ describe('JOB-13 inside a run: step names and answers, progress, outcome argumen
       answer.map((value) => ({ kind: 'return' as const, value })),
       fc.anything().map((reason) => ({ kind: 'fail' as const, reason })),
       fc.tuple(fc.constantFrom('retry' as const, 'snooze' as const), longDelay).map(([kind, delayMs]) => ({ kind, delayMs })),
-      fc.oneof(fc.string().map((message) => new Error(message)), fc.anything()).map((error) => ({ kind: 'throw' as const, error })),
+      fc
+        .oneof(
+          fc.string().map((message) => new Error(message)),
+          fc.anything(),
+        )
+        .map((error) => ({ kind: 'throw' as const, error })),
     )
     const row = t.client.prepare('select state, attempts, run_at as runAt, result, error from jobs_job where queue = ? and id = ?')
     await fc.assert(
@@ -501,10 +668,21 @@ describe('JOB-13 inside a run: step names and answers, progress, outcome argumen
               throw end.error
           }
         }).catch(() => undefined)
-        const job = await waitFor('the run to be recorded', () => {
-          const found = row.get(queue.name, id) as { state: string; attempts: number; runAt: number; result: string | null; error: string | null }
-          return found.state !== 'running' && found
-        }, 10_000, 5)
+        const job = await waitFor(
+          'the run to be recorded',
+          () => {
+            const found = row.get(queue.name, id) as {
+              state: string
+              attempts: number
+              runAt: number
+              result: string | null
+              error: string | null
+            }
+            return found.state !== 'running' && found
+          },
+          10_000,
+          5,
+        )
         const ended = Date.now()
         const failedRun = (): void => {
           expect(job).toMatchObject({ state: 'scheduled', attempts: 1 })
@@ -512,7 +690,14 @@ describe('JOB-13 inside a run: step names and answers, progress, outcome argumen
           expect(job.runAt).toBeGreaterThanOrEqual(started + 0.9 * 3_600_000)
         }
         if (end.kind === 'return') {
-          if (end.value.ok) expect(job).toEqual({ state: 'done', attempts: 1, runAt: job.runAt, error: null, result: end.value.expected === undefined ? null : JSON.stringify(end.value.expected) })
+          if (end.value.ok)
+            expect(job).toEqual({
+              state: 'done',
+              attempts: 1,
+              runAt: job.runAt,
+              error: null,
+              result: end.value.expected === undefined ? null : JSON.stringify(end.value.expected),
+            })
           else failedRun()
         } else if (end.kind === 'fail') {
           expect(job).toMatchObject({ state: 'failed', attempts: 1 })
@@ -546,13 +731,19 @@ describe('JOB-13 inputs at the edge of what the tables can hold', () => {
         const defined = attempt(() => defineQueue(queueName))
         if ('error' in defined) return void expect(defined.error.code).toBe('INVALID_OPTION')
         const before = jobsTables(t)
-        const added = attempt(() => enqueue(t.db, defined.value, 1, where === 'id' ? { id: text } : where === 'group' ? { group: text } : {}))
+        const added = attempt(() =>
+          enqueue(t.db, defined.value, 1, where === 'id' ? { id: text } : where === 'group' ? { group: text } : {}),
+        )
         if ('error' in added) {
           expect(added.error.code).toBe('INVALID_OPTION')
           expect(jobsTables(t)).toEqual(before)
           return
         }
-        const row = t.client.prepare('select queue, id, grp from jobs_job where queue = ? and id = ?').get(queueName, added.value.id) as { queue: string; id: string; grp: string | null }
+        const row = t.client.prepare('select queue, id, grp from jobs_job where queue = ? and id = ?').get(queueName, added.value.id) as {
+          queue: string
+          id: string
+          grp: string | null
+        }
         expect(row[where === 'group' ? 'grp' : where]).toBe(text)
       }),
       { numRuns: 60 },
@@ -562,11 +753,14 @@ describe('JOB-13 inputs at the edge of what the tables can hold', () => {
   test('JOB-13 a runAt beyond the range of a Date is refused with INVALID_OPTION, writing nothing', () => {
     const queue = defineQueue('edge-run-at')
     fc.assert(
-      fc.property(fc.oneof(fc.double({ min: 8.64e15 + 1, max: 1e300, noNaN: true }), fc.double({ min: -1e300, max: -8.64e15 - 1, noNaN: true })), (ms) => {
-        const before = jobsTables(t)
-        expect(attempt(() => enqueue(t.db, queue, 1, { runAt: ms }))).toMatchObject({ error: { code: 'INVALID_OPTION' } })
-        expect(jobsTables(t)).toEqual(before)
-      }),
+      fc.property(
+        fc.oneof(fc.double({ min: 8.64e15 + 1, max: 1e300, noNaN: true }), fc.double({ min: -1e300, max: -8.64e15 - 1, noNaN: true })),
+        (ms) => {
+          const before = jobsTables(t)
+          expect(attempt(() => enqueue(t.db, queue, 1, { runAt: ms }))).toMatchObject({ error: { code: 'INVALID_OPTION' } })
+          expect(jobsTables(t)).toEqual(before)
+        },
+      ),
       { numRuns: 40 },
     )
   })

@@ -25,18 +25,27 @@ interface Moment {
   stored: number | null
 }
 
-test('JOB-19 worker processes whose definitions differ (concurrency 1, then 4, then 1) run under one stored limit, the last started one\'s, never above it', async () => {
+test("JOB-19 worker processes whose definitions differ (concurrency 1, then 4, then 1) run under one stored limit, the last started one's, never above it", async () => {
   t = freshDb()
   t.client.exec('create table gauge (name text primary key, now integer not null)')
-  t.client.exec('create table moments (at integer primary key, pid integer not null, running integer not null, mine integer not null, stored integer)')
+  t.client.exec(
+    'create table moments (at integer primary key, pid integer not null, running integer not null, mine integer not null, stored integer)',
+  )
   const shared = defineQueue<{ n: number }>('shared')
-  const stored = () => t!.client.prepare(`select concurrency, limits_set_at as setAt from jobs_queue where name = 'shared'`).get() as { concurrency: number | null; setAt: number | null } | undefined
+  const stored = () =>
+    t!.client.prepare(`select concurrency, limits_set_at as setAt from jobs_queue where name = 'shared'`).get() as
+      | { concurrency: number | null; setAt: number | null }
+      | undefined
   const done = () => t!.client.prepare(`select count(*) from jobs_job where state = 'done'`).pluck().get() as number
   let added = 0
   /** Runs `n` jobs through whatever workers run now, from an idle queue to an idle queue, so no limit changes while jobs run. */
   async function runJobs(n: number): Promise<Moment[]> {
     const first = (t!.client.prepare('select coalesce(max(at), 0) from moments').pluck().get() as number) + 1
-    enqueueMany(t!.db, shared, Array.from({ length: n }, () => ({ value: { n: added++ } })))
+    enqueueMany(
+      t!.db,
+      shared,
+      Array.from({ length: n }, () => ({ value: { n: added++ } })),
+    )
     await waitFor(() => done() === added, `all ${added} jobs to be done`, 45_000)
     return t!.client.prepare('select pid, running, mine, stored from moments where at >= ?').all(first) as Moment[]
   }
@@ -44,10 +53,18 @@ test('JOB-19 worker processes whose definitions differ (concurrency 1, then 4, t
     const before = stored()?.setAt ?? null
     const child = startFixture('limits-worker.ts', [t!.file, String(concurrency), String(slots)])
     await waitFor(() => child.output().includes('working'), 'the worker process to start', 30_000)
-    await waitFor(() => stored()?.setAt !== before && stored()?.concurrency === concurrency, `concurrency ${concurrency} to be stored`, 30_000)
+    await waitFor(
+      () => stored()?.setAt !== before && stored()?.concurrency === concurrency,
+      `concurrency ${concurrency} to be stored`,
+      30_000,
+    )
     return child
   }
-  const warnings = (child: Child) => child.output().split('\n').filter((line) => line.startsWith('warning '))
+  const warnings = (child: Child) =>
+    child
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('warning '))
 
   // A, defined with concurrency 1 and 4 slots, alone: its limit is stored and holds.
   const a = await startWorker(1, 4)
@@ -80,8 +97,10 @@ test('JOB-19 worker processes whose definitions differ (concurrency 1, then 4, t
 test('JOB-19 a worker started with other limits replaces them and warns once, naming both; the same limits warn nothing; no limit stored is no limit', async () => {
   t = freshDb()
   const warn = vi.spyOn(console, 'warn').mockImplementation(() => {})
-  const row = () => t!.client.prepare(`select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt from jobs_queue where name = 'replaced'`).get() as
-    { concurrency: number | null; perGroup: number | null; setAt: number | null } | undefined
+  const row = () =>
+    t!.client
+      .prepare(`select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt from jobs_queue where name = 'replaced'`)
+      .get() as { concurrency: number | null; perGroup: number | null; setAt: number | null } | undefined
   const running = new Set<string>()
   let release!: () => void
   const released = new Promise<void>((resolve) => (release = resolve))
@@ -90,10 +109,12 @@ test('JOB-19 a worker started with other limits replaces them and warns once, na
     const before = row()?.setAt ?? null
     // A later start must be able to show a later time.
     if (before !== null) await waitFor(() => Date.now() > before, 'the clock to pass the last start')
-    workers.push(work(t!.db, defineQueue<{ n: number }>('replaced', options), async (_value, run) => {
-      running.add(run.id)
-      await released
-    }))
+    workers.push(
+      work(t!.db, defineQueue<{ n: number }>('replaced', options), async (_value, run) => {
+        running.add(run.id)
+        await released
+      }),
+    )
     await waitFor(() => (row()?.setAt ?? null) !== before, 'the worker to store its limits')
   }
 
@@ -115,7 +136,11 @@ test('JOB-19 a worker started with other limits replaces them and warns once, na
   expect(String(warn.mock.calls[1]![0])).toMatch(/queue 'replaced'.*concurrency \{ total: 3 \}.*no concurrency limit/)
 
   // No limit stored: every worker, those defined with a limit too, runs as many as it has slots for.
-  enqueueMany(t.db, defineQueue<{ n: number }>('replaced'), Array.from({ length: 12 }, (_, n) => ({ value: { n }, group: 'one' })))
+  enqueueMany(
+    t.db,
+    defineQueue<{ n: number }>('replaced'),
+    Array.from({ length: 12 }, (_, n) => ({ value: { n }, group: 'one' })),
+  )
   await waitFor(() => running.size === 12, 'all 12 jobs of one group to run at once')
   release()
 })
@@ -135,13 +160,17 @@ test('JOB-19 a stored per-group cap holds in a worker whose own definition has n
   await waitFor(() => row() === null, 'the first worker to store no limit')
   workers.push(work(t.db, defineQueue<{ n: number }>('grouped', { concurrency: { perGroup: 1 } }), handler))
   await waitFor(() => row() === 1, 'the second worker to store its per-group cap')
-  enqueueMany(t.db, defineQueue<{ n: number }>('grouped'), Array.from({ length: 8 }, (_, n) => ({ value: { n }, group: 'g' })))
+  enqueueMany(
+    t.db,
+    defineQueue<{ n: number }>('grouped'),
+    Array.from({ length: 8 }, (_, n) => ({ value: { n }, group: 'g' })),
+  )
   const done = () => t!.client.prepare(`select count(*) from jobs_job where state = 'done'`).pluck().get()
   await waitFor(() => done() === 8, 'the 8 jobs of the group to be done')
   expect(high).toBe(1)
 })
 
-test('JOB-19 drain stores its definition\'s limits as a worker\'s start does, and claims only under the stored limit', async () => {
+test("JOB-19 drain stores its definition's limits as a worker's start does, and claims only under the stored limit", async () => {
   t = freshDb()
   const warn = vi.spyOn(console, 'warn').mockImplementation(() => {})
   const one = defineQueue('drained', { concurrency: 1 })
@@ -169,13 +198,20 @@ test('JOB-13 tables migrated before the limits were stored are refused with SCHE
   const apply = (client: { exec(sql: string): unknown }, file: string) => {
     for (const statement of readFileSync(join(MIGRATIONS, file), 'utf8').split('--> statement-breakpoint')) client.exec(statement)
   }
-  const files = readdirSync(MIGRATIONS).filter((file) => file.endsWith('.sql')).sort()
+  const files = readdirSync(MIGRATIONS)
+    .filter((file) => file.endsWith('.sql'))
+    .sort()
   const limitsAt = files.findIndex((file) => file.endsWith('_queue_limits.sql'))
   expect(limitsAt).toBeGreaterThan(0)
   const opened = openDb(join(tempDir(), 'old.db'))
   for (const file of files.slice(0, limitsAt)) apply(opened.client, file)
   const queue = defineQueue('upgraded', { concurrency: 2 })
-  expect(() => enqueue(opened.db, queue, null)).toThrow(expect.objectContaining({ code: 'SCHEMA_MISSING', message: expect.stringMatching(/jobs_queue has no claim_waiters column.*drizzle-kit migrate/) }))
+  expect(() => enqueue(opened.db, queue, null)).toThrow(
+    expect.objectContaining({
+      code: 'SCHEMA_MISSING',
+      message: expect.stringMatching(/jobs_queue has no claim_waiters column.*drizzle-kit migrate/),
+    }),
+  )
   for (const file of files.slice(limitsAt)) apply(opened.client, file)
   expect(enqueue(opened.db, queue, null).added).toBe(true)
   opened.client.close()

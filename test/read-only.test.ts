@@ -38,7 +38,9 @@ test('getJob, watch, listJobs, inspectJob and queueCounts work on a read-only co
 
 test('a read-only connection reads a database that no writer of drizzle-jobs has opened yet, installing nothing', () => {
   const t = freshDb('untouched.db')
-  t.client.prepare(`insert into jobs_job (queue, id, value, state, run_at, created_at) values ('read-only', 'plain', '{}', 'waiting', 0, 0)`).run()
+  t.client
+    .prepare(`insert into jobs_job (queue, id, value, state, run_at, created_at) values ('read-only', 'plain', '{}', 'waiting', 0, 0)`)
+    .run()
   const triggers = () => t.client.prepare(`select count(*) from sqlite_master where type = 'trigger'`).pluck().get()
   const before = triggers()
   const client = new Database(t.file, { readonly: true, fileMustExist: true })

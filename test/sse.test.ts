@@ -69,7 +69,11 @@ function parse(text: string): ParsedEvent[] {
 function honoApp(t: ContractDb): Promise<string> {
   const app = new Hono()
   app.get('/jobs/:id/events', (c) =>
-    jobEvents(t.db, replies, c.req.param('id'), { request: c.req.raw, heartbeat: 30, serialize: (job) => ({ state: job.state, ahead: job.ahead, progress: job.progress }) }),
+    jobEvents(t.db, replies, c.req.param('id'), {
+      request: c.req.raw,
+      heartbeat: 30,
+      serialize: (job) => ({ state: job.state, ahead: job.ahead, progress: job.progress }),
+    }),
   )
   return new Promise((resolve) => {
     servers.push(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(`http://127.0.0.1:${info.port}`)))
@@ -82,7 +86,9 @@ function nodeHttpApp(t: ContractDb): Promise<string> {
     void pipeResponse(jobEvents(t.db, replies, id, { retry: '2s' }), res)
   })
   servers.push(server)
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)))
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)),
+  )
 }
 
 describe.each(DIALECTS)('%s', (dialect) => {
@@ -155,7 +161,13 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8')
     const { events, text } = await readEvents(response, (seen) => seen.some((e) => e.data !== undefined))
     expect(text.startsWith('retry: 2000\n\n')).toBe(true)
-    expect(events.find((e) => e.data !== undefined)?.data).toMatchObject({ id: 'r3', queue: 'replies', state: 'waiting', ahead: 0, attempt: 0 })
+    expect(events.find((e) => e.data !== undefined)?.data).toMatchObject({
+      id: 'r3',
+      queue: 'replies',
+      state: 'waiting',
+      ahead: 0,
+      attempt: 0,
+    })
     controller.abort()
     await waitFor(() => activeWatchers().watchers === 0, 'the watch to stop after the client left')
   })
@@ -164,10 +176,14 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const line = defineQueue<number>('sse-line', { concurrency: 1 })
     for (let i = 0; i < 3; i++) await enqueue(t.db, line, i, { id: `a${i}` })
     await enqueue(t.db, line, 3, { id: 'w' })
-    expect(() => jobEvents(t.db, line, 'w', { aheadInterval: 'soon' as never })).toThrow(expect.objectContaining({ code: 'INVALID_OPTION' }))
+    expect(() => jobEvents(t.db, line, 'w', { aheadInterval: 'soon' as never })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION' }),
+    )
     expect(activeWatchers().watchers).toBe(0)
     const app = new Hono()
-    app.get('/w', (c) => jobEvents(t.db, line, 'w', { request: c.req.raw, aheadInterval: 0, serialize: (job) => ({ state: job.state, ahead: job.ahead }) }))
+    app.get('/w', (c) =>
+      jobEvents(t.db, line, 'w', { request: c.req.raw, aheadInterval: 0, serialize: (job) => ({ state: job.state, ahead: job.ahead }) }),
+    )
     const base = await new Promise<string>((resolve) => {
       servers.push(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(`http://127.0.0.1:${info.port}`)))
     })

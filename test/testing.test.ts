@@ -52,7 +52,9 @@ type Query = <T>(sql: string, ...params: unknown[]) => Promise<T[]>
 
 /** What a run leaves in a job's row, without the times: the result as JSON text on either dialect. */
 function outcomes(query: Query, dialect: ContractDb['dialect']): Promise<unknown[]> {
-  return query(`select id, state, attempts, error, ${dialect === 'postgres' ? 'result::text' : 'result'} as result from jobs_job order by seq`)
+  return query(
+    `select id, state, attempts, error, ${dialect === 'postgres' ? 'result::text' : 'result'} as result from jobs_job order by seq`,
+  )
 }
 
 /** How many rows of `table` match `where`. */
@@ -65,10 +67,18 @@ async function count(query: Query, table: string, where = 'true'): Promise<numbe
 async function anotherDb(dialect: ContractDb['dialect']): Promise<{ db: ContractDb['db']; query: Query; close(): Promise<void> }> {
   if (dialect === 'sqlite') {
     const other = freshDb('worker.db')
-    return { db: other.db, query: async <T>(sql: string, ...params: unknown[]) => other.client.prepare(sql.replace(/\$\d+/g, '?')).all(...params) as T[], close: async () => other.close() }
+    return {
+      db: other.db,
+      query: async <T>(sql: string, ...params: unknown[]) => other.client.prepare(sql.replace(/\$\d+/g, '?')).all(...params) as T[],
+      close: async () => other.close(),
+    }
   }
   const other = await freshPgDb()
-  return { db: other.db, query: async <T>(sql: string, ...params: unknown[]) => (await other.pool.query(sql, params)).rows as T[], close: () => other.drop() }
+  return {
+    db: other.db,
+    query: async <T>(sql: string, ...params: unknown[]) => (await other.pool.query(sql, params)).rows as T[],
+    close: () => other.drop(),
+  }
 }
 
 describe.each(DIALECTS)('%s', (dialect) => {
@@ -105,7 +115,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
         await seed(other.db, tasks)
         const worker = work(other.db, tasks, handler)
         workers.push(worker)
-        await waitFor(async () => (await count(other.query, 'jobs_job', "state in ('waiting', 'running')")) === 0, 'the worker to run every job once')
+        await waitFor(
+          async () => (await count(other.query, 'jobs_job', "state in ('waiting', 'running')")) === 0,
+          'the worker to run every job once',
+        )
         await waitFor(async () => (await count(other.query, 'jobs_lease')) === 0, 'the worker to record every end')
         expect(await outcomes(t.query, dialect)).toEqual(await outcomes(other.query, dialect))
         await worker.stop()
@@ -114,7 +127,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
       }
       expect(await t.count('jobs_lease')).toBe(0)
       // Steps of ended jobs are gone (JOB-14); those of jobs that will run again are kept (JOB-06).
-      expect((await t.query<{ id: string }>('select j.id from jobs_step s join jobs_job j on j.seq = s.job order by j.seq')).map((row) => row.id)).toEqual(['throw-2', 'snooze-4', 'retry-5', 'bad-result-6'])
+      expect(
+        (await t.query<{ id: string }>('select j.id from jobs_step s join jobs_job j on j.seq = s.job order by j.seq')).map(
+          (row) => row.id,
+        ),
+      ).toEqual(['throw-2', 'snooze-4', 'retry-5', 'bad-result-6'])
     })
 
     test(`JOB-06 JOB-17 ${on} runs in claim order, reruns retries that are due at once without rerunning kept steps, and runs jobs the handler adds`, async () => {
@@ -151,7 +168,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await drain(t.db, quick, async (_value, run) => {
         // Each run waits until the watcher saw it: on PostgreSQL the watcher reads the row after the claim's notice,
         // and a run that ended by then would show only its end.
-        await waitFor(() => seen.some(([state, attempt]) => state === 'running' && attempt === run.attempt), `the watcher to see attempt ${run.attempt}`)
+        await waitFor(
+          () => seen.some(([state, attempt]) => state === 'running' && attempt === run.attempt),
+          `the watcher to see attempt ${run.attempt}`,
+        )
         if (run.attempt === 1) throw new Error('the first attempt fails')
         // On PostgreSQL a rerun claimed before the watcher read the retry's end is seen as the next run only: the
         // watcher is refreshed by notice, after the fact. Here the rerun waits for the watcher, as SQLite's
@@ -159,7 +179,13 @@ describe.each(DIALECTS)('%s', (dialect) => {
         if (dialect === 'postgres') await waitFor(() => seen.some(([state]) => state === 'scheduled'), 'the watcher to see the retry')
       })
       await watched
-      expect(seen.map(([state, attempt]) => [state, attempt])).toEqual([['waiting', 0], ['running', 1], ['scheduled', 1], ['running', 2], ['done', 2]])
+      expect(seen.map(([state, attempt]) => [state, attempt])).toEqual([
+        ['waiting', 0],
+        ['running', 1],
+        ['scheduled', 1],
+        ['running', 2],
+        ['done', 2],
+      ])
       expect(seen[2]![2]).toBe('the first attempt fails')
     })
 
@@ -167,17 +193,24 @@ describe.each(DIALECTS)('%s', (dialect) => {
       const slow = defineQueue('slow', { attempts: 1, timeout: 50 })
       await enqueue(t.db, slow, null, { id: 'slow' })
       let reason: unknown
-      const result = await drain(t.db, slow, (_value, run) =>
-        new Promise((resolve) =>
-          run.signal.addEventListener('abort', () => {
-            reason = run.signal.reason
-            resolve('too late')
-          }),
-        ),
+      const result = await drain(
+        t.db,
+        slow,
+        (_value, run) =>
+          new Promise((resolve) =>
+            run.signal.addEventListener('abort', () => {
+              reason = run.signal.reason
+              resolve('too late')
+            }),
+          ),
       )
       expect(isJobsError(reason, 'TIMEOUT')).toBe(true)
       expect(result).toMatchObject({ ran: 1, failed: 1 })
-      expect(await row('slow', 'slow')).toMatchObject({ state: 'failed', result: null, error: 'the run took longer than its timeout of 50 ms' })
+      expect(await row('slow', 'slow')).toMatchObject({
+        state: 'failed',
+        result: null,
+        error: 'the run took longer than its timeout of 50 ms',
+      })
     })
 
     test(`JOB-16 ${on} a job canceled while it runs is aborted, and its outcome is refused`, async () => {
@@ -220,8 +253,17 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await enqueue(t.db, replies, { messageId: 2, meta: { lang: 'fr', tags: [] } }, { id: 'reply:2', delay: '1h' })
       expect(await assertEnqueued(t.db, replies)).toMatchObject({ id: 'reply:1' })
       expect(await assertEnqueued(t.db, replies, { value: { meta: { lang: 'fr' } } })).toMatchObject({ id: 'reply:2', state: 'scheduled' })
-      expect(await assertEnqueued(t.db, 'replies', { value: { messageId: 1, meta: { tags: ['a'] } }, group: 'chat:9', state: ['waiting', 'running'] })).toMatchObject({ id: 'reply:1' })
-      expect((await assertEnqueued(t.db, replies, { id: 'reply:2', state: 'scheduled' })).value).toEqual({ messageId: 2, meta: { lang: 'fr', tags: [] } })
+      expect(
+        await assertEnqueued(t.db, 'replies', {
+          value: { messageId: 1, meta: { tags: ['a'] } },
+          group: 'chat:9',
+          state: ['waiting', 'running'],
+        }),
+      ).toMatchObject({ id: 'reply:1' })
+      expect((await assertEnqueued(t.db, replies, { id: 'reply:2', state: 'scheduled' })).value).toEqual({
+        messageId: 2,
+        meta: { lang: 'fr', tags: [] },
+      })
       await refuteEnqueued(t.db, replies, { value: { messageId: 3 } })
       await refuteEnqueued(t.db, replies, { value: { meta: { tags: [] } }, state: 'waiting' })
       await refuteEnqueued(t.db, 'elsewhere')
@@ -238,10 +280,17 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(thrown).toBeInstanceOf(AssertionError)
       expect((thrown as Error).message).toContain("expected queue 'replies' to hold a job matching")
       // As stored: PostgreSQL's jsonb keeps an object's keys in an order of its own (shorter keys first).
-      const stored = dialect === 'postgres' ? '{"meta":{"lang":"en","tags":["a","b"]},"messageId":1}' : '{"messageId":1,"meta":{"lang":"en","tags":["a","b"]}}'
+      const stored =
+        dialect === 'postgres'
+          ? '{"meta":{"lang":"en","tags":["a","b"]},"messageId":1}'
+          : '{"messageId":1,"meta":{"lang":"en","tags":["a","b"]}}'
       expect((thrown as Error).message).toContain(`reply:1 (waiting): ${stored}`)
-      await expect((async () => refuteEnqueued(t.db, replies, { value: { messageId: 1 } }))()).rejects.toThrow(/to hold no job matching .*\n\s+reply:1 \(waiting\)/)
-      await expect((async () => assertEnqueued(t.db, replies, { valu: {} } as never))()).rejects.toThrow(expect.objectContaining({ code: 'INVALID_OPTION' }))
+      await expect((async () => refuteEnqueued(t.db, replies, { value: { messageId: 1 } }))()).rejects.toThrow(
+        /to hold no job matching .*\n\s+reply:1 \(waiting\)/,
+      )
+      await expect((async () => assertEnqueued(t.db, replies, { valu: {} } as never))()).rejects.toThrow(
+        expect.objectContaining({ code: 'INVALID_OPTION' }),
+      )
     })
   })
 })

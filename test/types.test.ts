@@ -302,7 +302,9 @@ describe('schedules (JOB-21)', () => {
     const compileOnly = async (sqlite: BetterSQLite3Database, pg: NodePgDatabase) => {
       const replies = defineQueue<Reply>('replies')
       expectTypeOf(schedule(sqlite, replies, 'nightly', { cron: '0 3 * * *', value: { messageId: 1 } })).toEqualTypeOf<boolean>()
-      expectTypeOf(schedule(pg, replies, 'nightly', { cron: '0 3 * * *', tz: 'Europe/Paris', value: { messageId: 1 }, backfill: '6h' })).toEqualTypeOf<Promise<boolean>>()
+      expectTypeOf(
+        schedule(pg, replies, 'nightly', { cron: '0 3 * * *', tz: 'Europe/Paris', value: { messageId: 1 }, backfill: '6h' }),
+      ).toEqualTypeOf<Promise<boolean>>()
       // @ts-expect-error a string is not a messageId
       schedule(sqlite, replies, 'nightly', { cron: '0 3 * * *', value: { messageId: 'x' } })
       expectTypeOf(unschedule(sqlite, 'replies', 'nightly')).toEqualTypeOf<boolean>()

@@ -46,12 +46,12 @@ function gate(): { promise: Promise<void>; open: () => void } {
 const JOB_11_PATH = ['waiting', 'running', 'running thinking', 'scheduled', 'running', 'running thinking', 'done']
 
 describe('watch', () => {
-  for (const where of ['the worker\'s connection', 'another connection of the process'] as const) {
+  for (const where of ["the worker's connection", 'another connection of the process'] as const) {
     test(`JOB-11 watch yields waiting → running → thinking → scheduled → running → thinking → done for a job that fails once (watcher on ${where})`, async () => {
       const t = db()
       const flaky = defineQueue<{ text: string }, { text: string }>('flaky', { attempts: 3, backoff: { initial: 30, max: 30 } })
       enqueue(t.db, flaky, { text: 'hi' }, { id: 'reply:1' })
-      const watcherDb = where === 'the worker\'s connection' ? t.db : t.reopen().db
+      const watcherDb = where === "the worker's connection" ? t.db : t.reopen().db
       const watched = collect(watch(watcherDb, flaky, 'reply:1'))
       workers.push(
         work(t.db, flaky, async ({ text }, run) => {
@@ -71,7 +71,15 @@ describe('watch', () => {
       expect(seen[3]!.runAt!.getTime()).toBeGreaterThan(seen[0]!.runAt!.getTime())
       expect(seen[4]!.progress).toBeNull()
       const done = seen[6]!
-      expect(done).toMatchObject({ id: 'reply:1', queue: 'flaky', group: null, state: 'done', attempts: 3, error: null, result: { text: 'you said hi' } })
+      expect(done).toMatchObject({
+        id: 'reply:1',
+        queue: 'flaky',
+        group: null,
+        state: 'done',
+        attempts: 3,
+        error: null,
+        result: { text: 'you said hi' },
+      })
       expect(done.finishedAt).toBeInstanceOf(Date)
       expect(activeWatchers()).toEqual({ watchers: 0, connections: 0 })
     })
@@ -86,13 +94,24 @@ describe('watch', () => {
     let reading = Date.now()
     const clock = () => (reading += 1_000)
     workers.push(
-      work(t.db, quick, (_value, run) => {
-        if (run.attempt === 1) throw new Error('the first attempt fails')
-        return 'second time lucky'
-      }, { clock, lease: '1h' }),
+      work(
+        t.db,
+        quick,
+        (_value, run) => {
+          if (run.attempt === 1) throw new Error('the first attempt fails')
+          return 'second time lucky'
+        },
+        { clock, lease: '1h' },
+      ),
     )
     const seen = await watched
-    expect(seen.map((s) => [s.state, s.attempt])).toEqual([['waiting', 0], ['running', 1], ['scheduled', 1], ['running', 2], ['done', 2]])
+    expect(seen.map((s) => [s.state, s.attempt])).toEqual([
+      ['waiting', 0],
+      ['running', 1],
+      ['scheduled', 1],
+      ['running', 2],
+      ['done', 2],
+    ])
     expect(seen[2]!.error).toBe('the first attempt fails')
     expect(seen[4]).toMatchObject({ error: null, result: 'second time lucky' })
   })
@@ -214,7 +233,9 @@ describe('watch', () => {
     const iterators = [watch(t.db, q, 'a'), watch(t.db, q, 'b')]
     expect((await Promise.all(iterators.map((i) => i.next()))).map((r) => r.value?.ahead)).toEqual([0, 1])
     // Its time comes (another writer moves it): now it is claimed first.
-    t.reopen().client.prepare(`update jobs_job set run_at = ? where id = 'urgent'`).run(Date.now() - 1)
+    t.reopen()
+      .client.prepare(`update jobs_job set run_at = ? where id = 'urgent'`)
+      .run(Date.now() - 1)
     expect((await Promise.all(iterators.map((i) => i.next()))).map((r) => r.value?.ahead)).toEqual([1, 2])
     expect([getJob(t.db, q, 'a')?.ahead, getJob(t.db, q, 'b')?.ahead]).toEqual([1, 2])
     for (const iterator of iterators) await iterator.return()
@@ -223,7 +244,11 @@ describe('watch', () => {
   test('JOB-11 ahead is counted up to 10,000, for one job and for many watched at once', async () => {
     const t = db()
     const q = defineQueue<number>('deep')
-    enqueueMany(t.db, q, Array.from({ length: 10_050 }, (_, i) => ({ value: i, id: `j${i}` })))
+    enqueueMany(
+      t.db,
+      q,
+      Array.from({ length: 10_050 }, (_, i) => ({ value: i, id: `j${i}` })),
+    )
     expect(getJob(t.db, q, 'j9999')?.ahead).toBe(9_999)
     expect(getJob(t.db, q, 'j10000')?.ahead).toBe(10_000)
     expect(getJob(t.db, q, 'j10049')?.ahead).toBe(10_000)
@@ -243,7 +268,11 @@ describe('watch', () => {
     const q = defineQueue<number>('quick-line', { concurrency: 1 })
     const ahead = 60
     const intervalMs = 100
-    enqueueMany(t.db, q, Array.from({ length: ahead }, (_, i) => ({ value: i, id: `a${i}` })))
+    enqueueMany(
+      t.db,
+      q,
+      Array.from({ length: ahead }, (_, i) => ({ value: i, id: `a${i}` })),
+    )
     enqueue(t.db, q, 0, { id: 'w' })
     const iterator = watch(t.db, q, 'w', { aheadInterval: intervalMs })
     const seen: { at: number; snapshot: JobSnapshot }[] = []
@@ -277,32 +306,61 @@ describe('watch', () => {
     expect(waiting.length - 1).toBeLessThanOrEqual(Math.floor(spanMs / (intervalMs - 25)))
     expect(waiting.length).toBeLessThan(ahead)
     expect(latestAfterMs).toBeLessThan(20 * intervalMs)
-    expect(seen.slice(waiting.length).map(({ snapshot }) => [snapshot.state, snapshot.ahead])).toEqual([['running', null], ['done', null]])
+    expect(seen.slice(waiting.length).map(({ snapshot }) => [snapshot.state, snapshot.ahead])).toEqual([
+      ['running', null],
+      ['done', null],
+    ])
   })
 
   test('JOB-11 every change of state reaches each of many watchers during a fast drain, retries included', async () => {
     const t = db()
     const q = defineQueue<number>('fast-drain', { attempts: 2, backoff: { initial: 1, max: 1 } })
     const n = 300
-    enqueueMany(t.db, q, Array.from({ length: n }, (_, i) => ({ value: i, id: `j${i}` })))
+    enqueueMany(
+      t.db,
+      q,
+      Array.from({ length: n }, (_, i) => ({ value: i, id: `j${i}` })),
+    )
     const watches = Array.from({ length: n }, (_, i) => collect(watch(t.db, q, `j${i}`)))
     workers.push(
-      work(t.db, q, (value, run) => {
-        if (value % 3 === 0 && run.attempt === 1) throw new Error('the first attempt fails')
-        return value
-      }, { slots: 16 }),
+      work(
+        t.db,
+        q,
+        (value, run) => {
+          if (value % 3 === 0 && run.attempt === 1) throw new Error('the first attempt fails')
+          return value
+        },
+        { slots: 16 },
+      ),
     )
     const seen = await Promise.all(watches)
     for (const [i, snapshots] of seen.entries()) {
       // Snapshots that changed `ahead` alone are left out: every other one is a change of state or attempt.
       const changes = snapshots.filter((s, k) => k === 0 || s.state !== snapshots[k - 1]!.state || s.attempt !== snapshots[k - 1]!.attempt)
       expect(changes.length, `j${i}`).toBe(snapshots.filter((s) => s.state !== 'waiting').length + 1)
-      const expected = i % 3 === 0
-        ? [['waiting', 0], ['running', 1], ['scheduled', 1], ['running', 2], ['done', 2]]
-        : [['waiting', 0], ['running', 1], ['done', 1]]
-      expect(changes.map((s) => [s.state, s.attempt]), `j${i}`).toEqual(expected)
+      const expected =
+        i % 3 === 0
+          ? [
+              ['waiting', 0],
+              ['running', 1],
+              ['scheduled', 1],
+              ['running', 2],
+              ['done', 2],
+            ]
+          : [
+              ['waiting', 0],
+              ['running', 1],
+              ['done', 1],
+            ]
+      expect(
+        changes.map((s) => [s.state, s.attempt]),
+        `j${i}`,
+      ).toEqual(expected)
       expect(snapshots[0]!.ahead, `j${i}`).toBe(i)
-      expect(snapshots.every((s) => (s.state === 'waiting') === (s.ahead !== null)), `j${i}`).toBe(true)
+      expect(
+        snapshots.every((s) => (s.state === 'waiting') === (s.ahead !== null)),
+        `j${i}`,
+      ).toBe(true)
       expect(snapshots.at(-1)!.result, `j${i}`).toBe(i)
     }
     expect(activeWatchers()).toEqual({ watchers: 0, connections: 0 })
@@ -327,7 +385,7 @@ describe('watch', () => {
     expect(activeWatchers()).toEqual({ watchers: 0, connections: 0 })
   })
 
-  test('getJob shows the running attempt\'s progress, set in this process', async () => {
+  test("getJob shows the running attempt's progress, set in this process", async () => {
     const t = db()
     const q = defineQueue<number>('shown')
     enqueue(t.db, q, 1, { id: 'a', group: 'g' })
@@ -378,7 +436,7 @@ describe('progress', () => {
       const tables = t.client.prepare(`select name from sqlite_master where type = 'table'`).pluck().all() as string[]
       expect(tables).toEqual(expect.arrayContaining(['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease']))
       for (const table of tables) {
-        const columns = (t.client.prepare(`select name from pragma_table_info(?)`).pluck().all(table) as string[])
+        const columns = t.client.prepare(`select name from pragma_table_info(?)`).pluck().all(table) as string[]
         for (const column of columns) {
           const hits = t.client.prepare(`select count(*) from "${table}" where cast("${column}" as text) like ?`).pluck().get(`%${marker}%`)
           expect(hits, `${table}.${column}`).toBe(0)

@@ -1,6 +1,20 @@
 import { sql } from 'drizzle-orm'
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
-import { defineQueue, enqueue, enqueueMany, isJobsError, queueCounts, JobsError, work, type Handler, type Queue, type Run, type SyncDatabase, type WorkOptions, type Worker } from '../src/index.js'
+import {
+  defineQueue,
+  enqueue,
+  enqueueMany,
+  isJobsError,
+  queueCounts,
+  JobsError,
+  work,
+  type Handler,
+  type Queue,
+  type Run,
+  type SyncDatabase,
+  type WorkOptions,
+  type Worker,
+} from '../src/index.js'
 import { backoffMs } from '../src/engine/backoff.js'
 import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
 import { count, jobRow } from './helpers/rows.js'
@@ -61,7 +75,16 @@ describe('JOB-13 work refuses what it cannot use', () => {
       ['clock a number', () => work(t.db, q, () => {}, { clock: 5 as never }), /^clock/],
       ['clock that answers a string', () => work(t.db, q, () => {}, { clock: (() => 'now') as never }), /^clock/],
       ['clock that answers NaN', () => work(t.db, q, () => {}, { clock: () => Number.NaN }), /^clock/],
-      ['clock that throws', () => work(t.db, q, () => {}, { clock: () => { throw new Error('no time') } }), /^clock/],
+      [
+        'clock that throws',
+        () =>
+          work(t.db, q, () => {}, {
+            clock: () => {
+              throw new Error('no time')
+            },
+          }),
+        /^clock/,
+      ],
       ['a plain object named like a queue', () => work(t.db, { name: 'fake' } as never, () => {}), /^queue/],
       ['a copy of a queue', () => work(t.db, { ...q } as never, () => {}), /^queue/],
       ['a queue name', () => work(t.db, 'real' as never, () => {}), /^queue/],
@@ -73,7 +96,10 @@ describe('JOB-13 work refuses what it cannot use', () => {
     console.error = (...args: unknown[]) => errors.push(args)
     try {
       for (const [what, call, message] of cases) {
-        const before = { jobs: t.client.prepare('select * from jobs_job').all(), leases: t.client.prepare('select * from jobs_lease').all() }
+        const before = {
+          jobs: t.client.prepare('select * from jobs_job').all(),
+          leases: t.client.prepare('select * from jobs_lease').all(),
+        }
         t.db.transaction((tx) => {
           tx.run(sql`insert into notes (text) values (${`before ${what}`})`)
           let caught: unknown
@@ -88,7 +114,10 @@ describe('JOB-13 work refuses what it cannot use', () => {
           expect((caught as JobsError).message, what).toMatch(message)
           tx.run(sql`insert into notes (text) values (${`after ${what}`})`)
         })
-        expect({ jobs: t.client.prepare('select * from jobs_job').all(), leases: t.client.prepare('select * from jobs_lease').all() }, what).toEqual(before)
+        expect(
+          { jobs: t.client.prepare('select * from jobs_job').all(), leases: t.client.prepare('select * from jobs_lease').all() },
+          what,
+        ).toEqual(before)
         expect(count(t.client, 'notes', `text in ('before ${what}', 'after ${what}')`), what).toBe(2)
       }
     } finally {
@@ -123,7 +152,9 @@ describe('JOB-08 each handler outcome leads to the state the outcome table gives
     expect(attempts).toEqual([1, 2])
     const row = jobRow(t.client, 'thrower')!
     expect(row).toMatchObject({ attempts: 2, error: 'broke on attempt 2' })
-    expect(t.client.prepare('select error_stack from jobs_job where id = ?').pluck().get('thrower')).toMatch(/Error: broke on attempt 2\n\s+at /)
+    expect(t.client.prepare('select error_stack from jobs_job where id = ?').pluck().get('thrower')).toMatch(
+      /Error: broke on attempt 2\n\s+at /,
+    )
   })
 
   test('JOB-08 a rejected promise is a failed run; the error of a scheduled retry is kept', async () => {
@@ -165,7 +196,10 @@ describe('JOB-08 each handler outcome leads to the state the outcome table gives
   test('JOB-08 run.retry and run.snooze take delays of months and years, and the idle worker waits on them without overflowing a timer', async () => {
     const day = 86_400_000
     const q = defineQueue<string>('long-waits', { attempts: 3 })
-    enqueueMany(t.db, q, [{ value: 'retry', id: 'retry' }, { value: 'snooze', id: 'snooze' }])
+    enqueueMany(t.db, q, [
+      { value: 'retry', id: 'retry' },
+      { value: 'snooze', id: 'snooze' },
+    ])
     const warnings: Error[] = []
     const onWarning = (warning: Error) => warnings.push(warning)
     process.on('warning', onWarning)
@@ -226,10 +260,17 @@ describe('backoff', () => {
     // A frozen clock that the test moves: each wait the engine writes is exactly run_at − now.
     let now = 1_700_000_000_000
     const q = defineQueue('backoff', { attempts: 6, backoff: { initial: 40, max: 200 } })
-    t.client.prepare(`insert into jobs_job (queue, id, value, max_attempts, run_at, created_at) values ('backoff', 'b', 'null', 6, ?, ?)`).run(now, now)
-    start(t.db, q, () => {
-      throw new Error('always')
-    }, { clock: () => now })
+    t.client
+      .prepare(`insert into jobs_job (queue, id, value, max_attempts, run_at, created_at) values ('backoff', 'b', 'null', 6, ?, ?)`)
+      .run(now, now)
+    start(
+      t.db,
+      q,
+      () => {
+        throw new Error('always')
+      },
+      { clock: () => now },
+    )
     const waits: number[] = []
     for (let attempt = 1; attempt <= 5; attempt++) {
       const row = await waitFor(() => {
@@ -254,10 +295,17 @@ describe('timeouts', () => {
     const q = defineQueue('slow', { timeout: 50, attempts: 2, backoff: { initial: '1h' } })
     enqueue(t.db, q, null, { id: 'slow' })
     let reason: unknown
-    start(t.db, q, (_value, run) => new Promise((resolve) => run.signal.addEventListener('abort', () => {
-      reason = run.signal.reason
-      resolve('finished anyway')
-    })))
+    start(
+      t.db,
+      q,
+      (_value, run) =>
+        new Promise((resolve) =>
+          run.signal.addEventListener('abort', () => {
+            reason = run.signal.reason
+            resolve('finished anyway')
+          }),
+        ),
+    )
     await waitFor(() => state('slow') === 'scheduled', 'the timed-out run to be scheduled again')
     expect(isJobsError(reason, 'TIMEOUT')).toBe(true)
     expect(jobRow(t.client, 'slow')).toMatchObject({ attempts: 1, result: null })
@@ -266,17 +314,25 @@ describe('timeouts', () => {
 
   test('JOB-10 a handler that ignores its signal keeps its slot until it returns, so concurrency holds', async () => {
     const q = defineQueue('stubborn', { timeout: 30, concurrency: 1, attempts: 1 })
-    enqueueMany(t.db, q, [{ value: 1, id: 'first' }, { value: 2, id: 'second' }])
+    enqueueMany(t.db, q, [
+      { value: 1, id: 'first' },
+      { value: 2, id: 'second' },
+    ])
     const release = gate()
     const started: string[] = []
     let firstSignal: AbortSignal | undefined
-    start(t.db, q, async (_value, run) => {
-      started.push(run.id)
-      if (run.id === 'first') {
-        firstSignal = run.signal
-        await release.wait
-      }
-    }, { slots: 4 })
+    start(
+      t.db,
+      q,
+      async (_value, run) => {
+        started.push(run.id)
+        if (run.id === 'first') {
+          firstSignal = run.signal
+          await release.wait
+        }
+      },
+      { slots: 4 },
+    )
     await waitFor(() => firstSignal?.aborted, 'the first run to time out')
     // Past the timeout, a job added in this process wakes the worker: it looks, and claims nothing.
     enqueue(t.db, q, 3, { id: 'third' })
@@ -319,7 +375,11 @@ describe('steps', () => {
 
   test('JOB-14 steps end with their job: none outlives a job that is done or failed', async () => {
     const q = defineQueue('ending', { attempts: 2, backoff: { initial: 1, max: 1 } })
-    enqueueMany(t.db, q, [{ value: 'done', id: 'd' }, { value: 'failed', id: 'f' }, { value: 'gave-up', id: 'g' }])
+    enqueueMany(t.db, q, [
+      { value: 'done', id: 'd' },
+      { value: 'failed', id: 'f' },
+      { value: 'gave-up', id: 'g' },
+    ])
     start(t.db, q, async (value, run) => {
       await run.step('a', () => 1)
       await run.step('b', () => 2)
@@ -336,7 +396,11 @@ describe('steps', () => {
     enqueue(t.db, q, null, { id: 'big' })
     const errors: string[] = []
     start(t.db, q, async (_value, run) => {
-      for (const attempt of [() => run.step('big', () => 'x'.repeat(1024 * 1024)), () => run.step('', () => 1), () => run.step('n'.repeat(1025), () => 1)]) {
+      for (const attempt of [
+        () => run.step('big', () => 'x'.repeat(1024 * 1024)),
+        () => run.step('', () => 1),
+        () => run.step('n'.repeat(1025), () => 1),
+      ]) {
         try {
           await attempt()
         } catch (error) {
@@ -365,7 +429,9 @@ describe('steps', () => {
         throw new Error('y broke')
       }
       const answers = await Promise.all([run.step('x', x), run.step('x', x)])
-      const errors = (await Promise.allSettled([run.step('y', y), run.step('y', y)])).map((settled) => (settled as PromiseRejectedResult).reason)
+      const errors = (await Promise.allSettled([run.step('y', y), run.step('y', y)])).map(
+        (settled) => (settled as PromiseRejectedResult).reason,
+      )
       const sync = await Promise.all([run.step('z', () => ++calls.z), run.step('z', () => ++calls.z)])
       seen = { answers, errors, sync }
     })
@@ -382,13 +448,21 @@ describe('steps', () => {
 describe('stop', () => {
   test('JOB-15 stop() claims nothing more and waits for the runs under way', async () => {
     const q = defineQueue('stopping')
-    enqueueMany(t.db, q, [{ value: 1, id: 'under-way' }, { value: 2, id: 'left' }])
+    enqueueMany(t.db, q, [
+      { value: 1, id: 'under-way' },
+      { value: 2, id: 'left' },
+    ])
     const release = gate()
     const started: string[] = []
-    const worker = work(t.db, q, async (_value, run) => {
-      started.push(run.id)
-      await release.wait
-    }, { slots: 1 })
+    const worker = work(
+      t.db,
+      q,
+      async (_value, run) => {
+        started.push(run.id)
+        await release.wait
+      },
+      { slots: 1 },
+    )
     await waitFor(() => started.length === 1, 'the first run to start')
     let stopped = false
     const stopping = worker.stop().then(() => (stopped = true))
@@ -411,7 +485,11 @@ describe('stop', () => {
     const q = defineQueue('hanging', { attempts: 3, backoff: { initial: '1h' } })
     enqueue(t.db, q, null, { id: 'hang' })
     let reason: unknown
-    const worker = work(t.db, q, (_value, run) => new Promise(() => run.signal.addEventListener('abort', () => (reason = run.signal.reason))))
+    const worker = work(
+      t.db,
+      q,
+      (_value, run) => new Promise(() => run.signal.addEventListener('abort', () => (reason = run.signal.reason))),
+    )
     await waitFor(() => state('hang') === 'running', 'the run to start')
     await worker.stop({ timeout: 30 })
     expect(isJobsError(reason, 'TIMEOUT')).toBe(true)
@@ -455,25 +533,42 @@ describe('leases', () => {
 
   test('JOB-16 ends written together in one transaction land only for the runs that still hold their lease', async () => {
     const q = defineQueue('fenced-together')
-    enqueueMany(t.db, q, ['a', 'b', 'c', 'd'].map((id) => ({ value: id, id })))
+    enqueueMany(
+      t.db,
+      q,
+      ['a', 'b', 'c', 'd'].map((id) => ({ value: id, id })),
+    )
     const release = gate()
-    const worker = start(t.db, q, async (id, run: Run) => {
-      await run.step('first', () => `kept by ${id}`)
-      await release.wait
-      return `ended ${id}`
-    }, { slots: 4 })
+    const worker = start(
+      t.db,
+      q,
+      async (id, run: Run) => {
+        await run.step('first', () => `kept by ${id}`)
+        await release.wait
+        return `ended ${id}`
+      },
+      { slots: 4 },
+    )
     await waitFor(() => count(t.client, 'jobs_step') === 4, 'all four runs to keep their step')
     // Another worker takes b and d over; a and c still hold their leases.
-    t.client.prepare(`update jobs_lease set owner = 'elsewhere/1/1/x/1', attempt = attempt + 1 where job in (select seq from jobs_job where id in ('b', 'd'))`).run()
+    t.client
+      .prepare(
+        `update jobs_lease set owner = 'elsewhere/1/1/x/1', attempt = attempt + 1 where job in (select seq from jobs_job where id in ('b', 'd'))`,
+      )
+      .run()
     t.client.prepare(`update jobs_job set attempts = attempts + 1 where id in ('b', 'd')`).run()
     release.open()
     await waitFor(() => state('a') === 'done' && state('c') === 'done', 'the runs that hold their lease to end')
     await worker.stop()
     expect(jobRow(t.client, 'a')).toMatchObject({ state: 'done', result: '"ended a"', attempts: 1 })
     expect(jobRow(t.client, 'c')).toMatchObject({ state: 'done', result: '"ended c"', attempts: 1 })
-    for (const id of ['b', 'd']) expect(jobRow(t.client, id)).toMatchObject({ state: 'running', result: null, attempts: 2, finished_at: null })
+    for (const id of ['b', 'd'])
+      expect(jobRow(t.client, id)).toMatchObject({ state: 'running', result: null, attempts: 2, finished_at: null })
     const leases = t.client.prepare('select j.id, l.owner from jobs_lease l join jobs_job j on j.seq = l.job order by j.id').all()
-    expect(leases).toEqual([{ id: 'b', owner: 'elsewhere/1/1/x/1' }, { id: 'd', owner: 'elsewhere/1/1/x/1' }])
+    expect(leases).toEqual([
+      { id: 'b', owner: 'elsewhere/1/1/x/1' },
+      { id: 'd', owner: 'elsewhere/1/1/x/1' },
+    ])
     const steps = t.client.prepare('select j.id from jobs_step s join jobs_job j on j.seq = s.job order by j.id').pluck().all()
     expect(steps).toEqual(['b', 'd'])
     expect(queueCounts(t.db, q)).toMatchObject({ running: 2, done: 2, waiting: 0 })
@@ -485,23 +580,33 @@ describe('leases', () => {
     const release = gate()
     const runs: string[] = []
     let lateStep: unknown
-    const stalled = start(t.db, q, async (_value, run) => {
-      runs.push(`stalled ${run.attempt}`)
-      await release.wait
-      try {
-        await run.step('late', () => 'too late')
-      } catch (error) {
-        lateStep = error
-      }
-      return 'from the stalled run'
-    }, { lease: '1s' })
+    const stalled = start(
+      t.db,
+      q,
+      async (_value, run) => {
+        runs.push(`stalled ${run.attempt}`)
+        await release.wait
+        try {
+          await run.step('late', () => 'too late')
+        } catch (error) {
+          lateStep = error
+        }
+        return 'from the stalled run'
+      },
+      { lease: '1s' },
+    )
     await waitFor(() => state('e') === 'running', 'the first run to start')
     // A worker on another connection whose clock is 5 s ahead sees the lease as expired and takes the job back.
     const other = t.reopen()
-    start(other.db, q, (_value, run) => {
-      runs.push(`rescuer ${run.attempt}`)
-      return 'from the rescuer'
-    }, { clock: () => Date.now() + 5_000 })
+    start(
+      other.db,
+      q,
+      (_value, run) => {
+        runs.push(`rescuer ${run.attempt}`)
+        return 'from the rescuer'
+      },
+      { clock: () => Date.now() + 5_000 },
+    )
     await waitFor(() => state('e') === 'done', 'the rescuing worker to run the job again')
     release.open()
     await waitFor(() => lateStep !== undefined, 'the stalled run to try a late step')
@@ -520,21 +625,26 @@ describe('leases', () => {
     const freshGate = gate()
     const runs: number[] = []
     let lateStep: unknown
-    start(t.db, q, async (_value, run) => {
-      if (run.id !== 'r') return
-      runs.push(runs.length + 1)
-      if (runs.length === 1) {
-        await release.wait
-        try {
-          await run.step('late', () => 'stale')
-        } catch (error) {
-          lateStep = error
+    start(
+      t.db,
+      q,
+      async (_value, run) => {
+        if (run.id !== 'r') return
+        runs.push(runs.length + 1)
+        if (runs.length === 1) {
+          await release.wait
+          try {
+            await run.step('late', () => 'stale')
+          } catch (error) {
+            lateStep = error
+          }
+          return 'from the stale run'
         }
-        return 'from the stale run'
-      }
-      await freshGate.wait
-      return 'from the fresh run'
-    }, { pollInterval: '1h' })
+        await freshGate.wait
+        return 'from the fresh run'
+      },
+      { pollInterval: '1h' },
+    )
     await waitFor(() => state('r') === 'running', 'the first run to start')
     // Another process cancels the job and retries it, which begins its attempts again at 1.
     const other = t.reopen()
@@ -565,10 +675,12 @@ describe('leases', () => {
       await run.step('one', () => 'first')
       // The handler notices the abort but goes on to its next step, as a careless one would.
       await new Promise((resolve) => run.signal.addEventListener('abort', resolve))
-      await run.step('two', () => ++calls).catch((error: unknown) => {
-        refused = error
-        throw error
-      })
+      await run
+        .step('two', () => ++calls)
+        .catch((error: unknown) => {
+          refused = error
+          throw error
+        })
     })
     await waitFor(() => count(t.client, 'jobs_step') === 1, 'the run to keep step one')
     await worker.stop({ timeout: 30 })
@@ -586,14 +698,22 @@ describe('leases', () => {
       const q = defineQueue(`clock${jump > 0 ? 'forward' : 'back'}`)
       enqueue(t.db, q, null, { id: `jump${jump}` })
       const release = gate()
-      const worker = start(t.db, q, async () => {
-        await release.wait
-        return 'done despite the clock'
-      }, { clock: () => Date.now() + skew, lease: '300ms' })
+      const worker = start(
+        t.db,
+        q,
+        async () => {
+          await release.wait
+          return 'done despite the clock'
+        },
+        { clock: () => Date.now() + skew, lease: '300ms' },
+      )
       await waitFor(() => state(`jump${jump}`) === 'running', 'the run to start')
       skew = jump
       // The lease is renewed under the jumped clock before the run completes.
-      await waitFor(() => Math.abs((t.client.prepare('select expires_at from jobs_lease').pluck().get() as number) - Date.now() - jump) < 60_000, 'a renewal under the jumped clock')
+      await waitFor(
+        () => Math.abs((t.client.prepare('select expires_at from jobs_lease').pluck().get() as number) - Date.now() - jump) < 60_000,
+        'a renewal under the jumped clock',
+      )
       release.open()
       await waitFor(() => state(`jump${jump}`) === 'done', 'the run to complete')
       expect(jobRow(t.client, `jump${jump}`)).toMatchObject({ attempts: 1, result: '"done despite the clock"' })
@@ -606,15 +726,23 @@ describe('abandoned runs', () => {
   test('JOB-05 a job whose last run was abandoned runs alone in its worker; a busy worker passes over it meanwhile', async () => {
     const q = defineQueue<string>('alone')
     const insert = t.client.prepare(`insert into jobs_job (queue, id, value, abandoned) values ('alone', ?, ?, ?)`)
-    const gates = new Map([['x', gate()], ['y', gate()]])
+    const gates = new Map([
+      ['x', gate()],
+      ['y', gate()],
+    ])
     const running = new Set<string>()
     const beside = new Map<string, string[]>()
-    start(t.db, q, async (value) => {
-      beside.set(value, [...running])
-      running.add(value)
-      await gates.get(value)?.wait
-      running.delete(value)
-    }, { slots: 4 })
+    start(
+      t.db,
+      q,
+      async (value) => {
+        beside.set(value, [...running])
+        running.add(value)
+        await gates.get(value)?.wait
+        running.delete(value)
+      },
+      { slots: 4 },
+    )
     enqueue(t.db, q, 'x', { id: 'x' })
     await waitFor(() => running.has('x'), 'x to start')
     // While x runs, a job that must run alone and a plain one arrive: the busy worker takes the plain one.
@@ -660,7 +788,9 @@ describe('order', () => {
 describe('waking and pruning', () => {
   // Timers are frozen in these two tests and moved by hand: the worker's maintenance tick (every
   // second) would otherwise pick the job up too, and the test could not tell the mechanisms apart.
-  const FROZEN_TIMERS = { toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'clearImmediate'] as const }
+  const FROZEN_TIMERS = {
+    toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'clearImmediate'] as const,
+  }
 
   test('a job added in the same process wakes an idle worker without waiting for a poll', async () => {
     vi.useFakeTimers({ toFake: [...FROZEN_TIMERS.toFake] })
@@ -704,7 +834,10 @@ describe('waking and pruning', () => {
   test('JOB-13 a retention of 30 days prunes a job that failed 40 days ago and keeps one that failed 20 days ago', async () => {
     const day = 86_400_000
     const q = defineQueue('kept-a-month', { retention: { failed: '30d' }, attempts: 1 })
-    enqueueMany(t.db, q, [{ value: 'old', id: 'old' }, { value: 'recent', id: 'recent' }])
+    enqueueMany(t.db, q, [
+      { value: 'old', id: 'old' },
+      { value: 'recent', id: 'recent' },
+    ])
     t.client.prepare(`update jobs_job set state = 'failed', finished_at = ? where id = 'old'`).run(Date.now() - 40 * day)
     t.client.prepare(`update jobs_job set state = 'failed', finished_at = ? where id = 'recent'`).run(Date.now() - 20 * day)
     start(t.db, q, () => 'ok')
@@ -714,7 +847,10 @@ describe('waking and pruning', () => {
 
   test('ended jobs are pruned after their retention, in small batches', async () => {
     const q = defineQueue('pruned', { retention: { done: 1, failed: '1h' }, attempts: 1 })
-    enqueueMany(t.db, q, [{ value: 'ok', id: 'ok' }, { value: 'bad', id: 'bad' }])
+    enqueueMany(t.db, q, [
+      { value: 'ok', id: 'ok' },
+      { value: 'bad', id: 'bad' },
+    ])
     start(t.db, q, (value, run) => (value === 'bad' ? run.fail('kept a while') : 'ok'))
     await waitFor(() => jobRow(t.client, 'ok') === undefined && state('bad') === 'failed', 'the done job to be pruned')
     expect(t.client.prepare(`select done, failed from jobs_queue where name = 'pruned'`).get()).toEqual({ done: 0, failed: 1 })

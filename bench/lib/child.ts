@@ -25,7 +25,7 @@ export interface Ctx {
   receive<T extends Message = Message>(type: string, timeoutMs?: number): Promise<T>
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: each task reads its own arguments
 export type Task = (args: any, ctx: Ctx) => Promise<unknown>
 
 /** A module whose tasks can run in a child: `export const tasks = { name: async (args, ctx) => result }`. */

@@ -28,15 +28,21 @@ function nodeHeaders(): string | null {
 export function ensureLiteque(log: (line: string) => void): void {
   if (installed()) return
   const headers = nodeHeaders()
-  log(`installing bench/liteque (npm ci; better-sqlite3 11.9.1 is compiled from source, about a minute)${headers ? '' : ': no node headers beside node, node-gyp will try to download them'}`)
+  log(
+    `installing bench/liteque (npm ci; better-sqlite3 11.9.1 is compiled from source, about a minute)${headers ? '' : ': no node headers beside node, node-gyp will try to download them'}`,
+  )
   const env = { ...process.env, npm_config_build_from_source: 'true', ...(headers ? { npm_config_nodedir: headers } : {}) }
   const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
   const result = spawnSync(npm, ['ci', '--no-audit', '--no-fund'], { cwd: LITEQUE_DIR, env, stdio: 'inherit' })
-  if (result.status !== 0 || !installed()) throw new Error(`npm ci in bench/liteque failed (exit ${result.status}): liteque cannot be measured`)
+  if (result.status !== 0 || !installed())
+    throw new Error(`npm ci in bench/liteque failed (exit ${result.status}): liteque cannot be measured`)
 }
 
 /** The folders of the PostgreSQL peers (bench/pg-peers/<name>), each with its own package.json and lockfile. */
-export const PG_PEER_DIRS = { 'graphile-worker': resolve(ROOT, 'bench/pg-peers/graphile-worker'), 'pg-boss': resolve(ROOT, 'bench/pg-peers/pg-boss') } as const
+export const PG_PEER_DIRS = {
+  'graphile-worker': resolve(ROOT, 'bench/pg-peers/graphile-worker'),
+  'pg-boss': resolve(ROOT, 'bench/pg-peers/pg-boss'),
+} as const
 
 /** Installs a PostgreSQL peer's folder with `npm ci` when its package is missing (pure JavaScript: nothing to compile). */
 export function ensurePgPeer(name: keyof typeof PG_PEER_DIRS, log: (line: string) => void): void {
@@ -45,5 +51,6 @@ export function ensurePgPeer(name: keyof typeof PG_PEER_DIRS, log: (line: string
   log(`installing bench/pg-peers/${name} (npm ci)`)
   const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
   const result = spawnSync(npm, ['ci', '--no-audit', '--no-fund'], { cwd: dir, stdio: 'inherit' })
-  if (result.status !== 0 || !existsSync(join(dir, 'node_modules', name, 'package.json'))) throw new Error(`npm ci in bench/pg-peers/${name} failed (exit ${result.status}): ${name} cannot be measured`)
+  if (result.status !== 0 || !existsSync(join(dir, 'node_modules', name, 'package.json')))
+    throw new Error(`npm ci in bench/pg-peers/${name} failed (exit ${result.status}): ${name} cannot be measured`)
 }

@@ -83,10 +83,12 @@ export function parentGate(ctx: Ctx): () => Promise<void> {
 
 /** The most intervals ([start, end] on the shared clock) open at one moment; one ending as another starts does not overlap. */
 export function maxOverlap(intervals: ReadonlyArray<readonly [number, number]>): number {
-  const events = intervals.flatMap(([start, end]): Array<[number, number]> => [
-    [start, 1],
-    [end, -1],
-  ])
+  const events = intervals.flatMap(
+    ([start, end]): Array<[number, number]> => [
+      [start, 1],
+      [end, -1],
+    ],
+  )
   events.sort((a, b) => a[0] - b[0] || a[1] - b[1])
   let open = 0
   let most = 0

@@ -44,9 +44,7 @@ export function selfTimes(profile: Profile): SelfTime[] {
     micros.set(key, (micros.get(key) ?? 0) + delta)
     total += delta
   })
-  return [...micros.entries()]
-    .map(([name, us]) => ({ name, ms: us / 1000, share: us / total }))
-    .sort((a, b) => b.ms - a.ms)
+  return [...micros.entries()].map(([name, us]) => ({ name, ms: us / 1000, share: us / total })).sort((a, b) => b.ms - a.ms)
 }
 
 if (process.argv[1] === import.meta.filename) {

@@ -98,12 +98,34 @@ export async function startRedis(binary: string, options: { dir: string; from?: 
   if (options.from) cpSync(options.from, dir, { recursive: true })
   else mkdirSync(dir, { recursive: true })
   const port = await freePort()
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '', '--daemonize', 'no', '--logfile', '']
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--appendonly',
+    'yes',
+    '--appendfsync',
+    'everysec',
+    '--save',
+    '',
+    '--daemonize',
+    'no',
+    '--logfile',
+    '',
+  ]
   const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] })
   live.add(child)
   const log: string[] = []
   const keep = (chunk: Buffer): void => {
-    log.push(...chunk.toString().split('\n').filter((line) => line.trim() !== ''))
+    log.push(
+      ...chunk
+        .toString()
+        .split('\n')
+        .filter((line) => line.trim() !== ''),
+    )
     log.splice(0, Math.max(0, log.length - 20))
   }
   child.stdout.on('data', keep)

@@ -148,7 +148,12 @@ export interface RenderOptions {
  * The Markdown table of the medians, its footnotes (n/a reasons, capped runs, column notes) and the targets.
  * With `targetColumn: false` the table has no target column; the footnotes are the same either way.
  */
-export function renderTable(results: Results, specs: readonly RowSpec[], cappedNote: (subject: Subject) => string, options: RenderOptions = {}): Rendered {
+export function renderTable(
+  results: Results,
+  specs: readonly RowSpec[],
+  cappedNote: (subject: Subject) => string,
+  options: RenderOptions = {},
+): Rendered {
   const { targetColumn = true, headingNotes = {}, unavailable = {}, skipped = {} } = options
   const footnotes: string[] = []
   const note = (text: string): string => {
@@ -160,14 +165,23 @@ export function renderTable(results: Results, specs: readonly RowSpec[], cappedN
     const text = unavailable[subject] ?? headingNotes[subject]
     return text ? `${HEADINGS[subject]} ${note(text)}` : HEADINGS[subject]
   }
-  const header = ['figure', ...SUBJECTS.map(heading), 'drizzle-jobs / best peer', 'drizzle-jobs / floor', ...(targetColumn ? ['target'] : [])]
+  const header = [
+    'figure',
+    ...SUBJECTS.map(heading),
+    'drizzle-jobs / best peer',
+    'drizzle-jobs / floor',
+    ...(targetColumn ? ['target'] : []),
+  ]
   const lines = [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`]
   const targets: Rendered['targets'] = []
   for (const spec of specs) {
     const cells = SUBJECTS.map((subject) => {
       const value = subject === 'floor' ? floorValue(results, spec) : results.median(spec.key, subject)
       if (value === undefined) {
-        const reason = spec.na?.[subject] ?? skipped[spec.key]?.[subject] ?? ((spec.only ?? SUBJECTS).includes(subject) ? unavailable[subject] : undefined)
+        const reason =
+          spec.na?.[subject] ??
+          skipped[spec.key]?.[subject] ??
+          ((spec.only ?? SUBJECTS).includes(subject) ? unavailable[subject] : undefined)
         return reason ? `n/a ${note(reason)}` : '—'
       }
       let cell = formatValue(value, spec.unit)
@@ -188,7 +202,9 @@ export function renderTable(results: Results, specs: readonly RowSpec[], cappedN
     if (spec.target) {
       const checked = spec.target.check(results)
       targets.push({ figure: spec.figure, text: spec.target.text, met: checked?.met, detail: checked?.detail ?? 'not measured' })
-      target = checked ? `${spec.target.text}: **${checked.met ? 'met' : 'MISSED'}** (${checked.detail})` : `${spec.target.text}: not measured`
+      target = checked
+        ? `${spec.target.text}: **${checked.met ? 'met' : 'MISSED'}** (${checked.detail})`
+        : `${spec.target.text}: not measured`
     }
     lines.push(`| ${[`${spec.figure} (${spec.unit})`, ...cells, vsPeer, vsFloor, ...(targetColumn ? [target] : [])].join(' | ')} |`)
   }
@@ -210,7 +226,11 @@ export function renderRuns(results: Results, specs: readonly RowSpec[], units: R
     const unit = spec?.unit ?? units[key] ?? 'jobs/s'
     const cells = SUBJECTS.map((subject) => {
       const samples = results.samples(key, subject)
-      return samples.length === 0 ? '' : samples.map((sample) => `${formatValue(sample.value, unit)}${sample.capped ? '†' : ''}${sample.detail ? ` (${sample.detail})` : ''}`).join(', ')
+      return samples.length === 0
+        ? ''
+        : samples
+            .map((sample) => `${formatValue(sample.value, unit)}${sample.capped ? '†' : ''}${sample.detail ? ` (${sample.detail})` : ''}`)
+            .join(', ')
     })
     if (cells.every((cell) => cell === '')) continue
     lines.push(`| ${[`\`${key}\``, ...cells].join(' | ')} |`)

@@ -23,7 +23,19 @@ import { spawnTask } from '../lib/child.js'
 import { nowMs } from '../lib/clock.js'
 import { copyDb, freshPath } from '../lib/files.js'
 import { coordinateWorkers, samplePickups } from '../lib/procs.js'
-import type { FillArgs, FillResult, InfoResult, PickupArgs, PickupResult, ProcessArgs, ProcessesArgs, ProcessesResult, ProcessResult, ScaleArgs, ScaleResult } from '../lib/tasks.js'
+import type {
+  FillArgs,
+  FillResult,
+  InfoResult,
+  PickupArgs,
+  PickupResult,
+  ProcessArgs,
+  ProcessesArgs,
+  ProcessesResult,
+  ProcessResult,
+  ScaleArgs,
+  ScaleResult,
+} from '../lib/tasks.js'
 
 const MODULE = import.meta.filename
 const QUEUE = 'bench'
@@ -57,7 +69,11 @@ function runner(queue: SqliteQueue<Reply>, run: () => Promise<void>, concurrency
  * returns only after one more poll interval when jobs were in flight as the
  * queue emptied, which is not work.
  */
-async function drain(queue: SqliteQueue<Reply>, slots: number, deadline = Number.POSITIVE_INFINITY): Promise<{ elapsedMs: number; done: number; capped: boolean }> {
+async function drain(
+  queue: SqliteQueue<Reply>,
+  slots: number,
+  deadline = Number.POSITIVE_INFINITY,
+): Promise<{ elapsedMs: number; done: number; capped: boolean }> {
   let done = 0
   let last = 0
   let capped = false
@@ -106,11 +122,19 @@ export const tasks: Record<string, Task> = {
       for (let i = 0; i < args.count; i++) await queue.enqueue({ messageId: i })
     } else {
       // The row liteque's enqueue writes (src/queue.ts): createdAt in seconds, availableAt in ms, three runs.
-      const insert = client.prepare(`insert into tasks (queue, payload, createdAt, availableAt, status, allocationId, numRunsLeft, maxNumRuns, priority)
+      const insert =
+        client.prepare(`insert into tasks (queue, payload, createdAt, availableAt, status, allocationId, numRunsLeft, maxNumRuns, priority)
         values (?, ?, ?, ?, 'pending', ?, 3, 3, 0)`)
       const batch = client.transaction((from: number, n: number) => {
         const now = Date.now()
-        for (let k = 0; k < n; k++) insert.run(QUEUE, JSON.stringify({ messageId: from + k }), Math.floor(now / 1000), now, Math.random().toString(36).substring(2, 15))
+        for (let k = 0; k < n; k++)
+          insert.run(
+            QUEUE,
+            JSON.stringify({ messageId: from + k }),
+            Math.floor(now / 1000),
+            now,
+            Math.random().toString(36).substring(2, 15),
+          )
       })
       for (let done = 0; done < args.count; done += 1000) batch(done, Math.min(1000, args.count - done))
     }
@@ -134,7 +158,9 @@ export const tasks: Record<string, Task> = {
   async processes(args: ProcessesArgs): Promise<ProcessesResult> {
     const file = copyDb(args.template, args.dir, 'processes')
     const client = new Database(file)
-    const observe = client.prepare(`select exists (select 1 from tasks) as open, (select count(*) from tasks where status = 'running') as running`)
+    const observe = client.prepare(
+      `select exists (select 1 from tasks) as open, (select count(*) from tasks where status = 'running') as running`,
+    )
     const run = await coordinateWorkers({
       module: MODULE,
       procs: args.procs,

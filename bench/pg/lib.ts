@@ -111,7 +111,10 @@ export async function connect(url: string): Promise<pg.Client> {
  * A handler that counts its calls and resolves `reached` at the `target`th; with `deadline` (on the shared
  * clock) it resolves then too, so that a subject too slow for the whole drain is measured on part of it.
  */
-export function counter(target: number, deadline?: number): { handle: () => void; reached: Promise<void>; handled: () => number; firstAt: () => number | undefined } {
+export function counter(
+  target: number,
+  deadline?: number,
+): { handle: () => void; reached: Promise<void>; handled: () => number; firstAt: () => number | undefined } {
   let handled = 0
   let first: number | undefined
   let done!: () => void
@@ -135,7 +138,12 @@ export function counter(target: number, deadline?: number): { handle: () => void
  * The rates of app transactions with and without the job, measured in alternating rounds of `round`
  * transactions (the first mode given by `withJobFirst`), so that both see the same load on a shared machine.
  */
-export async function alternatingRates(count: number, round: number, withJobFirst: boolean, transactions: (n: number, withJob: boolean) => Promise<void>): Promise<{ txPerSec: number; appOnlyTxPerSec: number }> {
+export async function alternatingRates(
+  count: number,
+  round: number,
+  withJobFirst: boolean,
+  transactions: (n: number, withJob: boolean) => Promise<void>,
+): Promise<{ txPerSec: number; appOnlyTxPerSec: number }> {
   const ms = new Map<boolean, number>([
     [true, 0],
     [false, 0],

@@ -64,12 +64,14 @@ function atLeastGraphile(key: string, times: number): PgRowSpec['target'] {
     check: (results) => {
       const value = ours(results, key)
       const other = results.median(key, 'graphile-worker')
-      return value === undefined || other === undefined ? undefined : { met: value >= times * other, detail: `${formatRatio(value / other)}` }
+      return value === undefined || other === undefined
+        ? undefined
+        : { met: value >= times * other, detail: `${formatRatio(value / other)}` }
     },
   }
 }
 
-const GRAPHILE_TX = 'graphile_worker.add_job() in the app\'s transaction (through Drizzle\'s `tx.execute`)'
+const GRAPHILE_TX = "graphile_worker.add_job() in the app's transaction (through Drizzle's `tx.execute`)"
 const BOSS_TX = "`send(…, { db: { executeSql } })` on the transaction's own client"
 const BOSS_POLLS = `pg-boss 10 has no LISTEN: it polls, at \`pollingIntervalSeconds: 0.5\` (its minimum); a \`send()\` in the same instance wakes its own worker`
 const GRAPHILE_LISTENS = 'graphile-worker always LISTENs (its `pollInterval` only finds scheduled jobs): it has no polling-only mode'
@@ -92,11 +94,35 @@ export const PG_ROWS: readonly PgRowSpec[] = [
     figure: `enqueue: batch of ${n(PG_COUNTS.batchTotal)} (1,000 a call)`,
     unit: 'jobs/s',
     better: 'higher',
-    notes: { 'drizzle-jobs': '`enqueueMany` of 1,000 a transaction', 'graphile-worker': 'WorkerUtils `addJobs` of 1,000 a call', 'pg-boss': '`insert()` of 1,000 a call' },
+    notes: {
+      'drizzle-jobs': '`enqueueMany` of 1,000 a transaction',
+      'graphile-worker': 'WorkerUtils `addJobs` of 1,000 a call',
+      'pg-boss': '`insert()` of 1,000 a call',
+    },
   },
-  { key: 'drain-1', figure: `drain ${n(PG_COUNTS.drain)}, one process, concurrency 1`, unit: 'jobs/s', better: 'higher', notes: { 'pg-boss': BOSS_CAPPED } },
-  { key: 'drain-16', figure: `drain ${n(PG_COUNTS.drain)}, one process, concurrency 16`, unit: 'jobs/s', better: 'higher', notes: { 'pg-boss': BOSS_CAPPED }, target: atLeastGraphile('drain-16', 1.5) },
-  { key: 'drain-64', figure: `drain ${n(PG_COUNTS.drain)}, one process, concurrency 64`, unit: 'jobs/s', better: 'higher', notes: { 'pg-boss': BOSS_CAPPED }, target: atLeastGraphile('drain-64', 1.5) },
+  {
+    key: 'drain-1',
+    figure: `drain ${n(PG_COUNTS.drain)}, one process, concurrency 1`,
+    unit: 'jobs/s',
+    better: 'higher',
+    notes: { 'pg-boss': BOSS_CAPPED },
+  },
+  {
+    key: 'drain-16',
+    figure: `drain ${n(PG_COUNTS.drain)}, one process, concurrency 16`,
+    unit: 'jobs/s',
+    better: 'higher',
+    notes: { 'pg-boss': BOSS_CAPPED },
+    target: atLeastGraphile('drain-16', 1.5),
+  },
+  {
+    key: 'drain-64',
+    figure: `drain ${n(PG_COUNTS.drain)}, one process, concurrency 64`,
+    unit: 'jobs/s',
+    better: 'higher',
+    notes: { 'pg-boss': BOSS_CAPPED },
+    target: atLeastGraphile('drain-64', 1.5),
+  },
   {
     key: 'processes-4',
     figure: `drain ${n(PG_COUNTS.drain)}, ${PG_COUNTS.procs} processes × concurrency ${PG_COUNTS.procSlots}`,
@@ -105,7 +131,13 @@ export const PG_ROWS: readonly PgRowSpec[] = [
     notes: { 'pg-boss': BOSS_CAPPED },
     target: atLeastGraphile('processes-4', 1.5),
   },
-  { key: 'pickup-same-listen', figure: 'pickup, same process, LISTEN (median)', unit: 'ms', better: 'lower', na: { 'pg-boss': BOSS_POLLS } },
+  {
+    key: 'pickup-same-listen',
+    figure: 'pickup, same process, LISTEN (median)',
+    unit: 'ms',
+    better: 'lower',
+    na: { 'pg-boss': BOSS_POLLS },
+  },
   {
     key: 'pickup-other-listen',
     figure: 'pickup, another process, LISTEN (median)',
@@ -120,9 +152,29 @@ export const PG_ROWS: readonly PgRowSpec[] = [
       },
     },
   },
-  { key: 'pickup-other-listen-p99', figure: 'pickup, another process, LISTEN (p99)', unit: 'ms', better: 'lower', na: { 'pg-boss': BOSS_POLLS } },
-  { key: 'pickup-same-poll', figure: "pickup, same process, polling (drizzle: `listen: false, pollInterval: '50ms'`) (median)", unit: 'ms', better: 'lower', na: { 'graphile-worker': GRAPHILE_LISTENS }, notes: { 'pg-boss': BOSS_POLLS } },
-  { key: 'pickup-other-poll', figure: 'pickup, another process, polling (median)', unit: 'ms', better: 'lower', na: { 'graphile-worker': GRAPHILE_LISTENS }, notes: { 'pg-boss': BOSS_POLLS } },
+  {
+    key: 'pickup-other-listen-p99',
+    figure: 'pickup, another process, LISTEN (p99)',
+    unit: 'ms',
+    better: 'lower',
+    na: { 'pg-boss': BOSS_POLLS },
+  },
+  {
+    key: 'pickup-same-poll',
+    figure: "pickup, same process, polling (drizzle: `listen: false, pollInterval: '50ms'`) (median)",
+    unit: 'ms',
+    better: 'lower',
+    na: { 'graphile-worker': GRAPHILE_LISTENS },
+    notes: { 'pg-boss': BOSS_POLLS },
+  },
+  {
+    key: 'pickup-other-poll',
+    figure: 'pickup, another process, polling (median)',
+    unit: 'ms',
+    better: 'lower',
+    na: { 'graphile-worker': GRAPHILE_LISTENS },
+    notes: { 'pg-boss': BOSS_POLLS },
+  },
   {
     key: 'scale-drain',
     figure: `drain ${n(PG_COUNTS.scaleDrain)} at concurrency ${PG_COUNTS.scaleSlots} with ${n(PG_COUNTS.scaleWaiting)} waiting`,
@@ -135,22 +187,41 @@ export const PG_ROWS: readonly PgRowSpec[] = [
       check: (results) => {
         const full = ours(results, 'scale-drain')
         const empty = ours(results, 'drain-16')
-        return full === undefined || empty === undefined ? undefined : { met: full >= 0.8 * empty, detail: `${((full / empty) * 100).toFixed(0)}% of the concurrency-16 drain` }
+        return full === undefined || empty === undefined
+          ? undefined
+          : { met: full >= 0.8 * empty, detail: `${((full / empty) * 100).toFixed(0)}% of the concurrency-16 drain` }
       },
     },
   },
-  { key: 'scale-ahead', figure: `\`ahead\` of the last of ${n(PG_COUNTS.scaleWaiting)} waiting (getJob, median)`, unit: 'ms', better: 'lower', na: { 'graphile-worker': NO_AHEAD, 'pg-boss': NO_AHEAD }, noRatio: true },
+  {
+    key: 'scale-ahead',
+    figure: `\`ahead\` of the last of ${n(PG_COUNTS.scaleWaiting)} waiting (getJob, median)`,
+    unit: 'ms',
+    better: 'lower',
+    na: { 'graphile-worker': NO_AHEAD, 'pg-boss': NO_AHEAD },
+    noRatio: true,
+  },
 ]
 
 /** The Markdown table of the medians, with its footnotes and the targets. */
-export function renderPgTable(results: Results<PgSubject>, specs: readonly PgRowSpec[], targetColumn = true): { table: string; footnotes: string[]; targets: Array<{ figure: string; text: string; met: boolean | undefined; detail: string }> } {
+export function renderPgTable(
+  results: Results<PgSubject>,
+  specs: readonly PgRowSpec[],
+  targetColumn = true,
+): { table: string; footnotes: string[]; targets: Array<{ figure: string; text: string; met: boolean | undefined; detail: string }> } {
   const footnotes: string[] = []
   const note = (text: string): string => {
     let index = footnotes.indexOf(text)
     if (index === -1) index = footnotes.push(text) - 1
     return `[${index + 1}]`
   }
-  const header = ['figure', ...PG_SUBJECTS.map((subject) => PG_HEADINGS[subject]), 'drizzle-jobs / graphile-worker', 'drizzle-jobs / pg-boss', ...(targetColumn ? ['target'] : [])]
+  const header = [
+    'figure',
+    ...PG_SUBJECTS.map((subject) => PG_HEADINGS[subject]),
+    'drizzle-jobs / graphile-worker',
+    'drizzle-jobs / pg-boss',
+    ...(targetColumn ? ['target'] : []),
+  ]
   const lines = [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`]
   const targets: Array<{ figure: string; text: string; met: boolean | undefined; detail: string }> = []
   for (const spec of specs) {
@@ -172,9 +243,13 @@ export function renderPgTable(results: Results<PgSubject>, specs: readonly PgRow
     if (spec.target) {
       const checked = spec.target.check(results)
       targets.push({ figure: spec.figure, text: spec.target.text, met: checked?.met, detail: checked?.detail ?? 'not measured' })
-      target = checked ? `${spec.target.text}: **${checked.met ? 'met' : 'MISSED'}** (${checked.detail})` : `${spec.target.text}: not measured`
+      target = checked
+        ? `${spec.target.text}: **${checked.met ? 'met' : 'MISSED'}** (${checked.detail})`
+        : `${spec.target.text}: not measured`
     }
-    lines.push(`| ${[`${spec.figure} (${spec.unit})`, ...cells, ratio('graphile-worker'), ratio('pg-boss'), ...(targetColumn ? [target] : [])].join(' | ')} |`)
+    lines.push(
+      `| ${[`${spec.figure} (${spec.unit})`, ...cells, ratio('graphile-worker'), ratio('pg-boss'), ...(targetColumn ? [target] : [])].join(' | ')} |`,
+    )
   }
   return { table: lines.join('\n'), footnotes, targets }
 }

@@ -47,7 +47,8 @@ if (!Number.isInteger(reps) || reps < 1) throw new Error('--reps: a whole number
 const stages = new Set<Stage>(flags.only ? (flags.only.split(',') as Stage[]) : STAGES)
 for (const stage of stages) if (!STAGES.includes(stage)) throw new Error(`--only: unknown stage '${stage}' (known: ${STAGES.join(', ')})`)
 const subjects = flags.subjects ? (flags.subjects.split(',') as PgSubject[]) : [...PG_SUBJECTS]
-for (const subject of subjects) if (!PG_SUBJECTS.includes(subject)) throw new Error(`--subjects: unknown '${subject}' (known: ${PG_SUBJECTS.join(', ')})`)
+for (const subject of subjects)
+  if (!PG_SUBJECTS.includes(subject)) throw new Error(`--subjects: unknown '${subject}' (known: ${PG_SUBJECTS.join(', ')})`)
 const complete = !flags.only && !flags.subjects && reps >= 3 && !SMALL
 const command = `npm run bench -- --pg${flags.only ? ` --only ${flags.only}` : ''}${flags.subjects ? ` --subjects ${flags.subjects}` : ''} --reps ${reps}`
 
@@ -97,7 +98,12 @@ async function template(subject: PgSubject, kind: 'schema' | 'drain' | 'scale'):
       if (!schema) return undefined
       const name = await createDatabase(server.url, `${subject}_${kind}`, schema.name)
       const count = kind === 'drain' ? PG_COUNTS.drain : PG_COUNTS.scaleWaiting
-      const filled = await runTask<PgFillResult>(MODULES[subject], 'fill', { url: databaseUrl(server.url, name), count, warm: PG_COUNTS.warmJobs }, { timeoutMs: 1_800_000 })
+      const filled = await runTask<PgFillResult>(
+        MODULES[subject],
+        'fill',
+        { url: databaseUrl(server.url, name), count, warm: PG_COUNTS.warmJobs },
+        { timeoutMs: 1_800_000 },
+      )
       log(`${subject}: template of ${count.toLocaleString('en-US')} waiting jobs filled in ${(filled.ms / 1000).toFixed(1)} s`)
       made = filled.lastId === undefined ? { name } : { name, lastId: filled.lastId }
     }
@@ -110,13 +116,25 @@ async function template(subject: PgSubject, kind: 'schema' | 'drain' | 'scale'):
 }
 
 /** Runs one task in a child on a fresh copy of the subject's template; a failure is logged and kept for the notes. */
-async function measure<T>(subject: PgSubject, kind: 'schema' | 'drain' | 'scale', task: string, args: object, what: string, timeoutMs = 600_000): Promise<T | undefined> {
+async function measure<T>(
+  subject: PgSubject,
+  kind: 'schema' | 'drain' | 'scale',
+  task: string,
+  args: object,
+  what: string,
+  timeoutMs = 600_000,
+): Promise<T | undefined> {
   const from = await template(subject, kind)
   if (!from) return undefined
   let name: string | undefined
   try {
     name = await createDatabase(server.url, subject, from.name)
-    return await runTask<T>(MODULES[subject], task, { ...args, url: databaseUrl(server.url, name), ...(from.lastId === undefined ? {} : { lastId: from.lastId }) }, { timeoutMs })
+    return await runTask<T>(
+      MODULES[subject],
+      task,
+      { ...args, url: databaseUrl(server.url, name), ...(from.lastId === undefined ? {} : { lastId: from.lastId }) },
+      { timeoutMs },
+    )
   } catch (error) {
     fail(subject, what, error)
     return undefined
@@ -132,10 +150,18 @@ async function drainStage(): Promise<void> {
     for (const slots of PG_COUNTS.slots) {
       for (const subject of turn(PG_SUBJECTS, rep)) {
         const capMs = subject === 'pg-boss' ? { capMs: PG_COUNTS.bossCapMs } : { capMs: PG_COUNTS.drainCapMs }
-        const r = await measure<ProcessResult>(subject, 'drain', 'process', { count: PG_COUNTS.drain, slots, ...capMs }, `drain at concurrency ${slots}`)
+        const r = await measure<ProcessResult>(
+          subject,
+          'drain',
+          'process',
+          { count: PG_COUNTS.drain, slots, ...capMs },
+          `drain at concurrency ${slots}`,
+        )
         if (!r) continue
         results.add(`drain-${slots}`, subject, { value: r.jobsPerSec, capped: r.capped })
-        log(`drain concurrency ${slots} ${subject}: ${rate(r.jobsPerSec, 'jobs/s')} (${r.done} in ${r.elapsedMs.toFixed(0)} ms${r.capped ? ', capped' : ''})`)
+        log(
+          `drain concurrency ${slots} ${subject}: ${rate(r.jobsPerSec, 'jobs/s')} (${r.done} in ${r.elapsedMs.toFixed(0)} ms${r.capped ? ', capped' : ''})`,
+        )
       }
     }
   }
@@ -148,8 +174,14 @@ async function processesStage(): Promise<void> {
       const args = { count: PG_COUNTS.drain, slots: PG_COUNTS.procSlots, procs: PG_COUNTS.procs, ...capMs }
       const r = await measure<ProcessesResult>(subject, 'drain', 'processes', args, `${PG_COUNTS.procs} processes`)
       if (!r) continue
-      results.add(`processes-${PG_COUNTS.procs}`, subject, { value: r.jobsPerSec, capped: r.capped, detail: `per process ${r.perProcess.join('/')}` })
-      log(`${PG_COUNTS.procs} processes ${subject}: ${rate(r.jobsPerSec, 'jobs/s')}, max ${r.maxConcurrent} running, per process ${r.perProcess.join('/')}${r.capped ? ', capped' : ''}`)
+      results.add(`processes-${PG_COUNTS.procs}`, subject, {
+        value: r.jobsPerSec,
+        capped: r.capped,
+        detail: `per process ${r.perProcess.join('/')}`,
+      })
+      log(
+        `${PG_COUNTS.procs} processes ${subject}: ${rate(r.jobsPerSec, 'jobs/s')}, max ${r.maxConcurrent} running, per process ${r.perProcess.join('/')}${r.capped ? ', capped' : ''}`,
+      )
     }
   }
 }
@@ -179,7 +211,9 @@ async function pickupStage(): Promise<void> {
         const key = `pickup-${where}-${listen ? 'listen' : 'poll'}`
         results.add(key, subject, { value: r.medianMs })
         results.add(`${key}-p99`, subject, { value: r.p99Ms })
-        log(`pickup ${where} process, ${listen ? 'LISTEN' : 'polling'}, ${subject}: median ${r.medianMs.toFixed(2)} ms, p99 ${r.p99Ms.toFixed(2)} ms (${r.samples} samples)`)
+        log(
+          `pickup ${where} process, ${listen ? 'LISTEN' : 'polling'}, ${subject}: median ${r.medianMs.toFixed(2)} ms, p99 ${r.p99Ms.toFixed(2)} ms (${r.samples} samples)`,
+        )
       }
     }
   }
@@ -188,16 +222,30 @@ async function pickupStage(): Promise<void> {
 async function enqueueStage(): Promise<void> {
   for (let rep = 0; rep < reps; rep++) {
     for (const subject of turn(PG_SUBJECTS, rep)) {
-      const r = await measure<EnqueueAppResult>(subject, 'schema', 'enqueue-app', { count: PG_COUNTS.appTransactions, warmup: PG_COUNTS.appWarmup, appOnlyFirst: rep % 2 === 0 }, 'enqueue-app')
+      const r = await measure<EnqueueAppResult>(
+        subject,
+        'schema',
+        'enqueue-app',
+        { count: PG_COUNTS.appTransactions, warmup: PG_COUNTS.appWarmup, appOnlyFirst: rep % 2 === 0 },
+        'enqueue-app',
+      )
       if (!r) continue
       results.add('enqueue-app', subject, { value: r.txPerSec })
       results.add('enqueue-app-only', subject, { value: r.appOnlyTxPerSec })
       const addedUs = 1e6 / r.txPerSec - 1e6 / r.appOnlyTxPerSec
       results.add('enqueue-overhead', subject, { value: addedUs })
-      log(`enqueue-app ${subject}: ${rate(r.txPerSec, 'tx/s')} with the job, ${rate(r.appOnlyTxPerSec, 'tx/s')} without: the job adds ${addedUs.toFixed(1)} µs a transaction`)
+      log(
+        `enqueue-app ${subject}: ${rate(r.txPerSec, 'tx/s')} with the job, ${rate(r.appOnlyTxPerSec, 'tx/s')} without: the job adds ${addedUs.toFixed(1)} µs a transaction`,
+      )
     }
     for (const subject of turn(PG_SUBJECTS, rep)) {
-      const r = await measure<EnqueueBatchResult>(subject, 'schema', 'enqueue-batch', { count: PG_COUNTS.batchTotal, batch: PG_COUNTS.batchSize, warmupBatches: 5 }, 'enqueue-batch')
+      const r = await measure<EnqueueBatchResult>(
+        subject,
+        'schema',
+        'enqueue-batch',
+        { count: PG_COUNTS.batchTotal, batch: PG_COUNTS.batchSize, warmupBatches: 5 },
+        'enqueue-batch',
+      )
       if (!r) continue
       results.add('enqueue-batch', subject, { value: r.jobsPerSec })
       log(`enqueue-batch ${subject}: ${rate(r.jobsPerSec, 'jobs/s')}`)
@@ -208,11 +256,24 @@ async function enqueueStage(): Promise<void> {
 async function scaleStage(): Promise<void> {
   if (!subjects.includes('drizzle-jobs')) return
   for (let rep = 0; rep < reps; rep++) {
-    const r = await measure<ScaleResult>('drizzle-jobs', 'scale', 'scale', { count: PG_COUNTS.scaleDrain, slots: PG_COUNTS.scaleSlots, aheadSamples: PG_COUNTS.aheadSamples }, 'scale', 1_800_000)
+    const r = await measure<ScaleResult>(
+      'drizzle-jobs',
+      'scale',
+      'scale',
+      { count: PG_COUNTS.scaleDrain, slots: PG_COUNTS.scaleSlots, aheadSamples: PG_COUNTS.aheadSamples },
+      'scale',
+      1_800_000,
+    )
     if (!r) continue
     results.add('scale-drain', 'drizzle-jobs', { value: r.jobsPerSec })
-    if (r.aheadMedianMs !== undefined) results.add('scale-ahead', 'drizzle-jobs', { value: r.aheadMedianMs, detail: `ahead = ${r.ahead}, p99 ${r.aheadP99Ms?.toFixed(1)} ms` })
-    log(`scale: ${rate(r.jobsPerSec, 'jobs/s')} with ${PG_COUNTS.scaleWaiting.toLocaleString('en-US')} waiting; ahead ${r.ahead} in ${r.aheadMedianMs?.toFixed(2)} ms (median)`)
+    if (r.aheadMedianMs !== undefined)
+      results.add('scale-ahead', 'drizzle-jobs', {
+        value: r.aheadMedianMs,
+        detail: `ahead = ${r.ahead}, p99 ${r.aheadP99Ms?.toFixed(1)} ms`,
+      })
+    log(
+      `scale: ${rate(r.jobsPerSec, 'jobs/s')} with ${PG_COUNTS.scaleWaiting.toLocaleString('en-US')} waiting; ahead ${r.ahead} in ${r.aheadMedianMs?.toFixed(2)} ms (median)`,
+    )
   }
 }
 
@@ -238,7 +299,18 @@ const description = [
 ].join('\n')
 const rendered = renderPgTable(results, PG_ROWS)
 const runs = [...results.rows()]
-  .map((key) => `| \`${key}\` | ${PG_SUBJECTS.map((subject) => results.samples(key, subject).map((sample) => `${formatValue(sample.value, key.includes('pickup') || key.includes('ahead') ? 'ms' : key.includes('overhead') ? 'µs' : 'jobs/s')}${sample.capped ? '†' : ''}${sample.detail ? ` (${sample.detail})` : ''}`).join(', ')).join(' | ')} |`)
+  .map(
+    (key) =>
+      `| \`${key}\` | ${PG_SUBJECTS.map((subject) =>
+        results
+          .samples(key, subject)
+          .map(
+            (sample) =>
+              `${formatValue(sample.value, key.includes('pickup') || key.includes('ahead') ? 'ms' : key.includes('overhead') ? 'µs' : 'jobs/s')}${sample.capped ? '†' : ''}${sample.detail ? ` (${sample.detail})` : ''}`,
+          )
+          .join(', '),
+      ).join(' | ')} |`,
+  )
   .join('\n')
 const output = [
   '# PostgreSQL benchmark: drizzle-jobs, graphile-worker 0.17.3, pg-boss 10.4.2',

@@ -47,13 +47,19 @@ try {
   await runTask(MODULE, 'setup', { url })
   await runTask(MODULE, 'fill', { url, count, warm: 100 })
   // The drain runs here, in this process, so that its queries are timed.
-  const { tasks } = (await import('../subjects/drizzle-jobs-pg.js')) as { tasks: Record<string, (args: object, ctx: unknown) => Promise<{ jobsPerSec: number; elapsedMs: number }>> }
+  const { tasks } = (await import('../subjects/drizzle-jobs-pg.js')) as {
+    tasks: Record<string, (args: object, ctx: unknown) => Promise<{ jobsPerSec: number; elapsedMs: number }>>
+  }
   const r = await tasks.process!({ url, count, slots }, {})
   const transactions = [...stats].filter(([key]) => /^begin/i.test(key)).reduce((sum, [, stat]) => sum + stat.calls, 0)
-  console.log(`${count} jobs at slots ${slots}: ${Math.round(r.jobsPerSec)} jobs/s in ${r.elapsedMs.toFixed(0)} ms; ${transactions} transactions (${(count / Math.max(1, transactions)).toFixed(1)} jobs each)`)
+  console.log(
+    `${count} jobs at slots ${slots}: ${Math.round(r.jobsPerSec)} jobs/s in ${r.elapsedMs.toFixed(0)} ms; ${transactions} transactions (${(count / Math.max(1, transactions)).toFixed(1)} jobs each)`,
+  )
   console.log('| statement | calls | total ms | mean ms | per transaction | per job |\n| --- | --- | --- | --- | --- | --- |')
   for (const [key, stat] of [...stats].sort((a, b) => b[1].ms - a[1].ms)) {
-    console.log(`| \`${key}\` | ${stat.calls} | ${stat.ms.toFixed(0)} | ${(stat.ms / stat.calls).toFixed(2)} | ${(stat.calls / Math.max(1, transactions)).toFixed(2)} | ${(stat.calls / count).toFixed(2)} |`)
+    console.log(
+      `| \`${key}\` | ${stat.calls} | ${stat.ms.toFixed(0)} | ${(stat.ms / stat.calls).toFixed(2)} | ${(stat.calls / Math.max(1, transactions)).toFixed(2)} | ${(stat.calls / count).toFixed(2)} |`,
+    )
   }
 } finally {
   await dropDatabase(server.url, name)

@@ -66,7 +66,9 @@ function version(pkg: string): string {
 /** Adds `total` jobs to `queue` with `addBulk`, `batch` a call. */
 async function addBulk(queue: Queue<Reply>, total: number, batch: number, from = 0): Promise<void> {
   for (let done = 0; done < total; done += batch) {
-    await queue.addBulk(Array.from({ length: Math.min(batch, total - done) }, (_, k) => ({ name: NAME, data: { messageId: from + done + k } })))
+    await queue.addBulk(
+      Array.from({ length: Math.min(batch, total - done) }, (_, k) => ({ name: NAME, data: { messageId: from + done + k } })),
+    )
   }
 }
 
@@ -130,7 +132,11 @@ export const tasks: Record<string, Task> = {
     const connection = connect(args.redisPort)
     const info = await connection.info('server')
     connection.disconnect()
-    return { name: 'bullmq', version: `${version('bullmq')} (ioredis ${version('ioredis')})`, redis: /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown' }
+    return {
+      name: 'bullmq',
+      version: `${version('bullmq')} (ioredis ${version('ioredis')})`,
+      redis: /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown',
+    }
   },
 
   /** The scale row's template: `count` waiting jobs, added `addBulk` 1,000 a call. */
@@ -236,7 +242,10 @@ export const tasks: Record<string, Task> = {
     }
   },
 
-  async 'concurrency-worker'(args: OnRedis & { slots: number; handlerMs: number }, ctx: Ctx): Promise<{ handled: number; intervals: Array<[number, number]> }> {
+  async 'concurrency-worker'(
+    args: OnRedis & { slots: number; handlerMs: number },
+    ctx: Ctx,
+  ): Promise<{ handled: number; intervals: Array<[number, number]> }> {
     const connection = connect(args.redisPort)
     await warmDrain(connection, args.slots)
     const intervals: Array<[number, number]> = []
@@ -322,7 +331,8 @@ export const tasks: Record<string, Task> = {
     const left = await queue.getJobCountByTypes('wait')
     await queue.close()
     connection.disconnect()
-    if (done < args.count || done + left !== waiting) throw new Error(`expected ${args.count} completed and the rest waiting, found ${done} completed, ${left} waiting of ${waiting}`)
+    if (done < args.count || done + left !== waiting)
+      throw new Error(`expected ${args.count} completed and the rest waiting, found ${done} completed, ${left} waiting of ${waiting}`)
     return { jobsPerSec: (args.count / elapsedMs) * 1000, done, elapsedMs, capped: false }
   },
 }

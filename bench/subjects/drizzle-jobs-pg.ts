@@ -64,7 +64,13 @@ async function addBatches(db: Db, q: typeof queue, total: number, batch: number)
 }
 
 /** Runs a worker of `q` until its handler ran `target` times (or `capMs` passed), then stops it; the time includes the stop (the last completions' flush). */
-async function drain(db: Db, q: typeof queue, target: number, slots: number, capMs?: number): Promise<{ elapsedMs: number; handled: number }> {
+async function drain(
+  db: Db,
+  q: typeof queue,
+  target: number,
+  slots: number,
+  capMs?: number,
+): Promise<{ elapsedMs: number; handled: number }> {
   const t0 = nowMs()
   const count = counter(target, capMs === undefined ? undefined : t0 + capMs)
   const errors: unknown[] = []
@@ -189,7 +195,11 @@ export const tasks: Record<string, Task> = {
       if (args.otherProcess) {
         const child = spawnTask(MODULE, 'pickup-worker', { url: args.url, listen: args.listen })
         await child.receive('ready')
-        const result = await samplePickups({ ...args, add, started: async () => (await child.receive<{ type: string; t: number }>('started')).t })
+        const result = await samplePickups({
+          ...args,
+          add,
+          started: async () => (await child.receive<{ type: string; t: number }>('started')).t,
+        })
         child.send({ type: 'stop' })
         await child.result
         return result
@@ -197,7 +207,11 @@ export const tasks: Record<string, Task> = {
       let onStart: ((t: number) => void) | null = null
       const worker = work(db, queue, async () => onStart?.(nowMs()), options)
       await sleep(300)
-      const result = await samplePickups({ ...args, add, started: () => new Promise<number>((resolvePromise) => (onStart = resolvePromise)) })
+      const result = await samplePickups({
+        ...args,
+        add,
+        started: () => new Promise<number>((resolvePromise) => (onStart = resolvePromise)),
+      })
       await worker.stop()
       return result
     } finally {

@@ -145,7 +145,12 @@ async function watchEveryJob(client: Database.Database, db: Db): Promise<{ ended
 }
 
 /** A drain of a fresh file holding `jobs` waiting jobs, with one watcher per job or none. */
-async function watchedDrain(dir: string, jobs: number, slots: number, watched: boolean): Promise<{ jobsPerSec: number; snapshots: number }> {
+async function watchedDrain(
+  dir: string,
+  jobs: number,
+  slots: number,
+  watched: boolean,
+): Promise<{ jobsPerSec: number; snapshots: number }> {
   const file = freshPath(dir, watched ? 'watched' : 'unwatched')
   const made = create(file)
   addBatches(made.db, jobs, 1000)
@@ -178,7 +183,8 @@ function measureAppTransactions(args: EnqueueAppArgs, withJob: boolean): number 
   const ms = nowMs() - t0
   const rows = count(client, 'select count(*) from bench_message')
   const jobs = count(client, 'select count(*) from jobs_job')
-  if (rows !== args.count || jobs !== (withJob ? args.count : 0)) throw new Error(`expected ${args.count} rows and jobs, found ${rows} rows, ${jobs} jobs`)
+  if (rows !== args.count || jobs !== (withJob ? args.count : 0))
+    throw new Error(`expected ${args.count} rows and jobs, found ${rows} rows, ${jobs} jobs`)
   client.close()
   return (args.count / ms) * 1000
 }
@@ -278,7 +284,11 @@ export const tasks: Record<string, Task> = {
     for (const watched of order) runs.set(watched, await watchedDrain(args.dir, args.count, args.slots, watched))
     const watched = runs.get(true) as { jobsPerSec: number; snapshots: number }
     const unwatched = runs.get(false) as { jobsPerSec: number; snapshots: number }
-    return { unwatchedJobsPerSec: unwatched.jobsPerSec, watchedJobsPerSec: watched.jobsPerSec, snapshotsPerJob: watched.snapshots / args.count }
+    return {
+      unwatchedJobsPerSec: unwatched.jobsPerSec,
+      watchedJobsPerSec: watched.jobsPerSec,
+      snapshotsPerJob: watched.snapshots / args.count,
+    }
   },
 
   async concurrency(args: ConcurrencyArgs, ctx: Ctx): Promise<ConcurrencyResult> {
@@ -398,7 +408,8 @@ export const tasks: Record<string, Task> = {
     const done = count(client, `select count(*) from jobs_job where state = 'done'`)
     const total = count(client, `select count(*) from jobs_job`)
     const waiting = count(client, `select count(*) from jobs_job where state = 'waiting'`)
-    if (done < args.count || done + waiting !== total) throw new Error(`expected ${args.count} done and the rest waiting, found ${done} done, ${waiting} waiting of ${total}`)
+    if (done < args.count || done + waiting !== total)
+      throw new Error(`expected ${args.count} done and the rest waiting, found ${done} done, ${waiting} waiting of ${total}`)
     client.close()
     return {
       jobsPerSec: (done / elapsedMs) * 1000,

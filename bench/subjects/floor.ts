@@ -176,7 +176,10 @@ export const tasks: Record<string, Task> = {
       const t0 = nowMs()
       for (let i = 0; i < args.count; i++) (withJob ? floor.addAppAndJob : floor.addApp)(i)
       const ms = nowMs() - t0
-      if (floor.count('select count(*) from bench_message') !== args.count || floor.count('select count(*) from job') !== (withJob ? args.count : 0)) {
+      if (
+        floor.count('select count(*) from bench_message') !== args.count ||
+        floor.count('select count(*) from job') !== (withJob ? args.count : 0)
+      ) {
         throw new Error('the floor did not write what it should')
       }
       floor.client.close()
@@ -208,7 +211,8 @@ export const tasks: Record<string, Task> = {
     drain(floor, mode)
     const elapsedMs = nowMs() - t0
     const done = floor.count(`select count(*) from job where state = 'done'`)
-    if (done !== args.count || floor.count('select count(*) from lease') !== 0) throw new Error(`expected ${args.count} done, found ${done}`)
+    if (done !== args.count || floor.count('select count(*) from lease') !== 0)
+      throw new Error(`expected ${args.count} done, found ${done}`)
     floor.client.close()
     return { jobsPerSec: (done / elapsedMs) * 1000, done, elapsedMs, capped: false }
   },
@@ -267,7 +271,10 @@ export const tasks: Record<string, Task> = {
     return { ...run, jobsPerSec: (done / run.elapsedMs) * 1000, done }
   },
 
-  async 'process-worker'(args: { file: string; dir: string; warmTemplate: string; mode: 'per-step' | 'batched' }, ctx: Ctx): Promise<{ handled: number }> {
+  async 'process-worker'(
+    args: { file: string; dir: string; warmTemplate: string; mode: 'per-step' | 'batched' },
+    ctx: Ctx,
+  ): Promise<{ handled: number }> {
     warmDrain(args.dir, args.warmTemplate, args.mode)
     const floor = new Floor(args.file)
     ctx.send({ type: 'ready' })
@@ -306,6 +313,14 @@ export const tasks: Record<string, Task> = {
     const done = drain(floor, mode, args.count)
     const elapsedMs = nowMs() - t0
     floor.client.close()
-    return { jobsPerSec: (done / elapsedMs) * 1000, done, elapsedMs, capped: false, aheadMedianMs: median(times), aheadP99Ms: quantile(times, 0.99), ahead: counted }
+    return {
+      jobsPerSec: (done / elapsedMs) * 1000,
+      done,
+      elapsedMs,
+      capped: false,
+      aheadMedianMs: median(times),
+      aheadP99Ms: quantile(times, 0.99),
+      ahead: counted,
+    }
   },
 }

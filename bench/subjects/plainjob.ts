@@ -118,7 +118,8 @@ function measureAppTransactions(args: EnqueueAppArgs, withJob: boolean): number 
   const { client, queue, ms } = run(freshPath(args.dir, withJob ? 'app-job' : 'app'), args.count)
   const rows = count(client, 'select count(*) from bench_message')
   const jobs = count(client, 'select count(*) from plainjob_jobs')
-  if (rows !== args.count || jobs !== (withJob ? args.count : 0)) throw new Error(`expected ${args.count} rows and jobs, found ${rows} rows, ${jobs} jobs`)
+  if (rows !== args.count || jobs !== (withJob ? args.count : 0))
+    throw new Error(`expected ${args.count} rows and jobs, found ${rows} rows, ${jobs} jobs`)
   queue.close()
   return (args.count / ms) * 1000
 }
@@ -274,7 +275,7 @@ export const tasks: Record<string, Task> = {
 
   async scale(args: ScaleArgs): Promise<ScaleResult> {
     await warmDrain(args.dir, args.warmTemplate, args.slots)
-    const { client, queue } = open(copyDb(args.template, args.dir, 'scale'))
+    const { queue } = open(copyDb(args.template, args.dir, 'scale'))
     const { elapsedMs, done } = await drain(queue, args.count, args.slots)
     if (done < args.count) throw new Error(`expected at least ${args.count} done, found ${done}`)
     queue.close()

@@ -30,7 +30,15 @@ export function chatApp(store: ChatStore, queue: ReplyQueue): Hono {
   // One event per change of the reply job: "3 ahead" (or "waiting for the model's rate limit"), then "thinking" (with the words so far), then the reply.
   app.get('/api/replies/:jobId/events', (c) =>
     store.replyEvents(queue, c.req.param('jobId'), c.req.raw, (job) => ({
-      state: job.state, ahead: job.ahead, rateLimitedUntil: job.rateLimitedUntil, progress: job.progress, attempt: job.attempt, attempts: job.attempts, runAt: job.runAt, error: job.error, result: job.result,
+      state: job.state,
+      ahead: job.ahead,
+      rateLimitedUntil: job.rateLimitedUntil,
+      progress: job.progress,
+      attempt: job.attempt,
+      attempts: job.attempts,
+      runAt: job.runAt,
+      error: job.error,
+      result: job.result,
     })),
   )
 

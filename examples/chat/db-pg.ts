@@ -42,7 +42,18 @@ export function openChatPg(url: string): ChatStore {
     async recentMessages(chat) {
       const recent = await db.select().from(messages).where(eq(messages.chat, chat)).orderBy(desc(messages.id)).limit(50)
       const asked = recent.filter((m) => m.role === 'user').reverse()
-      const replies = asked.length === 0 ? [] : await db.select().from(messages).where(inArray(messages.replyTo, asked.map((m) => m.id)))
+      const replies =
+        asked.length === 0
+          ? []
+          : await db
+              .select()
+              .from(messages)
+              .where(
+                inArray(
+                  messages.replyTo,
+                  asked.map((m) => m.id),
+                ),
+              )
       const replyOf = new Map(replies.map((reply) => [reply.replyTo, reply.text]))
       return asked.map((m) => ({ id: m.id, text: m.text, reply: replyOf.get(m.id) ?? null }))
     },

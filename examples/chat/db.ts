@@ -42,8 +42,28 @@ export function openChatDb(file: string): ChatStore {
       })
     },
     async recentMessages(chat) {
-      const asked = db.select().from(messages).where(eq(messages.chat, chat)).orderBy(desc(messages.id)).limit(50).all().filter((m) => m.role === 'user').reverse()
-      const replies = asked.length === 0 ? [] : db.select().from(messages).where(inArray(messages.replyTo, asked.map((m) => m.id))).all()
+      const asked = db
+        .select()
+        .from(messages)
+        .where(eq(messages.chat, chat))
+        .orderBy(desc(messages.id))
+        .limit(50)
+        .all()
+        .filter((m) => m.role === 'user')
+        .reverse()
+      const replies =
+        asked.length === 0
+          ? []
+          : db
+              .select()
+              .from(messages)
+              .where(
+                inArray(
+                  messages.replyTo,
+                  asked.map((m) => m.id),
+                ),
+              )
+              .all()
       const replyOf = new Map(replies.map((reply) => [reply.replyTo, reply.text]))
       return asked.map((m) => ({ id: m.id, text: m.text, reply: replyOf.get(m.id) ?? null }))
     },
@@ -60,7 +80,10 @@ export function openChatDb(file: string): ChatStore {
         .slice(-20)
     },
     async saveReply(message, text) {
-      db.insert(messages).values({ chat: message.chat, role: 'assistant', text, replyTo: message.id, createdAt: Date.now() }).onConflictDoNothing().run()
+      db.insert(messages)
+        .values({ chat: message.chat, role: 'assistant', text, replyTo: message.id, createdAt: Date.now() })
+        .onConflictDoNothing()
+        .run()
       const reply = db.select().from(messages).where(eq(messages.replyTo, message.id)).get()!
       return { replyId: reply.id, text: reply.text }
     },

@@ -31,7 +31,8 @@ export async function watchEvents<Q extends QueueRef>(
     first = await watching.next()
   } catch (error) {
     stop.abort()
-    if (isJobsError(error, 'NOT_FOUND')) return new Response(error.message, { status: 404, headers: { 'content-type': 'text/plain; charset=utf-8' } })
+    if (isJobsError(error, 'NOT_FOUND'))
+      return new Response(error.message, { status: 404, headers: { 'content-type': 'text/plain; charset=utf-8' } })
     throw error
   }
   const encoder = new TextEncoder()
@@ -64,7 +65,9 @@ export async function watchEvents<Q extends QueueRef>(
       } catch (error) {
         if (closed) return
         const code = isJobsError(error) ? error.code : 'ERROR'
-        controller.enqueue(encoder.encode(`id: ${END_EVENT_ID}\nevent: error\ndata: ${JSON.stringify({ code, message: String(error) })}\n\n`))
+        controller.enqueue(
+          encoder.encode(`id: ${END_EVENT_ID}\nevent: error\ndata: ${JSON.stringify({ code, message: String(error) })}\n\n`),
+        )
         return finish(controller)
       }
       if (closed) return

@@ -68,7 +68,10 @@ export function startReplies(store: ChatStore, queue: ReplyQueue, model: Model):
       let answer: string
       try {
         answer = await run.step('answer', () =>
-          model.answer({ text: message.text, history, attempt: run.attempt }, { signal: run.signal, onText: (soFar) => run.setProgress({ step: 'thinking', text: soFar }) }),
+          model.answer(
+            { text: message.text, history, attempt: run.attempt },
+            { signal: run.signal, onText: (soFar) => run.setProgress({ step: 'thinking', text: soFar }) },
+          ),
         )
       } catch (error) {
         // "Slow down" is not a failure: wait and ask again, without spending an attempt.

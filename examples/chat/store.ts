@@ -36,7 +36,12 @@ export interface ChatStore {
   /** Keeps the reply to `message` once, however often it is written (a rerun after a crash), and answers the one kept. */
   saveReply(message: ChatMessage, text: string): Promise<ReplyResult>
   /** The reply job's watch as server-sent events: one event per change, as `serialize` shapes it. */
-  replyEvents(queue: ReplyQueue, jobId: string, request: Request, serialize: (job: JobSnapshot<ResultOf<ReplyQueue>>) => unknown): Response | Promise<Response>
+  replyEvents(
+    queue: ReplyQueue,
+    jobId: string,
+    request: Request,
+    serialize: (job: JobSnapshot<ResultOf<ReplyQueue>>) => unknown,
+  ): Response | Promise<Response>
   /** Closes the database's connections. */
   close(): Promise<void>
 }

@@ -11,8 +11,8 @@ export const summaryQueue = defineQueue<{ kind: 'nightly' }>('summaries', { atte
 
 /** Stores the nightly schedule and starts this process's worker of the summaries queue. */
 export function startSummaries(store: ChatStore): Worker {
-  Promise.resolve(schedule(store.db, summaryQueue, 'nightly-summary', { cron: '0 3 * * *', value: { kind: 'nightly' } })).catch((error: unknown) =>
-    console.error('the nightly summary could not be scheduled:', error),
+  Promise.resolve(schedule(store.db, summaryQueue, 'nightly-summary', { cron: '0 3 * * *', value: { kind: 'nightly' } })).catch(
+    (error: unknown) => console.error('the nightly summary could not be scheduled:', error),
   )
   return work(store.db, summaryQueue, async (_value, run) => {
     const replies = await queueCounts(store.db, 'replies')

@@ -8,7 +8,6 @@ import { checkName } from '../json.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 import { jobsChanged } from '../engine/wake.js'
 import { andThen, ask, type Executor, type Program } from '../dialect/index.js'
-import type { JobState } from '../types.js'
 
 /**
  * cancel ends a job `canceled`. A waiting or scheduled job never runs. A
@@ -36,11 +35,14 @@ export function cancel(db: SyncDatabase | PgDatabase, queue: QueueRef, id: strin
   return answer(connection, () => {
     const name = queueNameOf(queue)
     checkName(id, 'id')
-    return andThen(connection.write((db) => cancelJob(db, name, id, Date.now())), (previous) => {
-      if (previous === null) return false
-      jobsChanged(connection.key, name, previous === 'running' ? 'revoked' : 'ended')
-      return true
-    })
+    return andThen(
+      connection.write((db) => cancelJob(db, name, id, Date.now())),
+      (previous) => {
+        if (previous === null) return false
+        jobsChanged(connection.key, name, previous === 'running' ? 'revoked' : 'ended')
+        return true
+      },
+    )
   })
 }
 
@@ -69,10 +71,13 @@ export function retryJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: str
   return answer(connection, () => {
     const name = queueNameOf(queue)
     checkName(id, 'id')
-    return andThen(connection.write((db) => retryEndedJob(db, name, id, Date.now())), (retried) => {
-      if (retried) jobsChanged(connection.key, name, 'added')
-      return retried
-    })
+    return andThen(
+      connection.write((db) => retryEndedJob(db, name, id, Date.now())),
+      (retried) => {
+        if (retried) jobsChanged(connection.key, name, 'added')
+        return retried
+      },
+    )
   })
 }
 

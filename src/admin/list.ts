@@ -48,7 +48,6 @@ export interface JobPage {
   next: string | null
 }
 
-
 const LIST_OPTIONS = new Set(['queue', 'state', 'group', 'id', 'limit', 'cursor'])
 
 /** How each listing orders its jobs, and the sort key a cursor carries. */
@@ -88,7 +87,8 @@ export function listJobs(db: SyncDatabase | PgDatabase, options: ListJobsOptions
 }
 
 function listWith(connection: Connection, options: ListJobsOptions): JobPage | Promise<JobPage> {
-  if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null)
+    throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   checkKnownOptions(options, LIST_OPTIONS, 'listJobs')
   const queue = options.queue === undefined ? null : queueNameOf(options.queue)
   const state = options.state ?? null
@@ -131,8 +131,16 @@ function listWith(connection: Connection, options: ListJobsOptions): JobPage | P
  */
 export function inspectJob(db: SyncDatabase, queue: QueueRef, id: string): JobDetail | undefined
 export function inspectJob(db: PgDatabase, queue: QueueRef, id: string): Promise<JobDetail | undefined>
-export function inspectJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): JobDetail | undefined | Promise<JobDetail | undefined>
-export function inspectJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): JobDetail | undefined | Promise<JobDetail | undefined> {
+export function inspectJob(
+  db: SyncDatabase | PgDatabase,
+  queue: QueueRef,
+  id: string,
+): JobDetail | undefined | Promise<JobDetail | undefined>
+export function inspectJob(
+  db: SyncDatabase | PgDatabase,
+  queue: QueueRef,
+  id: string,
+): JobDetail | undefined | Promise<JobDetail | undefined> {
   const connection = connectionOf(db)
   return answer(connection, () => {
     const name = queueNameOf(queue)
@@ -144,11 +152,18 @@ export function inspectJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: s
 function* readDetail(db: Executor, name: string, id: string): Program<JobDetail | undefined> {
   const row = yield* ask(db.jobGetRecord(name, id))
   if (!row) return undefined
-  const steps = (yield* ask(db.stepList(row.seq))).map((step) => ({ name: step.name, answer: new StoredColumns().json(step.answer, 'answer') }))
+  const steps = (yield* ask(db.stepList(row.seq))).map((step) => ({
+    name: step.name,
+    answer: new StoredColumns().json(step.answer, 'answer'),
+  }))
   const lease = yield* ask(db.leaseGet(row.seq))
   const record = toRecord(row)
   const stored = new StoredColumns()
-  const held = lease && { owner: stored.text(lease.owner, 'lease.owner'), attempt: stored.count(lease.attempt, 'lease.attempt', 1), expiresAt: stored.time(lease.expiresAt, 'lease.expires_at') }
+  const held = lease && {
+    owner: stored.text(lease.owner, 'lease.owner'),
+    attempt: stored.count(lease.attempt, 'lease.attempt', 1),
+    expiresAt: stored.time(lease.expiresAt, 'lease.expires_at'),
+  }
   const malformed = record.malformed || stored.malformed ? { ...record.malformed, ...stored.malformed } : null
   return { ...record, steps, lease: held ?? null, malformed }
 }
@@ -250,7 +265,10 @@ function decodeCursor(cursor: unknown, listing: Listing): Keys {
     parsed.length !== KEY_COUNT[listing] + 1 ||
     !parsed.slice(1).every((key) => decodeKey(key) !== undefined)
   ) {
-    throw new JobsError('INVALID_OPTION', 'cursor: not the `next` of a page of this same listing (same queue and state); start again without a cursor')
+    throw new JobsError(
+      'INVALID_OPTION',
+      'cursor: not the `next` of a page of this same listing (same queue and state); start again without a cursor',
+    )
   }
   return parsed.slice(1).map(decodeKey) as Keys
 }

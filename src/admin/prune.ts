@@ -45,7 +45,8 @@ export function prune(db: SyncDatabase | PgDatabase, options: PruneOptions): num
 }
 
 function pruneWith(connection: Connection, options: PruneOptions): number | Promise<number> {
-  if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected { before, queue?, states? }, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null)
+    throw new JobsError('INVALID_OPTION', `options: expected { before, queue?, states? }, got ${describe(options)}`)
   checkKnownOptions(options, PRUNE_OPTIONS, 'prune')
   const before = options.before instanceof Date ? options.before.getTime() : options.before
   if (typeof before !== 'number' || !Number.isFinite(before)) {

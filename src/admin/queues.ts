@@ -88,7 +88,10 @@ export function queueCounts(db: PgDatabase, queue: QueueRef): Promise<QueueCount
 export function queueCounts(db: SyncDatabase | PgDatabase, queue: QueueRef): QueueCounts | Promise<QueueCounts>
 export function queueCounts(db: PgDatabase): Promise<QueueCounts[]>
 export function queueCounts(db: SyncDatabase | PgDatabase): QueueCounts[] | Promise<QueueCounts[]>
-export function queueCounts(db: SyncDatabase | PgDatabase, queue?: QueueRef): QueueCounts | QueueCounts[] | Promise<QueueCounts | QueueCounts[]> {
+export function queueCounts(
+  db: SyncDatabase | PgDatabase,
+  queue?: QueueRef,
+): QueueCounts | QueueCounts[] | Promise<QueueCounts | QueueCounts[]> {
   const connection = connectionOf(db)
   return answer(connection, (): QueueCounts | QueueCounts[] | Promise<QueueCounts | QueueCounts[]> => {
     const name = queue === undefined ? undefined : queueNameOf(queue)
@@ -115,7 +118,9 @@ function noJobs(queue: string): QueueCounts {
  */
 function withScheduledQueues(counts: QueueCounts[], schedules: readonly ScheduleRow[]): QueueCounts[] {
   const known = new Set(counts.map((row) => row.queue))
-  const added = [...new Set(schedules.map((schedule) => schedule.queue))].filter((queue): queue is string => typeof queue === 'string' && !known.has(queue))
+  const added = [...new Set(schedules.map((schedule) => schedule.queue))].filter(
+    (queue): queue is string => typeof queue === 'string' && !known.has(queue),
+  )
   if (added.length === 0) return counts
   return [...counts, ...added.map(noJobs)].sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0))
 }

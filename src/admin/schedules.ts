@@ -84,23 +84,39 @@ const SCHEDULE_OPTIONS = new Set(['cron', 'tz', 'value', 'backfill'])
  */
 export function schedule<T>(db: SyncDatabase, queue: Queue<T>, name: string, options: ScheduleOptions<NoInfer<T>>): boolean
 export function schedule<T>(db: PgDatabase, queue: Queue<T>, name: string, options: ScheduleOptions<NoInfer<T>>): Promise<boolean>
-export function schedule<T>(db: SyncDatabase | PgDatabase, queue: Queue<T>, name: string, options: ScheduleOptions<NoInfer<T>>): boolean | Promise<boolean>
-export function schedule<T>(db: SyncDatabase | PgDatabase, queue: Queue<T>, name: string, options: ScheduleOptions<NoInfer<T>>): boolean | Promise<boolean> {
+export function schedule<T>(
+  db: SyncDatabase | PgDatabase,
+  queue: Queue<T>,
+  name: string,
+  options: ScheduleOptions<NoInfer<T>>,
+): boolean | Promise<boolean>
+export function schedule<T>(
+  db: SyncDatabase | PgDatabase,
+  queue: Queue<T>,
+  name: string,
+  options: ScheduleOptions<NoInfer<T>>,
+): boolean | Promise<boolean> {
   const connection = connectionOf(db)
   return withScheduleTable(connection, () => {
     const definition = checkQueue(queue)
     checkScheduleName(name)
-    if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new JobsError('INVALID_OPTION', `schedule options: expected { cron, tz?, value, backfill? }, got ${describe(options)}`)
+    if (typeof options !== 'object' || options === null || Array.isArray(options))
+      throw new JobsError('INVALID_OPTION', `schedule options: expected { cron, tz?, value, backfill? }, got ${describe(options)}`)
     checkKnownOptions(options, SCHEDULE_OPTIONS, 'schedule')
-    if (typeof options.cron !== 'string') throw new JobsError('INVALID_OPTION', `cron: expected a cron expression such as '0 8 * * *', got ${describe(options.cron)}`)
+    if (typeof options.cron !== 'string')
+      throw new JobsError('INVALID_OPTION', `cron: expected a cron expression such as '0 8 * * *', got ${describe(options.cron)}`)
     const tz = options.tz ?? 'UTC'
-    if (typeof tz !== 'string' || tz === '') throw new JobsError('INVALID_OPTION', `tz: expected an IANA time zone such as 'Europe/Paris', got ${describe(tz)}`)
+    if (typeof tz !== 'string' || tz === '')
+      throw new JobsError('INVALID_OPTION', `tz: expected an IANA time zone such as 'Europe/Paris', got ${describe(tz)}`)
     const backfill = options.backfill === undefined ? null : toMs(options.backfill, 'backfill')
     const value = encodeJson(options.value, 'value', MAX_VALUE_BYTES) as string
     const now = Date.now()
     const nextAt = slotRule(options.cron, tz, now).next(now)!
     const row = { queue: definition.name, name, cron: options.cron, tz, value, backfill, nextAt, now }
-    return andThen(connection.write((db) => upsert(db.scheduleUpsert(row))), (wrote) => written(connection, definition.name, wrote))
+    return andThen(
+      connection.write((db) => upsert(db.scheduleUpsert(row))),
+      (wrote) => written(connection, definition.name, wrote),
+    )
   })
 }
 
@@ -123,7 +139,10 @@ export function unschedule(db: SyncDatabase | PgDatabase, queue: QueueRef, name:
   return withScheduleTable(connection, () => {
     const queueName = queueNameOf(queue)
     checkScheduleName(name)
-    return andThen(connection.write((db) => upsert(db.scheduleDelete(queueName, name))), (wrote) => written(connection, queueName, wrote))
+    return andThen(
+      connection.write((db) => upsert(db.scheduleDelete(queueName, name))),
+      (wrote) => written(connection, queueName, wrote),
+    )
   })
 }
 
@@ -210,5 +229,9 @@ function written(connection: Connection, queue: string, wrote: boolean): boolean
 function checkScheduleName(name: unknown): void {
   checkName(name, 'schedule name')
   const bytes = Buffer.byteLength(name as string, 'utf8')
-  if (bytes > MAX_SCHEDULE_NAME_BYTES) throw new JobsError('TOO_LARGE', `schedule name is ${bytes} bytes; the limit is ${MAX_SCHEDULE_NAME_BYTES}, so that a slot's job id (name@slot) fits 1,024`)
+  if (bytes > MAX_SCHEDULE_NAME_BYTES)
+    throw new JobsError(
+      'TOO_LARGE',
+      `schedule name is ${bytes} bytes; the limit is ${MAX_SCHEDULE_NAME_BYTES}, so that a slot's job id (name@slot) fits 1,024`,
+    )
 }

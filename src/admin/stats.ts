@@ -7,12 +7,25 @@
 import { andThen, type Connection, type Kind, type Result } from '../dialect/index.js'
 
 /** Jobs of `queue` that ended in `state` within [since, until). */
-export function endedBetween<K extends Kind>(connection: Connection<K>, queue: string, state: 'done' | 'failed' | 'canceled', since: number, until: number): Result<K, number> {
+export function endedBetween<K extends Kind>(
+  connection: Connection<K>,
+  queue: string,
+  state: 'done' | 'failed' | 'canceled',
+  since: number,
+  until: number,
+): Result<K, number> {
   return connection.executor.jobCountEnded({ queue, state, since, until })
 }
 
 /** Jobs ended in `state` per bucket of `bucketMs`, for the buckets starting at `since` up to `until` (zeros included). */
-export function endedPerBucket<K extends Kind>(connection: Connection<K>, queue: string, state: 'done' | 'failed', since: number, until: number, bucketMs: number): Result<K, number[]> {
+export function endedPerBucket<K extends Kind>(
+  connection: Connection<K>,
+  queue: string,
+  state: 'done' | 'failed',
+  since: number,
+  until: number,
+  bucketMs: number,
+): Result<K, number[]> {
   const first = Math.floor(since / bucketMs)
   const rows = connection.executor.jobCountEndedPerBucket({ queue, state, since: first * bucketMs, until, bucketMs })
   return andThen(rows as { bucket: number; count: number }[] | Promise<{ bucket: number; count: number }[]>, (rows) => {

@@ -60,7 +60,19 @@ export async function status(open: OpenDatabase, args: Args): Promise<Output> {
     String(q.failedPerMinute),
     q.oldestDueMs === null ? '-' : span(q.oldestDueMs),
   ])
-  const header = ['queue', 'status', 'waiting', 'scheduled', 'running', 'done', 'failed', 'canceled', 'done/min', 'failed/min', 'oldest due']
+  const header = [
+    'queue',
+    'status',
+    'waiting',
+    'scheduled',
+    'running',
+    'done',
+    'failed',
+    'canceled',
+    'done/min',
+    'failed/min',
+    'oldest due',
+  ]
   return {
     text: queues.length === 0 ? 'no queue yet: no job has been added to this database' : table(header, rows),
     json: { at: new Date(now), queues },
@@ -80,7 +92,15 @@ export async function list(open: OpenDatabase, args: Args): Promise<Output> {
     ...(args.cursor === undefined ? {} : { cursor: args.cursor }),
   })
   const now = Date.now()
-  const rows = page.jobs.map((job) => [job.queue, job.id, job.state, job.group ?? '', `${number(job.attempt, job.malformed?.attempts)}/${number(job.attempts, job.malformed?.max_attempts)}`, when(job, now), oneLine(job.error, 60)])
+  const rows = page.jobs.map((job) => [
+    job.queue,
+    job.id,
+    job.state,
+    job.group ?? '',
+    `${number(job.attempt, job.malformed?.attempts)}/${number(job.attempts, job.malformed?.max_attempts)}`,
+    when(job, now),
+    oneLine(job.error, 60),
+  ])
   const lines = [page.jobs.length === 0 ? 'no job matches' : table(['queue', 'id', 'state', 'group', 'attempt', 'when', 'error'], rows)]
   if (page.next) lines.push('', `more: add --cursor ${page.next}`)
   return { text: lines.join('\n'), json: page }
@@ -114,7 +134,9 @@ function describeJob(job: JobDetail, now: number): string {
   ]
   if (job.lease) {
     const { attempt, owner, expiresAt } = job.lease
-    lines.push(`lease      attempt ${number(attempt, job.malformed?.['lease.attempt'])} by ${printable(owner)}, expires ${relative(expiresAt, now, job.malformed?.['lease.expires_at'])}`)
+    lines.push(
+      `lease      attempt ${number(attempt, job.malformed?.['lease.attempt'])} by ${printable(owner)}, expires ${relative(expiresAt, now, job.malformed?.['lease.expires_at'])}`,
+    )
   }
   lines.push('', 'value', indent(json(job.value)))
   if (job.result !== null) lines.push('', 'result', indent(json(job.result)))
@@ -136,7 +158,8 @@ function indent(text: string): string {
 
 /** `schedules`: each recurring schedule with its next slot, its last slot and the state of that slot's job. */
 export async function schedules(open: OpenDatabase, args: Args): Promise<Output> {
-  if (args.positionals.length > 0) throw usageError(`schedules takes no argument (got ${args.positionals.join(' ')}); name a queue with --queue`)
+  if (args.positionals.length > 0)
+    throw usageError(`schedules takes no argument (got ${args.positionals.join(' ')}); name a queue with --queue`)
   const found = await listSchedules(open.db, args.queue)
   const now = Date.now()
   const rows = found.map((s) => [
@@ -158,7 +181,11 @@ export async function schedules(open: OpenDatabase, args: Args): Promise<Output>
 export async function retry(open: OpenDatabase, args: Args): Promise<Output> {
   const { queue, id } = await jobArgument(open, args, 'retry')
   if (!(await retryJob(open.db, queue, id))) {
-    throw new CliError(EXIT.REFUSED, `job '${id}' of queue '${queue}' is ${await stateOf(open, queue, id)}: only failed or canceled jobs can be retried; nothing changed`, 'refused')
+    throw new CliError(
+      EXIT.REFUSED,
+      `job '${id}' of queue '${queue}' is ${await stateOf(open, queue, id)}: only failed or canceled jobs can be retried; nothing changed`,
+      'refused',
+    )
   }
   return { text: `job ${quoted(id)} of queue ${quoted(queue)} is waiting again, with fresh attempts`, json: { queue, id, retried: true } }
 }
@@ -167,7 +194,11 @@ export async function retry(open: OpenDatabase, args: Args): Promise<Output> {
 export async function cancelCommand(open: OpenDatabase, args: Args): Promise<Output> {
   const { queue, id } = await jobArgument(open, args, 'cancel')
   if (!(await cancel(open.db, queue, id))) {
-    throw new CliError(EXIT.REFUSED, `job '${id}' of queue '${queue}' has already ended (${await stateOf(open, queue, id)}); nothing changed`, 'refused')
+    throw new CliError(
+      EXIT.REFUSED,
+      `job '${id}' of queue '${queue}' has already ended (${await stateOf(open, queue, id)}); nothing changed`,
+      'refused',
+    )
   }
   return { text: `job ${quoted(id)} of queue ${quoted(queue)} is canceled`, json: { queue, id, canceled: true } }
 }
@@ -178,34 +209,49 @@ export async function pause(open: OpenDatabase, args: Args, paused: boolean): Pr
   if (paused) await pauseQueue(open.db, queue)
   else await resumeQueue(open.db, queue)
   return {
-    text: paused ? `queue ${quoted(queue)} is paused: workers claim nothing more from it until it is resumed` : `queue ${quoted(queue)} is resumed`,
+    text: paused
+      ? `queue ${quoted(queue)} is paused: workers claim nothing more from it until it is resumed`
+      : `queue ${quoted(queue)} is resumed`,
     json: { queue, paused },
   }
 }
 
 /** `prune --older-than DURATION`: deletes ended jobs that ended longer ago than that. */
 export async function pruneCommand(open: OpenDatabase, args: Args): Promise<Output> {
-  if (args.positionals.length > 0) throw usageError(`prune takes no argument (got ${args.positionals.join(' ')}); say what to delete with --older-than`)
-  if (args['older-than'] === undefined) throw usageError('prune needs --older-than DURATION (for example 7d, 12h, 30m): jobs that ended longer ago than that are deleted')
+  if (args.positionals.length > 0)
+    throw usageError(`prune takes no argument (got ${args.positionals.join(' ')}); say what to delete with --older-than`)
+  if (args['older-than'] === undefined)
+    throw usageError('prune needs --older-than DURATION (for example 7d, 12h, 30m): jobs that ended longer ago than that are deleted')
   const olderThan = duration(args['older-than'], '--older-than')
   const states = (args.state ?? []).map((state) => {
-    if (state !== 'done' && state !== 'failed' && state !== 'canceled') throw usageError(`--state for prune: expected done, failed or canceled, got '${state}'`)
+    if (state !== 'done' && state !== 'failed' && state !== 'canceled')
+      throw usageError(`--state for prune: expected done, failed or canceled, got '${state}'`)
     return state as EndedState
   })
   const before = Date.now() - olderThan
-  const deleted = await prune(open.db, { before, ...(args.queue === undefined ? {} : { queue: args.queue }), ...(states.length > 0 ? { states } : {}) })
-  return { text: `deleted ${deleted} job${deleted === 1 ? '' : 's'} that ended before ${new Date(before).toISOString()}`, json: { deleted, before: new Date(before) } }
+  const deleted = await prune(open.db, {
+    before,
+    ...(args.queue === undefined ? {} : { queue: args.queue }),
+    ...(states.length > 0 ? { states } : {}),
+  })
+  return {
+    text: `deleted ${deleted} job${deleted === 1 ? '' : 's'} that ended before ${new Date(before).toISOString()}`,
+    json: { deleted, before: new Date(before) },
+  }
 }
 
 /** The job an ID command acts on: in --queue, or in the one queue that holds that id. */
 async function jobArgument(open: OpenDatabase, args: Args, command: string): Promise<{ queue: string; id: string }> {
   const [id, ...rest] = args.positionals
-  if (id === undefined || id === '') throw usageError(`${command} needs the job's id: drizzle-jobs ${command} ID [--queue QUEUE] --db FILE|URL`)
+  if (id === undefined || id === '')
+    throw usageError(`${command} needs the job's id: drizzle-jobs ${command} ID [--queue QUEUE] --db FILE|URL`)
   if (rest.length > 0) throw usageError(`${command} takes one id (got ${args.positionals.join(' ')})`)
   if (args.queue !== undefined) return { queue: args.queue, id }
   const holders = (await listJobs(open.db, { id })).jobs.map((job) => job.queue)
-  if (holders.length === 0) throw new CliError(EXIT.NOT_FOUND, `no queue holds a job with id '${id}' (it may have been pruned)`, 'not_found')
-  if (holders.length > 1) throw usageError(`queues ${holders.map((queue) => `'${queue}'`).join(', ')} each hold a job with id '${id}': say which with --queue`)
+  if (holders.length === 0)
+    throw new CliError(EXIT.NOT_FOUND, `no queue holds a job with id '${id}' (it may have been pruned)`, 'not_found')
+  if (holders.length > 1)
+    throw usageError(`queues ${holders.map((queue) => `'${queue}'`).join(', ')} each hold a job with id '${id}': say which with --queue`)
   return { queue: holders[0]!, id }
 }
 

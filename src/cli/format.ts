@@ -8,6 +8,7 @@ import { oneLine as cutToOneLine } from '../text.js'
  * its own), the line and paragraph separators, and the bidirectional marks
  * and overrides that make text read in another order than it is stored.
  */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it removes
 const TERMINAL_CONTROLS = /[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
 
 /**
@@ -34,7 +35,11 @@ export function printableLines(text: string): string {
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const cells = rows.map((row) => row.map(printable))
   const widths = header.map((title, i) => Math.max(title.length, ...cells.map((row) => (row[i] ?? '').length)))
-  const line = (cells: readonly string[]) => cells.map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ').trimEnd()
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd()
   return [line(header), ...cells.map(line)].join('\n')
 }
 

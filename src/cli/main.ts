@@ -107,7 +107,8 @@ async function main(argv: string[]): Promise<ExitCode> {
     }
     if (command === 'dashboard') return await runDashboard(values, rest, asJson)
     const spec = COMMANDS.get(command)
-    if (!spec) throw usageError(`unknown command '${command}' (commands: ${[...COMMANDS.keys(), 'dashboard'].join(', ')}); see drizzle-jobs --help`)
+    if (!spec)
+      throw usageError(`unknown command '${command}' (commands: ${[...COMMANDS.keys(), 'dashboard'].join(', ')}); see drizzle-jobs --help`)
     for (const name of Object.keys(values) as OptionName[]) {
       if (!COMMON.includes(name) && !spec.options.includes(name)) throw usageError(`${command} takes no --${name}; see drizzle-jobs --help`)
     }
@@ -127,7 +128,8 @@ async function main(argv: string[]): Promise<ExitCode> {
 /** `dashboard`: serves the web dashboard until SIGINT or SIGTERM. */
 async function runDashboard(values: ReturnType<typeof parse>['values'], rest: string[], asJson: boolean): Promise<ExitCode> {
   for (const name of Object.keys(values) as OptionName[]) {
-    if (!COMMON.includes(name) && !['host', 'port', 'token'].includes(name)) throw usageError(`dashboard takes no --${name}; see drizzle-jobs --help`)
+    if (!COMMON.includes(name) && !['host', 'port', 'token'].includes(name))
+      throw usageError(`dashboard takes no --${name}; see drizzle-jobs --help`)
   }
   if (rest.length > 0) throw usageError(`dashboard takes no argument (got ${rest.join(' ')})`)
   const port = values.port === undefined ? DEFAULT_DASHBOARD_PORT : Number(values.port)
@@ -136,16 +138,29 @@ async function runDashboard(values: ReturnType<typeof parse>['values'], rest: st
   const open = await openDatabase(databaseTarget(values.db, process.env))
   let served: ServedDashboard
   try {
-    served = await serveDashboard(open.db, { port, ...(values.host === undefined ? {} : { host: values.host }), ...(token === undefined ? {} : { token }), title: open.label })
+    served = await serveDashboard(open.db, {
+      port,
+      ...(values.host === undefined ? {} : { host: values.host }),
+      ...(token === undefined ? {} : { token }),
+      title: open.label,
+    })
   } catch (error) {
     await open.close()
     const code = (error as { code?: unknown }).code
     if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
-      throw new CliError(EXIT.FAILURE, `cannot listen on ${values.host ?? DEFAULT_DASHBOARD_HOST}:${port} (${code}): pass another --port or --host`, 'failure')
+      throw new CliError(
+        EXIT.FAILURE,
+        `cannot listen on ${values.host ?? DEFAULT_DASHBOARD_HOST}:${port} (${code}): pass another --port or --host`,
+        'failure',
+      )
     }
     throw error
   }
-  process.stdout.write(asJson ? `${json({ url: served.url }, 0)}\n` : `drizzle-jobs dashboard of ${printable(open.label)} on ${served.url}\n(stop it with Ctrl-C)\n`)
+  process.stdout.write(
+    asJson
+      ? `${json({ url: served.url }, 0)}\n`
+      : `drizzle-jobs dashboard of ${printable(open.label)} on ${served.url}\n(stop it with Ctrl-C)\n`,
+  )
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve)
     process.once('SIGTERM', resolve)
@@ -167,10 +182,16 @@ function parse(argv: string[]) {
 function fail(error: unknown, asJson: boolean): ExitCode {
   const known = asCliError(error)
   if (asJson) {
-    const body = known ? { kind: known.kind, message: known.message, exitCode: known.exitCode } : { kind: 'failure', message: (error as Error)?.message ?? String(error), exitCode: EXIT.FAILURE }
+    const body = known
+      ? { kind: known.kind, message: known.message, exitCode: known.exitCode }
+      : { kind: 'failure', message: (error as Error)?.message ?? String(error), exitCode: EXIT.FAILURE }
     process.stderr.write(`${json({ error: body }, 0)}\n`)
   } else {
-    process.stderr.write(known ? `drizzle-jobs: ${printable(known.message)}\n` : `drizzle-jobs: unexpected failure: ${printableLines((error as Error)?.stack ?? String(error))}\n`)
+    process.stderr.write(
+      known
+        ? `drizzle-jobs: ${printable(known.message)}\n`
+        : `drizzle-jobs: unexpected failure: ${printableLines((error as Error)?.stack ?? String(error))}\n`,
+    )
   }
   return known ? known.exitCode : EXIT.FAILURE
 }

@@ -40,7 +40,9 @@ const URL_LIKE = /^[a-z][a-z0-9+.-]*:\/\//i
  */
 export async function openDatabase(target: { target: string; from: string } | undefined): Promise<OpenDatabase> {
   if (target === undefined) {
-    throw usageError('--db is required: the SQLite file your app uses, or a postgres:// URL (or set DRIZZLE_JOBS_DB, or DATABASE_URL for PostgreSQL)')
+    throw usageError(
+      '--db is required: the SQLite file your app uses, or a postgres:// URL (or set DRIZZLE_JOBS_DB, or DATABASE_URL for PostgreSQL)',
+    )
   }
   if (URL_LIKE.test(target.target) || target.from === 'DATABASE_URL') return openPostgres(target.target, target.from)
   return openSqlite(target.target)
@@ -48,7 +50,8 @@ export async function openDatabase(target: { target: string; from: string } | un
 
 async function openSqlite(file: string): Promise<OpenDatabase> {
   const path = resolve(file)
-  if (!existsSync(path)) throw new CliError(EXIT.DATABASE, `no database file at ${path}: pass the SQLite file your app uses with --db`, 'database')
+  if (!existsSync(path))
+    throw new CliError(EXIT.DATABASE, `no database file at ${path}: pass the SQLite file your app uses with --db`, 'database')
   if (statSync(path).isDirectory()) throw new CliError(EXIT.DATABASE, `${path} is a directory, not a SQLite database file`, 'database')
   let opened: Awaited<ReturnType<typeof openSqliteFile>>
   try {
@@ -64,7 +67,8 @@ async function openSqlite(file: string): Promise<OpenDatabase> {
     opened.close()
     if (isJobsError(error, 'SCHEMA_MISSING')) throw new CliError(EXIT.DATABASE, `${path}: ${error.message}`, 'database')
     const code = (error as { code?: unknown }).code
-    if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') throw new CliError(EXIT.DATABASE, `${path} is not a SQLite database (${(error as Error).message})`, 'database')
+    if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT')
+      throw new CliError(EXIT.DATABASE, `${path} is not a SQLite database (${(error as Error).message})`, 'database')
     throw error
   }
 }
@@ -85,7 +89,11 @@ async function openPostgres(url: string, from: string): Promise<OpenDatabase> {
     opened = await openPgUrl(url, { max: POOL_SIZE, connectTimeoutMs: CONNECT_TIMEOUT_MS })
   } catch (error) {
     if (isModuleMissing(error)) throw missingDriver('a PostgreSQL URL', 'pg (or postgres)', error)
-    throw new CliError(EXIT.BAD_URL, `${label} is not a PostgreSQL URL that can be read (${oneLine(error)}): expected postgres://USER:PASSWORD@HOST:PORT/DATABASE`, 'bad_url')
+    throw new CliError(
+      EXIT.BAD_URL,
+      `${label} is not a PostgreSQL URL that can be read (${oneLine(error)}): expected postgres://USER:PASSWORD@HOST:PORT/DATABASE`,
+      'bad_url',
+    )
   }
   const { db, close } = opened
   try {
@@ -115,10 +123,18 @@ function shownUrl(text: string, from: string): string {
   try {
     url = new URL(text)
   } catch {
-    throw new CliError(EXIT.BAD_URL, `${from}: not a URL that can be read: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE, or a SQLite file's path with --db`, 'bad_url')
+    throw new CliError(
+      EXIT.BAD_URL,
+      `${from}: not a URL that can be read: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE, or a SQLite file's path with --db`,
+      'bad_url',
+    )
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
-    throw new CliError(EXIT.BAD_URL, `${from}: ${url.protocol}// URLs are not served: expected postgres:// or postgresql://, or a SQLite file's path with --db`, 'bad_url')
+    throw new CliError(
+      EXIT.BAD_URL,
+      `${from}: ${url.protocol}// URLs are not served: expected postgres:// or postgresql://, or a SQLite file's path with --db`,
+      'bad_url',
+    )
   }
   if (url.password !== '') url.password = '***'
   return url.href
@@ -129,7 +145,11 @@ function shownUrl(text: string, from: string): string {
  * names such a database, so an app installs only its own.
  */
 function missingDriver(what: string, driver: string, error: unknown): CliError {
-  return new CliError(EXIT.DRIVER, `${what} needs the ${driver} package, which is not installed here: npm install ${driver.split(' ')[0]} (${oneLine(error)})`, 'driver')
+  return new CliError(
+    EXIT.DRIVER,
+    `${what} needs the ${driver} package, which is not installed here: npm install ${driver.split(' ')[0]} (${oneLine(error)})`,
+    'driver',
+  )
 }
 
 /** Why the server refused, in one line, with what to check. */
@@ -138,7 +158,8 @@ function refusal(error: unknown): string {
   const message = oneLine(error)
   if (code === '3D000') return `${message} (create it, or name another database in the URL)`
   if (code === '28P01' || code === '28000') return `${message} (check the user and password in the URL)`
-  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'ETIMEDOUT') return `${message} (is the server running, at that host and port?)`
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'ETIMEDOUT')
+    return `${message} (is the server running, at that host and port?)`
   return message
 }
 

@@ -22,7 +22,10 @@ export function sameToken(given: string | null | undefined, token: string): bool
  * user out; a name made from the mount and the port is this dashboard's own.
  */
 export function tokenCookieName(base: string, port: string | null): string {
-  return `drizzle_jobs_token_${createHash('sha256').update(`${port ?? ''} ${base}`).digest('hex').slice(0, 12)}`
+  return `drizzle_jobs_token_${createHash('sha256')
+    .update(`${port ?? ''} ${base}`)
+    .digest('hex')
+    .slice(0, 12)}`
 }
 
 /** Whether a request carries the token: in its Authorization header, or in the cookie named `cookieName`. */

@@ -54,7 +54,7 @@ export function parseHost(text: string): Host | null {
 export function isLoopbackName(name: string): boolean {
   if (name === 'localhost' || name.endsWith('.localhost') || name === '[::1]') return true
   const v4 = LOOPBACK_V4.exec(name)
-  return v4 !== null && v4.slice(1).every((octet) => Number(octet) <= 255)
+  return v4?.slice(1).every((octet) => Number(octet) <= 255) ?? false
 }
 
 /** Whether an address, as a server is told to listen on it (`127.0.0.1`, `::1`, `localhost`), is a loopback one. */
@@ -79,19 +79,28 @@ export function isAllowedHost(host: Host | null, allowed: readonly AllowedHost[]
   if (host === null) return false
   if (isLoopbackName(host.name)) return true
   return allowed.some(
-    (entry) => (host.name === entry.name || (entry.subdomains && host.name.endsWith(`.${entry.name}`))) && (entry.port === null || entry.port === host.port),
+    (entry) =>
+      (host.name === entry.name || (entry.subdomains && host.name.endsWith(`.${entry.name}`))) &&
+      (entry.port === null || entry.port === host.port),
   )
 }
 
 /** Checks the `allowedHosts` option. Throws INVALID_OPTION for anything but an array of host names, each with an optional port. */
 export function allowedHostsOption(value: unknown): AllowedHost[] {
   if (value === undefined) return []
-  if (!Array.isArray(value)) throw new JobsError('INVALID_OPTION', `allowedHosts: expected an array of host names, such as ['jobs.example.com'], got ${describe(value)}`)
+  if (!Array.isArray(value))
+    throw new JobsError(
+      'INVALID_OPTION',
+      `allowedHosts: expected an array of host names, such as ['jobs.example.com'], got ${describe(value)}`,
+    )
   return value.map((entry: unknown, i) => {
     const subdomains = typeof entry === 'string' && entry.startsWith('.')
     const host = typeof entry === 'string' ? parseHost(subdomains ? entry.slice(1) : entry) : null
     if (host === null || (host.port !== null && Number(host.port) > 65_535)) {
-      throw new JobsError('INVALID_OPTION', `allowedHosts[${i}]: expected a host name with an optional port, such as 'jobs.example.com' or 'jobs.example.com:8080', got ${describe(entry)}`)
+      throw new JobsError(
+        'INVALID_OPTION',
+        `allowedHosts[${i}]: expected a host name with an optional port, such as 'jobs.example.com' or 'jobs.example.com:8080', got ${describe(entry)}`,
+      )
     }
     return { ...host, subdomains }
   })

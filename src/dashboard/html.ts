@@ -15,6 +15,7 @@ type Part = Html | string | number | boolean | null | undefined | readonly Part[
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
 
+// biome-ignore lint/suspicious/noShadowRestrictedNames: the module's own escape; the deprecated global is never used
 export function escape(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ESCAPES[c]!)
 }

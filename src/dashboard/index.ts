@@ -57,7 +57,8 @@ export interface Dashboard {
 const OPTIONS = new Set(['basePath', 'token', 'allowedHosts', 'title'])
 
 const SECURITY_HEADERS = {
-  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'referrer-policy': 'no-referrer',
   'x-content-type-options': 'nosniff',
   'x-frame-options': 'DENY',
@@ -96,12 +97,15 @@ const SECURITY_HEADERS = {
  * http.createServer(dashboard(db).node).listen(4580, '127.0.0.1')
  */
 export function dashboard(db: SyncDatabase | PgDatabase, options: DashboardOptions = {}): Dashboard {
-  if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null)
+    throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   checkKnownOptions(options, OPTIONS, 'dashboard')
   const base = (options.basePath ?? '').replace(/\/+$/, '')
-  if (base !== '' && !base.startsWith('/')) throw new JobsError('INVALID_OPTION', `basePath: expected a path starting with '/', such as '/jobs', got ${describe(options.basePath)}`)
+  if (base !== '' && !base.startsWith('/'))
+    throw new JobsError('INVALID_OPTION', `basePath: expected a path starting with '/', such as '/jobs', got ${describe(options.basePath)}`)
   const token = options.token
-  if (token !== undefined && (typeof token !== 'string' || token === '')) throw new JobsError('INVALID_OPTION', 'token: expected a non-empty string')
+  if (token !== undefined && (typeof token !== 'string' || token === ''))
+    throw new JobsError('INVALID_OPTION', 'token: expected a non-empty string')
   const allowedHosts = allowedHostsOption(options.allowedHosts)
   const connection = connectionOf(db)
   const ctx: ViewContext = {
@@ -152,25 +156,39 @@ async function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Re
       if (!sameToken(given, token)) return unauthorized()
       url.searchParams.delete('token')
       const location = `${ctx.base}${path}${url.search}` || '/'
-      return new Response(null, { status: 303, headers: { location, 'set-cookie': tokenCookie(cookieName, token, ctx.base), 'referrer-policy': 'no-referrer' } })
+      return new Response(null, {
+        status: 303,
+        headers: { location, 'set-cookie': tokenCookie(cookieName, token, ctx.base), 'referrer-policy': 'no-referrer' },
+      })
     }
     if (!carriesToken(request, token, cookieName)) return unauthorized()
   }
 
   const [first, queue, third, id, fifth] = segments
   if (request.method === 'POST') {
-    if (!isOwnAction(request)) return htmlResponse(flash('Actions are taken from the dashboard’s own pages (or with the bearer token).', false), 403)
+    if (!isOwnAction(request))
+      return htmlResponse(flash('Actions are taken from the dashboard’s own pages (or with the bearer token).', false), 403)
     if (first === 'queues' && queue !== undefined && segments.length === 3 && (third === 'pause' || third === 'resume')) {
       if (third === 'pause') await pauseQueue(ctx.db, queue)
       else await resumeQueue(ctx.db, queue)
-      return htmlResponse(flash(third === 'pause' ? `Queue ${queue} is paused: workers claim nothing more from it.` : `Queue ${queue} is resumed.`, true))
+      return htmlResponse(
+        flash(third === 'pause' ? `Queue ${queue} is paused: workers claim nothing more from it.` : `Queue ${queue} is resumed.`, true),
+      )
     }
-    if (first === 'queues' && queue !== undefined && third === 'jobs' && id !== undefined && segments.length === 5 && (fifth === 'retry' || fifth === 'cancel')) {
+    if (
+      first === 'queues' &&
+      queue !== undefined &&
+      third === 'jobs' &&
+      id !== undefined &&
+      segments.length === 5 &&
+      (fifth === 'retry' || fifth === 'cancel')
+    ) {
       return jobAction(ctx, queue, id, fifth)
     }
     return notFound()
   }
-  if (request.method !== 'GET' && request.method !== 'HEAD') return new Response('method not allowed\n', { status: 405, headers: { allow: 'GET, POST' } })
+  if (request.method !== 'GET' && request.method !== 'HEAD')
+    return new Response('method not allowed\n', { status: 405, headers: { allow: 'GET, POST' } })
 
   if (segments.length === 0) return pageResponse(ctx, { page: 'overview' }, 'Queues')
   if (first === 'events' && segments.length === 1) {
@@ -179,10 +197,13 @@ async function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Re
   }
   if (first === 'queues' && queue !== undefined && segments.length === 2) {
     const view = queueView(queue, url.searchParams)
-    return view ? pageResponse(ctx, view, `Queue ${queue}`) : htmlResponse(flash(`Unknown state: expected one of ${STATES.join(', ')}.`, false), 400)
+    return view
+      ? pageResponse(ctx, view, `Queue ${queue}`)
+      : htmlResponse(flash(`Unknown state: expected one of ${STATES.join(', ')}.`, false), 400)
   }
   if (first === 'queues' && queue !== undefined && third === 'jobs' && id !== undefined && segments.length === 4) {
-    if (!(await inspectJob(ctx.db, queue, id))) return htmlResponse(pageShell(ctx, flash(`Queue ${queue} holds no job with id ${id}: it may have been pruned.`, false)), 404)
+    if (!(await inspectJob(ctx.db, queue, id)))
+      return htmlResponse(pageShell(ctx, flash(`Queue ${queue} holds no job with id ${id}: it may have been pruned.`, false)), 404)
     return pageResponse(ctx, { page: 'job', queue, id }, `Job ${id}`)
   }
   return notFound()
@@ -191,11 +212,18 @@ async function route(ctx: ViewContext, hub: LiveHub, access: Access, request: Re
 async function jobAction(ctx: ViewContext, queue: string, id: string, action: 'retry' | 'cancel'): Promise<Response> {
   const link = html`<a href="${jobPath(ctx, queue, id)}">${id}</a>`
   if (action === 'retry') {
-    if (await retryJob(ctx.db, queue, id)) return htmlResponse(html`<p class="flash" data-flash="ok">Job ${link} is waiting again, with fresh attempts.</p>`)
-    return htmlResponse(html`<p class="flash error" data-flash="error">Job ${link} is ${(await inspectJob(ctx.db, queue, id))?.state ?? 'gone'}: only failed or canceled jobs can be retried. Nothing changed.</p>`, 409)
+    if (await retryJob(ctx.db, queue, id))
+      return htmlResponse(html`<p class="flash" data-flash="ok">Job ${link} is waiting again, with fresh attempts.</p>`)
+    return htmlResponse(
+      html`<p class="flash error" data-flash="error">Job ${link} is ${(await inspectJob(ctx.db, queue, id))?.state ?? 'gone'}: only failed or canceled jobs can be retried. Nothing changed.</p>`,
+      409,
+    )
   }
   if (await cancel(ctx.db, queue, id)) return htmlResponse(html`<p class="flash" data-flash="ok">Job ${link} is canceled.</p>`)
-  return htmlResponse(html`<p class="flash error" data-flash="error">Job ${link} has already ended (${(await inspectJob(ctx.db, queue, id))?.state ?? 'gone'}). Nothing changed.</p>`, 409)
+  return htmlResponse(
+    html`<p class="flash error" data-flash="error">Job ${link} has already ended (${(await inspectJob(ctx.db, queue, id))?.state ?? 'gone'}). Nothing changed.</p>`,
+    409,
+  )
 }
 
 /** The view an events stream follows, from its query: the page's own view. */
@@ -213,7 +241,14 @@ function viewOf(params: URLSearchParams): View | null {
 function queueView(queue: string, params: URLSearchParams): Extract<View, { page: 'queue' }> | null {
   const state = params.get('state') || null
   if (state !== null && !STATES.includes(state as JobState)) return null
-  return { page: 'queue', queue, state: state as JobState | null, group: params.get('group') || null, id: params.get('id') || null, cursor: params.get('cursor') || null }
+  return {
+    page: 'queue',
+    queue,
+    state: state as JobState | null,
+    group: params.get('group') || null,
+    id: params.get('id') || null,
+    cursor: params.get('cursor') || null,
+  }
 }
 
 function eventsUrl(ctx: ViewContext, view: View): string {
@@ -239,7 +274,10 @@ function pageShell(ctx: ViewContext, content: Html): Html {
 }
 
 function htmlResponse(body: Html, status = 200): Response {
-  return new Response(body.text, { status, headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', ...SECURITY_HEADERS } })
+  return new Response(body.text, {
+    status,
+    headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', ...SECURITY_HEADERS },
+  })
 }
 
 function notFound(): Response {
@@ -248,11 +286,20 @@ function notFound(): Response {
 
 function misdirected(host: Host | null): Response {
   const named = host === null ? 'a host that is not well formed' : host.name
-  return htmlResponse(flash(`This dashboard answers requests addressed to localhost, 127.0.0.1 or [::1], not to ${named}. To serve it under that name, list the name in the dashboard's allowedHosts option, or give the dashboard a token.`, false), 421)
+  return htmlResponse(
+    flash(
+      `This dashboard answers requests addressed to localhost, 127.0.0.1 or [::1], not to ${named}. To serve it under that name, list the name in the dashboard's allowedHosts option, or give the dashboard a token.`,
+      false,
+    ),
+    421,
+  )
 }
 
 function unauthorized(): Response {
-  return htmlResponse(flash('This dashboard needs its token: open the address it printed when it started (the one ending in ?token=…).', false), 401)
+  return htmlResponse(
+    flash('This dashboard needs its token: open the address it printed when it started (the one ending in ?token=…).', false),
+    401,
+  )
 }
 
 const ASSETS = new Map<string, { type: string; body: () => string }>([
@@ -264,5 +311,7 @@ const ASSETS = new Map<string, { type: string; body: () => string }>([
 function asset(name: string): Response {
   const found = ASSETS.get(name)
   if (!found) return notFound()
-  return new Response(found.body(), { headers: { 'content-type': found.type, 'cache-control': 'public, max-age=3600', 'x-content-type-options': 'nosniff' } })
+  return new Response(found.body(), {
+    headers: { 'content-type': found.type, 'cache-control': 'public, max-age=3600', 'x-content-type-options': 'nosniff' },
+  })
 }

@@ -215,7 +215,7 @@ class LiveClient {
   /** Watches a job that has not ended, for its progress; a job that ended and was retried is watched again. */
   private async followJob(view: Extract<View, { page: 'job' }>): Promise<void> {
     if (this.watching || this.closed) return
-    let now
+    let now: Awaited<ReturnType<typeof getJob>>
     try {
       now = await getJob(this.hub.ctx.db, view.queue, view.id)
     } catch {

@@ -20,7 +20,11 @@ export function nodeListener(handle: FetchHandler): (req: IncomingMessage, res: 
     }
     let request: Request
     try {
-      request = new Request(new URL(req.url ?? '/', `http://${req.headers.host ?? 'localhost'}`), { method: req.method ?? 'GET', headers, signal: gone.signal })
+      request = new Request(new URL(req.url ?? '/', `http://${req.headers.host ?? 'localhost'}`), {
+        method: req.method ?? 'GET',
+        headers,
+        signal: gone.signal,
+      })
     } catch {
       res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' }).end('bad request\n')
       return

@@ -35,11 +35,18 @@ export async function serveDashboard(db: SyncDatabase | PgDatabase, options: Ser
   const port = options.port ?? DEFAULT_DASHBOARD_PORT
   const token = options.token
   if (!isLoopbackAddress(host) && token === undefined) {
-    throw new JobsError('INVALID_OPTION', `refusing to listen on ${host} without a token: anyone who reaches it could read every job and act on it. Pass --token (at least ${MIN_TOKEN_LENGTH} characters) or set DRIZZLE_JOBS_TOKEN, or listen on 127.0.0.1`)
+    throw new JobsError(
+      'INVALID_OPTION',
+      `refusing to listen on ${host} without a token: anyone who reaches it could read every job and act on it. Pass --token (at least ${MIN_TOKEN_LENGTH} characters) or set DRIZZLE_JOBS_TOKEN, or listen on 127.0.0.1`,
+    )
   }
-  if (token !== undefined && token.length < MIN_TOKEN_LENGTH) throw new JobsError('INVALID_OPTION', `token: at least ${MIN_TOKEN_LENGTH} characters, got ${token.length}`)
+  if (token !== undefined && token.length < MIN_TOKEN_LENGTH)
+    throw new JobsError('INVALID_OPTION', `token: at least ${MIN_TOKEN_LENGTH} characters, got ${token.length}`)
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new JobsError('INVALID_OPTION', `port: expected 0 to 65535, got ${port}`)
-  const board = dashboard(db, { ...(token === undefined ? {} : { token }), ...(options.title === undefined ? {} : { title: options.title }) })
+  const board = dashboard(db, {
+    ...(token === undefined ? {} : { token }),
+    ...(options.title === undefined ? {} : { title: options.title }),
+  })
   const server = createServer(board.node)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)

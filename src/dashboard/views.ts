@@ -82,8 +82,8 @@ function sumSeries(all: Series[], now: number): Series {
   const done = new Array<number>(WINDOW_BUCKETS).fill(0)
   const failed = new Array<number>(WINDOW_BUCKETS).fill(0)
   for (const series of all) {
-    series.done.forEach((count, i) => (done[i]! += count))
-    series.failed.forEach((count, i) => (failed[i]! += count))
+    for (const [i, count] of series.done.entries()) done[i]! += count
+    for (const [i, count] of series.failed.entries()) failed[i]! += count
   }
   return { start, done, failed }
 }
@@ -131,7 +131,7 @@ function queueSummary(ctx: ViewContext, view: Extract<View, { page: 'queue' }>, 
 
 /** The queue's recurring schedules (JOB-21): cron and zone, next and last slots, and the last slot's job. */
 async function schedulesPanel(ctx: ViewContext, queue: string, now: number): Promise<Html> {
-  let schedules
+  let schedules: Awaited<ReturnType<typeof listSchedules>>
   try {
     schedules = await listSchedules(ctx.db, queue)
   } catch (error) {
@@ -153,7 +153,7 @@ async function schedulesPanel(ctx: ViewContext, queue: string, now: number): Pro
 }
 
 async function jobsList(ctx: ViewContext, view: Extract<View, { page: 'queue' }>, now: number): Promise<Html> {
-  let page
+  let page: Awaited<ReturnType<typeof listJobs>>
   try {
     page = await listJobs(ctx.db, {
       queue: view.queue,
@@ -232,7 +232,8 @@ function steps(job: JobDetail): Html {
     return html`<p class="muted">${job.state === 'done' || job.state === 'failed' || job.state === 'canceled' ? 'Steps are deleted when their job ends.' : 'No step kept yet.'}</p>`
   }
   return html`<table><thead><tr><th>step</th><th>answer</th></tr></thead><tbody>${job.steps.map(
-    (step) => html`<tr><td>${step.name}</td><td class="wrap"><code>${oneLine(JSON.stringify(step.answer) ?? 'undefined', 300)}</code></td></tr>`,
+    (step) =>
+      html`<tr><td>${step.name}</td><td class="wrap"><code>${oneLine(JSON.stringify(step.answer) ?? 'undefined', 300)}</code></td></tr>`,
   )}</tbody></table>`
 }
 
@@ -265,7 +266,8 @@ function stored(value: number, literal?: string): string {
 /** A whole page: the layout around a view's regions, each in its `data-live` element. */
 export async function page(ctx: ViewContext, view: View, title: string, eventsUrl: string): Promise<Html> {
   const regions = await liveRegions(ctx, view)
-  const region = (name: string, tag = 'div', cls = '') => html`<${raw(tag)} data-live="${name}"${cls ? html` class="${cls}"` : ''}>${regions[name] ?? ''}</${raw(tag)}>`
+  const region = (name: string, tag = 'div', cls = '') =>
+    html`<${raw(tag)} data-live="${name}"${cls ? html` class="${cls}"` : ''}>${regions[name] ?? ''}</${raw(tag)}>`
   let body: Html
   switch (view.page) {
     case 'overview':

@@ -64,7 +64,7 @@ export function drizzleHandleOf(db: unknown): DrizzleHandle | null {
 function entityKindsOf(value: object): Set<string> {
   const kinds = new Set<string>()
   for (let type: unknown = value.constructor; typeof type === 'function'; type = Object.getPrototypeOf(type)) {
-    if (Object.prototype.hasOwnProperty.call(type, entityKind)) {
+    if (Object.hasOwn(type, entityKind)) {
       const kind: unknown = Reflect.get(type, entityKind)
       if (typeof kind === 'string') kinds.add(kind)
     }

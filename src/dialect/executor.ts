@@ -109,7 +109,9 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** The first due job whose last run was abandoned. */
   jobGetFirstAbandoned(window: ClaimWindow): Result<K, (ClaimedJob & Pick<JobRow, 'runAt'>) | undefined>
   /** Candidates for a claim under a per-group cap, leaving out groups already at it. */
-  jobGetAvailableByGroup(window: ClaimWindow & { perGroup: number; limit: number; skipAbandoned: 0 | 1 }): Result<K, Pick<JobRow, 'seq' | 'grp'>[]>
+  jobGetAvailableByGroup(
+    window: ClaimWindow & { perGroup: number; limit: number; skipAbandoned: 0 | 1 },
+  ): Result<K, Pick<JobRow, 'seq' | 'grp'>[]>
   /** One job, if runnable, as a claim answers it. */
   jobGetAvailableOne(seq: number): Result<K, ClaimedJob | undefined>
   /** Runs under way per group of a queue. */
@@ -124,7 +126,9 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
    */
   jobSetStateIfLeased(end: RunEndParams & LeaseParams & ExpiredBy): Result<K, boolean>
   /** Ends several runs of one owner that end alike but for finish time and result, fenced; answers the jobs it ended. */
-  jobSetStateIfLeasedMany(end: Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy & { owner: string; runs: readonly RunEndOf[] }): Result<K, Pick<JobRow, 'seq'>[]>
+  jobSetStateIfLeasedMany(
+    end: Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy & { owner: string; runs: readonly RunEndOf[] },
+  ): Result<K, Pick<JobRow, 'seq'>[]>
   /** Ends a run that holds no lease, while it still holds none; answers whether it landed. */
   jobSetStateIfUnleased(end: RunEndParams & { seq: number }): Result<K, boolean>
   jobGetState(seq: number): Result<K, JobState | undefined>
@@ -150,7 +154,13 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** The owners holding leases of a queue. */
   leaseOwners(queue: string): Result<K, string[]>
   /** Leases of a queue, not `self`'s, that expired or whose owner is one of `deadOwners`. */
-  leaseGetAbandoned(find: { queue: string; self: string; now: number; deadOwners: readonly string[]; limit: number }): Result<K, AbandonedLease[]>
+  leaseGetAbandoned(find: {
+    queue: string
+    self: string
+    now: number
+    deadOwners: readonly string[]
+    limit: number
+  }): Result<K, AbandonedLease[]>
   /** How many more jobs a queue counts running than it holds leases. */
   jobCountUnleased(queue: string): Result<K, number>
   jobGetUnleased(find: { queue: string; limit: number }): Result<K, UnleasedRun[]>

@@ -9,7 +9,7 @@
  */
 
 /** The work of one transaction, answering `T`. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: a program is resumed with whatever its request answers; each `ask` types its own answer
 export type Program<T> = Generator<unknown, T, any>
 
 /** Hands one answer of the executor, at once or as a promise, to the program's runner, and gives back what it resolves to. */
@@ -41,7 +41,7 @@ export async function runAsync<T>(program: Program<T>): Promise<T> {
 }
 
 /** A program that answers `value`: for work that has nothing to ask. */
-// eslint-disable-next-line require-yield
+// biome-ignore lint/correctness/useYield: a program that answers at once, asking nothing
 export function* done<T>(value: T): Program<T> {
   return value
 }

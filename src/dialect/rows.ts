@@ -29,10 +29,12 @@ export type UnleasedRun = Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
 export type Claimable = Pick<QueueRow, 'paused' | 'running' | 'waiting' | 'scheduled' | 'concurrency'> & { nextScheduled: number | null }
 
 /** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force. */
-export type ClaimLimits = Pick<QueueRow, 'paused' | 'running' | 'concurrency'> & { perGroup: QueueRow['concurrencyPerGroup'] } & Partial<ClaimRate> & {
-  /** The workers waiting for a share of the concurrency (engine/fair-share.ts), as stored: read when the queue has a concurrency. */
-  claimWaiters?: unknown
-}
+export type ClaimLimits = Pick<QueueRow, 'paused' | 'running' | 'concurrency'> & {
+  perGroup: QueueRow['concurrencyPerGroup']
+} & Partial<ClaimRate> & {
+    /** The workers waiting for a share of the concurrency (engine/fair-share.ts), as stored: read when the queue has a concurrency. */
+    claimWaiters?: unknown
+  }
 
 /**
  * The queue's rate in force and its log of recent starts (engine/rate.ts), as a claim reads them under the queue's
@@ -85,7 +87,14 @@ export interface NewJobs {
 }
 
 /** One job of NewJobs: `[id, grp, value, state, priority, runAt]`. */
-export type NewJobTuple = readonly [id: string, grp: string | null, value: string, state: 'waiting' | 'scheduled', priority: number, runAt: number]
+export type NewJobTuple = readonly [
+  id: string,
+  grp: string | null,
+  value: string,
+  state: 'waiting' | 'scheduled',
+  priority: number,
+  runAt: number,
+]
 
 /** The jobs a claim may take: runnable jobs of `queue` due by `now`. */
 export interface ClaimWindow {
@@ -146,7 +155,19 @@ export type StateCounts = Record<JobState, number>
  */
 export type SnapshotRow = Pick<
   JobRow,
-  'seq' | 'queue' | 'id' | 'grp' | 'state' | 'priority' | 'runAt' | 'attempts' | 'maxAttempts' | 'createdAt' | 'finishedAt' | 'error' | 'result'
+  | 'seq'
+  | 'queue'
+  | 'id'
+  | 'grp'
+  | 'state'
+  | 'priority'
+  | 'runAt'
+  | 'attempts'
+  | 'maxAttempts'
+  | 'createdAt'
+  | 'finishedAt'
+  | 'error'
+  | 'result'
 > & {
   owner: LeaseRow['owner'] | null
   leaseAttempt: LeaseRow['attempt'] | null
@@ -172,7 +193,21 @@ export interface AheadParams {
 /** A job as the admin API answers it; another program may have stored other types in any column (admin/list.ts's toRecord reads them as stored). */
 export type AdminJobRow = Pick<
   JobRow,
-  'seq' | 'queue' | 'id' | 'grp' | 'value' | 'state' | 'priority' | 'attempts' | 'maxAttempts' | 'runAt' | 'createdAt' | 'finishedAt' | 'error' | 'errorStack' | 'result'
+  | 'seq'
+  | 'queue'
+  | 'id'
+  | 'grp'
+  | 'value'
+  | 'state'
+  | 'priority'
+  | 'attempts'
+  | 'maxAttempts'
+  | 'runAt'
+  | 'createdAt'
+  | 'finishedAt'
+  | 'error'
+  | 'errorStack'
+  | 'result'
 >
 
 /** A queue's counters. */

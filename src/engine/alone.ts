@@ -33,7 +33,12 @@ export interface AloneClaim {
 }
 
 /** Decides, for a claim by a worker that is `idle` or not, what to do about `first`, the first due job that must run alone. */
-export function aloneClaim(first: (ClaimedJob & { runAt: number }) | undefined, idle: boolean, endedHere: ReadonlySet<number>, now: number): AloneClaim {
+export function aloneClaim(
+  first: (ClaimedJob & { runAt: number }) | undefined,
+  idle: boolean,
+  endedHere: ReadonlySet<number>,
+  now: number,
+): AloneClaim {
   if (!first) return { take: null, passOver: false, holdBack: false }
   return {
     take: idle && !endedHere.has(first.seq) ? first : null,

@@ -86,14 +86,23 @@ const NONE: ReadonlySet<number> = new Set()
 /** A cap per group that never binds: the candidates' statement takes one, and a rate's cap per group may come alone. */
 const NO_GROUP_CAP = 2 ** 31 - 1
 
-export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimRequest, moved: CountShift, hold?: ClaimReport): Program<ClaimedJob[]> {
+export function* claimJobs(
+  db: Executor,
+  queue: QueueDefinition,
+  request: ClaimRequest,
+  moved: CountShift,
+  hold?: ClaimReport,
+): Program<ClaimedJob[]> {
   // The runs this transaction ended so far (moved.running is negative by them): their slots are free for this claim.
   const askedAt = performance.now()
   const counts = yield* ask(db.queueClaimLimits(queue.name, Math.max(0, -moved.running)))
   if (hold && counts && request.held !== undefined) hold.othersRunning = Math.max(0, counts.running - request.held)
   if (counts?.paused) return []
   const limits: QueueLimits = { total: counts?.concurrency ?? null, perGroup: counts?.perGroup ?? null }
-  const rate = counts === undefined ? null : rateOf({ rateLimit: counts.rateLimit ?? null, ratePer: counts.ratePer ?? null, ratePerGroup: counts.ratePerGroup ?? null })
+  const rate =
+    counts === undefined
+      ? null
+      : rateOf({ rateLimit: counts.rateLimit ?? null, ratePer: counts.ratePer ?? null, ratePerGroup: counts.ratePerGroup ?? null })
   let limit = request.limit
   // A claimed job counts as running against a limit: under one, a worker claims only what it starts now.
   if (limits.total !== null || limits.perGroup !== null || rate !== null) limit -= request.ahead ?? 0
@@ -123,7 +132,12 @@ export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimR
     }
   }
   const passOver = request.passOver ?? NONE
-  const alone = aloneClaim(yield* ask(db.jobGetFirstAbandoned({ queue: queue.name, now: request.now })), request.idle, passOver, request.now)
+  const alone = aloneClaim(
+    yield* ask(db.jobGetFirstAbandoned({ queue: queue.name, now: request.now })),
+    request.idle,
+    passOver,
+    request.now,
+  )
   const gate: GroupGate = { perGroup: limits.perGroup, log, heldBack: null }
   let claimed: ClaimedJob[] = []
   if (alone.take) claimed = yield* claimAlone(db, queue, gate, alone.take)
@@ -143,7 +157,8 @@ export function* claimJobs(db: Executor, queue: QueueDefinition, request: ClaimR
   const seqs = claimed.map((job) => job.seq)
   const marked = yield* ask(db.jobSetRunningMany(seqs))
   // What was read in this write transaction is still runnable: nothing else can write meanwhile.
-  if (marked !== claimed.length) throw new Error(`drizzle-jobs: only ${marked} of ${claimed.length} jobs read for a claim were runnable within the same transaction`)
+  if (marked !== claimed.length)
+    throw new Error(`drizzle-jobs: only ${marked} of ${claimed.length} jobs read for a claim were runnable within the same transaction`)
   yield* ask(db.leaseInsertMany(seqs, { owner: request.owner, expiresAt: request.now + request.leaseMs, channel: request.channel }))
   for (const job of claimed) shift(moved, job.claimedFrom, 'running')
   if (log !== null) {
@@ -175,7 +190,14 @@ function rateLets(gate: GroupGate, grp: string | null): boolean {
 }
 
 /** The runnable jobs to claim, in claim order, but for those passed over: it reads as many more as it may pass over. */
-function* claimInOrder(db: Executor, queue: QueueDefinition, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): Program<ClaimedJob[]> {
+function* claimInOrder(
+  db: Executor,
+  queue: QueueDefinition,
+  limit: number,
+  now: number,
+  skipAbandoned: boolean,
+  passOver: ReadonlySet<number>,
+): Program<ClaimedJob[]> {
   const jobs = yield* ask(db.jobGetAvailable({ queue: queue.name, now, limit: limit + passOver.size }, skipAbandoned))
   return passOver.size === 0 ? jobs : jobs.filter((job) => !passOver.has(job.seq)).slice(0, limit)
 }
@@ -192,9 +214,25 @@ function* claimAlone(db: Executor, queue: QueueDefinition, gate: GroupGate, job:
  * Walks candidates in claim order, skipping jobs whose group is at its cap (runs under way, or starts in the rate's
  * window), counting the ones taken here too.
  */
-function* claimUnderGroupCap(db: Executor, queue: QueueDefinition, gate: GroupGate, limit: number, now: number, skipAbandoned: boolean, passOver: ReadonlySet<number>): Program<ClaimedJob[]> {
+function* claimUnderGroupCap(
+  db: Executor,
+  queue: QueueDefinition,
+  gate: GroupGate,
+  limit: number,
+  now: number,
+  skipAbandoned: boolean,
+  passOver: ReadonlySet<number>,
+): Program<ClaimedJob[]> {
   const perGroup = gate.perGroup ?? NO_GROUP_CAP
-  const candidates = yield* ask(db.jobGetAvailableByGroup({ queue: queue.name, now, perGroup, limit: limit * 4 + 16 + passOver.size, skipAbandoned: skipAbandoned ? 1 : 0 }))
+  const candidates = yield* ask(
+    db.jobGetAvailableByGroup({
+      queue: queue.name,
+      now,
+      perGroup,
+      limit: limit * 4 + 16 + passOver.size,
+      skipAbandoned: skipAbandoned ? 1 : 0,
+    }),
+  )
   const running = gate.perGroup === null ? new Map<string, number>() : yield* groupsRunning(db, queue)
   const claimed: ClaimedJob[] = []
   for (const candidate of candidates) {

@@ -17,7 +17,13 @@ export type RunHandler = (value: unknown, run: Run) => unknown
  * Answers the job's next state, or null when the run lost its lease: nothing it would write lands.
  * @internal
  */
-export async function execute(queue: QueueDefinition, run: RunContext, storedValue: unknown, handler: RunHandler, clock: () => number): Promise<Transition | null> {
+export async function execute(
+  queue: QueueDefinition,
+  run: RunContext,
+  storedValue: unknown,
+  handler: RunHandler,
+  clock: () => number,
+): Promise<Transition | null> {
   let timedOut = false
   const timer = setTimeout(() => {
     timedOut = true

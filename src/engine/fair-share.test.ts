@@ -27,7 +27,9 @@ describe('shares of a concurrency', () => {
   test('a waiter writes its entry when missing or half gone, dropping the expired ones; else writes nothing', () => {
     expect(new ClaimWaiters(null, T).next('a', true, WAIT)).toBe(JSON.stringify({ a: T + WAIT }))
     expect(new ClaimWaiters({ a: T + 600, b: T + 100 }, T).next('a', true, WAIT)).toBeUndefined()
-    expect(new ClaimWaiters({ a: T + 400, b: T + 100, old: T - 5 }, T).next('a', true, WAIT)).toBe(JSON.stringify({ a: T + WAIT, b: T + 100 }))
+    expect(new ClaimWaiters({ a: T + 400, b: T + 100, old: T - 5 }, T).next('a', true, WAIT)).toBe(
+      JSON.stringify({ a: T + WAIT, b: T + 100 }),
+    )
     const waiters = new ClaimWaiters({ a: T + 400 }, T)
     waiters.next('a', true, WAIT)
     expect(waiters.remaining('a')).toBe(WAIT)

@@ -54,7 +54,7 @@ export function transitionFor(queue: QueueDefinition, run: RunFacts, end: RunEnd
   if (!isOutcome(value)) {
     let result: string | null
     try {
-      result = encodeJson(value, 'the handler\'s result', MAX_VALUE_BYTES, true)
+      result = encodeJson(value, "the handler's result", MAX_VALUE_BYTES, true)
     } catch (error) {
       return failedRun(queue, run, errorText(error), stackOf(error), now)
     }
@@ -74,7 +74,16 @@ export function transitionFor(queue: QueueDefinition, run: RunFacts, end: RunEnd
  * the state it was claimed from, in its place in claim order (its run_at kept), its attempt refunded.
  */
 export function handedBack(job: { claimedFrom: 'waiting' | 'scheduled'; abandoned: number | boolean }): Transition {
-  return { state: job.claimedFrom, runAt: null, finishedAt: null, result: null, error: null, errorStack: null, refund: 1, abandoned: job.abandoned ? 1 : 0 }
+  return {
+    state: job.claimedFrom,
+    runAt: null,
+    finishedAt: null,
+    result: null,
+    error: null,
+    errorStack: null,
+    refund: 1,
+    abandoned: job.abandoned ? 1 : 0,
+  }
 }
 
 function failedRun(queue: QueueDefinition, run: RunFacts, message: string, stack: string | null, now: number): Transition {
@@ -99,14 +108,31 @@ function ended(state: 'done' | 'failed', now: number, fields: Partial<Transition
 
 /** A wait of years may reach past the range of a Date: the job is then scheduled at its end. */
 function scheduled(runAt: number, error: string | null, errorStack: string | null, refund: 0 | 1): Transition {
-  return { state: 'scheduled', runAt: Math.min(runAt, MAX_TIME_MS), finishedAt: null, result: null, error, errorStack, refund, abandoned: 0 }
+  return {
+    state: 'scheduled',
+    runAt: Math.min(runAt, MAX_TIME_MS),
+    finishedAt: null,
+    result: null,
+    error,
+    errorStack,
+    refund,
+    abandoned: 0,
+  }
 }
 
 /** What a thrown value says, as text, whatever was thrown: an error whose message is no string, or whose getters throw, included. */
 function errorText(error: unknown): string {
-  if (error instanceof Error) return textOf(() => error.message || error.name, () => Object.prototype.toString.call(error))
+  if (error instanceof Error)
+    return textOf(
+      () => error.message || error.name,
+      () => Object.prototype.toString.call(error),
+    )
   if (typeof error === 'string') return error
-  return `a non-error was thrown: ${textOf(() => JSON.stringify(error) ?? String(error), () => String(error), () => Object.prototype.toString.call(error))}`
+  return `a non-error was thrown: ${textOf(
+    () => JSON.stringify(error) ?? String(error),
+    () => String(error),
+    () => Object.prototype.toString.call(error),
+  )}`
 }
 
 /** The text of the first of `reads` that answers without throwing. */

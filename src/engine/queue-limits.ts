@@ -28,12 +28,24 @@ export function* storeLimits(db: Executor, queue: QueueDefinition, now: number):
   const stored = yield* ask(db.queueLimitsGet(queue.name))
   const next: NamedLimits = { ...queue.concurrency, rate: queue.rate }
   const rate = queue.rate
-  yield* ask(db.queueLimitsSet({ queue: queue.name, total: next.total, perGroup: next.perGroup, now, rateLimit: rate?.limit ?? null, ratePer: rate?.perMs ?? null, ratePerGroup: rate?.perGroup ?? null }))
+  yield* ask(
+    db.queueLimitsSet({
+      queue: queue.name,
+      total: next.total,
+      perGroup: next.perGroup,
+      now,
+      rateLimit: rate?.limit ?? null,
+      ratePer: rate?.perMs ?? null,
+      ratePerGroup: rate?.perGroup ?? null,
+    }),
+  )
   if (!stored || stored.setAt === null) return null
   const before: NamedLimits = { total: stored.concurrency, perGroup: stored.perGroup, rate: rateOf(stored) }
   if (describeLimits(before) === describeLimits(next)) return null
-  return `drizzle-jobs: queue '${queue.name}' ran with ${describeLimits(before)}, stored by a worker started earlier; `
-    + `this worker's definition replaces it with ${describeLimits(next)}, which every worker of the queue now follows`
+  return (
+    `drizzle-jobs: queue '${queue.name}' ran with ${describeLimits(before)}, stored by a worker started earlier; ` +
+    `this worker's definition replaces it with ${describeLimits(next)}, which every worker of the queue now follows`
+  )
 }
 
 /** Limits as a definition writes them: `concurrency { total: 4, perGroup: 1 }, rate { limit: 60, per: 60000ms }`, or `no concurrency limit`. */

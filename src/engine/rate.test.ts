@@ -101,7 +101,15 @@ describe('rate arithmetic', () => {
 
   test('rateLimitedUntil: when a waiting job may start while the window is full, else null', () => {
     const full = { starts: Array.from({ length: 10 }, (_, i) => T - 500 + i), groups: {} }
-    const row = { state: 'waiting', grp: null, rateLimit: 10, ratePer: 1_000, ratePerGroup: null, rateStarts: JSON.stringify(full), rateNow: null }
+    const row = {
+      state: 'waiting',
+      grp: null,
+      rateLimit: 10,
+      ratePer: 1_000,
+      ratePerGroup: null,
+      rateStarts: JSON.stringify(full),
+      rateNow: null,
+    }
     expect(rateLimitedUntil(row, T)).toBe(T - 500 + 1_100)
     expect(rateLimitedUntil({ ...row, rateNow: T + 1_000 }, T)).toBeNull()
     expect(rateLimitedUntil({ ...row, state: 'running' }, T)).toBeNull()

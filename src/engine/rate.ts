@@ -190,7 +190,15 @@ function times(list: unknown): number[] {
  * database keeps it (PostgreSQL's); else `now`.
  */
 export function rateLimitedUntil(
-  row: { state: unknown; grp: unknown; rateLimit: number | null; ratePer: number | null; ratePerGroup: number | null; rateStarts: unknown; rateNow: number | null },
+  row: {
+    state: unknown
+    grp: unknown
+    rateLimit: number | null
+    ratePer: number | null
+    ratePerGroup: number | null
+    rateStarts: unknown
+    rateNow: number | null
+  },
   now: number,
 ): number | null {
   if (row.state !== 'waiting') return null

@@ -33,7 +33,9 @@ export function* recordEnds(db: Executor, records: readonly RunEndRecord[], move
       continue
     }
     const { owner, transition, expiredBy = null } = records[group[0]!]!
-    const runs = group.map((i): RunEndOf => [records[i]!.seq, records[i]!.attempt, records[i]!.transition.finishedAt, records[i]!.transition.result])
+    const runs = group.map(
+      (i): RunEndOf => [records[i]!.seq, records[i]!.attempt, records[i]!.transition.finishedAt, records[i]!.transition.result],
+    )
     const ended = new Set((yield* ask(db.jobSetStateIfLeasedMany({ ...transition, owner, runs, expiredBy }))).map((row) => row.seq))
     for (const i of group) landed[i] = ended.has(records[i]!.seq)
   }

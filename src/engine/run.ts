@@ -122,12 +122,15 @@ export class RunContext implements Run {
     const kept = await this.whileBusy(() => db.stepGet(this.seq, name))
     if (kept !== undefined) return (kept === null ? undefined : JSON.parse(kept)) as A
     // The lease may have been taken while this process could not tell (its event loop blocked past the lease, say).
-    if (!(await this.whileBusy(() => confirmLease(this.connection, this.owner, this, this.lease.clock() + this.lease.ms)))) this.assertHeld()
+    if (!(await this.whileBusy(() => confirmLease(this.connection, this.owner, this, this.lease.clock() + this.lease.ms))))
+      this.assertHeld()
     const answer = await fn()
     const json = encodeJson(answer, `the answer of step '${name}'`, MAX_VALUE_BYTES, true)
     this.assertHeld()
     // A write whose answer was lost with its connection may have landed: tried again, it writes nothing, and the read finds it.
-    const written = await this.whileBusy(() => db.stepSetIfLeased({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt }))
+    const written = await this.whileBusy(() =>
+      db.stepSetIfLeased({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt }),
+    )
     if (!written && (await this.whileBusy(() => db.stepGet(this.seq, name))) === undefined) {
       this.loseLease()
       this.assertHeld()

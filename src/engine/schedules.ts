@@ -39,7 +39,8 @@ export function planSlots(rows: readonly ScheduleRow[], now: number): { plans: S
   for (const row of rows) {
     try {
       const due = dueSlots(slotRule(row.cron, row.tz, now), row.nextAt, now, row.backfill)
-      if (due.nextAt === null || due.nextAt > MAX_TIME_MS) throw new Error(`cron '${row.cron}' names no slot after ${new Date(now).toISOString()}`)
+      if (due.nextAt === null || due.nextAt > MAX_TIME_MS)
+        throw new Error(`cron '${row.cron}' names no slot after ${new Date(now).toISOString()}`)
       plans.push({ row, due: { slots: due.slots, nextAt: due.nextAt } })
     } catch (error) {
       broken.push({ row, error })
@@ -58,12 +59,30 @@ export function addSlotJobs(db: Executor, queue: ScheduleQueue, plans: readonly 
     const added: string[] = []
     for (const { row, due } of plans) {
       const advanced = yield* ask(
-        db.scheduleAdvance({ queue: row.queue, name: row.name, seenNextAt: row.nextAt, seenUpdatedAt: row.updatedAt, nextAt: due.nextAt, lastSlot: due.slots.at(-1) ?? null }),
+        db.scheduleAdvance({
+          queue: row.queue,
+          name: row.name,
+          seenNextAt: row.nextAt,
+          seenUpdatedAt: row.updatedAt,
+          nextAt: due.nextAt,
+          lastSlot: due.slots.at(-1) ?? null,
+        }),
       )
       if (!advanced) continue
       for (const slot of due.slots) {
         const id = slotJobId(row.name, slot)
-        const job = { queue: queue.name, id, grp: null, value: row.value, state: 'waiting' as const, priority: 0, maxAttempts: queue.attempts, runAt: Math.min(slot, now), now, maxWaiting: queue.maxWaiting }
+        const job = {
+          queue: queue.name,
+          id,
+          grp: null,
+          value: row.value,
+          state: 'waiting' as const,
+          priority: 0,
+          maxAttempts: queue.attempts,
+          runAt: Math.min(slot, now),
+          now,
+          maxWaiting: queue.maxWaiting,
+        }
         if (!(yield* ask(db.jobInsert(job)))) continue
         shift(moved, null, 'waiting')
         added.push(id)
@@ -109,7 +128,12 @@ export async function runSchedulePass(connection: Connection, queue: ScheduleQue
  * tests (drizzle-jobs/testing's runSchedule). The job is due now. Answers its id, or undefined when no such
  * schedule exists; `added` false when the slot's job was there already.
  */
-export function* fireNextSlot(db: Executor, queue: ScheduleQueue, name: string, now: number): Program<{ id: string; added: boolean } | undefined> {
+export function* fireNextSlot(
+  db: Executor,
+  queue: ScheduleQueue,
+  name: string,
+  now: number,
+): Program<{ id: string; added: boolean } | undefined> {
   const row = yield* ask(db.scheduleGet(queue.name, name))
   if (!row) return undefined
   const nextAt = slotRule(row.cron, row.tz, now).next(row.nextAt)
@@ -144,7 +168,12 @@ export function schedulesChanged(key: string, queue: string): void {
  */
 export function scheduleTableMissing(error: unknown): JobsError | undefined {
   const message = error instanceof Error ? error.message : ''
-  const missing = /no such table: jobs_schedule/.test(message) || ((error as { code?: unknown })?.code === '42P01' && message.includes('jobs_schedule'))
+  const missing =
+    /no such table: jobs_schedule/.test(message) || ((error as { code?: unknown })?.code === '42P01' && message.includes('jobs_schedule'))
   if (!missing) return undefined
-  return new JobsError('SCHEMA_MISSING', 'table jobs_schedule is missing (the tables are an older version\'s): run `drizzle-kit generate` and `drizzle-kit migrate`', { cause: error })
+  return new JobsError(
+    'SCHEMA_MISSING',
+    "table jobs_schedule is missing (the tables are an older version's): run `drizzle-kit generate` and `drizzle-kit migrate`",
+    { cause: error },
+  )
 }

@@ -61,7 +61,9 @@ export function slotRule(cron: string, tz: string, now = Date.now()): SlotRule {
     walls = new Cron(cron, { utcOffset: 0, paused: true, mode: '5-or-6-parts' })
     everyHour = new CronPattern(cron, undefined, { mode: '5-or-6-parts' }).hour.every((hour) => hour === 1)
   } catch (error) {
-    throw new JobsError('INVALID_OPTION', `cron: '${cron}' is not a cron expression of 5 or 6 fields (${(error as Error).message})`, { cause: error })
+    throw new JobsError('INVALID_OPTION', `cron: '${cron}' is not a cron expression of 5 or 6 fields (${(error as Error).message})`, {
+      cause: error,
+    })
   }
   let clock: WallClock
   try {
@@ -98,7 +100,8 @@ class ZonedSlots implements SlotRule {
     for (let span = PREVIOUS_FIRST_SPAN_MS; ; span *= 2) {
       const from = Math.max(notBefore, before - span)
       const slots: number[] = []
-      for (let slot = this.slotAfter(from - 1, before); slot !== null && slot < before; slot = this.slotAfter(slot, before)) slots.push(slot)
+      for (let slot = this.slotAfter(from - 1, before); slot !== null && slot < before; slot = this.slotAfter(slot, before))
+        slots.push(slot)
       if (slots.length >= count || from === notBefore) return slots.slice(-count).reverse()
     }
   }

@@ -40,10 +40,34 @@ export function claimedRows(jobs: readonly ClaimedJob[], owner: string, channel:
 export function endedRows(records: readonly RunEndRecord[], landed: readonly boolean[], withResult: boolean): Written {
   return (index, before) => {
     const record = records[index]
-    if (!withResult || !record || !landed[index] || record.seq !== before.seq || !ENDED_STATES.includes(record.transition.state as EndedState)) return undefined
-    if (before.state !== 'running' || before.owner !== record.owner || before.leaseAttempt !== record.attempt || before.attempts !== record.attempt) return undefined
+    if (
+      !withResult ||
+      !record ||
+      !landed[index] ||
+      record.seq !== before.seq ||
+      !ENDED_STATES.includes(record.transition.state as EndedState)
+    )
+      return undefined
+    if (
+      before.state !== 'running' ||
+      before.owner !== record.owner ||
+      before.leaseAttempt !== record.attempt ||
+      before.attempts !== record.attempt
+    )
+      return undefined
     const { transition } = record
-    return row(before, transition.state, transition.runAt ?? before.runAt, transition.finishedAt, transition.result, transition.error, before.attempts - transition.refund, null, null, null)
+    return row(
+      before,
+      transition.state,
+      transition.runAt ?? before.runAt,
+      transition.finishedAt,
+      transition.result,
+      transition.error,
+      before.attempts - transition.refund,
+      null,
+      null,
+      null,
+    )
   }
 }
 

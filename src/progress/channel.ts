@@ -172,7 +172,11 @@ function serveSubscriber(socket: Socket): void {
       heldBack.delete(keyJson)
       return
     }
-    if (!subscriptions.has(key)) subscriptions.set(key, subscribeProgress(key, (progress) => send(keyJson, progress.json)))
+    if (!subscriptions.has(key))
+      subscriptions.set(
+        key,
+        subscribeProgress(key, (progress) => send(keyJson, progress.json)),
+      )
     send(keyJson, readProgress(key)?.json ?? 'null')
   }
 

@@ -146,7 +146,10 @@ class Sender {
     this.timer = null
     const runs = [...this.pending]
     this.pending.clear()
-    const payloads = pack(runs.map((run) => `${run.n}\t${run.keyJson}\t${run.json}`), this.notices.maxPayloadBytes)
+    const payloads = pack(
+      runs.map((run) => `${run.n}\t${run.keyJson}\t${run.json}`),
+      this.notices.maxPayloadBytes,
+    )
     if (payloads.length === 0) return
     this.sending = true
     this.lastSendAt = performance.now()
@@ -318,14 +321,19 @@ class Receiver {
         run.askToken = `${this.id}.${++this.asks}`
         return `${ASK_LINE}${run.keyJson}\t${run.askToken}`
       })
-      this.notices.send(pack(lines, this.notices.maxPayloadBytes), asks.map((run) => run.keyJson)).catch(() => {
-        // Not sent (a lost connection): asked again a moment later, while still followed.
-        for (const run of asks) {
-          run.asked = false
-          run.askToken = null
-        }
-        setTimeout(() => this.askSoon(), PROGRESS_NOTICE_INTERVAL_MS).unref()
-      })
+      this.notices
+        .send(
+          pack(lines, this.notices.maxPayloadBytes),
+          asks.map((run) => run.keyJson),
+        )
+        .catch(() => {
+          // Not sent (a lost connection): asked again a moment later, while still followed.
+          for (const run of asks) {
+            run.asked = false
+            run.askToken = null
+          }
+          setTimeout(() => this.askSoon(), PROGRESS_NOTICE_INTERVAL_MS).unref()
+        })
     }, 0)
     this.askTimer.unref()
   }

@@ -92,7 +92,10 @@ const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'rate', 'tim
  *   timeout: '1m',
  * })
  */
-export function defineQueue<T extends JsonShape<T> = Json, R extends JsonShape<R> = Json>(name: string, options: QueueOptions = {}): Queue<T, R> {
+export function defineQueue<T extends JsonShape<T> = Json, R extends JsonShape<R> = Json>(
+  name: string,
+  options: QueueOptions = {},
+): Queue<T, R> {
   checkName(name, 'queue name')
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
@@ -125,7 +128,10 @@ export function defineQueue<T extends JsonShape<T> = Json, R extends JsonShape<R
 export function checkQueue(value: unknown): Queue {
   if (typeof value !== 'object' || value === null || (value as { [QUEUE_BRAND]?: unknown })[QUEUE_BRAND] !== true) {
     const named = typeof value === 'object' && value !== null && typeof (value as { name?: unknown }).name === 'string'
-    throw new JobsError('INVALID_OPTION', `queue: expected a queue made by defineQueue, got ${named ? 'an object that is not one (a copy of a queue is not a queue: define it again)' : describe(value)}`)
+    throw new JobsError(
+      'INVALID_OPTION',
+      `queue: expected a queue made by defineQueue, got ${named ? 'an object that is not one (a copy of a queue is not a queue: define it again)' : describe(value)}`,
+    )
   }
   return value as Queue
 }
@@ -136,7 +142,10 @@ function backoffOption(backoff: Record<string, unknown>): { initialMs: number; m
   if (initialMs > maxMs) {
     const initial = backoff.initial === undefined ? `its default of ${initialMs} ms` : String(backoff.initial)
     const max = backoff.max === undefined ? `its default of ${maxMs} ms` : String(backoff.max)
-    throw new JobsError('INVALID_OPTION', `backoff.initial: ${initial} is above backoff.max (${max}); no wait would ever be the initial one`)
+    throw new JobsError(
+      'INVALID_OPTION',
+      `backoff.initial: ${initial} is above backoff.max (${max}); no wait would ever be the initial one`,
+    )
   }
   return { initialMs, maxMs }
 }
@@ -155,12 +164,18 @@ function concurrencyOption(value: QueueOptions['concurrency']): { total: number 
 function rateOption(value: QueueOptions['rate']): QueueDefinition['rate'] {
   if (value === undefined) return null
   const rate = objectOption(value, 'rate', ['limit', 'per', 'perGroup'])
-  if (rate.limit === undefined) throw new JobsError('INVALID_OPTION', `rate.limit: required, the run starts allowed per window (rate: { limit: 60, per: '1m' })`)
-  if (rate.per === undefined) throw new JobsError('INVALID_OPTION', `rate.per: required, the window's length (rate: { limit: 60, per: '1m' })`)
+  if (rate.limit === undefined)
+    throw new JobsError('INVALID_OPTION', `rate.limit: required, the run starts allowed per window (rate: { limit: 60, per: '1m' })`)
+  if (rate.per === undefined)
+    throw new JobsError('INVALID_OPTION', `rate.per: required, the window's length (rate: { limit: 60, per: '1m' })`)
   const limit = storedCount(rate.limit, 'rate.limit', 0)
   const perMs = positiveMs(rate.per, 'rate.per')
   const perGroup = rate.perGroup === undefined ? null : storedCount(rate.perGroup, 'rate.perGroup', 0)
-  if (perGroup !== null && perGroup > limit) throw new JobsError('INVALID_OPTION', `rate.perGroup: ${perGroup} is above rate.limit (${limit}); one group can never start more than the whole queue`)
+  if (perGroup !== null && perGroup > limit)
+    throw new JobsError(
+      'INVALID_OPTION',
+      `rate.perGroup: ${perGroup} is above rate.limit (${limit}); one group can never start more than the whole queue`,
+    )
   return Object.freeze({ limit, perMs, perGroup })
 }
 
@@ -190,7 +205,11 @@ export function positiveInteger(value: unknown, option: string, fallback: number
  */
 function storedCount(value: unknown, option: string, fallback: number): number {
   const count = positiveInteger(value, option, fallback)
-  if (count > MAX_STORED_INT) throw new JobsError('INVALID_OPTION', `${option}: expected a whole number from 1 to ${MAX_STORED_INT} (the most an integer column stores), got ${count}`)
+  if (count > MAX_STORED_INT)
+    throw new JobsError(
+      'INVALID_OPTION',
+      `${option}: expected a whole number from 1 to ${MAX_STORED_INT} (the most an integer column stores), got ${count}`,
+    )
   return count
 }
 

@@ -62,8 +62,18 @@ export interface EnqueueItem<T> extends EnqueueOptions {
  */
 export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued
 export function enqueue<T>(tx: PgDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Promise<Enqueued>
-export function enqueue<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued | Promise<Enqueued>
-export function enqueue<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued | Promise<Enqueued> {
+export function enqueue<T>(
+  tx: SyncDatabase | PgDatabase,
+  queue: Queue<T>,
+  value: NoInfer<T>,
+  options?: EnqueueOptions,
+): Enqueued | Promise<Enqueued>
+export function enqueue<T>(
+  tx: SyncDatabase | PgDatabase,
+  queue: Queue<T>,
+  value: NoInfer<T>,
+  options?: EnqueueOptions,
+): Enqueued | Promise<Enqueued> {
   const connection = connectionOf(tx)
   return answer(connection, () => {
     checkQueue(queue)
@@ -90,22 +100,35 @@ export function enqueue<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, value
  */
 export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Enqueued[]
 export function enqueueMany<T>(tx: PgDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Promise<Enqueued[]>
-export function enqueueMany<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Enqueued[] | Promise<Enqueued[]>
-export function enqueueMany<T>(tx: SyncDatabase | PgDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Enqueued[] | Promise<Enqueued[]> {
+export function enqueueMany<T>(
+  tx: SyncDatabase | PgDatabase,
+  queue: Queue<T>,
+  items: ReadonlyArray<EnqueueItem<NoInfer<T>>>,
+): Enqueued[] | Promise<Enqueued[]>
+export function enqueueMany<T>(
+  tx: SyncDatabase | PgDatabase,
+  queue: Queue<T>,
+  items: ReadonlyArray<EnqueueItem<NoInfer<T>>>,
+): Enqueued[] | Promise<Enqueued[]> {
   const connection = connectionOf(tx)
   return answer(connection, () => {
     checkQueue(queue)
-    if (!Array.isArray(items)) throw new JobsError('INVALID_OPTION', `items: expected an array of { value, ...options }, got ${describe(items)}`)
+    if (!Array.isArray(items))
+      throw new JobsError('INVALID_OPTION', `items: expected an array of { value, ...options }, got ${describe(items)}`)
     const now = Date.now()
     const rows = items.map((item, i) => {
-      if (typeof item !== 'object' || item === null) throw new JobsError('INVALID_OPTION', `items[${i}]: expected { value, ...options }, got ${describe(item)}`)
+      if (typeof item !== 'object' || item === null)
+        throw new JobsError('INVALID_OPTION', `items[${i}]: expected { value, ...options }, got ${describe(item)}`)
       return jobRow(queue, item.value, item, now, i)
     })
     if (rows.length === 0) return []
-    return andThen(connection.write((db) => addJobs(db, queue, rows)), (results) => {
-      if (results.some((result) => result.added)) jobsChanged(connection.key, queue.name, 'added', [])
-      return results
-    })
+    return andThen(
+      connection.write((db) => addJobs(db, queue, rows)),
+      (results) => {
+        if (results.some((result) => result.added)) jobsChanged(connection.key, queue.name, 'added', [])
+        return results
+      },
+    )
   })
 }
 
@@ -157,7 +180,10 @@ function* addJobs(db: Executor, queue: Queue, rows: NewJob[]): Program<Enqueued[
 }
 
 function queueFull(queue: Queue): JobsError {
-  return new JobsError('QUEUE_FULL', `queue '${queue.name}' holds its maxWaiting of ${queue.maxWaiting} jobs waiting or scheduled; nothing was added`)
+  return new JobsError(
+    'QUEUE_FULL',
+    `queue '${queue.name}' holds its maxWaiting of ${queue.maxWaiting} jobs waiting or scheduled; nothing was added`,
+  )
 }
 
 const ENQUEUE_OPTIONS = new Set(['id', 'group', 'priority', 'delay', 'runAt'])
@@ -174,7 +200,10 @@ function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefine
   // Only a missing options argument means none: null, an array or any other non-object is refused.
   const opts = options === undefined ? {} : options
   if (typeof opts !== 'object' || opts === null || Array.isArray(opts)) {
-    throw new JobsError('INVALID_OPTION', `${callOf(item)}: options must be an object, got ${opts === null ? 'null' : Array.isArray(opts) ? 'an array' : describe(opts)}`)
+    throw new JobsError(
+      'INVALID_OPTION',
+      `${callOf(item)}: options must be an object, got ${opts === null ? 'null' : Array.isArray(opts) ? 'an array' : describe(opts)}`,
+    )
   }
   checkKnownOptions(opts, ENQUEUE_OPTIONS, callOf(item), item === undefined ? undefined : 'value')
   const id = opts.id === undefined ? newJobId(now) : checkName(opts.id, 'id')
@@ -217,6 +246,10 @@ function timeOption(value: unknown): number {
 
 function delayOption(value: unknown, now: number): number {
   const runAt = now + toMs(value, 'delay')
-  if (runAt > MAX_TIME_MS) throw new JobsError('INVALID_OPTION', `delay: ${String(value)} from now is past the latest time a Date holds (${MAX_TIME_MS} ms since the epoch)`)
+  if (runAt > MAX_TIME_MS)
+    throw new JobsError(
+      'INVALID_OPTION',
+      `delay: ${String(value)} from now is past the latest time a Date holds (${MAX_TIME_MS} ms since the epoch)`,
+    )
   return runAt
 }

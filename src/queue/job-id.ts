@@ -36,10 +36,25 @@ export function newJobId(now: number = Date.now()): string {
   const high = Math.floor(ms / 0x10000)
   const low = ms % 0x10000
   return (
-    HEX[(high >>> 24) & 0xff]! + HEX[(high >>> 16) & 0xff]! + HEX[(high >>> 8) & 0xff]! + HEX[high & 0xff]! + '-' +
-    HEX[(low >>> 8) & 0xff]! + HEX[low & 0xff]! + '-' +
-    HEX[0x70 | (counter >>> 8)]! + HEX[counter & 0xff]! + '-' +
-    HEX[0x80 | (random[0]! & 0x3f)]! + HEX[random[1]!]! + '-' +
-    HEX[random[2]!]! + HEX[random[3]!]! + HEX[random[4]!]! + HEX[random[5]!]! + HEX[random[6]!]! + HEX[random[7]!]!
+    HEX[(high >>> 24) & 0xff]! +
+    HEX[(high >>> 16) & 0xff]! +
+    HEX[(high >>> 8) & 0xff]! +
+    HEX[high & 0xff]! +
+    '-' +
+    HEX[(low >>> 8) & 0xff]! +
+    HEX[low & 0xff]! +
+    '-' +
+    HEX[0x70 | (counter >>> 8)]! +
+    HEX[counter & 0xff]! +
+    '-' +
+    HEX[0x80 | (random[0]! & 0x3f)]! +
+    HEX[random[1]!]! +
+    '-' +
+    HEX[random[2]!]! +
+    HEX[random[3]!]! +
+    HEX[random[4]!]! +
+    HEX[random[5]!]! +
+    HEX[random[6]!]! +
+    HEX[random[7]!]!
   )
 }

@@ -9,7 +9,7 @@ import { MAX_AHEAD } from '../limits.js'
 import { readNoticeProgress } from '../progress/notices.js'
 import { readRemoteProgress } from '../progress/remote.js'
 import { isOwnChannel } from '../progress/channel.js'
-import type { JobSnapshot, JobState } from '../types.js'
+import type { JobSnapshot } from '../types.js'
 import { readProgress, runKey, type ProgressValue } from '../progress/store.js'
 import { StoredColumns } from '../stored.js'
 import { rateLimitedUntil } from '../engine/rate.js'
@@ -42,17 +42,28 @@ import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
  */
 export function getJob<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string): JobSnapshot<ResultOf<Q>> | undefined
 export function getJob<Q extends QueueRef>(db: PgDatabase, queue: Q, id: string): Promise<JobSnapshot<ResultOf<Q>> | undefined>
-export function getJob<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: Q, id: string): JobSnapshot<ResultOf<Q>> | undefined | Promise<JobSnapshot<ResultOf<Q>> | undefined>
-export function getJob<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: Q, id: string): JobSnapshot<ResultOf<Q>> | undefined | Promise<JobSnapshot<ResultOf<Q>> | undefined> {
+export function getJob<Q extends QueueRef>(
+  db: SyncDatabase | PgDatabase,
+  queue: Q,
+  id: string,
+): JobSnapshot<ResultOf<Q>> | undefined | Promise<JobSnapshot<ResultOf<Q>> | undefined>
+export function getJob<Q extends QueueRef>(
+  db: SyncDatabase | PgDatabase,
+  queue: Q,
+  id: string,
+): JobSnapshot<ResultOf<Q>> | undefined | Promise<JobSnapshot<ResultOf<Q>> | undefined> {
   const connection = connectionOf(db)
   return answer(connection, () => {
     const name = queueNameOf(queue)
     lookupText(id, 'id')
-    return andThen(connection.read((db) => readJob(db, name, id)), (row) => {
-      if (!row) return undefined
-      const key = runKeyOf(row.row)
-      return toSnapshot<ResultOf<Q>>(row.row, row.ahead, key === null ? undefined : progressOf(connection, key, row.row))
-    })
+    return andThen(
+      connection.read((db) => readJob(db, name, id)),
+      (row) => {
+        if (!row) return undefined
+        const key = runKeyOf(row.row)
+        return toSnapshot<ResultOf<Q>>(row.row, row.ahead, key === null ? undefined : progressOf(connection, key, row.row))
+      },
+    )
   })
 }
 
@@ -97,7 +108,11 @@ export function progressOf(connection: Connection, key: string, row: SnapshotRow
 }
 
 /** The row as a snapshot, showing what another program stored as it is (JOB-18). A result that is not JSON is given as its text. @internal */
-export function toSnapshot<Result = unknown>(row: SnapshotRow, ahead: number | null, progress: ProgressValue | undefined): JobSnapshot<Result> {
+export function toSnapshot<Result = unknown>(
+  row: SnapshotRow,
+  ahead: number | null,
+  progress: ProgressValue | undefined,
+): JobSnapshot<Result> {
   const stored = new StoredColumns()
   // Read in the snapshot's order, so that `malformed` lists the columns in it too.
   const id = stored.text(row.id, 'id')

@@ -194,7 +194,11 @@ export class WatchedConnection {
     } catch (error) {
       return this.pollFailed(error)
     }
-    if (version instanceof Promise) version.then((answered) => this.polled(answered), (error) => this.pollFailed(error))
+    if (version instanceof Promise)
+      version.then(
+        (answered) => this.polled(answered),
+        (error) => this.pollFailed(error),
+      )
     else this.polled(version)
   }
 
@@ -231,7 +235,7 @@ export class WatchedConnection {
     this.allDirty = false
     this.dirtyQueues.clear()
     this.dirty.clear()
-    if (read.size > 0 || due.size > 0) this.readAndCount(read, due, now)
+    if (read.size > 0 || due.size > 0) this.readAndCount(read, due)
     this.armAheadTimer()
   }
 
@@ -240,7 +244,7 @@ export class WatchedConnection {
    * due or whose row changed more than that, and for the watchers `due` whose rows are not read: their rows
    * stand, since any change to them comes with a notice or is found by the poll, which reads them.
    */
-  private readAndCount(read: Set<Entry>, due: ReadonlySet<Entry>, now: number): void {
+  private readAndCount(read: Set<Entry>, due: ReadonlySet<Entry>): void {
     const moves = this.moves
     const seqs = new Set<number>()
     for (const entry of read) seqs.add(entry.watcher.seq)
@@ -339,11 +343,14 @@ export class WatchedConnection {
     if (first === Infinity || (this.aheadTimer && this.aheadTimerAt <= first)) return
     if (this.aheadTimer) clearTimeout(this.aheadTimer)
     this.aheadTimerAt = first
-    this.aheadTimer = setTimeout(() => {
-      this.aheadTimer = null
-      this.aheadTimerAt = Infinity
-      if (this.size > 0) this.refresh()
-    }, Math.max(0, Math.ceil(first - performance.now())))
+    this.aheadTimer = setTimeout(
+      () => {
+        this.aheadTimer = null
+        this.aheadTimerAt = Infinity
+        if (this.size > 0) this.refresh()
+      },
+      Math.max(0, Math.ceil(first - performance.now())),
+    )
   }
 
   private refreshLater(ms = 0): void {
@@ -374,7 +381,11 @@ interface Watched {
 }
 
 /** The rows of the jobs `seqs` in one statement, and `ahead` for the waiting rows `toCount` picks given them, one walk per queue. */
-function* readWatched(db: Executor, seqs: readonly number[], toCount: (rows: ReadonlyMap<number, SnapshotRow>) => SnapshotRow[]): Program<Watched> {
+function* readWatched(
+  db: Executor,
+  seqs: readonly number[],
+  toCount: (rows: ReadonlyMap<number, SnapshotRow>) => SnapshotRow[],
+): Program<Watched> {
   const rows = new Map<number, SnapshotRow>()
   if (seqs.length > 0) for (const row of yield* ask(db.jobGetSnapshots(seqs))) rows.set(row.seq, row)
   const aheads = new Map<number, number>()

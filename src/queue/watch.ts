@@ -25,7 +25,6 @@ import { watchedConnection, type WatchedConnection } from './refresher.js'
 import type { Watcher } from './watched-queue.js'
 import { checkKnownOptions } from '../options.js'
 
-
 /** The options of {@link watch}. */
 export interface WatchOptions {
   /** Ends the watch when aborted: the iterator returns, and everything it held is freed. */
@@ -80,15 +79,23 @@ export interface JobWatch<Result = unknown> extends AsyncIterableIterator<JobSna
  *   send({ state: job.state, ahead: job.ahead, progress: job.progress })
  * }
  */
-export function watch<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: Q, id: string, options: WatchOptions = {}): JobWatch<ResultOf<Q>> {
+export function watch<Q extends QueueRef>(
+  db: SyncDatabase | PgDatabase,
+  queue: Q,
+  id: string,
+  options: WatchOptions = {},
+): JobWatch<ResultOf<Q>> {
   const connection = connectionOf(db)
   const name = queueNameOf(queue)
   lookupText(id, 'id')
-  if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `watch options: expected an object, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null)
+    throw new JobsError('INVALID_OPTION', `watch options: expected an object, got ${describe(options)}`)
   checkKnownOptions(options, WATCH_OPTIONS, 'watch')
   const signal = options.signal
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new JobsError('INVALID_OPTION', `signal: expected an AbortSignal, got ${describe(signal)}`)
-  const aheadIntervalMs = options.aheadInterval === undefined ? DEFAULT_AHEAD_INTERVAL_MS : toTimerMs(options.aheadInterval, 'aheadInterval')
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw new JobsError('INVALID_OPTION', `signal: expected an AbortSignal, got ${describe(signal)}`)
+  const aheadIntervalMs =
+    options.aheadInterval === undefined ? DEFAULT_AHEAD_INTERVAL_MS : toTimerMs(options.aheadInterval, 'aheadInterval')
   // The refresher reads data_version before the job is read, so a commit by another process in between is not missed.
   const watched = watchedConnection(connection)
   // Taken before the read: a change of the line while it is under way makes its count stale.
@@ -108,7 +115,9 @@ export function watch<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: 
     throw error
   }
   // On an asynchronous database the job is read as the watch starts: its first next() answers NOT_FOUND.
-  return first instanceof Promise ? new StartingWatch(first.then(found, (error) => (watched.releaseIfIdle(), Promise.reject(error)))) : found(first)
+  return first instanceof Promise
+    ? new StartingWatch(first.then(found, (error) => (watched.releaseIfIdle(), Promise.reject(error))))
+    : found(first)
 }
 
 type FirstRow = { row: SnapshotRow; ahead: number | null } | undefined
@@ -222,7 +231,8 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
       return Promise.reject(error)
     }
     if (!this.attached) return Promise.resolve({ value: undefined, done: true })
-    if (this.resolveNext) return Promise.reject(new JobsError('INVALID_OPTION', 'watch: next() was called again before the previous call settled'))
+    if (this.resolveNext)
+      return Promise.reject(new JobsError('INVALID_OPTION', 'watch: next() was called again before the previous call settled'))
     return new Promise((resolve, reject) => {
       this.resolveNext = resolve
       this.rejectNext = reject
@@ -352,8 +362,14 @@ class JobWatcher<Result> implements JobWatch<Result>, Watcher {
  * on any host), else through the channel its lease names (SQLite, on this host). Null for a run of this process,
  * whose progress the watcher reads from memory.
  */
-function subscribeOthersProgress(connection: Connection, row: SnapshotRow, key: string, listener: (progress: ProgressValue) => void): (() => void) | null {
-  if (connection.progressNotices) return row.owner === null || isOwnOwner(row.owner) ? null : subscribeNoticeProgress(connection, key, listener)
+function subscribeOthersProgress(
+  connection: Connection,
+  row: SnapshotRow,
+  key: string,
+  listener: (progress: ProgressValue) => void,
+): (() => void) | null {
+  if (connection.progressNotices)
+    return row.owner === null || isOwnOwner(row.owner) ? null : subscribeNoticeProgress(connection, key, listener)
   const channel = row.channel
   return channel !== null && !isOwnChannel(channel) ? subscribeRemoteProgress(channel, key, listener) : null
 }

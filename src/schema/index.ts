@@ -78,16 +78,10 @@ export const jobsJob = sqliteTable(
   },
   (t) => [
     uniqueIndex('jobs_job_queue_id').on(t.queue, t.id),
-    index('jobs_job_claim')
-      .on(t.queue, t.priority, t.runAt, t.seq)
-      .where(sql`state in ('waiting', 'scheduled')`),
+    index('jobs_job_claim').on(t.queue, t.priority, t.runAt, t.seq).where(sql`state in ('waiting', 'scheduled')`),
     index('jobs_job_scheduled').on(t.queue, t.runAt).where(sql`state = 'scheduled'`),
-    index('jobs_job_abandoned')
-      .on(t.queue, t.priority, t.runAt, t.seq)
-      .where(sql`abandoned = 1 and state in ('waiting', 'scheduled')`),
-    index('jobs_job_ended')
-      .on(t.queue, t.state, t.finishedAt)
-      .where(sql`state in ('done', 'failed', 'canceled')`),
+    index('jobs_job_abandoned').on(t.queue, t.priority, t.runAt, t.seq).where(sql`abandoned = 1 and state in ('waiting', 'scheduled')`),
+    index('jobs_job_ended').on(t.queue, t.state, t.finishedAt).where(sql`state in ('done', 'failed', 'canceled')`),
   ],
 )
 

@@ -64,7 +64,9 @@ export const jobsJob = pgTable(
     grp: text('grp'),
     value: jsonb('value').notNull().default(sql`'null'::jsonb`),
     /** One of the six states; a CHECK refuses any other, so a producer's typo fails its insert instead of leaving a job no worker claims. */
-    state: text('state', { enum: ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] }).notNull().default('waiting'),
+    state: text('state', { enum: ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] })
+      .notNull()
+      .default('waiting'),
     /** Lower runs first; any safe integer, as on SQLite. */
     priority: bigint('priority', { mode: 'number' }).notNull().default(0),
     /** Runs started, counted when a run is claimed. */
@@ -83,16 +85,10 @@ export const jobsJob = pgTable(
   (t) => [
     check('jobs_job_state_check', sql`state in ('waiting', 'scheduled', 'running', 'done', 'failed', 'canceled')`),
     uniqueIndex('jobs_job_queue_id').on(t.queue, t.id),
-    index('jobs_job_claim')
-      .on(t.queue, t.priority, t.runAt, t.seq)
-      .where(sql`state in ('waiting', 'scheduled')`),
+    index('jobs_job_claim').on(t.queue, t.priority, t.runAt, t.seq).where(sql`state in ('waiting', 'scheduled')`),
     index('jobs_job_scheduled').on(t.queue, t.runAt).where(sql`state = 'scheduled'`),
-    index('jobs_job_abandoned')
-      .on(t.queue, t.priority, t.runAt, t.seq)
-      .where(sql`abandoned and state in ('waiting', 'scheduled')`),
-    index('jobs_job_ended')
-      .on(t.queue, t.state, t.finishedAt)
-      .where(sql`state in ('done', 'failed', 'canceled')`),
+    index('jobs_job_abandoned').on(t.queue, t.priority, t.runAt, t.seq).where(sql`abandoned and state in ('waiting', 'scheduled')`),
+    index('jobs_job_ended').on(t.queue, t.state, t.finishedAt).where(sql`state in ('done', 'failed', 'canceled')`),
   ],
 )
 

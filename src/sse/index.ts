@@ -75,9 +75,24 @@ const OPTIONS = new Set(['request', 'signal', 'retry', 'heartbeat', 'serialize',
  * }
  */
 export function jobEvents<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string, options?: JobEventsOptions<ResultOf<Q>>): Response
-export function jobEvents<Q extends QueueRef>(db: PgDatabase, queue: Q, id: string, options?: JobEventsOptions<ResultOf<Q>>): Promise<Response>
-export function jobEvents<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: Q, id: string, options?: JobEventsOptions<ResultOf<Q>>): Response | Promise<Response>
-export function jobEvents<Q extends QueueRef>(db: SyncDatabase | PgDatabase, queue: Q, id: string, options: JobEventsOptions<ResultOf<Q>> = {}): Response | Promise<Response> {
+export function jobEvents<Q extends QueueRef>(
+  db: PgDatabase,
+  queue: Q,
+  id: string,
+  options?: JobEventsOptions<ResultOf<Q>>,
+): Promise<Response>
+export function jobEvents<Q extends QueueRef>(
+  db: SyncDatabase | PgDatabase,
+  queue: Q,
+  id: string,
+  options?: JobEventsOptions<ResultOf<Q>>,
+): Response | Promise<Response>
+export function jobEvents<Q extends QueueRef>(
+  db: SyncDatabase | PgDatabase,
+  queue: Q,
+  id: string,
+  options: JobEventsOptions<ResultOf<Q>> = {},
+): Response | Promise<Response> {
   checkKnownOptions(options, OPTIONS, 'jobEvents')
   const retryMs = toTimerMs(options.retry ?? '1s', 'retry')
   const heartbeatMs = toTimerMs(options.heartbeat ?? '15s', 'heartbeat')
@@ -219,10 +234,11 @@ export async function pipeResponse(answer: Response | PromiseLike<Response>, res
     for (;;) {
       const { value, done } = await reader.read()
       if (done || res.destroyed) break
-      if (!res.write(value)) await new Promise((resolve) => {
-        res.once('drain', resolve)
-        res.once('close', resolve)
-      })
+      if (!res.write(value))
+        await new Promise((resolve) => {
+          res.once('drain', resolve)
+          res.once('close', resolve)
+        })
     }
   } finally {
     res.off('close', cancel)

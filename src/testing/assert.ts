@@ -11,7 +11,11 @@ import type { Queue } from '../queue/define.js'
 import type { JobState } from '../types.js'
 
 /** A value, with any object in it cut down to the keys that matter. */
-export type PartialValue<T> = T extends readonly unknown[] ? { [K in keyof T]: PartialValue<T[K]> } : T extends object ? { [K in keyof T]?: PartialValue<T[K]> } : T
+export type PartialValue<T> = T extends readonly unknown[]
+  ? { [K in keyof T]: PartialValue<T[K]> }
+  : T extends object
+    ? { [K in keyof T]?: PartialValue<T[K]> }
+    : T
 
 /** What a job must have to match. Every field is optional; none matches any job of the queue. */
 export interface EnqueuedMatch<T = unknown> {
@@ -40,8 +44,16 @@ const MATCH_KEYS = new Set(['value', 'id', 'group', 'state'])
  */
 export function assertEnqueued<T>(db: SyncDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): JobRecord
 export function assertEnqueued<T>(db: PgDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): Promise<JobRecord>
-export function assertEnqueued<T>(db: SyncDatabase | PgDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): JobRecord | Promise<JobRecord>
-export function assertEnqueued<T>(db: SyncDatabase | PgDatabase, queue: Queue<T> | string, match: EnqueuedMatch<NoInfer<T>> = {}): JobRecord | Promise<JobRecord> {
+export function assertEnqueued<T>(
+  db: SyncDatabase | PgDatabase,
+  queue: Queue<T> | string,
+  match?: EnqueuedMatch<NoInfer<T>>,
+): JobRecord | Promise<JobRecord>
+export function assertEnqueued<T>(
+  db: SyncDatabase | PgDatabase,
+  queue: Queue<T> | string,
+  match: EnqueuedMatch<NoInfer<T>> = {},
+): JobRecord | Promise<JobRecord> {
   return findMatching(db, queue, match, assertEnqueued, ({ name, jobs, matching }) => {
     const found = matching[0]
     if (found) return found
@@ -66,8 +78,16 @@ export function assertEnqueued<T>(db: SyncDatabase | PgDatabase, queue: Queue<T>
  */
 export function refuteEnqueued<T>(db: SyncDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): void
 export function refuteEnqueued<T>(db: PgDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): Promise<void>
-export function refuteEnqueued<T>(db: SyncDatabase | PgDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): void | Promise<void>
-export function refuteEnqueued<T>(db: SyncDatabase | PgDatabase, queue: Queue<T> | string, match: EnqueuedMatch<NoInfer<T>> = {}): void | Promise<void> {
+export function refuteEnqueued<T>(
+  db: SyncDatabase | PgDatabase,
+  queue: Queue<T> | string,
+  match?: EnqueuedMatch<NoInfer<T>>,
+): void | Promise<void>
+export function refuteEnqueued<T>(
+  db: SyncDatabase | PgDatabase,
+  queue: Queue<T> | string,
+  match: EnqueuedMatch<NoInfer<T>> = {},
+): void | Promise<void> {
   return findMatching(db, queue, match, refuteEnqueued, ({ name, matching }) => {
     if (matching.length === 0) return
     throw new AssertionError({
@@ -87,16 +107,29 @@ interface Found {
 }
 
 /** Reads the queue's jobs and hands `check` those that match; answers what `check` does, at once or as a promise as the database answers. */
-function findMatching<U>(db: SyncDatabase | PgDatabase, queue: Queue | string, match: EnqueuedMatch, caller: { name: string }, check: (found: Found) => U): U | Promise<U> {
+function findMatching<U>(
+  db: SyncDatabase | PgDatabase,
+  queue: Queue | string,
+  match: EnqueuedMatch,
+  caller: { name: string },
+  check: (found: Found) => U,
+): U | Promise<U> {
   const connection = connectionOf(db)
   return answer(connection, () => andThen(readMatching(connection, queue, match, caller), check))
 }
 
-function readMatching(connection: Connection, queue: Queue | string, match: EnqueuedMatch, caller: { name: string }): Found | Promise<Found> {
+function readMatching(
+  connection: Connection,
+  queue: Queue | string,
+  match: EnqueuedMatch,
+  caller: { name: string },
+): Found | Promise<Found> {
   const where = caller.name
-  if (typeof match !== 'object' || match === null) throw new JobsError('INVALID_OPTION', `${where}: match must be an object, got ${describe(match)}`)
+  if (typeof match !== 'object' || match === null)
+    throw new JobsError('INVALID_OPTION', `${where}: match must be an object, got ${describe(match)}`)
   for (const key of Object.keys(match)) {
-    if (!MATCH_KEYS.has(key)) throw new JobsError('INVALID_OPTION', `${key}: not a field of ${where}'s match (known: ${[...MATCH_KEYS].join(', ')})`)
+    if (!MATCH_KEYS.has(key))
+      throw new JobsError('INVALID_OPTION', `${key}: not a field of ${where}'s match (known: ${[...MATCH_KEYS].join(', ')})`)
   }
   const name = queueNameOf(queue)
   return andThen(connection.executor.jobListOfQueue(name), (rows) => matchingOf(name, rows.map(toRecord), match))
@@ -131,6 +164,8 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 
 function describeJobs(jobs: readonly JobRecord[]): string {
   if (jobs.length === 0) return 'no job'
-  const shown = jobs.slice(0, 10).map((job) => `\n  ${job.id} (${job.state}${job.group === null ? '' : `, group ${job.group}`}): ${JSON.stringify(job.value)}`)
+  const shown = jobs
+    .slice(0, 10)
+    .map((job) => `\n  ${job.id} (${job.state}${job.group === null ? '' : `, group ${job.group}`}): ${JSON.stringify(job.value)}`)
   return `${jobs.length} job${jobs.length === 1 ? '' : 's'}:${shown.join('')}${jobs.length > 10 ? '\n  …' : ''}`
 }

@@ -80,7 +80,8 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
   handler: (value: NoInfer<T>, run: Run) => A | Promise<A>,
   options: DrainOptions = {},
 ): Promise<DrainResult> {
-  if (typeof options !== 'object' || options === null) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null)
+    throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   checkKnownOptions(options, DRAIN_OPTIONS, 'drain')
   if (typeof handler !== 'function') throw new JobsError('INVALID_OPTION', `handler: expected a function, got ${describe(handler)}`)
   const maxRuns = positiveInteger(options.maxRuns, 'maxRuns', DEFAULT_DRAIN_MAX_RUNS)
@@ -97,12 +98,21 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
   for (;;) {
     if (result.ran >= maxRuns) {
       if (!isDue(await connection.executor.queueClaimable(definition.name), Date.now())) break
-      throw new JobsError('TIMEOUT', `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`)
+      throw new JobsError(
+        'TIMEOUT',
+        `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`,
+      )
     }
     const hold: ClaimReport = { waitMs: null }
     const [job] = await connection.write((db) =>
       counting(db, definition.name, function* (moved) {
-        const claimed = yield* claimJobs(db, definition, { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null }, moved, hold)
+        const claimed = yield* claimJobs(
+          db,
+          definition,
+          { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null },
+          moved,
+          hold,
+        )
         if (claimed.length > 0) yield* ask(db.queueNotify(definition.name, 'claimed'))
         return claimed
       }),

@@ -31,10 +31,13 @@ export function runSchedule(db: SyncDatabase | PgDatabase, queue: Queue, name: s
   return answer(connection, () => {
     const definition = checkQueue(queue)
     checkName(name, 'schedule name')
-    return andThen(connection.write((db) => fireNextSlot(db, definition, name, Date.now())), (fired) => {
-      if (!fired) throw new JobsError('NOT_FOUND', `queue '${definition.name}' has no schedule named '${name}'`)
-      if (fired.added) jobsChanged(connection.key, definition.name, 'added', [])
-      return fired
-    })
+    return andThen(
+      connection.write((db) => fireNextSlot(db, definition, name, Date.now())),
+      (fired) => {
+        if (!fired) throw new JobsError('NOT_FOUND', `queue '${definition.name}' has no schedule named '${name}'`)
+        if (fired.added) jobsChanged(connection.key, definition.name, 'added', [])
+        return fired
+      },
+    )
   })
 }

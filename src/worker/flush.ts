@@ -44,7 +44,16 @@ import { handedBack } from '../engine/outcome.js'
 import { recordEnds, type RunEndRecord } from '../engine/record.js'
 import { jobsChanged } from '../engine/wake.js'
 import { claimedRows, endedRows } from '../engine/written.js'
-import { BUSY_RETRY_MS, CLAIM_WAIT_MS, CLAIM_WAIT_POLLS, CONTENDED_GAP_MS, CONTENDED_SPELL_MS, MAINTENANCE_INTERVAL_MS, MAX_CLAIM_AHEAD, MAX_TIMER_MS } from '../limits.js'
+import {
+  BUSY_RETRY_MS,
+  CLAIM_WAIT_MS,
+  CLAIM_WAIT_POLLS,
+  CONTENDED_GAP_MS,
+  CONTENDED_SPELL_MS,
+  MAINTENANCE_INTERVAL_MS,
+  MAX_CLAIM_AHEAD,
+  MAX_TIMER_MS,
+} from '../limits.js'
 import { progressChannelFor } from '../progress/channel.js'
 import type { ActiveRuns } from './runs.js'
 
@@ -125,7 +134,10 @@ export class Flusher {
   /** How many jobs to claim ahead of the free slots: what the slots start during one flush, at the times seen so far. */
   private aheadWanted(): number {
     if (this.runMs === null || this.flushMs === null) return 0
-    return Math.min(MAX_CLAIM_AHEAD[this.worker.connection.kind], Math.round((this.worker.slots * this.flushMs) / Math.max(this.runMs, MIN_RUN_MS)))
+    return Math.min(
+      MAX_CLAIM_AHEAD[this.worker.connection.kind],
+      Math.round((this.worker.slots * this.flushMs) / Math.max(this.runMs, MIN_RUN_MS)),
+    )
   }
 
   /** Whether ends are waiting to be written. */
@@ -214,7 +226,7 @@ export class Flusher {
       return
     }
     const now = this.worker.clock()
-    const self = this // eslint-disable-line @typescript-eslint/no-this-alias -- the program is a generator function
+    const self = this
     let othersWrote = false
     let replaced: string | null = null
     let claimed: ClaimedJob[]
@@ -236,7 +248,19 @@ export class Flusher {
             return []
           }
           const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
-          const request = { limit: free, ahead: free - startable, idle: runs.size === 0 && runs.aheadSize === 0, owner: self.worker.owner, leaseMs: self.worker.leaseMs, now, channel, passOver, clock: self.worker.clock, held: runs.size + runs.aheadSize, waitMs: self.waitMs }
+          const request = {
+            limit: free,
+            ahead: free - startable,
+            idle: runs.size === 0 && runs.aheadSize === 0,
+            owner: self.worker.owner,
+            leaseMs: self.worker.leaseMs,
+            now,
+            channel,
+            passOver,
+            clock: self.worker.clock,
+            held: runs.size + runs.aheadSize,
+            waitMs: self.waitMs,
+          }
           const claimed = yield* claimJobs(db, queue, request, moved, hold)
           // One notice for the transaction: other processes' watchers look again, and their workers too when runs ended.
           if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
@@ -267,12 +291,27 @@ export class Flusher {
       if (replaced !== null) console.warn(replaced)
     }
     // What this flush wrote goes with the change, so that this process's watchers need not read the rows back.
-    if (ends.length > 0) jobsChanged(connection.key, queue.name, 'ended', ends.map((end) => end.seq), endedRows(ends, landed, connection.kind === 'sync'))
-    if (claimed.length > 0) jobsChanged(connection.key, queue.name, 'claimed', claimed.map((job) => job.seq), claimedRows(claimed, this.worker.owner, channel))
+    if (ends.length > 0)
+      jobsChanged(
+        connection.key,
+        queue.name,
+        'ended',
+        ends.map((end) => end.seq),
+        endedRows(ends, landed, connection.kind === 'sync'),
+      )
+    if (claimed.length > 0)
+      jobsChanged(
+        connection.key,
+        queue.name,
+        'claimed',
+        claimed.map((job) => job.seq),
+        claimedRows(claimed, this.worker.owner, channel),
+      )
     // Under a rate, a run must begin within the slack of its stamped start; else it goes back unstarted (engine/rate.ts).
     // Asked before each call: a handler's synchronous part delays the calls after it.
     for (const job of claimed) {
-      if (hold.startBy != null && performance.now() > hold.startBy) this.endRun({ seq: job.seq, owner: this.worker.owner, attempt: job.attempts, transition: handedBack(job) })
+      if (hold.startBy != null && performance.now() > hold.startBy)
+        this.endRun({ seq: job.seq, owner: this.worker.owner, attempt: job.attempts, transition: handedBack(job) })
       else this.worker.start(job)
     }
     if (free > 0) this.waitingFor(hold.waitingMs ?? 0)
@@ -288,10 +327,13 @@ export class Flusher {
     this.waitingUntil = ms > 0 ? performance.now() + ms : 0
     // A stopping worker claims nothing more: its entry lapses by itself.
     if (ms <= 0 || this.worker.stopping()) return
-    this.waitTimer = setTimeout(() => {
-      this.waitTimer = null
-      this.schedule()
-    }, ms - WAIT_RENEW_AT * this.waitMs + 1)
+    this.waitTimer = setTimeout(
+      () => {
+        this.waitTimer = null
+        this.schedule()
+      },
+      ms - WAIT_RENEW_AT * this.waitMs + 1,
+    )
   }
 
   /** Whether the worker's entry among the waiters is missing or about to lapse: a claim would write it. */
@@ -306,11 +348,14 @@ export class Flusher {
   private holdForRate(waitMs: number): void {
     if (this.rateTimer) clearTimeout(this.rateTimer)
     this.rateHeldUntil = performance.now() + waitMs
-    this.rateTimer = setTimeout(() => {
-      this.rateTimer = null
-      this.rateHeldUntil = 0
-      this.schedule()
-    }, Math.min(waitMs + 1, MAX_TIMER_MS))
+    this.rateTimer = setTimeout(
+      () => {
+        this.rateTimer = null
+        this.rateHeldUntil = 0
+        this.schedule()
+      },
+      Math.min(waitMs + 1, MAX_TIMER_MS),
+    )
   }
 
   /** After a flush failed: flushes again soon when the database was busy (never surfaced), else reports the error and flushes again after a while. */
@@ -341,9 +386,12 @@ export class Flusher {
 
   private wakeAt(wait: number): void {
     if (this.nextScheduledTimer) clearTimeout(this.nextScheduledTimer)
-    this.nextScheduledTimer = setTimeout(() => {
-      this.nextScheduledTimer = null
-      this.schedule()
-    }, Math.min(wait + 1, MAINTENANCE_INTERVAL_MS * 60))
+    this.nextScheduledTimer = setTimeout(
+      () => {
+        this.nextScheduledTimer = null
+        this.schedule()
+      },
+      Math.min(wait + 1, MAINTENANCE_INTERVAL_MS * 60),
+    )
   }
 }

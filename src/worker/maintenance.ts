@@ -37,7 +37,12 @@ export function* releaseAbandoned(db: Executor, queue: Queue, leases: readonly A
   const records = leases.map((lease) => {
     const expired = lease.expiresAt <= now
     const why = expired ? `its lease expired (worker ${lease.owner} stopped renewing it)` : `its worker process (${lease.owner}) is gone`
-    const transition = transitionFor(queue, { attempt: lease.attempt, maxAttempts: lease.maxAttempts }, { kind: 'abandoned', why, how: 'rescued' }, now)
+    const transition = transitionFor(
+      queue,
+      { attempt: lease.attempt, maxAttempts: lease.maxAttempts },
+      { kind: 'abandoned', why, how: 'rescued' },
+      now,
+    )
     // The rescue names the attempt it takes, and takes an expired lease only if it has not been renewed since it was read.
     return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition, expiredBy: expired ? now : null }
   })
@@ -79,7 +84,12 @@ export function releaseUnleased(db: Executor, queue: Queue, runs: readonly Unlea
   return counting(db, queue.name, function* (moved) {
     const released: number[] = []
     for (const run of runs) {
-      const transition = transitionFor(queue, { attempt: run.attempts, maxAttempts: run.maxAttempts }, { kind: 'abandoned', why, how: 'unleased' }, now)
+      const transition = transitionFor(
+        queue,
+        { attempt: run.attempts, maxAttempts: run.maxAttempts },
+        { kind: 'abandoned', why, how: 'unleased' },
+        now,
+      )
       if (!(yield* ask(db.jobSetStateIfUnleased({ ...transition, seq: run.seq })))) continue
       shift(moved, 'running', transition.state)
       if (ENDED_STATES.includes(transition.state as EndedState)) yield* ask(db.stepDeleteMany([run.seq]))

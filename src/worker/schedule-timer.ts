@@ -84,10 +84,13 @@ export class ScheduleTimer {
   private arm(delayMs: number): void {
     this.cancel()
     if (this.options.stopping()) return
-    this.timer = setTimeout(() => {
-      this.timer = null
-      this.options.track(this.pass())
-    }, Math.min(Math.max(0, delayMs), MAX_TIMER_MS))
+    this.timer = setTimeout(
+      () => {
+        this.timer = null
+        this.options.track(this.pass())
+      },
+      Math.min(Math.max(0, delayMs), MAX_TIMER_MS),
+    )
   }
 
   private report(broken: readonly BrokenSchedule[]): void {
@@ -95,7 +98,12 @@ export class ScheduleTimer {
       const key = `${row.queue}\n${row.name}\n${row.updatedAt}`
       if (this.reported.has(key)) continue
       this.reported.add(key)
-      this.options.onError(new Error(`drizzle-jobs: schedule '${row.name}' of queue '${row.queue}' cannot be read, so no slot of it is added until it is stored again: ${(error as Error)?.message ?? String(error)}`, { cause: error }))
+      this.options.onError(
+        new Error(
+          `drizzle-jobs: schedule '${row.name}' of queue '${row.queue}' cannot be read, so no slot of it is added until it is stored again: ${(error as Error)?.message ?? String(error)}`,
+          { cause: error },
+        ),
+      )
     }
   }
 }

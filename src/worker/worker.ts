@@ -31,7 +31,7 @@ import { retryWhileBusy } from '../engine/busy.js'
 import { checkLeases, renewLeases } from '../engine/lease.js'
 import { handedBack, transitionFor, type Outcome } from '../engine/outcome.js'
 import { newOwner } from '../engine/owner.js'
-import { RunContext, type Run } from '../engine/run.js'
+import type { RunContext, Run } from '../engine/run.js'
 import type { ClaimedJob } from '../dialect/index.js'
 import { checkKnownOptions } from '../options.js'
 import { ScheduleTimer } from './schedule-timer.js'
@@ -134,12 +134,15 @@ export function work<T, R, A extends HandlerAnswer<A, R>>(
   handler: (value: NoInfer<T>, run: Run) => A | Promise<A>,
   options: WorkOptions = {},
 ): Worker {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   checkKnownOptions(options, WORK_OPTIONS, 'work')
   const definition = checkQueue(queue)
   if (typeof handler !== 'function') throw new JobsError('INVALID_OPTION', `handler: expected a function, got ${describe(handler)}`)
-  if (options.onError !== undefined && typeof options.onError !== 'function') throw new JobsError('INVALID_OPTION', `onError: expected a function, got ${describe(options.onError)}`)
-  if (options.listen !== undefined && typeof options.listen !== 'boolean') throw new JobsError('INVALID_OPTION', `listen: expected true or false, got ${describe(options.listen)}`)
+  if (options.onError !== undefined && typeof options.onError !== 'function')
+    throw new JobsError('INVALID_OPTION', `onError: expected a function, got ${describe(options.onError)}`)
+  if (options.listen !== undefined && typeof options.listen !== 'boolean')
+    throw new JobsError('INVALID_OPTION', `listen: expected true or false, got ${describe(options.listen)}`)
   const settings: Settings = {
     slots: positiveInteger(options.slots, 'slots', DEFAULT_SLOTS),
     pollIntervalMs: options.pollInterval === undefined ? DEFAULT_POLL_INTERVAL_MS : positiveMs(options.pollInterval, 'pollInterval'),
@@ -162,12 +165,15 @@ export function work<T, R, A extends HandlerAnswer<A, R>>(
 
 /** A clock must be a function that answers ms since the epoch: asked once here, so that a bad one is refused before it runs anything. */
 function clockOption(clock: unknown): () => number {
-  if (typeof clock !== 'function') throw new JobsError('INVALID_OPTION', `clock: expected a function that answers ms since the epoch, got ${describe(clock)}`)
+  if (typeof clock !== 'function')
+    throw new JobsError('INVALID_OPTION', `clock: expected a function that answers ms since the epoch, got ${describe(clock)}`)
   let now: unknown
   try {
     now = clock()
   } catch (error) {
-    throw new JobsError('INVALID_OPTION', `clock: it threw when asked the time (${(error as Error)?.message ?? String(error)})`, { cause: error })
+    throw new JobsError('INVALID_OPTION', `clock: it threw when asked the time (${(error as Error)?.message ?? String(error)})`, {
+      cause: error,
+    })
   }
   if (typeof now !== 'number' || !Number.isFinite(now) || Math.abs(now) > MAX_TIME_MS) {
     throw new JobsError('INVALID_OPTION', `clock: expected it to answer ms since the epoch, got ${describe(now)}`)
@@ -183,7 +189,6 @@ interface Settings {
   onError: (error: unknown) => void
   clock: () => number
 }
-
 
 class QueueWorker implements Worker {
   readonly queue: string
@@ -286,7 +291,12 @@ class QueueWorker implements Worker {
       await this.active.settledWithin(STOP_ABORT_GRACE_MS)
       const now = this.settings.clock()
       for (const run of this.active.endAll()) {
-        const transition = transitionFor(this.definition, { attempt: run.attempt, maxAttempts: run.attempts }, { kind: 'abandoned', why: 'the worker stopped before the run ended', how: 'stopped' }, now)
+        const transition = transitionFor(
+          this.definition,
+          { attempt: run.attempt, maxAttempts: run.attempts },
+          { kind: 'abandoned', why: 'the worker stopped before the run ended', how: 'stopped' },
+          now,
+        )
         this.flusher.endRun({ seq: run.seq, owner: this.owner, attempt: run.attempt, transition })
         run.loseLease()
       }
@@ -335,7 +345,8 @@ class QueueWorker implements Worker {
 
   /** Hands back, unstarted and with their attempts refunded, the jobs claimed ahead: a stopping worker starts no more. */
   private handBackAhead(): void {
-    for (const job of this.active.takeAhead()) this.flusher.endRun({ seq: job.seq, owner: this.owner, attempt: job.attempts, transition: handedBack(job) })
+    for (const job of this.active.takeAhead())
+      this.flusher.endRun({ seq: job.seq, owner: this.owner, attempt: job.attempts, transition: handedBack(job) })
   }
 
   private async pollForOtherWriters(): Promise<void> {
@@ -355,7 +366,10 @@ class QueueWorker implements Worker {
     try {
       if (this.active.size > 0 || this.active.aheadSize > 0) {
         // A job claimed ahead whose lease was taken (a cancel) is dropped unstarted: its new state is the canceler's.
-        await checkLeases(this.connection, this.owner, this.active.values(), { jobs: this.active.ahead(), lost: (jobs) => this.active.dropAhead(jobs) })
+        await checkLeases(this.connection, this.owner, this.active.values(), {
+          jobs: this.active.ahead(),
+          lost: (jobs) => this.active.dropAhead(jobs),
+        })
       }
     } catch (error) {
       if (!this.connection.isBusy(error)) this.settings.onError(error)

@@ -54,8 +54,21 @@ interface Chat {
  */
 async function startChat(dialect: DialectName, processes: number, modelMs: string, extraFlags: string[] = []): Promise<Chat> {
   const flags = [
-    '--port', '0', '--processes', String(processes), '--model-ms', modelMs,
-    '--fail-rate', '0', '--slow-down-rate', '0', '--slow-down-ms', '300', '--backoff', '200ms', ...extraFlags,
+    '--port',
+    '0',
+    '--processes',
+    String(processes),
+    '--model-ms',
+    modelMs,
+    '--fail-rate',
+    '0',
+    '--slow-down-rate',
+    '0',
+    '--slow-down-ms',
+    '300',
+    '--backoff',
+    '200ms',
+    ...extraFlags,
   ]
   if (dialect === 'sqlite') {
     const file = resolve(tempDir('chat-'), 'chat.db')
@@ -63,7 +76,9 @@ async function startChat(dialect: DialectName, processes: number, modelMs: strin
     chats.push(web)
     const client = new Database(file, { readonly: true })
     closers.push(() => void client.close())
-    const db: ChatDatabase = { query: async <T>(sql: string, ...params: unknown[]) => client.prepare(sql.replace(/\$\d+/g, '?')).all(...params) as T[] }
+    const db: ChatDatabase = {
+      query: async <T>(sql: string, ...params: unknown[]) => client.prepare(sql.replace(/\$\d+/g, '?')).all(...params) as T[],
+    }
     return { url: web.url, db, web }
   }
   // An empty database: the chat migrates it at start, as it does its SQLite file.
@@ -88,7 +103,8 @@ async function openUser(url: string): Promise<Page> {
         const reply = target.closest?.('[data-reply-to]') as HTMLElement | null
         if (!reply) continue
         if (mutation.type === 'attributes') seen.push({ reply: reply.dataset.replyTo!, state: reply.dataset.state! })
-        else if (target.classList?.contains('status') && target.textContent) seen.push({ reply: reply.dataset.replyTo!, status: target.textContent })
+        else if (target.classList?.contains('status') && target.textContent)
+          seen.push({ reply: reply.dataset.replyTo!, status: target.textContent })
       }
     }).observe(document, { subtree: true, childList: true, attributes: true, attributeFilter: ['data-state'] })
   })
@@ -120,17 +136,25 @@ function seenOn(page: Page): Promise<Seen[]> {
 /** Waits until every reply on the page is done; answers the page's replies by message id. */
 async function allReplied(page: Page, count: number): Promise<Map<string, string>> {
   await page.waitForFunction((n) => document.querySelectorAll('.reply[data-state="done"]').length === n, count, { timeout: 40_000 })
-  const replies = await page.$$eval('.reply', (nodes) => nodes.map((node) => [(node as HTMLElement).dataset.replyTo!, node.querySelector('.text')!.textContent!] as const))
+  const replies = await page.$$eval('.reply', (nodes) =>
+    nodes.map((node) => [(node as HTMLElement).dataset.replyTo!, node.querySelector('.text')!.textContent!] as const),
+  )
   return new Map(replies)
 }
 
 /** The replies in the database: each user message must have exactly one. */
-async function storedReplies(db: ChatDatabase): Promise<{ asked: number[]; failing: number | undefined; replies: Map<string, string>; copies: number[] }> {
+async function storedReplies(
+  db: ChatDatabase,
+): Promise<{ asked: number[]; failing: number | undefined; replies: Map<string, string>; copies: number[] }> {
   const asked = (await db.query<{ id: number }>(`select id from messages where role = 'user' order by id`)).map((row) => row.id)
   const [failing] = await db.query<{ id: number }>(`select id from messages where role = 'user' and text like '%!fail%'`)
-  const rows = await db.query<{ replyTo: number; text: string }>(`select reply_to as "replyTo", text from messages where role = 'assistant'`)
+  const rows = await db.query<{ replyTo: number; text: string }>(
+    `select reply_to as "replyTo", text from messages where role = 'assistant'`,
+  )
   // PostgreSQL's count is a bigint, which node-postgres answers as text.
-  const copies = (await db.query<{ n: number | string }>(`select count(*) as n from messages where role = 'assistant' group by reply_to`)).map((row) => Number(row.n))
+  const copies = (
+    await db.query<{ n: number | string }>(`select count(*) as n from messages where role = 'assistant' group by reply_to`)
+  ).map((row) => Number(row.n))
   return { asked, failing: failing?.id, replies: new Map(rows.map((row) => [String(row.replyTo), row.text])), copies }
 }
 
@@ -166,7 +190,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
     }
     await Promise.all([post(alice, asks.alice), post(bob, asks.bob)])
     // Eight replies, four at once: some wait, and say how many are ahead of them.
-    await waitFor(async () => (await Promise.all([alice, bob].map(seenOn))).flat().some((s) => /\d+ ahead/.test(s.status ?? '')), 'a reply waiting its turn')
+    await waitFor(
+      async () => (await Promise.all([alice, bob].map(seenOn))).flat().some((s) => /\d+ ahead/.test(s.status ?? '')),
+      'a reply waiting its turn',
+    )
     await shot(alice, 'chat-waiting')
     await waitFor(async () => (await seenOn(bob)).some((s) => s.status === 'thinking…'), 'a reply thinking')
     await shot(bob, 'chat-thinking')
@@ -189,15 +216,23 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(byReply.size).toBe(8)
     for (const [reply, events] of byReply) {
       // Each reply arrived once: it entered "done" a single time, and showed "thinking" while it ran.
-      expect(events.filter((e) => e.state === 'done'), `reply to ${reply}`).toHaveLength(1)
-      expect(events.some((e) => e.status === 'thinking…'), `reply to ${reply} thinking`).toBe(true)
+      expect(
+        events.filter((e) => e.state === 'done'),
+        `reply to ${reply}`,
+      ).toHaveLength(1)
+      expect(
+        events.some((e) => e.status === 'thinking…'),
+        `reply to ${reply} thinking`,
+      ).toBe(true)
     }
     expect(seen.some((s) => /^\d+ ahead$/.test(s.status ?? '') && s.status !== '0 ahead')).toBe(true)
     // The reply that failed once shows its retry, and the one told to slow down its snooze.
     // Found by its text: the two users post at once, so either may have the first message.
     const failedOnce = stored.failing
-    expect(byReply.get(String(failedOnce))!.some((e) => /attempt 1 of 5 failed \(the model is overloaded.*trying again/.test(e.status ?? ''))).toBe(true)
-    const slowed = (await bob.$$eval('[data-reply-to]', (nodes) => (nodes[0] as HTMLElement).dataset.replyTo!))
+    expect(
+      byReply.get(String(failedOnce))!.some((e) => /attempt 1 of 5 failed \(the model is overloaded.*trying again/.test(e.status ?? '')),
+    ).toBe(true)
+    const slowed = await bob.$$eval('[data-reply-to]', (nodes) => (nodes[0] as HTMLElement).dataset.replyTo!)
     expect(byReply.get(slowed)!.some((e) => /slow down; trying again/.test(e.status ?? ''))).toBe(true)
     expect(running.max()).toBe(4)
   })
@@ -208,7 +243,12 @@ describe.each(DIALECTS)('%s', (dialect) => {
     await post(carol, ['First question', 'Second question', 'Third question'])
     await waitFor(async () => (await seenOn(carol)).filter((s) => s.status === 'thinking…').length >= 2, 'replies thinking')
     const lease = await waitFor(
-      async () => (await chat.db.query<{ id: string; owner: string }>(`select j.id, l.owner from jobs_lease l join jobs_job j on j.seq = l.job order by l.job limit 1`))[0],
+      async () =>
+        (
+          await chat.db.query<{ id: string; owner: string }>(
+            `select j.id, l.owner from jobs_lease l join jobs_job j on j.seq = l.job order by l.job limit 1`,
+          )
+        )[0],
       'a running reply',
     )
     const pid = Number(lease.owner.split('/')[1])
@@ -219,7 +259,9 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
     const shown = await allReplied(carol, 3)
     await shot(carol, 'chat-recovered')
-    const [{ attempts }] = (await chat.db.query<{ attempts: number }>(`select attempts from jobs_job where id = $1`, lease.id)) as [{ attempts: number }]
+    const [{ attempts }] = (await chat.db.query<{ attempts: number }>(`select attempts from jobs_job where id = $1`, lease.id)) as [
+      { attempts: number },
+    ]
     expect(attempts).toBe(2)
     const stored = await storedReplies(chat.db)
     expect(stored.copies).toEqual([1, 1, 1])
@@ -235,7 +277,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const chat = await startChat(dialect, 2, '300-500', ['--rate', '1/4s'])
     const dave = await openUser(chat.url)
     await post(dave, ['First question', 'Second question'])
-    await waitFor(async () => (await seenOn(dave)).some((s) => /^waiting for the model's rate limit \(\d+ s\)/.test(s.status ?? '')), 'a reply waiting for the rate limit', 20_000)
+    await waitFor(
+      async () => (await seenOn(dave)).some((s) => /^waiting for the model's rate limit \(\d+ s\)/.test(s.status ?? '')),
+      'a reply waiting for the rate limit',
+      20_000,
+    )
     await shot(dave, 'chat-rate-limited')
     const shown = await allReplied(dave, 2)
     const stored = await storedReplies(chat.db)

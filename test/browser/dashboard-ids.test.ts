@@ -103,7 +103,12 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(await page.locator('main h1').textContent()).toBe(`Job ${id} waiting`)
     expect(await page.locator('dl.facts dd a').first().textContent()).toBe(queue)
     // The crumb leads back to the job's queue.
-    expect(await page.locator('nav.crumbs a').nth(1).evaluate((a) => (a as HTMLAnchorElement).href)).toBe(queueUrl)
+    expect(
+      await page
+        .locator('nav.crumbs a')
+        .nth(1)
+        .evaluate((a) => (a as HTMLAnchorElement).href),
+    ).toBe(queueUrl)
     const before = await states()
     page.once('dialog', (dialog) => void dialog.accept())
     await page.click('button[data-action="cancel"]')

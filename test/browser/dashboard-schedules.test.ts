@@ -28,7 +28,7 @@ afterEach(() => {
   removeTempDirs()
 })
 
-test('JOB-21 the queue page shows its schedules, their next and last slots, and links the last slot\'s job with its state', async () => {
+test("JOB-21 the queue page shows its schedules, their next and last slots, and links the last slot's job with its state", async () => {
   t = freshDb('chat.db')
   const digests = defineQueue<{ kind: string }>('digests')
   const replies = defineQueue('replies')

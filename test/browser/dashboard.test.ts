@@ -26,7 +26,15 @@ import { waitFor } from '../helpers/wait.js'
 const DOCS_SCREENSHOT = resolve(import.meta.dirname, '../../docs/dashboard.png')
 const ARTIFACTS = resolve(import.meta.dirname, '../../test-artifacts')
 const CHROMIUM = '/usr/bin/chromium'
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run']
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+]
 
 /** Debian's Chromium, headless: never a downloaded browser. */
 async function launchBrowser(): Promise<Browser> {
@@ -149,14 +157,25 @@ describe.each(DIALECTS)('%s', (dialect) => {
       for (let k = 0; k < perBucket(bucket); k++) {
         const at = now - (58 - bucket) * 10_000 + k * 50
         const failed = ++n % failEvery === 0
-        rows.push([queue, `${queue}-history-${n}`, failed ? 'failed' : 'done', at - 400, at - 500, at, failed ? 'the model did not answer in time' : null])
+        rows.push([
+          queue,
+          `${queue}-history-${n}`,
+          failed ? 'failed' : 'done',
+          at - 400,
+          at - 500,
+          at,
+          failed ? 'the model did not answer in time' : null,
+        ])
       }
     }
     const tuple = (i: number) => {
       const $ = (k: number) => `$${i * 7 + k}`
       return `(${$(1)}, ${$(2)}, '{}', ${$(3)}, 1, 5, ${time($(4))}, ${time($(5))}, ${time($(6))}, ${$(7)})`
     }
-    await t.run(`insert into jobs_job (queue, id, value, state, attempts, max_attempts, run_at, created_at, finished_at, error) values ${rows.map((_, i) => tuple(i)).join(', ')}`, ...rows.flat())
+    await t.run(
+      `insert into jobs_job (queue, id, value, state, attempts, max_attempts, run_at, created_at, finished_at, error) values ${rows.map((_, i) => tuple(i)).join(', ')}`,
+      ...rows.flat(),
+    )
   }
 
   describe('the dashboard in a browser', () => {
@@ -168,7 +187,14 @@ describe.each(DIALECTS)('%s', (dialect) => {
       for (let n = 1; n <= 14; n++) await enqueue(t.db, replies, { messageId: n }, { id: `reply:${n}`, group: `chat:${n % 4}` })
       await enqueue(t.db, replies, { messageId: 99 }, { id: 'reply:99', delay: '10m' })
       for (let n = 1; n <= 3; n++) await enqueue(t.db, emails, { to: `user${n}@example.com` }, { id: `welcome:${n}` })
-      workers.push(work(t.db, replies, holding((run) => run.setProgress({ step: 'thinking' })), { slots: 3 }))
+      workers.push(
+        work(
+          t.db,
+          replies,
+          holding((run) => run.setProgress({ step: 'thinking' })),
+          { slots: 3 },
+        ),
+      )
       await waitFor(async () => (await queueCounts(t.db, replies)).running === 3, 'three replies to run')
 
       const page = await open('/')
@@ -181,8 +207,16 @@ describe.each(DIALECTS)('%s', (dialect) => {
       // This process finishes two runs: seen at once through the in-process signal.
       gates.shift()!()
       gates.shift()!()
-      await waitFor(async () => (await queueCounts(t.db, replies)).running === 3 && (await state('reply:4')) === 'running', 'the worker to go on')
-      await waitFor(async () => JSON.stringify(await shownCounts(page, 'emails')) === JSON.stringify(await dbCounts('emails')) && JSON.stringify(await shownCounts(page, 'replies')) === JSON.stringify(await dbCounts('replies')), 'the page to show the new counts')
+      await waitFor(
+        async () => (await queueCounts(t.db, replies)).running === 3 && (await state('reply:4')) === 'running',
+        'the worker to go on',
+      )
+      await waitFor(
+        async () =>
+          JSON.stringify(await shownCounts(page, 'emails')) === JSON.stringify(await dbCounts('emails')) &&
+          JSON.stringify(await shownCounts(page, 'replies')) === JSON.stringify(await dbCounts('replies')),
+        'the page to show the new counts',
+      )
       expect(await shownCounts(page, 'emails')).toMatchObject({ waiting: 9 })
       expect(await page.locator('[data-live="chart"] rect').count()).toBeGreaterThan(50)
 
@@ -232,7 +266,13 @@ describe.each(DIALECTS)('%s', (dialect) => {
     test(`${on} shows the live progress of a running job`, async () => {
       const replies = defineQueue<{ messageId: number }>('replies')
       let setProgress: ((progress: Json) => void) | undefined
-      workers.push(work(t.db, replies, holding((run) => (setProgress = (progress) => run.setProgress(progress)))))
+      workers.push(
+        work(
+          t.db,
+          replies,
+          holding((run) => (setProgress = (progress) => run.setProgress(progress))),
+        ),
+      )
       await enqueue(t.db, replies, { messageId: 1 }, { id: 'reply:1' })
       await waitFor(() => setProgress, 'the job to run')
       setProgress!({ step: 'history' })
@@ -241,7 +281,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await page.waitForFunction(() => document.querySelector('[data-progress]')?.textContent?.includes('"history"'))
       for (let tokens = 1; tokens <= 3; tokens++) {
         setProgress!({ step: 'thinking', tokens })
-        await page.waitForFunction((n) => document.querySelector('[data-progress]')?.textContent === JSON.stringify({ step: 'thinking', tokens: n }, null, 2), tokens)
+        await page.waitForFunction(
+          (n) => document.querySelector('[data-progress]')?.textContent === JSON.stringify({ step: 'thinking', tokens: n }, null, 2),
+          tokens,
+        )
       }
       expect(await page.locator('[data-state]').textContent()).toBe('running')
       await screenshot(page, `dashboard-progress-${dialect}`)
@@ -266,7 +309,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await page.fill('input[name="group"]', 'even')
       await page.click('form.search button')
       await page.waitForURL(/group=even/)
-      expect(await page.locator('tr[data-job]').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-job')))).toEqual(['reply:4', 'reply:2'])
+      expect(await page.locator('tr[data-job]').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-job')))).toEqual([
+        'reply:4',
+        'reply:2',
+      ])
       await page.fill('input[name="group"]', '')
       await page.fill('input[name="id"]', 'reply:3')
       await page.click('form.search button')
@@ -289,7 +335,13 @@ describe.each(DIALECTS)('%s', (dialect) => {
       try {
         const replies = defineQueue<{ messageId: number }>('replies')
         let setProgress: ((progress: Json) => void) | undefined
-        workers.push(work(t.db, replies, holding((run) => (setProgress = (progress) => run.setProgress(progress)))))
+        workers.push(
+          work(
+            t.db,
+            replies,
+            holding((run) => (setProgress = (progress) => run.setProgress(progress))),
+          ),
+        )
         await enqueue(t.db, replies, { messageId: 5 }, { id: 'reply:5' })
         await waitFor(() => setProgress, 'the job to run')
         setProgress!({ step: 'history' })
@@ -320,15 +372,34 @@ describe.each(DIALECTS)('%s', (dialect) => {
         expect(entry.headers.get('location')).toBe('/jobs/queues/replies?state=failed')
         const cookie = entry.headers.get('set-cookie')!
         expect(cookie).toMatch(/^drizzle_jobs_token_[0-9a-f]{12}=a-long-enough-secret; Path=\/jobs; HttpOnly; SameSite=Strict$/)
-        const page = await guarded.fetch(new Request('http://127.0.0.1/jobs/queues/replies', { headers: { cookie: cookie.split(';')[0]! } }))
+        const page = await guarded.fetch(
+          new Request('http://127.0.0.1/jobs/queues/replies', { headers: { cookie: cookie.split(';')[0]! } }),
+        )
         expect(page.status).toBe(200)
         expect(page.headers.get('content-security-policy')).toContain("script-src 'self'")
         expect(await page.text()).toContain('<script src="/jobs/assets/htmx.min.js" defer></script>')
-        const bearer = await guarded.fetch(new Request('http://127.0.0.1/jobs/', { headers: { authorization: 'Bearer a-long-enough-secret' } }))
+        const bearer = await guarded.fetch(
+          new Request('http://127.0.0.1/jobs/', { headers: { authorization: 'Bearer a-long-enough-secret' } }),
+        )
         expect(bearer.status).toBe(200)
         // Actions need the token too.
-        expect((await guarded.fetch(new Request('http://127.0.0.1/jobs/queues/replies/pause', { method: 'POST', headers: { 'hx-request': 'true' } }))).status).toBe(401)
-        expect((await guarded.fetch(new Request('http://127.0.0.1/jobs/queues/replies/pause', { method: 'POST', headers: { authorization: 'Bearer a-long-enough-secret' } }))).status).toBe(200)
+        expect(
+          (
+            await guarded.fetch(
+              new Request('http://127.0.0.1/jobs/queues/replies/pause', { method: 'POST', headers: { 'hx-request': 'true' } }),
+            )
+          ).status,
+        ).toBe(401)
+        expect(
+          (
+            await guarded.fetch(
+              new Request('http://127.0.0.1/jobs/queues/replies/pause', {
+                method: 'POST',
+                headers: { authorization: 'Bearer a-long-enough-secret' },
+              }),
+            )
+          ).status,
+        ).toBe(200)
         expect((await queueCounts(t.db, 'replies')).paused).toBe(true)
         // htmx itself is served from the npm package, with no token needed for static files.
         const htmx = await guarded.fetch(new Request('http://127.0.0.1/jobs/assets/htmx.min.js'))
@@ -367,7 +438,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
     })
 
     test(`${on} actions come only from its own pages: not from a cross-site form, nor another origin`, async () => {
-      const post = (headers: Record<string, string>) => board.fetch(new Request('http://127.0.0.1:4580/queues/replies/pause', { method: 'POST', headers: { host: '127.0.0.1:4580', ...headers } }))
+      const post = (headers: Record<string, string>) =>
+        board.fetch(
+          new Request('http://127.0.0.1:4580/queues/replies/pause', { method: 'POST', headers: { host: '127.0.0.1:4580', ...headers } }),
+        )
       expect((await post({})).status).toBe(403)
       expect((await post({ 'hx-request': 'true', origin: 'http://evil.example' })).status).toBe(403)
       expect((await post({ 'hx-request': 'true', 'sec-fetch-site': 'cross-site' })).status).toBe(403)
@@ -375,7 +449,13 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect((await post({ 'hx-request': 'true', origin: 'http://127.0.0.1:4580' })).status).toBe(200)
       expect((await queueCounts(t.db, 'replies')).paused).toBe(true)
       expect((await board.fetch(new Request('http://127.0.0.1/queues/replies/jobs/nope'))).status).toBe(404)
-      expect((await board.fetch(new Request('http://127.0.0.1/queues/replies/jobs/nope/retry', { method: 'POST', headers: { 'hx-request': 'true' } }))).status).toBe(404)
+      expect(
+        (
+          await board.fetch(
+            new Request('http://127.0.0.1/queues/replies/jobs/nope/retry', { method: 'POST', headers: { 'hx-request': 'true' } }),
+          )
+        ).status,
+      ).toBe(404)
       expect((await board.fetch(new Request('http://127.0.0.1/queues/replies?state=lost'))).status).toBe(400)
     })
 
@@ -386,7 +466,13 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(list).not.toContain('<img src=x')
       expect(list).not.toContain('<b>queue</b>')
       expect(list).toContain('&lt;b&gt;queue&lt;/b&gt;')
-      const detail = await (await board.fetch(new Request(`http://127.0.0.1/queues/${encodeURIComponent('<b>queue</b>')}/jobs/${encodeURIComponent('"><img src=x onerror=alert(1)>')}`))).text()
+      const detail = await (
+        await board.fetch(
+          new Request(
+            `http://127.0.0.1/queues/${encodeURIComponent('<b>queue</b>')}/jobs/${encodeURIComponent('"><img src=x onerror=alert(1)>')}`,
+          ),
+        )
+      ).text()
       expect(detail).not.toContain('<script>alert')
       expect(detail).toContain('&lt;script&gt;alert(1)&lt;/script&gt;')
     })

@@ -23,11 +23,19 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
   /** Ends a job as another program would: its state and when it ended. */
   const endPlain = (queue: string, id: string, state: 'canceled' | 'failed') =>
-    t.run(`update jobs_job set state = $1, finished_at = ${t.dialect === 'postgres' ? 'now()' : `cast((julianday('now') - 2440587.5) * 86400000 as integer)`} where queue = $2 and id = $3`, state, queue, id)
+    t.run(
+      `update jobs_job set state = $1, finished_at = ${t.dialect === 'postgres' ? 'now()' : `cast((julianday('now') - 2440587.5) * 86400000 as integer)`} where queue = $2 and id = $3`,
+      state,
+      queue,
+      id,
+    )
 
   /** The queue's jobs counted by state from the jobs themselves. */
   const truth = async (queue: string): Promise<Omit<QueueCounts, 'paused'>> => {
-    const rows = await t.query<{ state: string; n: number | string }>('select state, count(*) as n from jobs_job where queue = $1 group by state', queue)
+    const rows = await t.query<{ state: string; n: number | string }>(
+      'select state, count(*) as n from jobs_job where queue = $1 group by state',
+      queue,
+    )
     const counts = { queue, waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }
     for (const row of rows) counts[row.state as (typeof STATES)[number]] = Number(row.n)
     return counts
@@ -59,7 +67,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
   test(`JOB-18 ${on} counts, listings and snapshots show other programs' plain-SQL inserts, updates and deletes, before and after folding`, async () => {
     const q = defineQueue<{ n: number }>('shared', { backoff: { initial: 0, max: 0 } })
-    await enqueueMany(t.db, q, [{ value: { n: 1 }, id: 'a1' }, { value: { n: 2 }, id: 'a2' }, { value: { n: 3 }, id: 'a3' }])
+    await enqueueMany(t.db, q, [
+      { value: { n: 1 }, id: 'a1' },
+      { value: { n: 2 }, id: 'a2' },
+      { value: { n: 3 }, id: 'a3' },
+    ])
     await insertPlain('shared', 'p1', 'waiting')
     await insertPlain('shared', 'p2', 'scheduled')
     await insertPlain('shared', 'p3', 'waiting')
@@ -70,7 +82,8 @@ describe.each(DIALECTS)('%s', (dialect) => {
     await endPlain('elsewhere', 'e2', 'failed')
 
     await checkSurfaces({ shared: { waiting: 3, scheduled: 1, canceled: 1 }, elsewhere: { waiting: 1, failed: 1 } })
-    if (t.dialect === 'postgres') expect(Number((await t.query<{ n: string }>('select count(*) as n from jobs_count'))[0]!.n)).toBeGreaterThan(0)
+    if (t.dialect === 'postgres')
+      expect(Number((await t.query<{ n: string }>('select count(*) as n from jobs_count'))[0]!.n)).toBeGreaterThan(0)
 
     // A worker runs the waiting jobs; its maintenance folds the counts of its queue kept apart.
     workers.push(work(t.db, q, (value) => value.n * 2, { slots: 2 }))

@@ -33,7 +33,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
     if (t.sqlite) {
       const db = t.sqlite
       db.transaction((tx) => {
-        tx.run('insert into messages (id, text) values (1, \'kept\')' as never)
+        tx.run("insert into messages (id, text) values (1, 'kept')" as never)
         enqueue(tx, q, { n: 1 }, { id: 'kept' })
       })
       expect(() =>
@@ -45,7 +45,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
     } else {
       const db = t.pg!
       await db.transaction(async (tx) => {
-        await tx.execute('insert into messages (id, text) values (1, \'kept\')' as never)
+        await tx.execute("insert into messages (id, text) values (1, 'kept')" as never)
         await enqueue(tx, q, { n: 1 }, { id: 'kept' })
       })
       await expect(
@@ -64,7 +64,12 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const q = defineQueue<{ n: number }>('dupes')
     expect(await enqueue(t.db, q, { n: 1 }, { id: 'one' })).toEqual({ id: 'one', added: true })
     expect(await enqueue(t.db, q, { n: 2 }, { id: 'one' })).toEqual({ id: 'one', added: false })
-    expect(await enqueueMany(t.db, q, [{ value: { n: 3 }, id: 'one' }, { value: { n: 4 }, id: 'two' }])).toEqual([
+    expect(
+      await enqueueMany(t.db, q, [
+        { value: { n: 3 }, id: 'one' },
+        { value: { n: 4 }, id: 'two' },
+      ]),
+    ).toEqual([
       { id: 'one', added: false },
       { id: 'two', added: true },
     ])
@@ -79,13 +84,36 @@ describe.each(DIALECTS)('%s', (dialect) => {
   test(`JOB-03 ${on} enqueueMany adds in order and answers per item: an id repeated in the batch, or held by the queue, adds nothing, also across the statements of a batch of large values`, async () => {
     const q = defineQueue<{ n: number; pad?: string }>('batched')
     await enqueue(t.db, q, { n: 0 }, { id: 'held' })
-    const items = [{ value: { n: 1 }, id: 'a' }, { value: { n: 2 }, id: 'held' }, { value: { n: 3 }, id: 'a' }, { value: { n: 4 }, id: 'b', group: 'g', priority: 3 }, { value: { n: 5 }, id: 'later', delay: '1h' as const }]
+    const items = [
+      { value: { n: 1 }, id: 'a' },
+      { value: { n: 2 }, id: 'held' },
+      { value: { n: 3 }, id: 'a' },
+      { value: { n: 4 }, id: 'b', group: 'g', priority: 3 },
+      { value: { n: 5 }, id: 'later', delay: '1h' as const },
+    ]
     expect(await enqueueMany(t.db, q, items)).toEqual([
-      { id: 'a', added: true }, { id: 'held', added: false }, { id: 'a', added: false }, { id: 'b', added: true }, { id: 'later', added: true },
+      { id: 'a', added: true },
+      { id: 'held', added: false },
+      { id: 'a', added: false },
+      { id: 'b', added: true },
+      { id: 'later', added: true },
     ])
-    const rows = await t.query<{ id: string; value: string; state: string; grp: string | null; priority: number | string }>(`select id, value, state, grp, priority from jobs_job where queue = 'batched' order by seq`)
-    expect(rows.map((row) => [row.id, typeof row.value === 'string' ? JSON.parse(row.value).n : (row.value as { n: number }).n, row.state, row.grp, Number(row.priority)])).toEqual([
-      ['held', 0, 'waiting', null, 0], ['a', 1, 'waiting', null, 0], ['b', 4, 'waiting', 'g', 3], ['later', 5, 'scheduled', null, 0],
+    const rows = await t.query<{ id: string; value: string; state: string; grp: string | null; priority: number | string }>(
+      `select id, value, state, grp, priority from jobs_job where queue = 'batched' order by seq`,
+    )
+    expect(
+      rows.map((row) => [
+        row.id,
+        typeof row.value === 'string' ? JSON.parse(row.value).n : (row.value as { n: number }).n,
+        row.state,
+        row.grp,
+        Number(row.priority),
+      ]),
+    ).toEqual([
+      ['held', 0, 'waiting', null, 0],
+      ['a', 1, 'waiting', null, 0],
+      ['b', 4, 'waiting', 'g', 3],
+      ['later', 5, 'scheduled', null, 0],
     ])
     // Six values of 900 KiB: more than one statement carries; the repeat in the last one adds nothing.
     const pad = 'x'.repeat(900 * 1024)
@@ -140,9 +168,14 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const q = defineQueue('backoff', { attempts: 6, backoff: { initial: 40, max: 200 } })
     await enqueue(t.db, q, null, { id: 'b', runAt: now })
     workers.push(
-      work(t.db, q, () => {
-        throw new Error('always')
-      }, { clock: () => now, pollInterval: '10ms' }),
+      work(
+        t.db,
+        q,
+        () => {
+          throw new Error('always')
+        },
+        { clock: () => now, pollInterval: '10ms' },
+      ),
     )
     const waits: number[] = []
     for (let attempt = 1; attempt <= 5; attempt++) {
@@ -189,11 +222,16 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const watches = { ok: watch(t.db, q, 'ok'), bad: watch(t.db, q, 'bad') }
     for (const w of Object.values(watches)) await w.next()
     workers.push(
-      work(t.db, q, async ({ fail }) => {
-        await released
-        if (fail) throw new Error('no luck')
-        return { text: 'héllo', n: [1, 2] }
-      }, { slots: 2 }),
+      work(
+        t.db,
+        q,
+        async ({ fail }) => {
+          await released
+          if (fail) throw new Error('no luck')
+          return { text: 'héllo', n: [1, 2] }
+        },
+        { slots: 2 },
+      ),
     )
     for (const [id, w] of Object.entries(watches)) {
       const running = (await w.next()).value as JobSnapshot
@@ -226,7 +264,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
         return { text: 'hello' }
       }),
     )
-    await waitFor(() => seen.some((snapshot) => snapshot.state === 'running' && (snapshot.progress as { step?: string } | null)?.step === 'thinking'), 'the running snapshot with its progress')
+    await waitFor(
+      () => seen.some((snapshot) => snapshot.state === 'running' && (snapshot.progress as { step?: string } | null)?.step === 'thinking'),
+      'the running snapshot with its progress',
+    )
     release()
     await following
     expect(seen[0]).toMatchObject({ id: 'w', state: 'waiting', ahead: 0 })
@@ -238,7 +279,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const q = defineQueue<number>('coalesced', { concurrency: 1 })
     const ahead = 30
     const intervalMs = 100
-    await enqueueMany(t.db, q, Array.from({ length: ahead }, (_, i) => ({ value: i, id: `a${i}` })))
+    await enqueueMany(
+      t.db,
+      q,
+      Array.from({ length: ahead }, (_, i) => ({ value: i, id: `a${i}` })),
+    )
     await enqueue(t.db, q, ahead, { id: 'w' })
     const seen: { at: number; snapshot: JobSnapshot }[] = []
     const following = (async () => {
@@ -264,7 +309,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(waiting[i]!.at - waiting[i - 1]!.at).toBeGreaterThan(intervalMs - 25)
     }
     expect(waiting.length).toBeLessThan(ahead)
-    expect(seen.slice(waiting.length).map(({ snapshot }) => [snapshot.state, snapshot.ahead])).toEqual([['running', null], ['done', null]])
+    expect(seen.slice(waiting.length).map(({ snapshot }) => [snapshot.state, snapshot.ahead])).toEqual([
+      ['running', null],
+      ['done', null],
+    ])
   })
 
   test(`JOB-13 ${on} bad input gives a JobsError with its code and writes nothing`, async () => {
@@ -315,10 +363,19 @@ describe.each(DIALECTS)('%s', (dialect) => {
         await enqueue(tx, q, { text: 'kept' }, { id: 'after' })
       })
     }
-    refusal(await Promise.resolve().then(() => enqueueMany(t.db, q, [{ value: 1, id: 'one' }, { value: bad, id: 'two' }])).catch((error: unknown) => error))
+    refusal(
+      await Promise.resolve()
+        .then(() =>
+          enqueueMany(t.db, q, [
+            { value: 1, id: 'one' },
+            { value: bad, id: 'two' },
+          ]),
+        )
+        .catch((error: unknown) => error),
+    )
     let keyError: unknown
     try {
-      await enqueue(t.db, q, { ['k\u0000']: 1 } as never)
+      await enqueue(t.db, q, { 'k\u0000': 1 } as never)
     } catch (caught) {
       keyError = caught
     }
@@ -330,7 +387,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
   test(`JOB-13 ${on} JOB-17 every safe integer priority round-trips and claims in order`, async () => {
     const q = defineQueue<{ n: number }>('priorities')
     const priorities = [Number.MAX_SAFE_INTEGER, 2 ** 31, 0, -(2 ** 31) - 1, 2 ** 40 + 1, Number.MIN_SAFE_INTEGER, -1]
-    await enqueueMany(t.db, q, priorities.map((priority, n) => ({ value: { n }, id: `p${priority}`, priority })))
+    await enqueueMany(
+      t.db,
+      q,
+      priorities.map((priority, n) => ({ value: { n }, id: `p${priority}`, priority })),
+    )
     const listed = await listJobs(t.db, { queue: q, state: 'waiting' })
     const sorted = [...priorities].sort((a, b) => a - b)
     expect(listed.jobs.map((job) => job.priority)).toEqual(sorted)
@@ -359,7 +420,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
   test(`JOB-15 ${on} stop() claims nothing more and waits for the runs under way`, async () => {
     const q = defineQueue<{ n: number }>('stopping')
-    await enqueueMany(t.db, q, [{ value: { n: 1 }, id: 'a' }, { value: { n: 2 }, id: 'b' }])
+    await enqueueMany(t.db, q, [
+      { value: { n: 1 }, id: 'a' },
+      { value: { n: 2 }, id: 'b' },
+    ])
     let started = 0
     let finished = 0
     const worker = work(
@@ -418,7 +482,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
     // Plain SQL that put back a running job and kept its lease, valid for an hour more.
     const [job] = await t.query<{ seq: number }>(`select seq from jobs_job where queue = 'stale-lease' and id = 'left'`)
     const expires = t.dialect === 'sqlite' ? Date.now() + 3_600_000 : new Date(Date.now() + 3_600_000).toISOString()
-    await t.run(`insert into jobs_lease (job, queue, grp, owner, attempt, expires_at) values ($1, 'stale-lease', null, 'gone-host:1:x', 7, $2)`, job!.seq, expires)
+    await t.run(
+      `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at) values ($1, 'stale-lease', null, 'gone-host:1:x', 7, $2)`,
+      job!.seq,
+      expires,
+    )
     const ran: number[] = []
     workers.push(work(t.db, q, (value) => void ran.push(value.n)))
     await waitFor(async () => (await state('stale-lease', 'left')) === 'done', 'the job with a stale lease to run')
@@ -458,14 +526,28 @@ describe.each(DIALECTS)('%s', (dialect) => {
         running--
       }
       workers.push(work(t.db, first, handler, { slots: 5 }))
-      await enqueueMany(t.db, first, Array.from({ length: 6 }, (_, n) => ({ value: { n } })))
-      await waitFor(async () => (await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where state = 'done'`))[0]!.n == 6, 'the first batch to run')
+      await enqueueMany(
+        t.db,
+        first,
+        Array.from({ length: 6 }, (_, n) => ({ value: { n } })),
+      )
+      await waitFor(
+        async () => Number((await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where state = 'done'`))[0]!.n) === 6,
+        'the first batch to run',
+      )
       expect(high).toBe(1)
       workers.push(work(t.db, second, handler, { slots: 5 }))
       await waitFor(() => warnings.length > 0, 'the second worker to store its limit and warn')
       expect(warnings[0]).toMatch(/total: 1.*total: 3/)
-      await enqueueMany(t.db, first, Array.from({ length: 12 }, (_, n) => ({ value: { n } })))
-      await waitFor(async () => (await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where state = 'done'`))[0]!.n == 18, 'the second batch to run')
+      await enqueueMany(
+        t.db,
+        first,
+        Array.from({ length: 12 }, (_, n) => ({ value: { n } })),
+      )
+      await waitFor(
+        async () => Number((await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where state = 'done'`))[0]!.n) === 18,
+        'the second batch to run',
+      )
       expect(high).toBeGreaterThan(1)
       expect(high).toBeLessThanOrEqual(3)
     } finally {

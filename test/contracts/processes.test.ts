@@ -39,9 +39,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
     }
     expect(exits).toEqual(['SIGKILL', 'SIGKILL', 'SIGKILL'])
     // A fresh worker on this host finds the last owner gone and ends the job at once, without waiting for the lease.
-    workers.push(work(t.db, crashes, () => {
-      throw new Error('the handler must not run a fourth time')
-    }))
+    workers.push(
+      work(t.db, crashes, () => {
+        throw new Error('the handler must not run a fourth time')
+      }),
+    )
     await waitFor(async () => (await t.job('crashes', 'poison'))?.state === 'failed', 'the poisoned job to fail for good')
     const ended = (await t.job('crashes', 'poison'))!
     expect(ended.attempts).toBe(3)
@@ -74,8 +76,19 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const children = Array.from({ length: 4 }, () => startFixture('contract-child.ts', ['work', t.address, 'overlap', '1']))
     await waitFor(() => children.every((child) => child.output().includes('working')), 'the four worker processes to start', 30_000)
     // 6 groups of 10 jobs, 40 ms each: enough that three groups always have work, so the total cap is what binds.
-    await enqueueMany(t.db, limited, Array.from({ length: 60 }, (_, n) => ({ value: { n }, group: `g${n % 6}` })))
-    await waitFor(async () => (await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where queue = 'limited' and state = 'done'`))[0]!.n == 60, 'every job to run', 60_000)
+    await enqueueMany(
+      t.db,
+      limited,
+      Array.from({ length: 60 }, (_, n) => ({ value: { n }, group: `g${n % 6}` })),
+    )
+    await waitFor(
+      async () =>
+        Number(
+          (await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where queue = 'limited' and state = 'done'`))[0]!.n,
+        ) === 60,
+      'every job to run',
+      60_000,
+    )
     for (const child of children) child.process.kill('SIGKILL')
     const gauge = await t.query<{ name: string; high: number }>('select name, high from gauge order by name')
     const highs = Object.fromEntries(gauge.map((row) => [row.name, Number(row.high)]))
@@ -92,8 +105,19 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const children = Array.from({ length: 4 }, () => startFixture('contract-child.ts', ['work', t.address, 'share']))
     await waitFor(() => children.every((child) => child.output().includes('working')), 'the four worker processes to start', 30_000)
     // 200 jobs of 20 ms: a process that ends a run would otherwise claim the freed slot before the others see it free.
-    await enqueueMany(t.db, shared, Array.from({ length: 200 }, (_, n) => ({ value: { n } })))
-    await waitFor(async () => (await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where queue = 'shared' and state = 'done'`))[0]!.n == 200, 'every job to run', 60_000)
+    await enqueueMany(
+      t.db,
+      shared,
+      Array.from({ length: 200 }, (_, n) => ({ value: { n } })),
+    )
+    await waitFor(
+      async () =>
+        Number(
+          (await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where queue = 'shared' and state = 'done'`))[0]!.n,
+        ) === 200,
+      'every job to run',
+      60_000,
+    )
     for (const child of children) child.process.kill('SIGKILL')
     const [gauge] = await t.query<{ high: number }>(`select high from gauge where name = 'total'`)
     expect(Number(gauge!.high)).toBeLessThanOrEqual(4)

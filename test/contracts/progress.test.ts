@@ -66,10 +66,19 @@ describe.each(DIALECTS)('%s', (dialect) => {
         await signal(`finish${snapshot.attempt}`)
       }
       // The retry is an hour away: the test plays the clock once it has seen it scheduled (a change of run_at, which may be seen too).
-      if (snapshot.state === 'scheduled' && !seen.slice(0, -1).includes('scheduled')) await t.run(`update jobs_job set run_at = $1 where id = 'w'`, dialect === 'postgres' ? new Date() : Date.now())
+      if (snapshot.state === 'scheduled' && !seen.slice(0, -1).includes('scheduled'))
+        await t.run(`update jobs_job set run_at = $1 where id = 'w'`, dialect === 'postgres' ? new Date() : Date.now())
       if (snapshot.state === 'done') expect(snapshot.result).toEqual({ text: 'answer 7' })
     }
-    expect(seen.filter((label, i) => label !== seen[i - 1])).toEqual(['waiting', 'running', 'running thinking', 'scheduled', 'running', 'running thinking', 'done'])
+    expect(seen.filter((label, i) => label !== seen[i - 1])).toEqual([
+      'waiting',
+      'running',
+      'running thinking',
+      'scheduled',
+      'running',
+      'running thinking',
+      'done',
+    ])
     if (dialect === 'postgres') {
       // One path per dialect: on PostgreSQL the lease names no local socket, and no socket was opened.
       expect(channel).toBeNull()
@@ -106,7 +115,9 @@ describe.each(DIALECTS)('%s', (dialect) => {
     if (notices) {
       // Coalesced per run: at most one notice per interval of the flood, plus the first, the trailing latest and an answer to the watcher's ask.
       const bound = Math.floor(floodMs / PROGRESS_NOTICE_INTERVAL_MS) + 3
-      expect(notices.payloads.length, `${notices.payloads.length} notices for ${FLOOD} values set in ${floodMs} ms`).toBeLessThanOrEqual(bound)
+      expect(notices.payloads.length, `${notices.payloads.length} notices for ${FLOOD} values set in ${floodMs} ms`).toBeLessThanOrEqual(
+        bound,
+      )
       expect(notices.payloads.length).toBeLessThan(FLOOD / 10)
       expect(notices.payloads.at(-1)).toMatch(new RegExp(`\\t\\{"i":${FLOOD}\\}$`))
       for (const payload of notices.payloads) expect(Buffer.byteLength(payload)).toBeLessThan(8_000)

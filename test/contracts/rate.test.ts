@@ -41,7 +41,9 @@ function readStarts(files: readonly string[]): Array<{ at: number; group: string
 }
 
 async function doneCount(t: ContractDb, queue: string): Promise<number> {
-  return Number((await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where queue = $1 and state = 'done'`, queue))[0]!.n)
+  return Number(
+    (await t.query<{ n: number | string }>(`select count(*) as n from jobs_job where queue = $1 and state = 'done'`, queue))[0]!.n,
+  )
 }
 
 /** Starts worker processes of `queue`, each logging its starts to a file of its own, and waits until they work. */
@@ -71,7 +73,10 @@ async function startWorkers(t: ContractDb, queue: string, count: number): Promis
   const children = files.map((file) => startFixture('rate-child.ts', [t.address, queue, file]))
   await waitFor(() => children.every((child) => child.output().includes('working')), `the ${count} worker processes to start`, 30_000)
   // Each worker stores the queue's limits in its first transaction: wait for the stored rate.
-  await waitFor(async () => (await t.query<{ r: number | null }>('select rate_limit as r from jobs_queue where name = $1', queue))[0]?.r != null, 'the rate to be stored')
+  await waitFor(
+    async () => (await t.query<{ r: number | null }>('select rate_limit as r from jobs_queue where name = $1', queue))[0]?.r != null,
+    'the rate to be stored',
+  )
   return files
 }
 
@@ -82,12 +87,19 @@ describe.each(DIALECTS)('%s', (dialect) => {
   test(`JOB-22 ${on} 4 worker processes keep { limit: 10, per: '1s' } over 200 jobs: no second holds more than 10 starts, and the run takes ~20 s`, async () => {
     const files = await startWorkers(t, rated.name, 4)
     const started = Date.now()
-    await enqueueMany(t.db, rated, Array.from({ length: 200 }, (_, n) => ({ value: { n } })))
+    await enqueueMany(
+      t.db,
+      rated,
+      Array.from({ length: 200 }, (_, n) => ({ value: { n } })),
+    )
     await waitFor(async () => (await doneCount(t, rated.name)) === 200, 'every job to run', 60_000)
     const tookMs = Date.now() - started
     const starts = readStarts(files).map((start) => start.at)
     expect(starts).toHaveLength(200)
-    expect(busiestWindow(starts, 1_000), JSON.stringify([...starts].sort((a, b) => a - b).map((at) => at - Math.min(...starts)))).toBeLessThanOrEqual(10)
+    expect(
+      busiestWindow(starts, 1_000),
+      JSON.stringify([...starts].sort((a, b) => a - b).map((at) => at - Math.min(...starts))),
+    ).toBeLessThanOrEqual(10)
     // 20 windows of ten: the last ten start 19 windows after the first ten, and the rate is reached.
     expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(19_000)
     expect(tookMs).toBeLessThan(30_000)
@@ -99,11 +111,20 @@ describe.each(DIALECTS)('%s', (dialect) => {
   test(`JOB-22 ${on} perGroup caps the starts of each group per window across processes, and is reached`, async () => {
     const files = await startWorkers(t, ratedGroups.name, 2)
     // Three groups of six: two starts of a group per second make each group take three windows.
-    await enqueueMany(t.db, ratedGroups, Array.from({ length: 18 }, (_, n) => ({ value: { n }, group: `g${n % 3}` })))
+    await enqueueMany(
+      t.db,
+      ratedGroups,
+      Array.from({ length: 18 }, (_, n) => ({ value: { n }, group: `g${n % 3}` })),
+    )
     await waitFor(async () => (await doneCount(t, ratedGroups.name)) === 18, 'every job to run', 30_000)
     const starts = readStarts(files)
     expect(starts).toHaveLength(18)
-    expect(busiestWindow(starts.map((start) => start.at), 1_000)).toBeLessThanOrEqual(10)
+    expect(
+      busiestWindow(
+        starts.map((start) => start.at),
+        1_000,
+      ),
+    ).toBeLessThanOrEqual(10)
     for (const group of ['g0', 'g1', 'g2']) {
       const ofGroup = starts.filter((start) => start.group === group).map((start) => start.at)
       expect(ofGroup).toHaveLength(6)
@@ -120,14 +141,29 @@ describe.each(DIALECTS)('%s', (dialect) => {
       const starts: number[] = []
       const handler = () => void starts.push(Date.now())
       workers.push(work(t.db, loose, handler, { pollInterval: '10ms' }))
-      await waitFor(async () => (await t.query<{ r: number | null }>(`select rate_limit as r from jobs_queue where name = 'stored-rate'`))[0]?.r == 100, 'the first rate to be stored')
+      await waitFor(
+        async () =>
+          (await t.query<{ r: number | null }>(`select rate_limit as r from jobs_queue where name = 'stored-rate'`))[0]?.r === 100,
+        'the first rate to be stored',
+      )
       workers.push(work(t.db, strict, handler, { pollInterval: '10ms' }))
-      await waitFor(async () => (await t.query<{ r: number | null }>(`select rate_limit as r from jobs_queue where name = 'stored-rate'`))[0]?.r == 3, 'the second rate to replace it')
-      expect(warn.mock.calls.flat().join('\n')).toMatch(/rate \{ limit: 100, per: 1000ms \}.*replaces it with .*rate \{ limit: 3, per: 1000ms \}/)
-      const [row] = await t.query<{ limit: number; per: number | string; perGroup: number | null }>(`select rate_limit as "limit", rate_per as per, rate_per_group as "perGroup" from jobs_queue where name = 'stored-rate'`)
+      await waitFor(
+        async () => (await t.query<{ r: number | null }>(`select rate_limit as r from jobs_queue where name = 'stored-rate'`))[0]?.r === 3,
+        'the second rate to replace it',
+      )
+      expect(warn.mock.calls.flat().join('\n')).toMatch(
+        /rate \{ limit: 100, per: 1000ms \}.*replaces it with .*rate \{ limit: 3, per: 1000ms \}/,
+      )
+      const [row] = await t.query<{ limit: number; per: number | string; perGroup: number | null }>(
+        `select rate_limit as "limit", rate_per as per, rate_per_group as "perGroup" from jobs_queue where name = 'stored-rate'`,
+      )
       expect({ ...row, per: Number(row!.per) }).toEqual({ limit: 3, per: 1_000, perGroup: null })
       // The worker of the loose definition claims too, and follows the stored rate.
-      await enqueueMany(t.db, loose, Array.from({ length: 9 }, (_, n) => ({ value: { n } })))
+      await enqueueMany(
+        t.db,
+        loose,
+        Array.from({ length: 9 }, (_, n) => ({ value: { n } })),
+      )
       await waitFor(async () => (await doneCount(t, 'stored-rate')) === 9, 'every job to run')
       expect(busiestWindow(starts, 1_000)).toBeLessThanOrEqual(3)
       expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(2_000)
@@ -140,7 +176,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const queue = defineQueue<{ n: number }>('held', { rate: { limit: 2, per: '3s' } })
     const starts = new Map<string, number>()
     workers.push(work(t.db, queue, (_value, run) => void starts.set(run.id, Date.now()), { pollInterval: '10ms' }))
-    await enqueueMany(t.db, queue, ['a', 'b', 'c', 'd'].map((id, n) => ({ value: { n }, id })))
+    await enqueueMany(
+      t.db,
+      queue,
+      ['a', 'b', 'c', 'd'].map((id, n) => ({ value: { n }, id })),
+    )
     await waitFor(async () => (await doneCount(t, 'held')) === 2, 'the first two jobs to run')
     const c = (await getJob(t.db, queue, 'c'))!
     const d = (await getJob(t.db, queue, 'd'))!
@@ -229,14 +269,16 @@ describe.each(DIALECTS)('%s', (dialect) => {
       try {
         // Added first: the worker's first claim, whose read is the one made late, finds the job.
         await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
-        workers.push(work(t.db, queue, (_value, run) => void calls.push({ at: Date.now(), attempt: run.attempt }), { pollInterval: '10ms' }))
+        workers.push(
+          work(t.db, queue, (_value, run) => void calls.push({ at: Date.now(), attempt: run.attempt }), { pollInterval: '10ms' }),
+        )
         await waitFor(async () => (await doneCount(t, 'late-answer')) === 1, 'the job to run')
       } finally {
         spy.mockRestore()
       }
       expect(stalls).toBe(0)
       const [row] = await t.query<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'late-answer'`)
-      const stamps = (typeof row?.starts === 'string' ? JSON.parse(row.starts) : row?.starts).starts as number[]
+      const stamps = (typeof row?.starts === 'string' ? JSON.parse(row.starts) : row!.starts).starts as number[]
       // Its handler was called once, as the first attempt, within the slack after its stamp: the latest stamp before
       // the call, give or take the millisecond the server's clock is rounded to.
       expect(calls.map((call) => call.attempt)).toEqual([1])

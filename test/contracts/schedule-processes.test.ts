@@ -25,14 +25,17 @@ describe.each(DIALECTS)('%s', (dialect) => {
 
     const ids = (await t.query<{ id: string }>(`select id from jobs_job where queue = 'ticks'`)).map((row) => row.id)
     expect(await t.query('select 1 from jobs_schedule')).toHaveLength(1)
-    const slots = ids.map((id) => {
-      expect(id).toMatch(/^every-second@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/)
-      return Date.parse(id.slice('every-second@'.length))
-    }).sort((a, b) => a - b)
+    const slots = ids
+      .map((id) => {
+        expect(id).toMatch(/^every-second@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/)
+        return Date.parse(id.slice('every-second@'.length))
+      })
+      .sort((a, b) => a - b)
     expect(new Set(slots).size).toBe(slots.length)
     expect(slots.length).toBeGreaterThan(RACE_MS / 1_000 - 5)
     const missing = []
-    for (let i = 1; i < slots.length; i++) if (slots[i]! - slots[i - 1]! !== 1_000) missing.push(new Date(slots[i - 1]! + 1_000).toISOString())
+    for (let i = 1; i < slots.length; i++)
+      if (slots[i]! - slots[i - 1]! !== 1_000) missing.push(new Date(slots[i - 1]! + 1_000).toISOString())
     expect(missing).toEqual([])
   }, 90_000)
 })

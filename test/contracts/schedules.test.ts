@@ -20,7 +20,8 @@ describe.each(DIALECTS)('%s', (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 
-  const jobIds = async (queue: string) => (await t.query<{ id: string }>('select id from jobs_job where queue = $1 order by seq', queue)).map((row) => row.id)
+  const jobIds = async (queue: string) =>
+    (await t.query<{ id: string }>('select id from jobs_job where queue = $1 order by seq', queue)).map((row) => row.id)
   const scheduleCount = async () => Number((await t.query<{ n: number | string }>('select count(*) as n from jobs_schedule'))[0]!.n)
 
   test(`JOB-21 ${on} schedule is an upsert: called again with the same arguments it changes nothing, not even updated_at or next_at`, async () => {
@@ -32,7 +33,16 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(await schedule(t.db, digests, 'daily-digest', { ...options, value: { kind: 'daily' } })).toBe(false)
     const [again] = await listSchedules(t.db, digests)
     expect(again).toEqual(first)
-    expect(first).toMatchObject({ queue: 'digests', name: 'daily-digest', cron: '0 8 * * *', tz: 'Europe/Paris', value: { kind: 'daily' }, backfill: null, lastSlot: null, lastJob: null })
+    expect(first).toMatchObject({
+      queue: 'digests',
+      name: 'daily-digest',
+      cron: '0 8 * * *',
+      tz: 'Europe/Paris',
+      value: { kind: 'daily' },
+      backfill: null,
+      lastSlot: null,
+      lastJob: null,
+    })
     expect(first!.nextAt.getTime()).toBe(slotRule('0 8 * * *', 'Europe/Paris').next(first!.updatedAt.getTime()))
     expect(await scheduleCount()).toBe(1)
   })
@@ -42,13 +52,17 @@ describe.each(DIALECTS)('%s', (dialect) => {
     await schedule(t.db, digests, 'digest', { cron: '0 8 * * *', value: { kind: 'daily' } })
     const [before] = await listSchedules(t.db)
     await new Promise((resolve) => setTimeout(resolve, 20))
-    expect(await schedule(t.db, digests, 'digest', { cron: '30 9 * * 1', tz: 'America/New_York', value: { kind: 'weekly' }, backfill: '6h' })).toBe(true)
+    expect(
+      await schedule(t.db, digests, 'digest', { cron: '30 9 * * 1', tz: 'America/New_York', value: { kind: 'weekly' }, backfill: '6h' }),
+    ).toBe(true)
     const [after] = await listSchedules(t.db)
     expect(after).toMatchObject({ cron: '30 9 * * 1', tz: 'America/New_York', value: { kind: 'weekly' }, backfill: 6 * HOUR })
     expect(after!.updatedAt.getTime()).toBeGreaterThan(before!.updatedAt.getTime())
     expect(after!.nextAt.getTime()).toBe(slotRule('30 9 * * 1', 'America/New_York').next(after!.updatedAt.getTime()))
     // A value alone changing is a change too.
-    expect(await schedule(t.db, digests, 'digest', { cron: '30 9 * * 1', tz: 'America/New_York', value: { kind: 'other' }, backfill: '6h' })).toBe(true)
+    expect(
+      await schedule(t.db, digests, 'digest', { cron: '30 9 * * 1', tz: 'America/New_York', value: { kind: 'other' }, backfill: '6h' }),
+    ).toBe(true)
     expect(await scheduleCount()).toBe(1)
   })
 
@@ -77,8 +91,16 @@ describe.each(DIALECTS)('%s', (dialect) => {
     await refused(() => schedule(t.db, digests, 'x', { cron: '61 * * * *', value: null }), 'INVALID_OPTION', "'61 * * * *'")
     await refused(() => schedule(t.db, digests, 'x', { cron: '0 0 0 1 1 * 2020', value: null }), 'INVALID_OPTION', 'cron')
     await refused(() => schedule(t.db, digests, 'x', { cron: '0 0 30 2 *', value: null }), 'INVALID_OPTION', "'0 0 30 2 *'")
-    await refused(() => schedule(t.db, digests, 'x', { cron: '0 8 * * *', tz: 'Mars/Olympus', value: null }), 'INVALID_OPTION', "'Mars/Olympus'")
-    await refused(() => schedule(t.db, digests, 'x', { cron: '0 8 * * *', value: null, backfill: 'soon' as never }), 'INVALID_OPTION', 'backfill')
+    await refused(
+      () => schedule(t.db, digests, 'x', { cron: '0 8 * * *', tz: 'Mars/Olympus', value: null }),
+      'INVALID_OPTION',
+      "'Mars/Olympus'",
+    )
+    await refused(
+      () => schedule(t.db, digests, 'x', { cron: '0 8 * * *', value: null, backfill: 'soon' as never }),
+      'INVALID_OPTION',
+      'backfill',
+    )
     await refused(() => schedule(t.db, digests, 'x', { cron: '0 8 * * *', value: null, every: 1 } as never), 'INVALID_OPTION', 'every')
     await refused(() => schedule(t.db, digests, 'x', { cron: '0 8 * * *', value: 10n as never }), 'INVALID_VALUE', 'value')
     await refused(() => schedule(t.db, digests, '', { cron: '0 8 * * *', value: null }), 'INVALID_OPTION', 'schedule name')
@@ -101,9 +123,14 @@ describe.each(DIALECTS)('%s', (dialect) => {
     for (let i = 1; i < slots.length; i++) expect(slots[i]! - slots[i - 1]!).toBe(1_000)
     // Within moments: the timer armed for the next slot adds its job as it falls due, not on the next tick.
     const created = await t.query<{ id: string; createdAt: number | Date }>(
-      t.dialect === 'postgres' ? `select id, created_at as "createdAt" from jobs_job where queue = 'ticks'` : `select id, created_at as createdAt from jobs_job where queue = 'ticks'`,
+      t.dialect === 'postgres'
+        ? `select id, created_at as "createdAt" from jobs_job where queue = 'ticks'`
+        : `select id, created_at as createdAt from jobs_job where queue = 'ticks'`,
     )
-    const delays = created.filter((row) => row.id !== ids[0]).map((row) => new Date(row.createdAt).getTime() - Date.parse(row.id.slice('second@'.length))).sort((a, b) => a - b)
+    const delays = created
+      .filter((row) => row.id !== ids[0])
+      .map((row) => new Date(row.createdAt).getTime() - Date.parse(row.id.slice('second@'.length)))
+      .sort((a, b) => a - b)
     expect(delays[Math.floor(delays.length / 2)]).toBeLessThan(900)
     await waitFor(() => values.length >= 3, 'the jobs to run')
     expect(values[0]).toEqual({ n: 1 })
@@ -170,12 +197,24 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const at = t.dialect === 'postgres' ? 'to_timestamp($1::float8 / 1000)' : '$1'
     const cases = [
       // 02:00 to 03:00 does not exist: each time moved on by the hour.
-      { tz: 'Europe/Paris', cron: '*/20 2 * * *', from: '2026-03-28T23:00:00Z', to: '2026-03-29T03:00:00Z', slots: ['01:00', '01:20', '01:40'] },
+      {
+        tz: 'Europe/Paris',
+        cron: '*/20 2 * * *',
+        from: '2026-03-28T23:00:00Z',
+        to: '2026-03-29T03:00:00Z',
+        slots: ['01:00', '01:20', '01:40'],
+      },
       // 02:00 to 03:00 occurs twice: 02:00 once, at its first occurrence, then 03:00.
       { tz: 'Europe/Paris', cron: '0 2-3 * * *', from: '2026-10-24T23:00:00Z', to: '2026-10-25T03:00:00Z', slots: ['00:00', '02:00'] },
       { tz: 'America/New_York', cron: '0,30 2 * * *', from: '2026-03-08T05:00:00Z', to: '2026-03-08T09:00:00Z', slots: ['07:00', '07:30'] },
       // 01:00 to 02:00 occurs twice.
-      { tz: 'America/New_York', cron: '*/20 1 * * *', from: '2026-11-01T04:00:00Z', to: '2026-11-01T08:00:00Z', slots: ['05:00', '05:20', '05:40'] },
+      {
+        tz: 'America/New_York',
+        cron: '*/20 1 * * *',
+        from: '2026-11-01T04:00:00Z',
+        to: '2026-11-01T08:00:00Z',
+        slots: ['05:00', '05:20', '05:40'],
+      },
     ]
     for (const [n, { tz, cron, from, to, slots }] of cases.entries()) {
       const queue = defineQueue(`dst-${n}`)
@@ -191,7 +230,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const ticks = defineQueue('ticks')
     await schedule(t.db, ticks, 'good', { cron: '* * * * * *', value: null })
     const at = t.dialect === 'postgres' ? 'to_timestamp($1::float8 / 1000)' : '$1'
-    await t.run(`insert into jobs_schedule (queue, name, cron, next_at) values ('ticks', 'broken', 'not a cron', ${at})`, Date.now() - 1_000)
+    await t.run(
+      `insert into jobs_schedule (queue, name, cron, next_at) values ('ticks', 'broken', 'not a cron', ${at})`,
+      Date.now() - 1_000,
+    )
     const errors: unknown[] = []
     workers.push(work(t.db, ticks, () => {}, { onError: (error) => errors.push(error) }))
     await waitFor(async () => (await jobIds('ticks')).filter((id) => id.startsWith('good@')).length >= 3, 'the good schedule to go on')
@@ -205,7 +247,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
   test(`JOB-21 ${on} tables migrated without jobs_schedule: schedule calls throw SCHEMA_MISSING, and a worker says so once and runs its jobs`, async () => {
     const replies = defineQueue('replies')
     await t.run('drop table jobs_schedule')
-    for (const call of [() => schedule(t.db, replies, 'x', { cron: '0 8 * * *', value: null }), () => unschedule(t.db, replies, 'x'), () => listSchedules(t.db)]) {
+    for (const call of [
+      () => schedule(t.db, replies, 'x', { cron: '0 8 * * *', value: null }),
+      () => unschedule(t.db, replies, 'x'),
+      () => listSchedules(t.db),
+    ]) {
       let error: unknown
       try {
         await call()
@@ -285,12 +331,23 @@ describe('slots', () => {
   })
 
   test('JOB-21 an hourly schedule in Europe/Paris runs every real hour across both clock changes: 23 slots on the short day, 25 on the long one', () => {
-    for (const [day, count] of [['2026-03-29', 23], ['2026-10-25', 25]] as const) {
-      const around = walk('0 * * * *', 'Europe/Paris', `${day}T00:00:00Z`.replace(/\d\dT/, (d) => `${String(Number(d.slice(0, 2)) - 1).padStart(2, '0')}T`), `${day}T23:59:59Z`.replace(/\d\dT/, (d) => `${String(Number(d.slice(0, 2)) + 1).padStart(2, '0')}T`))
+    for (const [day, count] of [
+      ['2026-03-29', 23],
+      ['2026-10-25', 25],
+    ] as const) {
+      const around = walk(
+        '0 * * * *',
+        'Europe/Paris',
+        `${day}T00:00:00Z`.replace(/\d\dT/, (d) => `${String(Number(d.slice(0, 2)) - 1).padStart(2, '0')}T`),
+        `${day}T23:59:59Z`.replace(/\d\dT/, (d) => `${String(Number(d.slice(0, 2)) + 1).padStart(2, '0')}T`),
+      )
       expect(around.filter((slot) => parisDay(slot) === day).length).toBe(count)
     }
     // Three days around each change, in consecutive hours: none twice, none lost.
-    for (const [from, to] of [['2026-03-28T00:00:00Z', '2026-03-31T00:00:00Z'], ['2026-10-24T00:00:00Z', '2026-10-27T00:00:00Z']] as const) {
+    for (const [from, to] of [
+      ['2026-03-28T00:00:00Z', '2026-03-31T00:00:00Z'],
+      ['2026-10-24T00:00:00Z', '2026-10-27T00:00:00Z'],
+    ] as const) {
       const slots = walk('0 * * * *', 'Europe/Paris', from, to)
       expect(slots.length).toBe(71)
       for (let i = 1; i < slots.length; i++) expect(slots[i]! - slots[i - 1]!).toBe(HOUR)
@@ -325,7 +382,12 @@ describe('slots', () => {
       },
     },
   ] as const
-  const expressions = (hour: number) => ({ steps: `*/20 ${hour} * * *`, list: `0,30 ${hour} * * *`, range: `0 ${hour}-${hour + 1} * * *`, single: `30 ${hour} * * *` })
+  const expressions = (hour: number) => ({
+    steps: `*/20 ${hour} * * *`,
+    list: `0,30 ${hour} * * *`,
+    range: `0 ${hour}-${hour + 1} * * *`,
+    single: `30 ${hour} * * *`,
+  })
 
   for (const zone of changes) {
     for (const day of ['spring', 'fall'] as const) {
@@ -334,7 +396,9 @@ describe('slots', () => {
         for (const [kind, cron] of Object.entries(expressions(hour))) {
           const slots = walk(cron, zone.tz, around[0], around[1])
           const date = around[1].slice(0, 10)
-          expect(slots.map(iso), `${cron} in ${zone.tz}`).toEqual(zone.slots[day][kind as keyof typeof zone.slots.fall].map((time) => `${date}T${time}:00.000Z`))
+          expect(slots.map(iso), `${cron} in ${zone.tz}`).toEqual(
+            zone.slots[day][kind as keyof typeof zone.slots.fall].map((time) => `${date}T${time}:00.000Z`),
+          )
           // The same slots read backwards, as a pass after downtime reads them.
           expect(slotRule(cron, zone.tz).previous(100, Date.parse(around[1]), Date.parse(around[0])).reverse()).toEqual(slots)
         }
@@ -343,8 +407,14 @@ describe('slots', () => {
   }
 
   test('JOB-21 an expression whose hours are every hour runs on the real clock across both clock changes in America/New_York: 23 hourly slots on the short day, 25 on the long one, every 20 minutes likewise', () => {
-    for (const [from, to, hourly, every20] of [['2026-03-08T04:59:59Z', '2026-03-09T04:00:00Z', 23, 69], ['2026-11-01T03:59:59Z', '2026-11-02T05:00:00Z', 25, 75]] as const) {
-      for (const [cron, count, step] of [['0 * * * *', hourly, HOUR], ['*/20 * * * *', every20, HOUR / 3]] as const) {
+    for (const [from, to, hourly, every20] of [
+      ['2026-03-08T04:59:59Z', '2026-03-09T04:00:00Z', 23, 69],
+      ['2026-11-01T03:59:59Z', '2026-11-02T05:00:00Z', 25, 75],
+    ] as const) {
+      for (const [cron, count, step] of [
+        ['0 * * * *', hourly, HOUR],
+        ['*/20 * * * *', every20, HOUR / 3],
+      ] as const) {
         const slots = walk(cron, 'America/New_York', from, to)
         expect(slots.length, cron).toBe(count)
         for (let i = 1; i < slots.length; i++) expect(slots[i]! - slots[i - 1]!).toBe(step)
@@ -367,6 +437,8 @@ describe('slots', () => {
     expect(iso(capped.slots.at(-1)!)).toBe('2026-12-03T12:00:00.000Z')
     expect(capped.slots[0]).toBe(Date.parse('2026-12-03T12:00:00.000Z') - (MAX_BACKFILL_SLOTS - 1) * 1_000)
     // The latest missed slot is added even when backfill is shorter than the time since it.
-    expect(dueSlots(slotRule('0 8 * * *', 'UTC'), Date.parse('2026-12-03T08:00:00Z'), Date.parse('2026-12-03T09:00:00Z'), 60_000).slots.map(iso)).toEqual(['2026-12-03T08:00:00.000Z'])
+    expect(
+      dueSlots(slotRule('0 8 * * *', 'UTC'), Date.parse('2026-12-03T08:00:00Z'), Date.parse('2026-12-03T09:00:00Z'), 60_000).slots.map(iso),
+    ).toEqual(['2026-12-03T08:00:00.000Z'])
   })
 })

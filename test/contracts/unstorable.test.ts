@@ -9,14 +9,26 @@
 import { sql } from 'drizzle-orm'
 import type { NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import { defineQueue, enqueue, enqueueMany, getJob, isJobsError, schedule, work, type Json, type PgDatabase, type Run, type SyncDatabase, type Worker } from '../../src/index.js'
+import {
+  defineQueue,
+  enqueue,
+  enqueueMany,
+  getJob,
+  isJobsError,
+  schedule,
+  work,
+  type Json,
+  type PgDatabase,
+  type Run,
+  type SyncDatabase,
+  type Worker,
+} from '../../src/index.js'
 import { MIN_STORED_TIME_MS } from '../../src/limits.js'
 import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
 import { freshPgDb, type TestPgDb } from '../helpers/pg.js'
 import { waitFor } from '../helpers/wait.js'
 
 const DRIVERS = ['sqlite', 'pg', 'postgres.js'] as const
-type Driver = (typeof DRIVERS)[number]
 
 /** U+D800 alone: half of a UTF-16 pair, which PostgreSQL's jsonb refuses. */
 const LONE = '\uD800'
@@ -65,10 +77,10 @@ describe.each(DRIVERS)('%s', (driver) => {
   const ids = async () => (await query<{ id: string }>('select id from jobs_job order by id')).map((row) => row.id)
 
   /**
-   * Makes each call in the app's transaction, then `after`, which adds a job of the app's: the refusals left the
+   * Makes each call in the app's transaction, then `appWrite`, which adds a job of the app's: the refusals left the
    * transaction usable. Answers what each call threw (undefined where it did not).
    */
-  async function inAppTransaction(calls: Array<(tx: never) => unknown>, after: (tx: never) => unknown): Promise<unknown[]> {
+  async function inAppTransaction(calls: Array<(tx: never) => unknown>, appWrite: (tx: never) => unknown): Promise<unknown[]> {
     const errors: unknown[] = []
     if (sqlite) {
       sqlite.db.transaction((tx) => {
@@ -80,13 +92,13 @@ describe.each(DRIVERS)('%s', (driver) => {
             errors.push(error)
           }
         }
-        after(tx as never)
+        appWrite(tx as never)
       })
       return errors
     }
     await (db as NodePgDatabase).transaction(async (tx) => {
       for (const call of calls) errors.push(await caught(() => call(tx as never)))
-      await after(tx as never)
+      await appWrite(tx as never)
     })
     return errors
   }
@@ -99,7 +111,11 @@ describe.each(DRIVERS)('%s', (driver) => {
         (tx) => enqueue(tx, q, { text: `a${LONE}b` }, { id: 'bad' }),
         (tx) => enqueue(tx, q, { [`k${LONE}`]: 1 }, { id: 'bad-key' }),
         (tx) => enqueue(tx, q, '\uDC00', { id: 'bad-low' }),
-        (tx) => enqueueMany(tx, q, [{ value: 1, id: 'one' }, { value: [LONE], id: 'two' }]),
+        (tx) =>
+          enqueueMany(tx, q, [
+            { value: 1, id: 'one' },
+            { value: [LONE], id: 'two' },
+          ]),
       ],
       (tx) => enqueue(tx, q, { text: 'kept' }, { id: 'after' }),
     )
@@ -142,22 +158,42 @@ describe.each(DRIVERS)('%s', (driver) => {
     const gate = new Promise<void>((resolve) => (release = resolve))
     // Every run waits for the others to start, so that their ends are written together.
     workers.push(
-      work(db as never, q, async (behaviour, run) => {
-        started.push(run.id)
-        if (started.length === Object.keys(behaviours).length) release()
-        await gate
-        return behaviours[behaviour]!(run) as never
-      }, { slots: 10, onError: (error) => surfaced.push(error) }),
+      work(
+        db as never,
+        q,
+        async (behaviour, run) => {
+          started.push(run.id)
+          if (started.length === Object.keys(behaviours).length) release()
+          await gate
+          return behaviours[behaviour]!(run) as never
+        },
+        { slots: 10, onError: (error) => surfaced.push(error) },
+      ),
     )
-    await enqueueMany(db as never, q, Object.keys(behaviours).map((id) => ({ value: id, id })))
-    const rows = async () => query<{ id: string; state: string; error: string | null; error_stack: string | null; result: unknown }>('select id, state, error, error_stack, result from jobs_job order by id')
+    await enqueueMany(
+      db as never,
+      q,
+      Object.keys(behaviours).map((id) => ({ value: id, id })),
+    )
+    const rows = async () =>
+      query<{ id: string; state: string; error: string | null; error_stack: string | null; result: unknown }>(
+        'select id, state, error, error_stack, result from jobs_job order by id',
+      )
     await waitFor(async () => (await rows()).every((row) => row.state === 'done' || row.state === 'failed'), 'every job to end')
     const byId = Object.fromEntries((await rows()).map((row) => [row.id, row]))
-    expect(byId['good']).toMatchObject({ state: 'done' })
+    expect(byId.good).toMatchObject({ state: 'done' })
     expect(byId['bad-step']).toMatchObject({ state: 'done' })
     expect((await getJob(db as never, q, 'bad-step'))?.result).toBe('step refused')
-    expect(byId['bad-result']).toMatchObject({ state: 'failed', result: null, error: expect.stringMatching(/^the handler's result\.text is a string holding a lone surrogate/) })
-    expect(byId['nul-throw']).toMatchObject({ state: 'failed', error: 'before\uFFFDafter', error_stack: expect.stringMatching(/^Error: before\uFFFDafter\n/) })
+    expect(byId['bad-result']).toMatchObject({
+      state: 'failed',
+      result: null,
+      error: expect.stringMatching(/^the handler's result\.text is a string holding a lone surrogate/),
+    })
+    expect(byId['nul-throw']).toMatchObject({
+      state: 'failed',
+      error: 'before\uFFFDafter',
+      error_stack: expect.stringMatching(/^Error: before\uFFFDafter\n/),
+    })
     expect(byId['lone-throw']).toMatchObject({ state: 'failed', error: 'half \uFFFD pair' })
     expect(byId['nul-string']).toMatchObject({ state: 'failed', error: 'thrown\uFFFDtext' })
     expect(byId['nul-fail']).toMatchObject({ state: 'failed', error: 'failed\uFFFDwith \uFFFD both' })
@@ -170,17 +206,30 @@ describe.each(DRIVERS)('%s', (driver) => {
 
   test(`JOB-13 ${on} options past what the tables store are refused with INVALID_OPTION and write nothing`, async () => {
     const past = 2 ** 31
-    for (const options of [{ attempts: past }, { concurrency: past }, { concurrency: { total: past } }, { concurrency: { perGroup: past } }, { rate: { limit: past, per: '1s' } }, { rate: { limit: 5, per: '1s', perGroup: past } }]) {
+    for (const options of [
+      { attempts: past },
+      { concurrency: past },
+      { concurrency: { total: past } },
+      { concurrency: { perGroup: past } },
+      { rate: { limit: past, per: '1s' } },
+      { rate: { limit: 5, per: '1s', perGroup: past } },
+    ]) {
       expectCode(await caught(() => defineQueue('wide', options as never)), 'INVALID_OPTION', /2147483647/)
     }
-    const widest = defineQueue<number>('widest', { attempts: past - 1, concurrency: { total: past - 1, perGroup: past - 1 }, rate: { limit: past - 1, per: '1s' } })
+    const widest = defineQueue<number>('widest', {
+      attempts: past - 1,
+      concurrency: { total: past - 1, perGroup: past - 1 },
+      rate: { limit: past - 1, per: '1s' },
+    })
     await enqueue(db as never, widest, 1, { id: 'widest' })
     expect(await query('select max_attempts from jobs_job')).toEqual([{ max_attempts: past - 1 }])
 
     const q = defineQueue<number>('times')
     const refusals = await inAppTransaction(
       [
-        ...[{ runAt: new Date(MIN_STORED_TIME_MS - 1) }, { runAt: -8.64e15 }, null, [], [{ id: 'x' }]].map((options) => (tx: never) => enqueue(tx, q, 1, options as never)),
+        ...[{ runAt: new Date(MIN_STORED_TIME_MS - 1) }, { runAt: -8.64e15 }, null, [], [{ id: 'x' }]].map(
+          (options) => (tx: never) => enqueue(tx, q, 1, options as never),
+        ),
         (tx) => enqueueMany(tx, q, [{ value: 1, runAt: MIN_STORED_TIME_MS - 1 }]),
       ],
       (tx) => enqueue(tx, q, 2, { id: 'earliest', runAt: MIN_STORED_TIME_MS }),

@@ -39,13 +39,24 @@ interface Ran {
 }
 
 /** Runs a command to its end: what it printed and its exit code. Throws when it ends otherwise than `expected`. */
-function run(cwd: string, command: string, args: string[], options: { env?: Record<string, string>; expected?: number } = {}): Promise<Ran> {
+function run(
+  cwd: string,
+  command: string,
+  args: string[],
+  options: { env?: Record<string, string>; expected?: number } = {},
+): Promise<Ran> {
   return new Promise((done, fail) => {
-    execFile(command, args, { cwd, env: { ...process.env, ...options.env }, maxBuffer: 64 * 1024 * 1024, timeout: 300_000 }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : null) : 0
-      if (code !== (options.expected ?? 0)) fail(new Error(`${command} ${args.join(' ')} in ${cwd} ended with ${code ?? error?.message}\n${stdout}\n${stderr}`))
-      else done({ code, stdout, stderr })
-    })
+    execFile(
+      command,
+      args,
+      { cwd, env: { ...process.env, ...options.env }, maxBuffer: 64 * 1024 * 1024, timeout: 300_000 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : null) : 0
+        if (code !== (options.expected ?? 0))
+          fail(new Error(`${command} ${args.join(' ')} in ${cwd} ended with ${code ?? error?.message}\n${stdout}\n${stderr}`))
+        else done({ code, stdout, stderr })
+      },
+    )
   })
 }
 
@@ -60,7 +71,23 @@ async function newApp(dialect: Dialect, driver: string, types: string[]): Promis
   await run(app, 'npm', ['install', '--no-audit', '--no-fund', '--save-dev', 'drizzle-kit', 'typescript', '@types/node', ...types])
   writeFileSync(
     join(app, 'tsconfig.json'),
-    JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: true, types: ['node'], outDir: 'dist', rootDir: 'src' }, include: ['src'] }, null, 2),
+    JSON.stringify(
+      {
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          skipLibCheck: true,
+          types: ['node'],
+          outDir: 'dist',
+          rootDir: 'src',
+        },
+        include: ['src'],
+      },
+      null,
+      2,
+    ),
   )
   // The PostgreSQL apps share all but the file that opens their driver.
   for (const folder of dialect === 'sqlite' ? ['sqlite'] : ['postgresql', dialect]) {
@@ -75,7 +102,9 @@ async function newApp(dialect: Dialect, driver: string, types: string[]): Promis
 
 /** What versions npm put in the app: the test's report says what it ran on. */
 async function installed(app: string, names: string[]): Promise<string> {
-  const tree = JSON.parse((await run(app, 'npm', ['ls', '--json', '--depth=0', ...names])).stdout) as { dependencies: Record<string, { version: string }> }
+  const tree = JSON.parse((await run(app, 'npm', ['ls', '--json', '--depth=0', ...names])).stdout) as {
+    dependencies: Record<string, { version: string }>
+  }
   return names.map((name) => `${name}@${tree.dependencies[name]?.version}`).join(' ')
 }
 
@@ -102,7 +131,11 @@ async function adopt(app: string, database: string, env: Record<string, string>)
 
 /** The tool's dashboard command serves the app's database: its overview lists the app's queues. */
 async function dashboardAnswers(app: string, database: string, env: Record<string, string>): Promise<void> {
-  const child = spawn('npx', ['drizzle-jobs', 'dashboard', '--db', database, '--port', '0', '--json'], { cwd: app, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn('npx', ['drizzle-jobs', 'dashboard', '--db', database, '--port', '0', '--json'], {
+    cwd: app,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   try {
     const url = await new Promise<string>((found, fail) => {
       let out = ''

@@ -9,7 +9,15 @@ import { join, resolve } from 'node:path'
 import { chromium, type Browser, type Page } from 'playwright-core'
 
 export const CHROMIUM = '/usr/bin/chromium'
-export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run']
+export const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+]
 export const ARTIFACTS = resolve(import.meta.dirname, '../../test-artifacts')
 
 /** Launches the system's Chromium headless. */
@@ -40,7 +48,12 @@ export interface WebProcess {
  * Starts `node --import tsx SCRIPT ...args` and resolves once it prints a URL (or rejects if it ends or takes past `timeoutMs`).
  * Its environment is this process's, with `env`'s variables set (or, where undefined, removed).
  */
-export function startWebProcess(script: string, args: string[], timeoutMs = 30_000, env: Record<string, string | undefined> = {}): Promise<WebProcess> {
+export function startWebProcess(
+  script: string,
+  args: string[],
+  timeoutMs = 30_000,
+  env: Record<string, string | undefined> = {},
+): Promise<WebProcess> {
   const childEnv = { ...process.env, ...env }
   for (const [name, value] of Object.entries(env)) if (value === undefined) delete childEnv[name]
   const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv })

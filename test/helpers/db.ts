@@ -83,9 +83,15 @@ export function eachFreshDb(): { t: TestDb; workers: Worker[] } {
     removeTempDirs()
   })
   const t: TestDb = {
-    get file() { return now().file },
-    get client() { return now().client },
-    get db() { return now().db },
+    get file() {
+      return now().file
+    },
+    get client() {
+      return now().client
+    },
+    get db() {
+      return now().db
+    },
     reopen: () => now().reopen(),
     close: () => now().close(),
   }

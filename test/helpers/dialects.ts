@@ -46,7 +46,8 @@ function sqliteDb(t: TestDb): ContractDb {
     pg: undefined,
     query: async <T>(sql: string, ...params: unknown[]) => t.client.prepare(toSqlite(sql)).all(...params) as T[],
     run: async (sql: string, ...params: unknown[]) => void t.client.prepare(toSqlite(sql)).run(...params),
-    job: async (queue, id) => t.client.prepare('select state, attempts, error from jobs_job where queue = ? and id = ?').get(queue, id) as never,
+    job: async (queue, id) =>
+      t.client.prepare('select state, attempts, error from jobs_job where queue = ? and id = ?').get(queue, id) as never,
     count: async (table) => t.client.prepare(`select count(*) as n from ${table}`).pluck().get() as number,
   }
 }
@@ -60,7 +61,8 @@ function postgresDb(t: TestPgDb): ContractDb {
     pg: t.db,
     query: async <T>(sql: string, ...params: unknown[]) => (await t.pool.query(sql, params)).rows as T[],
     run: async (sql: string, ...params: unknown[]) => void (await t.pool.query(sql, params)),
-    job: async (queue, id) => (await t.pool.query('select state, attempts, error from jobs_job where queue = $1 and id = $2', [queue, id])).rows[0],
+    job: async (queue, id) =>
+      (await t.pool.query('select state, attempts, error from jobs_job where queue = $1 and id = $2', [queue, id])).rows[0],
     count: async (table) => Number((await t.pool.query(`select count(*) as n from ${table}`)).rows[0].n),
   }
 }
@@ -93,11 +95,21 @@ export function eachContractDb(dialect: DialectName): { t: ContractDb; workers: 
     return current.db
   }
   const t: ContractDb = {
-    get dialect() { return now().dialect },
-    get db() { return now().db },
-    get address() { return now().address },
-    get sqlite() { return now().sqlite },
-    get pg() { return now().pg },
+    get dialect() {
+      return now().dialect
+    },
+    get db() {
+      return now().db
+    },
+    get address() {
+      return now().address
+    },
+    get sqlite() {
+      return now().sqlite
+    },
+    get pg() {
+      return now().pg
+    },
     query: (sql, ...params) => now().query(sql, ...params),
     run: (sql, ...params) => now().run(sql, ...params),
     job: (queue, id) => now().job(queue, id),

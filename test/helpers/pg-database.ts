@@ -26,4 +26,3 @@ export async function onServer<T>(server: string, work: (client: pg.Client) => P
     await client.end()
   }
 }
-

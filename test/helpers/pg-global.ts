@@ -120,12 +120,15 @@ async function startCluster(bin: Binaries): Promise<PrivateCluster | { unavailab
   const log = join(dir, 'server.log')
   // initdb refuses to run as root, and the server with it: they run as the system user the package made.
   const asRoot = process.getuid?.() === 0
-  const commandOf = (file: string, args: string[]): [string, string[]] => (asRoot ? [RUNUSER, ['-u', SYSTEM_USER, '--', file, ...args]] : [file, args])
+  const commandOf = (file: string, args: string[]): [string, string[]] =>
+    asRoot ? [RUNUSER, ['-u', SYSTEM_USER, '--', file, ...args]] : [file, args]
   // In the cluster's folder: the system user may not be allowed into the current one.
   const options = { cwd: dir, encoding: 'utf8', timeout: 120_000 } as const
-  const run = (file: string, args: string[]): string => execFileSync(...commandOf(file, args), { ...options, stdio: ['ignore', 'pipe', 'pipe'] })
+  const run = (file: string, args: string[]): string =>
+    execFileSync(...commandOf(file, args), { ...options, stdio: ['ignore', 'pipe', 'pipe'] })
   /** As run, without blocking this process meanwhile: its clients see the server go and come back. */
-  const runAside = async (file: string, args: string[]): Promise<void> => void (await promisify(execFile)(...commandOf(file, args), options))
+  const runAside = async (file: string, args: string[]): Promise<void> =>
+    void (await promisify(execFile)(...commandOf(file, args), options))
   const failed = (what: string, error: unknown): { unavailable: string } => {
     const { stderr } = error as { stderr?: string }
     const tail = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').slice(-5).join(' | ') : ''
@@ -144,12 +147,10 @@ async function startCluster(bin: Binaries): Promise<PrivateCluster | { unavailab
     return failed('initdb', error)
   }
   // Only loopback and a socket in the cluster's own folder; durability settings stay at their defaults.
-  appendFileSync(join(data, 'postgresql.conf'), [
-    "listen_addresses = '127.0.0.1'",
-    `unix_socket_directories = '${dir}'`,
-    'max_connections = 200',
-    '',
-  ].join('\n'))
+  appendFileSync(
+    join(data, 'postgresql.conf'),
+    ["listen_addresses = '127.0.0.1'", `unix_socket_directories = '${dir}'`, 'max_connections = 200', ''].join('\n'),
+  )
   // Another process may take the free port before the server binds it: then try another.
   for (let tries = 1; ; tries++) {
     const port = await freePort()

@@ -8,7 +8,7 @@ import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { migrate } from 'drizzle-orm/node-postgres/migrator'
 import { drizzle as drizzlePostgresJs, type PostgresJsDatabase } from 'drizzle-orm/postgres-js'
 import pg from 'pg'
-import postgres from 'postgres'
+import type postgres from 'postgres'
 import { afterEach, beforeEach, inject } from 'vitest'
 import * as schema from '../../src/schema/pg.js'
 import { NO_SERVER } from './pg-global.js'
@@ -104,11 +104,21 @@ export function eachFreshPgDb(): TestPgDb {
     current = undefined
   })
   return {
-    get name() { return now().name },
-    get url() { return now().url },
-    get pool() { return now().pool },
-    get db() { return now().db },
-    get poolErrors() { return now().poolErrors },
+    get name() {
+      return now().name
+    },
+    get url() {
+      return now().url
+    },
+    get pool() {
+      return now().pool
+    },
+    get db() {
+      return now().db
+    },
+    get poolErrors() {
+      return now().poolErrors
+    },
     postgresJs: (major) => now().postgresJs(major),
     drop: () => now().drop(),
   }

@@ -13,7 +13,11 @@ export type PostgresJsMajor = (typeof POSTGRES_JS)[number]
  * A postgres.js client of the given major on `url`. Both majors take these options and answer the calls the
  * tests make; the client is typed as 3.4's, which drizzle-orm's postgres-js driver names.
  */
-export function openPostgresJs(major: PostgresJsMajor, url: string, options: postgres.Options<Record<string, postgres.PostgresType>> = {}): postgres.Sql {
+export function openPostgresJs(
+  major: PostgresJsMajor,
+  url: string,
+  options: postgres.Options<Record<string, postgres.PostgresType>> = {},
+): postgres.Sql {
   const open = major === 'postgres.js 4' ? (postgres4 as unknown as typeof postgres) : postgres
   return open(url, { onnotice: () => {}, ...options })
 }

@@ -28,6 +28,11 @@ export function count(client: Database.Database, table: string, where = 'true'):
 
 /** Every row of every table, for "nothing was written" comparisons. */
 export function dump(client: Database.Database): Record<string, unknown[]> {
-  const tables = client.prepare(`select name from sqlite_master where type = 'table' and name not like 'sqlite_%' and name not like '__drizzle%' order by name`).pluck().all() as string[]
+  const tables = client
+    .prepare(
+      `select name from sqlite_master where type = 'table' and name not like 'sqlite_%' and name not like '__drizzle%' order by name`,
+    )
+    .pluck()
+    .all() as string[]
   return Object.fromEntries(tables.map((table) => [table, client.prepare(`select * from "${table}"`).all()]))
 }

@@ -21,7 +21,8 @@ const NO_PSYCOPG = `no Python here imports psycopg (tried ${PYTHONS.join(', ')})
 /** The first Python that imports psycopg, looked for once; each test fails (none is skipped) without one. */
 let python: string | null | undefined
 beforeEach(() => {
-  python ??= PYTHONS.find((candidate) => spawnSync(candidate, ['-c', 'import psycopg'], { stdio: 'ignore', timeout: 20_000 }).status === 0) ?? null
+  python ??=
+    PYTHONS.find((candidate) => spawnSync(candidate, ['-c', 'import psycopg'], { stdio: 'ignore', timeout: 20_000 }).status === 0) ?? null
   if (python === null) throw new Error(NO_PSYCOPG)
 })
 
@@ -55,7 +56,11 @@ interface Row {
   result: unknown
 }
 const rowsOf = async (queue: string): Promise<Row[]> =>
-  (await t.pool.query<Row>('select seq, id, grp, state, attempts, max_attempts, result from jobs_job where queue = $1 order by seq', [queue])).rows
+  (
+    await t.pool.query<Row>('select seq, id, grp, state, attempts, max_attempts, result from jobs_job where queue = $1 order by seq', [
+      queue,
+    ])
+  ).rows
 const rowOf = async (queue: string, id: string): Promise<Row> => (await rowsOf(queue)).find((row) => row.id === id)!
 const count = async (sql: string, ...params: unknown[]): Promise<number> => Number((await t.pool.query(sql, params)).rows[0].count)
 
@@ -74,7 +79,9 @@ async function hearNotices(): Promise<string[]> {
 test('JOB-03 [postgres] jobs a Python producer adds with plain SQL, telling the workers with one pg_notify, are run by a Node worker in claim order', async () => {
   const queue = defineQueue<{ n: number }>('interop')
   const ran: string[] = []
-  workers.push(work(t.db, queue, (value, run) => (ran.push(run.id), { doubled: value.n * 2, group: run.group, attempt: run.attempt }), { slots: 1 }))
+  workers.push(
+    work(t.db, queue, (value, run) => (ran.push(run.id), { doubled: value.n * 2, group: run.group, attempt: run.attempt }), { slots: 1 }),
+  )
   const notices = await hearNotices()
 
   const items = [
@@ -90,10 +97,14 @@ test('JOB-03 [postgres] jobs a Python producer adds with plain SQL, telling the 
     { id: 'py-1', added: false },
   ])
   // One notice for the producer's transaction, however many jobs it added.
-  await waitFor(() => notices.includes('added:interop'), 'the producer\'s notice')
+  await waitFor(() => notices.includes('added:interop'), "the producer's notice")
   expect(notices.filter((payload) => payload === 'added:interop')).toEqual(['added:interop'])
 
-  await waitFor(async () => (await rowsOf('interop')).filter((row) => row.state === 'done').length === 3, 'the Python jobs to be done', 15_000)
+  await waitFor(
+    async () => (await rowsOf('interop')).filter((row) => row.state === 'done').length === 3,
+    'the Python jobs to be done',
+    15_000,
+  )
   expect((await rowsOf('interop')).map((row) => [row.id, row.attempts, row.max_attempts, row.result])).toEqual([
     ['py-1', 1, 10, { doubled: 2, group: 'a', attempt: 1 }],
     ['py-2', 1, 10, { doubled: 4, group: null, attempt: 1 }],
@@ -113,17 +124,26 @@ test('JOB-16 [postgres] a Python worker claims a job with FOR UPDATE SKIP LOCKED
   const stopWatching = new AbortController()
   watches.push(stopWatching)
   const watching = (async () => {
-    for await (const snapshot of watch(t.db, queue, 'first', { signal: stopWatching.signal })) if (states.at(-1) !== snapshot.state) states.push(snapshot.state)
+    for await (const snapshot of watch(t.db, queue, 'first', { signal: stopWatching.signal }))
+      if (states.at(-1) !== snapshot.state) states.push(snapshot.state)
   })()
   await waitFor(() => states.length > 0, 'the watch to start')
 
-  const claimed = (await py('claim', t.url, 'pyq', owner, '30000')) as { seq: number; id: string; group: string; value: unknown; attempt: number }
+  const claimed = (await py('claim', t.url, 'pyq', owner, '30000')) as {
+    seq: number
+    id: string
+    group: string
+    value: unknown
+    attempt: number
+  }
   expect(claimed).toMatchObject({ id: 'first', group: 'g', value: { n: 1 }, attempt: 1, max_attempts: 10 })
   const seq = String(claimed.seq)
-  await waitFor(() => notices.includes('claimed:pyq'), 'the claim\'s notice')
+  await waitFor(() => notices.includes('claimed:pyq'), "the claim's notice")
   expect(await py('step', t.url, seq, owner, '1', 'fetch', JSON.stringify({ fetched: true }))).toEqual({ written: true })
   expect(await py('step', t.url, seq, owner, '2', 'stale', '1')).toEqual({ written: false })
-  expect((await t.pool.query('select name, answer from jobs_step where job = $1', [seq])).rows).toEqual([{ name: 'fetch', answer: { fetched: true } }])
+  expect((await t.pool.query('select name, answer from jobs_step where job = $1', [seq])).rows).toEqual([
+    { name: 'fetch', answer: { fetched: true } },
+  ])
 
   const ranInNode: string[] = []
   workers.push(work(t.db, queue, (value, run) => (ranInNode.push(run.id), { byNode: value.n })))
@@ -137,7 +157,7 @@ test('JOB-16 [postgres] a Python worker claims a job with FOR UPDATE SKIP LOCKED
   expect(states).toEqual(['waiting', 'running'])
   expect(await py('complete', t.url, seq, owner, '1', JSON.stringify({ byPython: true }))).toEqual({ landed: true })
   expect(await rowOf('pyq', 'first')).toMatchObject({ state: 'done', attempts: 1, result: { byPython: true } })
-  await waitFor(() => notices.includes('ended:pyq'), 'the end\'s notice')
+  await waitFor(() => notices.includes('ended:pyq'), "the end's notice")
   await watching
   expect(states).toEqual(['waiting', 'running', 'done'])
   expect(await count('select count(*) from jobs_step where job = $1', seq)).toBe(0)
@@ -150,7 +170,7 @@ test('JOB-16 [postgres] a Python worker claims a job with FOR UPDATE SKIP LOCKED
   expect(await count('select count(*) from jobs_lease')).toBe(0)
 })
 
-test('JOB-16 [postgres] the fence refuses a stale Python completion: a Node worker takes back the expired lease and runs the job, then the old run\'s step and end change nothing', async () => {
+test("JOB-16 [postgres] the fence refuses a stale Python completion: a Node worker takes back the expired lease and runs the job, then the old run's step and end change nothing", async () => {
   const queue = defineQueue<{ n: number }>('stale', { backoff: { initial: 0, max: 0 } })
   await enqueue(t.db, queue, { n: 1 }, { id: 'taken' })
   const owner = `python/${process.pid}`
@@ -199,7 +219,9 @@ test('JOB-19 [postgres] a Python worker follows the limits the Node worker store
   const released = new Promise<void>((resolve) => (release = resolve))
   workers.push(work(t.db, queue, () => released, { slots: 1 }))
   await waitFor(async () => (await rowOf('pylimits', 'g1')).state === 'running', 'the Node worker to run g1', 10_000)
-  expect((await t.pool.query(`select concurrency, concurrency_per_group as "perGroup" from jobs_queue where name = 'pylimits'`)).rows).toEqual([{ concurrency: 2, perGroup: 1 }])
+  expect(
+    (await t.pool.query(`select concurrency, concurrency_per_group as "perGroup" from jobs_queue where name = 'pylimits'`)).rows,
+  ).toEqual([{ concurrency: 2, perGroup: 1 }])
 
   const owner = `python/${process.pid}`
   const claimed = (await py('claim', t.url, 'pylimits', owner, '30000')) as { seq: number; id: string }

@@ -38,12 +38,17 @@ interface Row {
   max_attempts: number
   result: string | null
 }
-const rowsOf = (queue: string): Row[] => t.client.prepare(`select seq, id, grp, state, attempts, max_attempts, result from jobs_job where queue = ? order by seq`).all(queue) as Row[]
+const rowsOf = (queue: string): Row[] =>
+  t.client
+    .prepare(`select seq, id, grp, state, attempts, max_attempts, result from jobs_job where queue = ? order by seq`)
+    .all(queue) as Row[]
 const rowOf = (queue: string, id: string): Row => rowsOf(queue).find((row) => row.id === id)!
 
 /** The counters the triggers keep, next to a count of the rows: they must agree whoever wrote the rows. */
 function countersAgree(queue: string): void {
-  const counters = t.client.prepare(`select waiting, scheduled, running, done, failed, canceled from jobs_queue where name = ?`).get(queue) as Record<string, number>
+  const counters = t.client
+    .prepare(`select waiting, scheduled, running, done, failed, canceled from jobs_queue where name = ?`)
+    .get(queue) as Record<string, number>
   const counted: Record<string, number> = { waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }
   for (const row of rowsOf(queue)) counted[row.state] = (counted[row.state] ?? 0) + 1
   expect(counters).toEqual(counted)
@@ -52,7 +57,9 @@ function countersAgree(queue: string): void {
 test('JOB-03 jobs a Python producer adds with plain SQL are run by a Node worker, in claim order, the counters kept by the triggers', async () => {
   const queue = defineQueue<{ n: number }>('interop')
   const ran: string[] = []
-  workers.push(work(t.db, queue, (value, run) => (ran.push(run.id), { doubled: value.n * 2, group: run.group, attempt: run.attempt }), { slots: 1 }))
+  workers.push(
+    work(t.db, queue, (value, run) => (ran.push(run.id), { doubled: value.n * 2, group: run.group, attempt: run.attempt }), { slots: 1 }),
+  )
 
   const items = [
     { id: 'py-1', value: { n: 1 }, group: 'a', priority: 5 },
@@ -67,7 +74,11 @@ test('JOB-03 jobs a Python producer adds with plain SQL are run by a Node worker
     { id: 'py-1', added: false },
   ])
 
-  await waitFor('the Python jobs to be done', () => rowsOf('interop').every((row) => row.state === 'done') && rowsOf('interop').length === 3, 15_000)
+  await waitFor(
+    'the Python jobs to be done',
+    () => rowsOf('interop').every((row) => row.state === 'done') && rowsOf('interop').length === 3,
+    15_000,
+  )
   expect(rowsOf('interop').map((row) => [row.id, row.attempts, row.max_attempts, JSON.parse(row.result!)])).toEqual([
     ['py-1', 1, 10, { doubled: 2, group: 'a', attempt: 1 }],
     ['py-2', 1, 10, { doubled: 4, group: null, attempt: 1 }],
@@ -83,7 +94,13 @@ test('JOB-16 a Python worker claims a job by the protocol, keeps a step, complet
   enqueue(t.db, queue, { n: 2 }, { id: 'second', group: 'g' })
   const owner = `python/${process.pid}`
 
-  const claimed = python('claim', t.file, 'pyq', owner, '30000') as { seq: number; id: string; group: string; value: unknown; attempt: number }
+  const claimed = python('claim', t.file, 'pyq', owner, '30000') as {
+    seq: number
+    id: string
+    group: string
+    value: unknown
+    attempt: number
+  }
   expect(claimed).toMatchObject({ id: 'first', group: 'g', value: { n: 1 }, attempt: 1, max_attempts: 10 })
   expect(python('step', t.file, String(claimed.seq), owner, '1', 'fetch', JSON.stringify({ fetched: true }))).toEqual({ written: true })
   expect(python('step', t.file, String(claimed.seq), owner, '2', 'stale', '1')).toEqual({ written: false })
@@ -119,7 +136,10 @@ test('JOB-19 a Python worker follows the limits the Node worker stored at its st
   const released = new Promise<void>((resolve) => (release = resolve))
   workers.push(work(t.db, queue, () => released, { slots: 1 }))
   await waitFor('the Node worker to run g1', () => rowOf('pylimits', 'g1').state === 'running', 10_000)
-  expect(t.client.prepare(`select concurrency, concurrency_per_group as perGroup from jobs_queue where name = 'pylimits'`).get()).toEqual({ concurrency: 2, perGroup: 1 })
+  expect(t.client.prepare(`select concurrency, concurrency_per_group as perGroup from jobs_queue where name = 'pylimits'`).get()).toEqual({
+    concurrency: 2,
+    perGroup: 1,
+  })
 
   const owner = `python/${process.pid}`
   const claimed = python('claim', t.file, 'pylimits', owner, '30000') as { seq: number; id: string }

@@ -44,7 +44,9 @@ test('an existing Drizzle app on PostgreSQL adopts the queue with export *, driz
   write('package.json', JSON.stringify({ name: 'adopting-pg-app', type: 'module', private: true }))
   mkdirSync(join(app, 'node_modules'))
   symlinkSync(ROOT, join(app, 'node_modules', 'drizzle-jobs'), 'dir')
-  write('src/db/schema.ts', `
+  write(
+    'src/db/schema.ts',
+    `
 import { integer, pgTable, serial, text } from 'drizzle-orm/pg-core'
 export * from 'drizzle-jobs/pg/schema'
 export const messages = pgTable('messages', {
@@ -52,24 +54,37 @@ export const messages = pgTable('messages', {
   text: text('text').notNull(),
   replyTo: integer('reply_to'),
 })
-`)
-  write('drizzle.config.ts', `
+`,
+  )
+  write(
+    'drizzle.config.ts',
+    `
 import { defineConfig } from 'drizzle-kit'
 export default defineConfig({ dialect: 'postgresql', schema: './src/db/schema.ts', out: './drizzle', dbCredentials: { url: ${JSON.stringify(database.url)} } })
-`)
+`,
+  )
 
   run('drizzle-kit', ['generate'])
   const migrations = readdirSync(join(app, 'drizzle')).filter((file) => file.endsWith('.sql'))
   expect(migrations).toHaveLength(1)
   const sql = readFileSync(join(app, 'drizzle', migrations[0]!), 'utf8')
-  for (const table of ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule', 'jobs_count', 'messages']) expect(sql).toContain(`CREATE TABLE "${table}"`)
+  for (const table of ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule', 'jobs_count', 'messages'])
+    expect(sql).toContain(`CREATE TABLE "${table}"`)
   expect(sql).toContain("WHERE state in ('waiting', 'scheduled')")
 
   run('drizzle-kit', ['migrate'])
   const tables = await database.pool.query<{ table_name: string }>(
     `select table_name from information_schema.tables where table_schema = 'public' order by table_name`,
   )
-  expect(tables.rows.map((row) => row.table_name)).toEqual(['jobs_count', 'jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_schedule', 'jobs_step', 'messages'])
+  expect(tables.rows.map((row) => row.table_name)).toEqual([
+    'jobs_count',
+    'jobs_job',
+    'jobs_lease',
+    'jobs_queue',
+    'jobs_schedule',
+    'jobs_step',
+    'messages',
+  ])
   // The app's row and the job that follows it up commit in one transaction, in plain SQL.
   await database.pool.query(`
     begin;

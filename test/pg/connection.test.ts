@@ -36,10 +36,11 @@ function adding(id: string, thenThrow = false): (db: Executor) => Program<boolea
 }
 
 /** Both drivers' Drizzle databases on the test's database, postgres.js on each of its majors. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-const drivers: [string, () => DrizzlePgDatabase<any, any, any>][] = [
+// biome-ignore lint/suspicious/noExplicitAny: a handle of any schema, from either driver
+type AnyPgDatabase = DrizzlePgDatabase<any, any, any>
+const drivers: [string, () => AnyPgDatabase][] = [
   ['node-postgres', () => t.db],
-  ...POSTGRES_JS.map((major): [string, () => DrizzlePgDatabase<any, any, any>] => [major, () => t.postgresJs(major).db]),
+  ...POSTGRES_JS.map((major): [string, () => AnyPgDatabase] => [major, () => t.postgresJs(major).db]),
 ]
 
 describe.each(drivers)('transactions on %s', (_driver, database) => {
@@ -95,9 +96,11 @@ describe.each(drivers)('transactions on %s', (_driver, database) => {
     await expect(
       db.transaction(async (tx) => {
         const c = pgConnectionOf(tx)
-        await expect(c.join(function* (db) {
-          yield* ask(db.jobInsert(newJob('replies', 'x', { value: 'not json' })))
-        })).rejects.toThrow(/json/i)
+        await expect(
+          c.join(function* (db) {
+            yield* ask(db.jobInsert(newJob('replies', 'x', { value: 'not json' })))
+          }),
+        ).rejects.toThrow(/json/i)
         await tx.execute(sql`select 1`)
       }),
     ).rejects.toMatchObject({ cause: { code: '25P02' } })
@@ -191,7 +194,9 @@ describe('the schema check', () => {
       const c = pgConnectionOf(bare.db)
       const missing = expect.objectContaining({
         code: 'SCHEMA_MISSING',
-        message: expect.stringMatching(/^table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing: add `export \* from 'drizzle-jobs\/pg\/schema'`.*`drizzle-kit generate`.*`drizzle-kit migrate`/),
+        message: expect.stringMatching(
+          /^table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing: add `export \* from 'drizzle-jobs\/pg\/schema'`.*`drizzle-kit generate`.*`drizzle-kit migrate`/,
+        ),
       })
       await expect(c.write(adding('a'))).rejects.toThrow(missing)
       await expect(c.join(adding('a'))).rejects.toThrow(missing)
@@ -291,7 +296,8 @@ describe('isBusy', () => {
     // A client of its own: postgres.js's end() waits out its whole timeout after one of its transactions lost its connection.
     const postgresJsClient = postgres(t.url, { max: 2, onnotice: () => {} })
     try {
-      const terminate = () => admin.query(`select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`)
+      const terminate = () =>
+        admin.query(`select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`)
       let lost: unknown
       try {
         await c.write(function* (db) {
@@ -326,10 +332,17 @@ describe('isBusy', () => {
     }
   })
 
-  test.each(POSTGRES_JS)('JOB-05 [%s] a write whose connection is ended and seen closed before its next statement fails busy, writes nothing more on that connection (which would crash postgres.js 3.4), and the next write gets a new one', async (major) => {
-    const child = spawnFixture('pg-lost-child.ts', [t.url, major])
-    const exit = await child.exited
-    expect({ code: exit.code, signal: exit.signal, lines: child.lines }, child.stderr()).toEqual({ code: 0, signal: null, lines: ['lost true', 'after true'] })
-    expect(await ids()).toEqual(['after'])
-  })
+  test.each(POSTGRES_JS)(
+    'JOB-05 [%s] a write whose connection is ended and seen closed before its next statement fails busy, writes nothing more on that connection (which would crash postgres.js 3.4), and the next write gets a new one',
+    async (major) => {
+      const child = spawnFixture('pg-lost-child.ts', [t.url, major])
+      const exit = await child.exited
+      expect({ code: exit.code, signal: exit.signal, lines: child.lines }, child.stderr()).toEqual({
+        code: 0,
+        signal: null,
+        lines: ['lost true', 'after true'],
+      })
+      expect(await ids()).toEqual(['after'])
+    },
+  )
 })

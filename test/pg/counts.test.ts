@@ -19,7 +19,8 @@ const STATES = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled']
  * answers the pairs that differ.
  */
 async function mismatches(): Promise<unknown[]> {
-  const { rows } = await t.pool.query(`with names as (select name from jobs_queue union select queue from jobs_job union select queue from jobs_count),
+  const { rows } =
+    await t.pool.query(`with names as (select name from jobs_queue union select queue from jobs_job union select queue from jobs_count),
       kept as (select n.name, ${STATES.map((s) => `coalesce(q.${s}, 0) + coalesce((select sum(${s}) from jobs_count c where c.queue = n.name), 0) as ${s}`).join(', ')}
                from names n left join jobs_queue q on q.name = n.name),
       actual as (select n.name, ${STATES.map((s) => `(select count(*) from jobs_job j where j.queue = n.name and j.state = '${s}') as ${s}`).join(', ')} from names n)
@@ -30,17 +31,26 @@ async function mismatches(): Promise<unknown[]> {
 }
 
 describe('counts kept by triggers', () => {
-  test('JOB-18 [postgres] counts stay exact under concurrent workers, folds and plain SQL of another program', { timeout: 180_000 }, async () => {
+  test('JOB-18 [postgres] counts stay exact under concurrent workers, folds and plain SQL of another program', {
+    timeout: 180_000,
+  }, async () => {
     const q = defineQueue<{ n: number }>('busy', { attempts: 2, backoff: { initial: 0, max: 0 } })
     const limited = defineQueue<{ n: number }>('limited', { concurrency: 2 })
     const workers: Worker[] = []
     let stop = false
     try {
       for (let i = 0; i < 3; i++) {
-        workers.push(work(t.db, q, (value) => {
-          if (value.n % 7 === 0) throw new Error('a failed attempt')
-          return value.n
-        }, { slots: 4 }))
+        workers.push(
+          work(
+            t.db,
+            q,
+            (value) => {
+              if (value.n % 7 === 0) throw new Error('a failed attempt')
+              return value.n
+            },
+            { slots: 4 },
+          ),
+        )
       }
       workers.push(work(t.db, limited, (value) => value.n, { slots: 4 }))
       const connection = pgConnectionOf(t.db)
@@ -56,24 +66,42 @@ describe('counts kept by triggers', () => {
       // Another program: inserts, cancels, retries and deletes with plain SQL, on the queues and on one no worker runs.
       const other = (async () => {
         for (let i = 0; i < 30 && !stop; i++) {
-          await t.pool.query(`insert into jobs_job (queue, id, value) values ('busy', $1, '{"n": 1}'), ('plain', $1, '{"n": 2}')`, [`sql-${i}`])
-          await t.pool.query(`update jobs_job set state = 'canceled', finished_at = now() where seq = (select seq from jobs_job where queue = 'busy' and state = 'waiting' order by seq desc limit 1)`)
-          await t.pool.query(`update jobs_job set state = 'waiting', attempts = 0 where queue = 'busy' and state in ('canceled', 'failed') and id like 'sql-%' and seq % 2 = 0`)
-          await t.pool.query(`delete from jobs_job where seq in (select seq from jobs_job where queue in ('busy', 'plain') and state in ('done', 'canceled') order by seq limit 2)`)
+          await t.pool.query(`insert into jobs_job (queue, id, value) values ('busy', $1, '{"n": 1}'), ('plain', $1, '{"n": 2}')`, [
+            `sql-${i}`,
+          ])
+          await t.pool.query(
+            `update jobs_job set state = 'canceled', finished_at = now() where seq = (select seq from jobs_job where queue = 'busy' and state = 'waiting' order by seq desc limit 1)`,
+          )
+          await t.pool.query(
+            `update jobs_job set state = 'waiting', attempts = 0 where queue = 'busy' and state in ('canceled', 'failed') and id like 'sql-%' and seq % 2 = 0`,
+          )
+          await t.pool.query(
+            `delete from jobs_job where seq in (select seq from jobs_job where queue in ('busy', 'plain') and state in ('done', 'canceled') order by seq limit 2)`,
+          )
           await new Promise((resolve) => setTimeout(resolve, 10))
         }
       })()
       const checks: unknown[][] = []
       for (let batch = 0; batch < 10; batch++) {
-        await enqueueMany(t.db, q, Array.from({ length: 20 }, (_, n) => ({ value: { n: batch * 20 + n } })))
+        await enqueueMany(
+          t.db,
+          q,
+          Array.from({ length: 20 }, (_, n) => ({ value: { n: batch * 20 + n } })),
+        )
         await enqueue(t.db, limited, { n: batch })
         checks.push(await mismatches())
       }
       await other
-      await waitFor(async () => {
-        const { rows } = await t.pool.query(`select count(*)::int as n from jobs_job where queue in ('busy', 'limited') and state in ('waiting', 'running')`)
-        return rows[0].n === 0
-      }, 'the workers to run every job', 120_000)
+      await waitFor(
+        async () => {
+          const { rows } = await t.pool.query(
+            `select count(*)::int as n from jobs_job where queue in ('busy', 'limited') and state in ('waiting', 'running')`,
+          )
+          return rows[0].n === 0
+        },
+        'the workers to run every job',
+        120_000,
+      )
       stop = true
       expect(await folder).toBeGreaterThan(0)
       checks.push(await mismatches())
@@ -95,8 +123,15 @@ describe('counts kept by triggers', () => {
   })
 
   test('JOB-18 [postgres] a writer installs the triggers and recounts the jobs written before them; a reader installs nothing', async () => {
-    await t.pool.query(`insert into jobs_job (queue, id, value, state) values ('early', 'a', '1', 'waiting'), ('early', 'b', '1', 'done'), ('early', 'c', '1', 'failed')`)
-    const triggers = async () => (await t.pool.query(`select count(*)::int as n from pg_trigger where tgrelid = 'jobs_job'::regclass and tgname like 'jobs_job_counts_%'`)).rows[0].n
+    await t.pool.query(
+      `insert into jobs_job (queue, id, value, state) values ('early', 'a', '1', 'waiting'), ('early', 'b', '1', 'done'), ('early', 'c', '1', 'failed')`,
+    )
+    const triggers = async () =>
+      (
+        await t.pool.query(
+          `select count(*)::int as n from pg_trigger where tgrelid = 'jobs_job'::regclass and tgname like 'jobs_job_counts_%'`,
+        )
+      ).rows[0].n
     expect(await triggers()).toBe(0)
     // A reader answers (the counts are the writers' to install), and runs no DDL.
     expect(await queueCounts(t.db, 'early')).toMatchObject({ queue: 'early' })

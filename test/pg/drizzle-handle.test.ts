@@ -23,16 +23,19 @@ test('node-postgres: the client behind a database is its pool, and behind a tran
   })
 })
 
-test.each(POSTGRES_JS)('%s: the client behind a database is its Sql, and behind a transaction the TransactionSql the transaction runs on', async (major) => {
-  const { client, db } = t.postgresJs(major)
-  expect(driverClientOf(db), 'a database: its public $client').toBe(client)
-  await db.transaction(async (tx) => {
-    const inner = driverClientOf(tx)
-    expect(typeof inner, MOVED).toBe('function')
-    const { unsafe, savepoint } = inner as { unsafe?: unknown; savepoint?: unknown }
-    expect([typeof unsafe, typeof savepoint], MOVED).toEqual(['function', 'function'])
-    const [mine] = await tx.execute<{ xid: string }>(sql`select txid_current()::text as xid`)
-    const [seen] = await (inner as { unsafe(text: string): Promise<{ xid: string }[]> }).unsafe(`select txid_current()::text as xid`)
-    expect(seen, MOVED).toEqual(mine)
-  })
-})
+test.each(POSTGRES_JS)(
+  '%s: the client behind a database is its Sql, and behind a transaction the TransactionSql the transaction runs on',
+  async (major) => {
+    const { client, db } = t.postgresJs(major)
+    expect(driverClientOf(db), 'a database: its public $client').toBe(client)
+    await db.transaction(async (tx) => {
+      const inner = driverClientOf(tx)
+      expect(typeof inner, MOVED).toBe('function')
+      const { unsafe, savepoint } = inner as { unsafe?: unknown; savepoint?: unknown }
+      expect([typeof unsafe, typeof savepoint], MOVED).toEqual(['function', 'function'])
+      const [mine] = await tx.execute<{ xid: string }>(sql`select txid_current()::text as xid`)
+      const [seen] = await (inner as { unsafe(text: string): Promise<{ xid: string }[]> }).unsafe(`select txid_current()::text as xid`)
+      expect(seen, MOVED).toEqual(mine)
+    })
+  },
+)

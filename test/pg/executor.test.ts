@@ -21,8 +21,24 @@ async function rows<Row = Record<string, unknown>>(text: string, values: unknown
   return (await t.pool.query(text, values)).rows as Row[]
 }
 
-async function stateOf(seq: number): Promise<{ state: string; attempts: number; error: string | null; run_at_ms: number; finished_at_ms: number | null; result: unknown; abandoned: boolean }> {
-  const [row] = await rows<{ state: string; attempts: number; error: string | null; run_at_ms: number; finished_at_ms: number | null; result: unknown; abandoned: boolean }>(
+async function stateOf(seq: number): Promise<{
+  state: string
+  attempts: number
+  error: string | null
+  run_at_ms: number
+  finished_at_ms: number | null
+  result: unknown
+  abandoned: boolean
+}> {
+  const [row] = await rows<{
+    state: string
+    attempts: number
+    error: string | null
+    run_at_ms: number
+    finished_at_ms: number | null
+    result: unknown
+    abandoned: boolean
+  }>(
     `select state, attempts, error, (extract(epoch from run_at) * 1000)::float8 as run_at_ms,
        (extract(epoch from finished_at) * 1000)::float8 as finished_at_ms, result, abandoned from jobs_job where seq = $1`,
     [seq],
@@ -38,16 +54,27 @@ describe('adding jobs', () => {
     expect(await db.jobExists('replies', 'a')).toBe(true)
     expect(await db.jobExists('replies', 'b')).toBe(false)
     expect(await db.jobExists('other', 'a')).toBe(false)
-    const [row] = await rows(`select queue, id, grp, value, state, priority::float8 as priority, attempts, max_attempts, created_at, run_at from jobs_job`)
+    const [row] = await rows(
+      `select queue, id, grp, value, state, priority::float8 as priority, attempts, max_attempts, created_at, run_at from jobs_job`,
+    )
     expect(row).toEqual({
-      queue: 'replies', id: 'a', grp: null, value: { id: 'a' }, state: 'waiting', priority: 0, attempts: 0, max_attempts: 3,
-      created_at: new Date(NOW), run_at: new Date(NOW),
+      queue: 'replies',
+      id: 'a',
+      grp: null,
+      value: { id: 'a' },
+      state: 'waiting',
+      priority: 0,
+      attempts: 0,
+      max_attempts: 3,
+      created_at: new Date(NOW),
+      run_at: new Date(NOW),
     })
   })
 
   test('JOB-13 [postgres] jobInsertIfRoom refuses a job past maxWaiting, counting waiting and scheduled jobs only', async () => {
     const db = executor()
-    const insert = (id: string, fields: Parameters<typeof newJob>[2] = {}) => connection().write((tx) => ask(tx.jobInsertIfRoom(newJob('replies', id, { maxWaiting: 2, ...fields }))))
+    const insert = (id: string, fields: Parameters<typeof newJob>[2] = {}) =>
+      connection().write((tx) => ask(tx.jobInsertIfRoom(newJob('replies', id, { maxWaiting: 2, ...fields }))))
     expect(await insert('a')).toBe(true)
     expect(await insert('b', { runAt: NOW + 60_000 })).toBe(true)
     expect(await insert('c')).toBe(false)
@@ -95,14 +122,24 @@ describe('claims and ends', () => {
     const claimed = await claim(c, replies, request('owner-1', 4, { channel: 'chan' }))
     expect(claimed.map((job) => job.id)).toEqual(['urgent', 'early', 'due-scheduled', 'late'])
     expect(claimed[0]).toEqual({
-      seq: seqs.get('urgent'), id: 'urgent', grp: null, value: '{"id": "urgent"}', attempts: 1, maxAttempts: 3, abandoned: 0, claimedFrom: 'waiting',
+      seq: seqs.get('urgent'),
+      id: 'urgent',
+      grp: null,
+      value: '{"id": "urgent"}',
+      attempts: 1,
+      maxAttempts: 3,
+      abandoned: 0,
+      claimedFrom: 'waiting',
     })
     expect(claimed[2]!.claimedFrom).toBe('scheduled')
     expect(JSON.parse(claimed[1]!.value)).toEqual({ id: 'early' })
-    const leases = await rows(`select job::float8 as job, queue, grp, owner, attempt, (extract(epoch from expires_at) * 1000)::float8 as expires, channel
+    const leases =
+      await rows(`select job::float8 as job, queue, grp, owner, attempt, (extract(epoch from expires_at) * 1000)::float8 as expires, channel
       from jobs_lease order by job`)
     expect(leases).toEqual(
-      claimed.map((job) => ({ job: job.seq, queue: 'replies', grp: null, owner: 'owner-1', attempt: 1, expires: NOW + 30_000, channel: 'chan' })).sort((a, b) => a.job - b.job),
+      claimed
+        .map((job) => ({ job: job.seq, queue: 'replies', grp: null, owner: 'owner-1', attempt: 1, expires: NOW + 30_000, channel: 'chan' }))
+        .sort((a, b) => a.job - b.job),
     )
     expect((await stateOf(seqs.get('urgent')!)).state).toBe('running')
     expect((await stateOf(seqs.get('urgent')!)).attempts).toBe(1)
@@ -128,7 +165,13 @@ describe('claims and ends', () => {
     expect(await c.executor.stepGet(seq, 'history')).toBe('[1, 2]')
 
     expect(await end(c, 'replies', [record])).toEqual([true])
-    expect(await stateOf(seq)).toMatchObject({ state: 'done', attempts: 1, finished_at_ms: NOW + 1_500, result: { text: 'hi' }, abandoned: false })
+    expect(await stateOf(seq)).toMatchObject({
+      state: 'done',
+      attempts: 1,
+      finished_at_ms: NOW + 1_500,
+      result: { text: 'hi' },
+      abandoned: false,
+    })
     expect(await rows(`select * from jobs_lease`)).toEqual([])
     // JOB-14: the steps ended with the job.
     expect(await rows(`select * from jobs_step`)).toEqual([])
@@ -145,9 +188,14 @@ describe('claims and ends', () => {
     try {
       await other.query('begin')
       await other.query(`update jobs_job set attempts = 2 where seq = $1`, [seq])
-      await other.query(`update jobs_lease set owner = 'owner-2', attempt = 2, expires_at = $2 where job = $1`, [seq, new Date(NOW + 60_000)])
+      await other.query(`update jobs_lease set owner = 'owner-2', attempt = 2, expires_at = $2 where job = $1`, [
+        seq,
+        new Date(NOW + 60_000),
+      ])
       // The rescue of attempt 1 starts now, reads attempt 1's lease in its snapshot, and waits for the job row.
-      const rescue = c.write((db) => ask(db.jobSetStateIfLeased({ ...retried(NOW + 1_000), seq, owner: 'owner-1', attempt: 1, expiredBy: NOW + 40_000 })))
+      const rescue = c.write((db) =>
+        ask(db.jobSetStateIfLeased({ ...retried(NOW + 1_000), seq, owner: 'owner-1', attempt: 1, expiredBy: NOW + 40_000 })),
+      )
       const deadline = performance.now() + 10_000
       while ((await rows(`select 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`)).length === 0) {
         if (performance.now() > deadline) throw new Error('the rescue never waited for the job row')
@@ -164,7 +212,10 @@ describe('claims and ends', () => {
 
   test('JOB-16 [postgres] several ends of one owner land in one statement, each fenced by its own attempt', async () => {
     const c = connection()
-    const seqs = await addJobs(c, ['a', 'b', 'c'].map((id) => newJob('replies', id)))
+    const seqs = await addJobs(
+      c,
+      ['a', 'b', 'c'].map((id) => newJob('replies', id)),
+    )
     await claim(c, replies, request('owner-1', 3))
     const [a, b, cc] = ['a', 'b', 'c'].map((id) => seqs.get(id)!)
     const landed = await end(c, 'replies', [
@@ -179,7 +230,9 @@ describe('claims and ends', () => {
     expect((await rows<{ job: string }>(`select job from jobs_lease`)).map((row) => Number(row.job))).toEqual([b])
 
     // A retry writes its run_at, error and stack, and refunds nothing; a snooze gives its attempt back.
-    await c.write((db) => ask(db.jobSetStateIfLeased({ ...retried(NOW + 5_000), refund: 1, seq: b!, owner: 'owner-1', attempt: 1, expiredBy: null })))
+    await c.write((db) =>
+      ask(db.jobSetStateIfLeased({ ...retried(NOW + 5_000), refund: 1, seq: b!, owner: 'owner-1', attempt: 1, expiredBy: null })),
+    )
     expect(await stateOf(b!)).toMatchObject({ state: 'scheduled', attempts: 0, run_at_ms: NOW + 5_000, error: 'it threw' })
   })
 
@@ -226,7 +279,12 @@ describe('claims and ends', () => {
       newJob('replies', 'free2', { runAt: NOW - 1 }),
     ])
     expect((await claim(c, grouped, request('owner-1', 10))).map((job) => job.id)).toEqual(['a1', 'b1', 'free1', 'free2'])
-    expect(await c.executor.leaseCountByGroup('replies')).toEqual(expect.arrayContaining([{ grp: 'a', running: 1 }, { grp: 'b', running: 1 }]))
+    expect(await c.executor.leaseCountByGroup('replies')).toEqual(
+      expect.arrayContaining([
+        { grp: 'a', running: 1 },
+        { grp: 'b', running: 1 },
+      ]),
+    )
     expect(await claim(c, grouped, request('owner-1', 10))).toEqual([])
     expect(await c.executor.jobGetAvailableByGroup({ queue: 'replies', now: NOW, perGroup: 2, limit: 10, skipAbandoned: 0 })).toEqual([
       { seq: expect.any(Number), grp: 'a' },
@@ -237,13 +295,19 @@ describe('claims and ends', () => {
 describe('leases', () => {
   test('renew, list, held, owners and one lease', async () => {
     const c = connection()
-    const seqs = await addJobs(c, ['a', 'b', 'c'].map((id) => newJob('replies', id)))
+    const seqs = await addJobs(
+      c,
+      ['a', 'b', 'c'].map((id) => newJob('replies', id)),
+    )
     await claim(c, replies, request('owner-1', 2))
     await claim(c, replies, request('owner-2', 1))
     const [a, b, cc] = ['a', 'b', 'c'].map((id) => seqs.get(id)!)
     const renewed = await c.write((db) => ask(db.leaseRenewByOwner({ owner: 'owner-1', expiresAt: NOW + 99_000 })))
-    expect(renewed.sort((x, y) => x.job - y.job)).toEqual([{ job: a, attempt: 1 }, { job: b, attempt: 1 }])
-    expect((await c.executor.leaseListByOwner('owner-2'))).toEqual([{ job: cc, attempt: 1 }])
+    expect(renewed.sort((x, y) => x.job - y.job)).toEqual([
+      { job: a, attempt: 1 },
+      { job: b, attempt: 1 },
+    ])
+    expect(await c.executor.leaseListByOwner('owner-2')).toEqual([{ job: cc, attempt: 1 }])
     expect(await c.executor.leaseListByOwner('nobody')).toEqual([])
     expect(await c.executor.leaseGet(a!)).toEqual({ owner: 'owner-1', attempt: 1, expiresAt: NOW + 99_000 })
     expect(await c.executor.leaseGet(cc!)).toEqual({ owner: 'owner-2', attempt: 1, expiresAt: NOW + 30_000 })
@@ -255,14 +319,18 @@ describe('leases', () => {
     expect(await c.executor.leaseOwners('replies')).toEqual(['owner-1'])
   })
 
-  test('JOB-05 [postgres] leases that expired or whose owner is gone are taken back, never the asking worker\'s own', async () => {
+  test("JOB-05 [postgres] leases that expired or whose owner is gone are taken back, never the asking worker's own", async () => {
     const c = connection()
-    const seqs = await addJobs(c, ['a', 'b', 'c', 'd'].map((id) => newJob('replies', id)))
+    const seqs = await addJobs(
+      c,
+      ['a', 'b', 'c', 'd'].map((id) => newJob('replies', id)),
+    )
     await claim(c, replies, request('expired', 1, { leaseMs: 1_000 }))
     await claim(c, replies, request('dead', 1))
     await claim(c, replies, request('alive', 1))
     await claim(c, replies, request('self', 1, { leaseMs: 1_000 }))
-    const find = (deadOwners: string[]) => c.executor.leaseGetAbandoned({ queue: 'replies', self: 'self', now: NOW + 5_000, deadOwners, limit: 10 })
+    const find = (deadOwners: string[]) =>
+      c.executor.leaseGetAbandoned({ queue: 'replies', self: 'self', now: NOW + 5_000, deadOwners, limit: 10 })
     const found = await find(['dead'])
     expect(found.sort((x, y) => x.seq - y.seq)).toEqual([
       { seq: seqs.get('a'), owner: 'expired', attempt: 1, expiresAt: NOW + 1_000, attempts: 1, maxAttempts: 3 },
@@ -290,7 +358,10 @@ describe('leases', () => {
 
   test('JOB-18 [postgres] running jobs with no lease are found and ended, only while they still hold none', async () => {
     const c = connection()
-    const seqs = await addJobs(c, ['a', 'b'].map((id) => newJob('replies', id)))
+    const seqs = await addJobs(
+      c,
+      ['a', 'b'].map((id) => newJob('replies', id)),
+    )
     await claim(c, replies, request('owner-1', 2))
     expect(await c.executor.jobCountUnleased('replies')).toBe(0)
     await rows(`delete from jobs_lease where job = $1`, [seqs.get('a')])
@@ -309,10 +380,15 @@ describe('leases', () => {
 describe('pruning', () => {
   test('jobHasPrunable and jobDeleteEnded delete ended jobs past retention, with their steps and leases', async () => {
     const c = connection()
-    const seqs = await addJobs(c, ['old', 'new', 'failed', 'waiting'].map((id) => newJob('replies', id)))
+    const seqs = await addJobs(
+      c,
+      ['old', 'new', 'failed', 'waiting'].map((id) => newJob('replies', id)),
+    )
     await rows(`update jobs_job set state = 'done', finished_at = to_timestamp($1::float8 / 1000) where id = 'old'`, [NOW - 2 * 86_400_000])
     await rows(`update jobs_job set state = 'done', finished_at = to_timestamp($1::float8 / 1000) where id = 'new'`, [NOW])
-    await rows(`update jobs_job set state = 'failed', finished_at = to_timestamp($1::float8 / 1000) where id = 'failed'`, [NOW - 2 * 86_400_000])
+    await rows(`update jobs_job set state = 'failed', finished_at = to_timestamp($1::float8 / 1000) where id = 'failed'`, [
+      NOW - 2 * 86_400_000,
+    ])
     await rows(`insert into jobs_step (job, name, answer) values ($1, 'kept', '1')`, [seqs.get('old')])
     const db = c.executor
     expect(await db.jobHasPrunable({ queue: 'replies', state: 'done', before: NOW - 86_400_000 })).toBe(true)
@@ -337,9 +413,27 @@ describe('reading jobs', () => {
     await rows(`update jobs_job set result = '{"early":1}' where seq = $1`, [a])
     const running = await c.executor.jobGetSnapshot('replies', 'a')
     expect(running).toEqual({
-      seq: a, queue: 'replies', id: 'a', grp: 'g', state: 'running', priority: 3, runAt: NOW, attempts: 1, maxAttempts: 3,
-      createdAt: NOW, finishedAt: null, error: null, result: null, owner: 'owner-1', leaseAttempt: 1, channel: 'chan',
-      rateLimit: null, ratePer: null, ratePerGroup: null, rateStarts: null, rateNow: null,
+      seq: a,
+      queue: 'replies',
+      id: 'a',
+      grp: 'g',
+      state: 'running',
+      priority: 3,
+      runAt: NOW,
+      attempts: 1,
+      maxAttempts: 3,
+      createdAt: NOW,
+      finishedAt: null,
+      error: null,
+      result: null,
+      owner: 'owner-1',
+      leaseAttempt: 1,
+      channel: 'chan',
+      rateLimit: null,
+      ratePer: null,
+      ratePerGroup: null,
+      rateStarts: null,
+      rateNow: null,
     })
     await end(c, 'replies', [{ seq: b, owner: 'owner-1', attempt: 1, transition: done(NOW + 7, '[1,"two"]') }])
     const both = await c.executor.jobGetSnapshots([a, b, 999_999])
@@ -367,18 +461,53 @@ describe('reading jobs', () => {
       .sort((x, y) => x.priority - y.priority || x.runAt - y.runAt || x.seq - y.seq)
     expect(runnable.length).toBeGreaterThan(20)
     for (const [place, job] of runnable.entries()) {
-      expect(await c.executor.jobCountAhead({ queue: 'replies', priority: job.priority, runAt: job.runAt, seq: job.seq, now: NOW, limit: 10_000 }), job.id).toBe(place)
-      expect(await c.executor.jobCountAhead({ queue: 'replies', priority: job.priority, runAt: job.runAt, seq: job.seq, now: NOW, limit: 5 })).toBe(Math.min(place, 5))
+      expect(
+        await c.executor.jobCountAhead({
+          queue: 'replies',
+          priority: job.priority,
+          runAt: job.runAt,
+          seq: job.seq,
+          now: NOW,
+          limit: 10_000,
+        }),
+        job.id,
+      ).toBe(place)
+      expect(
+        await c.executor.jobCountAhead({ queue: 'replies', priority: job.priority, runAt: job.runAt, seq: job.seq, now: NOW, limit: 5 }),
+      ).toBe(Math.min(place, 5))
     }
     const asked = [runnable[0]!, runnable[4]!, runnable[17]!, runnable[runnable.length - 1]!]
-    const places = await c.read((db) => ask(db.jobPlacesInLine({ queue: 'replies', now: NOW, limit: 10_000 }, new Set(asked.map((job) => job.seq)))))
-    expect(places).toEqual(new Map([[asked[0]!.seq, 0], [asked[1]!.seq, 4], [asked[2]!.seq, 17], [asked[3]!.seq, runnable.length - 1]]))
+    const places = await c.read((db) =>
+      ask(db.jobPlacesInLine({ queue: 'replies', now: NOW, limit: 10_000 }, new Set(asked.map((job) => job.seq)))),
+    )
+    expect(places).toEqual(
+      new Map([
+        [asked[0]!.seq, 0],
+        [asked[1]!.seq, 4],
+        [asked[2]!.seq, 17],
+        [asked[3]!.seq, runnable.length - 1],
+      ]),
+    )
     // Those not met within the limit are given the place the walk stopped at; a job not runnable is never met.
     const notRunnable = seqs.get('j3')!
-    const short = await c.executor.jobPlacesInLine({ queue: 'replies', now: NOW, limit: 10 }, new Set([asked[1]!.seq, asked[2]!.seq, notRunnable]))
-    expect(short).toEqual(new Map([[asked[1]!.seq, 4], [asked[2]!.seq, 10], [notRunnable, 10]]))
+    const short = await c.executor.jobPlacesInLine(
+      { queue: 'replies', now: NOW, limit: 10 },
+      new Set([asked[1]!.seq, asked[2]!.seq, notRunnable]),
+    )
+    expect(short).toEqual(
+      new Map([
+        [asked[1]!.seq, 4],
+        [asked[2]!.seq, 10],
+        [notRunnable, 10],
+      ]),
+    )
     const emptyQueue = await c.executor.jobPlacesInLine({ queue: 'nothing', now: NOW, limit: 10 }, new Set([1, 2]))
-    expect(emptyQueue).toEqual(new Map([[1, 0], [2, 0]]))
+    expect(emptyQueue).toEqual(
+      new Map([
+        [1, 0],
+        [2, 0],
+      ]),
+    )
   })
 })
 
@@ -386,7 +515,11 @@ describe('the admin API', () => {
   /** Every page of a listing, walked by keyset as admin/list.ts walks it, `size` jobs at a time. */
   async function walk(order: ListingOrder, filters: Pick<ListParams, 'queue' | 'state' | 'grp'>, size: number): Promise<string[]> {
     const first: Record<ListingOrder, ListParams['k1'][]> = {
-      waiting: [-Infinity, -Infinity, -Infinity], scheduled: [-Infinity, -Infinity], ended: [Buffer.alloc(0), Infinity], running: [Infinity], newest: [Infinity],
+      waiting: [-Infinity, -Infinity, -Infinity],
+      scheduled: [-Infinity, -Infinity],
+      ended: [Buffer.alloc(0), Infinity],
+      running: [Infinity],
+      newest: [Infinity],
     }
     const next = (row: AdminJobRow): ListParams['k1'][] => {
       if (order === 'waiting') return [row.priority, row.runAt, row.seq]
@@ -424,8 +557,14 @@ describe('the admin API', () => {
       newJob('other', 'o1'),
     ])
     await rows(`update jobs_job set state = 'running' where id in ('r1', 'r2')`)
-    await rows(`insert into jobs_lease (job, queue, owner, attempt, expires_at) select seq, queue, 'o', 1, now() from jobs_job where id in ('r1', 'r2')`)
-    for (const [id, at] of [['d1', NOW + 5], ['d2', NOW + 9], ['d3', NOW + 5]] as const) {
+    await rows(
+      `insert into jobs_lease (job, queue, owner, attempt, expires_at) select seq, queue, 'o', 1, now() from jobs_job where id in ('r1', 'r2')`,
+    )
+    for (const [id, at] of [
+      ['d1', NOW + 5],
+      ['d2', NOW + 9],
+      ['d3', NOW + 5],
+    ] as const) {
       await rows(`update jobs_job set state = 'done', finished_at = to_timestamp($1::float8 / 1000) where id = $2`, [at, id])
     }
     const all = { queue: 'replies', grp: null }
@@ -441,12 +580,27 @@ describe('the admin API', () => {
     expect(await walk('newest', { queue: 'replies', state: 'waiting', grp: null }, 2)).toEqual(['w5', 'w4', 'w3', 'w2', 'w1'])
     expect(await walk('newest', { queue: 'other', state: null, grp: null }, 2)).toEqual(['o1'])
     // A key that only SQLite stores (a text) sorts after every number, as SQLite sorts it.
-    expect(await c.executor.jobList('waiting', { queue: 'replies', state: 'waiting', grp: null, limit: 10, k1: 'text', k2: 0, k3: 0 })).toEqual([])
+    expect(
+      await c.executor.jobList('waiting', { queue: 'replies', state: 'waiting', grp: null, limit: 10, k1: 'text', k2: 0, k3: 0 }),
+    ).toEqual([])
 
     const record = await c.executor.jobGetRecord('replies', 'd2')
     expect(record).toEqual({
-      seq: seqs.get('d2'), queue: 'replies', id: 'd2', grp: null, value: '{"id": "d2"}', state: 'done', priority: 0, attempts: 0, maxAttempts: 3,
-      runAt: NOW, createdAt: NOW, finishedAt: NOW + 9, error: null, errorStack: null, result: null,
+      seq: seqs.get('d2'),
+      queue: 'replies',
+      id: 'd2',
+      grp: null,
+      value: '{"id": "d2"}',
+      state: 'done',
+      priority: 0,
+      attempts: 0,
+      maxAttempts: 3,
+      runAt: NOW,
+      createdAt: NOW,
+      finishedAt: NOW + 9,
+      error: null,
+      errorStack: null,
+      result: null,
     })
     expect(await c.executor.jobFind('replies', 'd2')).toEqual({ seq: seqs.get('d2'), state: 'done' })
     expect(await c.executor.jobFind('replies', 'nope')).toBeUndefined()
@@ -460,9 +614,36 @@ describe('the admin API', () => {
     await rows(`insert into jobs_job (queue, id, state) values ('plain', 'x', 'waiting'), ('plain', 'y', 'canceled')`)
     await c.write((db) => ask(db.queueSetPaused('paused-only', true)))
     const db = c.executor
-    expect(await db.queueGetCounts('replies')).toEqual({ name: 'replies', paused: 0, waiting: 1, scheduled: 1, running: 0, done: 0, failed: 1, canceled: 0 })
-    expect(await db.queueGetCounts('plain')).toEqual({ name: 'plain', paused: 0, waiting: 1, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 1 })
-    expect(await db.queueGetCounts('paused-only')).toEqual({ name: 'paused-only', paused: 1, waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 })
+    expect(await db.queueGetCounts('replies')).toEqual({
+      name: 'replies',
+      paused: 0,
+      waiting: 1,
+      scheduled: 1,
+      running: 0,
+      done: 0,
+      failed: 1,
+      canceled: 0,
+    })
+    expect(await db.queueGetCounts('plain')).toEqual({
+      name: 'plain',
+      paused: 0,
+      waiting: 1,
+      scheduled: 0,
+      running: 0,
+      done: 0,
+      failed: 0,
+      canceled: 1,
+    })
+    expect(await db.queueGetCounts('paused-only')).toEqual({
+      name: 'paused-only',
+      paused: 1,
+      waiting: 0,
+      scheduled: 0,
+      running: 0,
+      done: 0,
+      failed: 0,
+      canceled: 0,
+    })
     expect(await db.queueGetCounts('nothing')).toBeUndefined()
     expect(await db.queueNames()).toEqual(['paused-only', 'plain', 'replies'])
     expect((await db.queueGetCountsAll()).map((row) => [row.name, row.paused, row.waiting, row.failed, row.canceled])).toEqual([
@@ -483,14 +664,28 @@ describe('the admin API', () => {
     expect(await c.write((db) => ask(db.jobRetry(b, NOW + 3))), 'a waiting job is not retried').toBe(false)
     await rows(`update jobs_job set error = 'gone', result = '1' where seq = $1`, [a])
     expect(await c.write((db) => ask(db.jobRetry(a, NOW + 4)))).toBe(true)
-    expect(await stateOf(a)).toMatchObject({ state: 'waiting', attempts: 0, run_at_ms: NOW + 4, finished_at_ms: null, error: null, result: null })
+    expect(await stateOf(a)).toMatchObject({
+      state: 'waiting',
+      attempts: 0,
+      run_at_ms: NOW + 4,
+      finished_at_ms: null,
+      error: null,
+      result: null,
+    })
     expect(await c.executor.jobGetOutcome(999_999)).toBeUndefined()
   })
 
   test('ended counts per window and per bucket, and the earliest runnable time', async () => {
     const c = connection()
-    await addJobs(c, ['a', 'b', 'c', 'd'].map((id, i) => newJob('replies', id, { priority: i % 2, runAt: NOW + 1_000 * (4 - i) })))
-    for (const [id, at] of [['a', NOW + 100], ['b', NOW + 1_100], ['c', NOW + 1_500]] as const) {
+    await addJobs(
+      c,
+      ['a', 'b', 'c', 'd'].map((id, i) => newJob('replies', id, { priority: i % 2, runAt: NOW + 1_000 * (4 - i) })),
+    )
+    for (const [id, at] of [
+      ['a', NOW + 100],
+      ['b', NOW + 1_100],
+      ['c', NOW + 1_500],
+    ] as const) {
       await rows(`update jobs_job set state = 'done', finished_at = to_timestamp($1::float8 / 1000) where id = $2`, [at, id])
     }
     const window = { queue: 'replies', state: 'done' as const, since: NOW, until: NOW + 1_500 }
@@ -521,48 +716,123 @@ describe('queues: paused, limits, what a worker reads before it claims', () => {
 
   test('queueClaimable counts runs from leases, says whether a job is due or scheduled, and when the next scheduled job is due', async () => {
     const c = connection()
-    expect(await c.executor.queueClaimable('replies')).toEqual({ paused: 0, concurrency: null, running: 0, waiting: 0, scheduled: 0, nextScheduled: null })
+    expect(await c.executor.queueClaimable('replies')).toEqual({
+      paused: 0,
+      concurrency: null,
+      running: 0,
+      waiting: 0,
+      scheduled: 0,
+      nextScheduled: null,
+    })
     // Due or not by the server's clock: these two are due in an hour and in a minute.
     const soon = Date.now() + 60_000
-    await addJobs(c, [newJob('replies', 'a'), newJob('replies', 'b'), newJob('replies', 'later', { runAt: soon + 3_600_000 }), newJob('replies', 'soon', { runAt: soon })])
+    await addJobs(c, [
+      newJob('replies', 'a'),
+      newJob('replies', 'b'),
+      newJob('replies', 'later', { runAt: soon + 3_600_000 }),
+      newJob('replies', 'soon', { runAt: soon }),
+    ])
     await store(c, defineQueue('replies', { concurrency: 3 }))
     await claim(c, replies, request('owner-1', 1))
-    expect(await c.executor.queueClaimable('replies')).toEqual({ paused: 0, concurrency: 3, running: 1, waiting: 1, scheduled: 1, nextScheduled: soon })
+    expect(await c.executor.queueClaimable('replies')).toEqual({
+      paused: 0,
+      concurrency: 3,
+      running: 1,
+      waiting: 1,
+      scheduled: 1,
+      nextScheduled: soon,
+    })
     await claim(c, replies, request('owner-1', 1))
-    expect(await c.executor.queueClaimable('replies')).toEqual({ paused: 0, concurrency: 3, running: 2, waiting: 0, scheduled: 1, nextScheduled: soon })
+    expect(await c.executor.queueClaimable('replies')).toEqual({
+      paused: 0,
+      concurrency: 3,
+      running: 2,
+      waiting: 0,
+      scheduled: 1,
+      nextScheduled: soon,
+    })
     // A scheduled job whose time has come may be claimed: it counts as due.
     await addJobs(c, [newJob('replies', 'overdue', { runAt: NOW - 1, state: 'scheduled' })])
-    expect(await c.executor.queueClaimable('replies')).toEqual({ paused: 0, concurrency: 3, running: 2, waiting: 1, scheduled: 1, nextScheduled: NOW - 1 })
+    expect(await c.executor.queueClaimable('replies')).toEqual({
+      paused: 0,
+      concurrency: 3,
+      running: 2,
+      waiting: 1,
+      scheduled: 1,
+      nextScheduled: NOW - 1,
+    })
     // Jobs written with plain SQL, with no queue row, are seen too.
     await rows(`insert into jobs_job (queue, id) values ('plain', 'x')`)
-    expect(await c.executor.queueClaimable('plain')).toEqual({ paused: 0, concurrency: null, running: 0, waiting: 1, scheduled: 0, nextScheduled: null })
+    expect(await c.executor.queueClaimable('plain')).toEqual({
+      paused: 0,
+      concurrency: null,
+      running: 0,
+      waiting: 1,
+      scheduled: 0,
+      nextScheduled: null,
+    })
   })
 
   test('JOB-19 [postgres] stored limits replace each other, the last stored wins, and the claim reads them', async () => {
     const c = connection()
     expect(await c.executor.queueLimitsGet('replies')).toBeUndefined()
     expect(await store(c, defineQueue('replies', { concurrency: { total: 4, perGroup: 2 } }))).toBeNull()
-    expect(await c.executor.queueLimitsGet('replies')).toEqual({ concurrency: 4, perGroup: 2, setAt: NOW, rateLimit: null, ratePer: null, ratePerGroup: null })
+    expect(await c.executor.queueLimitsGet('replies')).toEqual({
+      concurrency: 4,
+      perGroup: 2,
+      setAt: NOW,
+      rateLimit: null,
+      ratePer: null,
+      ratePerGroup: null,
+    })
     expect(await store(c, defineQueue('replies', { concurrency: 1 }), NOW + 1)).toMatch(/total: 4, perGroup: 2.*total: 1/)
-    expect(await c.executor.queueLimitsGet('replies')).toEqual({ concurrency: 1, perGroup: null, setAt: NOW + 1, rateLimit: null, ratePer: null, ratePerGroup: null })
-    await addJobs(c, ['a', 'b'].map((id) => newJob('replies', id)))
+    expect(await c.executor.queueLimitsGet('replies')).toEqual({
+      concurrency: 1,
+      perGroup: null,
+      setAt: NOW + 1,
+      rateLimit: null,
+      ratePer: null,
+      ratePerGroup: null,
+    })
+    await addJobs(
+      c,
+      ['a', 'b'].map((id) => newJob('replies', id)),
+    )
     // The claiming process's definition says no limit; the stored limit holds.
     expect(await claim(c, replies, request('owner-1', 5))).toHaveLength(1)
-    expect(await c.write((db) => ask(db.queueClaimLimits('replies', 0)))).toMatchObject({ paused: 0, running: 1, concurrency: 1, perGroup: null, rateLimit: null })
+    expect(await c.write((db) => ask(db.queueClaimLimits('replies', 0)))).toMatchObject({
+      paused: 0,
+      running: 1,
+      concurrency: 1,
+      perGroup: null,
+      rateLimit: null,
+    })
     expect(await claim(c, replies, request('owner-1', 5))).toEqual([])
     expect(await c.executor.queueClaimLimits('nothing', 0)).toBeUndefined()
   })
 
-  test('JOB-22 [postgres] a stored rate is read under the queue row\'s lock with the server\'s clock, and its log written back by the claim', async () => {
+  test("JOB-22 [postgres] a stored rate is read under the queue row's lock with the server's clock, and its log written back by the claim", async () => {
     const c = connection()
     const rated = defineQueue('replies', { rate: { limit: 2, per: '1m', perGroup: 1 } })
     expect(await store(c, rated)).toBeNull()
-    expect(await c.executor.queueLimitsGet('replies')).toEqual({ concurrency: null, perGroup: null, setAt: NOW, rateLimit: 2, ratePer: 60_000, ratePerGroup: 1 })
-    await addJobs(c, ['a', 'b', 'c'].map((id) => newJob('replies', id, { grp: id === 'c' ? 'g2' : 'g1' })))
+    expect(await c.executor.queueLimitsGet('replies')).toEqual({
+      concurrency: null,
+      perGroup: null,
+      setAt: NOW,
+      rateLimit: 2,
+      ratePer: 60_000,
+      ratePerGroup: 1,
+    })
+    await addJobs(
+      c,
+      ['a', 'b', 'c'].map((id) => newJob('replies', id, { grp: id === 'c' ? 'g2' : 'g1' })),
+    )
     const before = Date.now()
     // b is passed over: its group started a run in this window already.
     expect((await claim(c, rated, request('owner-1', 5))).map((job) => job.id)).toEqual(['a', 'c'])
-    const [row] = await rows<{ starts: { starts: number[]; groups: Record<string, number[]> } }>(`select rate_starts as starts from jobs_queue where name = 'replies'`)
+    const [row] = await rows<{ starts: { starts: number[]; groups: Record<string, number[]> } }>(
+      `select rate_starts as starts from jobs_queue where name = 'replies'`,
+    )
     expect(row!.starts.starts).toHaveLength(2)
     expect(Object.keys(row!.starts.groups).sort()).toEqual(['g1', 'g2'])
     expect(row!.starts.starts[0]).toBeGreaterThanOrEqual(before - 5_000)
@@ -584,8 +854,22 @@ describe.each(POSTGRES_JS)('the executor on %s', (major) => {
     ])
     const records = claimed.map((job) => ({ seq: job.seq, owner: 'owner-1', attempt: 1, transition: done(NOW + 5, '{"ok":true}') }))
     expect(await end(c, 'replies', records)).toEqual([true, true])
-    expect(await c.executor.jobGetSnapshot('replies', 'a')).toMatchObject({ state: 'done', finishedAt: NOW + 5, result: '{"ok": true}', runAt: NOW })
-    expect(await c.executor.queueGetCounts('replies')).toEqual({ name: 'replies', paused: 0, waiting: 0, scheduled: 0, running: 0, done: 2, failed: 0, canceled: 0 })
+    expect(await c.executor.jobGetSnapshot('replies', 'a')).toMatchObject({
+      state: 'done',
+      finishedAt: NOW + 5,
+      result: '{"ok": true}',
+      runAt: NOW,
+    })
+    expect(await c.executor.queueGetCounts('replies')).toEqual({
+      name: 'replies',
+      paused: 0,
+      waiting: 0,
+      scheduled: 0,
+      running: 0,
+      done: 2,
+      failed: 0,
+      canceled: 0,
+    })
     expect(await c.executor.leaseGet(seqs.get('a')!)).toBeUndefined()
   })
 })
@@ -595,7 +879,10 @@ describe('claims at once', () => {
 
   test('JOB-07 [postgres] claimers on two pools at once never take the same job: FOR UPDATE SKIP LOCKED', async () => {
     const pools = [pgConnectionOf(t.db), pgConnectionOf(t.postgresJs().db)]
-    const seqs = await addJobs(pools[0]!, Array.from({ length: 200 }, (_, i) => newJob('replies', `job-${i}`)))
+    const seqs = await addJobs(
+      pools[0]!,
+      Array.from({ length: 200 }, (_, i) => newJob('replies', `job-${i}`)),
+    )
     const taken: number[][] = []
     const claimer = async (c: (typeof pools)[number], owner: string) => {
       const mine: number[] = []
@@ -612,15 +899,22 @@ describe('claims at once', () => {
     expect(all).toHaveLength(200)
     expect(new Set(all)).toEqual(new Set(seqs.values()))
     expect(taken.filter((mine) => mine.length > 0).length, 'claimers took turns').toBeGreaterThan(1)
-    expect(await rows(`select count(*)::int as leases, count(distinct job)::int as jobs from jobs_lease`)).toEqual([{ leases: 200, jobs: 200 }])
-    expect(await rows(`select state, attempts, count(*)::int as count from jobs_job group by state, attempts`)).toEqual([{ state: 'running', attempts: 1, count: 200 }])
+    expect(await rows(`select count(*)::int as leases, count(distinct job)::int as jobs from jobs_lease`)).toEqual([
+      { leases: 200, jobs: 200 },
+    ])
+    expect(await rows(`select state, attempts, count(*)::int as count from jobs_job group by state, attempts`)).toEqual([
+      { state: 'running', attempts: 1, count: 200 },
+    ])
   })
 
   test('JOB-07 [postgres] a queue whose stored concurrency is 2 never runs more than 2 at once, however many claim on two pools', async () => {
     const pools = [pgConnectionOf(t.db), pgConnectionOf(t.postgresJs().db)]
     await store(pools[0]!, defineQueue('replies', { concurrency: 2 }))
     const total = 40
-    await addJobs(pools[0]!, Array.from({ length: total }, (_, i) => newJob('replies', `job-${i}`)))
+    await addJobs(
+      pools[0]!,
+      Array.from({ length: total }, (_, i) => newJob('replies', `job-${i}`)),
+    )
     // Counted up after a claim commits and down before its end starts: never above the leases in the table.
     let held = 0
     let most = 0
@@ -645,7 +939,11 @@ describe('claims at once', () => {
         most = Math.max(most, held)
         await sleep(3)
         held -= jobs.length
-        await end(c, 'replies', jobs.map((job) => ({ seq: job.seq, owner, attempt: job.attempts, transition: done() })))
+        await end(
+          c,
+          'replies',
+          jobs.map((job) => ({ seq: job.seq, owner, attempt: job.attempts, transition: done() })),
+        )
         finished += jobs.length
       }
     }

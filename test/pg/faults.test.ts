@@ -154,10 +154,17 @@ async function outcomes(database: TestPgDb, queue: string) {
 }
 
 async function allDone(database: TestPgDb, queue: string, jobs: number, timeoutMs: number): Promise<void> {
-  await waitFor(async () => {
-    const { rows } = await database.pool.query<{ n: number }>(`select count(*)::int as n from jobs_job where queue = $1 and state = 'done'`, [queue])
-    return rows[0]!.n === jobs
-  }, `all ${jobs} jobs to be done`, timeoutMs)
+  await waitFor(
+    async () => {
+      const { rows } = await database.pool.query<{ n: number }>(
+        `select count(*)::int as n from jobs_job where queue = $1 and state = 'done'`,
+        [queue],
+      )
+      return rows[0]!.n === jobs
+    },
+    `all ${jobs} jobs to be done`,
+    timeoutMs,
+  )
 }
 
 /**
@@ -165,7 +172,14 @@ async function allDone(database: TestPgDb, queue: string, jobs: number, timeoutM
  * no lease left, nothing uncaught or surfaced, and every client of the worker's pool given back once the
  * worker stopped.
  */
-async function expectEveryJobDoneOnce(database: TestPgDb, queue: string, jobs: number, worker: Worker, pool: pg.Pool, errors: unknown[]): Promise<void> {
+async function expectEveryJobDoneOnce(
+  database: TestPgDb,
+  queue: string,
+  jobs: number,
+  worker: Worker,
+  pool: pg.Pool,
+  errors: unknown[],
+): Promise<void> {
   await worker.stop()
   const rows = await outcomes(database, queue)
   expect(rows).toHaveLength(jobs)
@@ -175,14 +189,22 @@ async function expectEveryJobDoneOnce(database: TestPgDb, queue: string, jobs: n
   expect(Number((await database.pool.query('select count(*) as n from jobs_lease')).rows[0].n)).toBe(0)
   expect(errors).toEqual([])
   expect(uncaught).toEqual([])
-  await waitFor(() => pool.totalCount === pool.idleCount, `the worker's pool to hold no client out (${pool.totalCount - pool.idleCount} out)`, 5_000)
+  await waitFor(
+    () => pool.totalCount === pool.idleCount,
+    `the worker's pool to hold no client out (${pool.totalCount - pool.idleCount} out)`,
+    5_000,
+  )
 }
 
 test('JOB-05 [postgres] a worker whose every connection is ended by pg_terminate_backend, three times while it runs jobs, does not crash, surfaces nothing and ends every job done once', async () => {
   await t.pool.query(RUNS_TABLE)
   const { pool, db } = workerPool(t.url)
   const { queue, worker, started, errors } = startWorker(db, pool, 'terminated')
-  await enqueueMany(t.db, queue, Array.from({ length: 50 }, (_, n) => ({ value: { n }, id: `job-${String(n).padStart(2, '0')}` })))
+  await enqueueMany(
+    t.db,
+    queue,
+    Array.from({ length: 50 }, (_, n) => ({ value: { n }, id: `job-${String(n).padStart(2, '0')}` })),
+  )
   for (const after of [5, 20, 35]) {
     await waitFor(() => started.size >= after, `${after} jobs to start`, 10_000)
     expect(await terminateWorkerConnections(t)).toBeGreaterThan(0)
@@ -225,7 +247,7 @@ test('JOB-05 [postgres] a server restarted under a worker (pg_ctl restart -m fas
   }
 })
 
-test('JOB-07 [postgres] claims that wait on a limited queue\'s row, locked by another transaction, past the pool\'s statement_timeout are retried: nothing surfaces, and the jobs run once the lock is released', async () => {
+test("JOB-07 [postgres] claims that wait on a limited queue's row, locked by another transaction, past the pool's statement_timeout are retried: nothing surfaces, and the jobs run once the lock is released", async () => {
   await t.pool.query(RUNS_TABLE)
   const { pool, db } = workerPool(t.url, { options: '-c statement_timeout=100' })
   let canceled = 0
@@ -236,12 +258,19 @@ test('JOB-07 [postgres] claims that wait on a limited queue\'s row, locked by an
     return answer
   })
   const { queue, worker, started, errors } = startWorker(db, pool, 'limited-locked', { concurrency: 2 })
-  await waitFor(async () => (await t.pool.query(`select concurrency from jobs_queue where name = $1`, [queue.name])).rows[0]?.concurrency === 2, 'the worker to store its limits')
+  await waitFor(
+    async () => (await t.pool.query(`select concurrency from jobs_queue where name = $1`, [queue.name])).rows[0]?.concurrency === 2,
+    'the worker to store its limits',
+  )
   const locker = await t.pool.connect()
   try {
     await locker.query('begin')
     await locker.query('select 1 from jobs_queue where name = $1 for update', [queue.name])
-    await enqueueMany(t.db, queue, Array.from({ length: 10 }, (_, n) => ({ value: { n }, id: `job-${n}` })))
+    await enqueueMany(
+      t.db,
+      queue,
+      Array.from({ length: 10 }, (_, n) => ({ value: { n }, id: `job-${n}` })),
+    )
     await waitFor(() => canceled >= 3, 'three claims to be canceled by their statement_timeout', 10_000)
     expect(started.size).toBe(0)
     await locker.query('commit')
@@ -265,7 +294,12 @@ test('JOB-20 [postgres] a listening connection ended just before its LISTEN is s
   })
   const { worker } = startWorker(db, pool, 'relistened')
   const listening = async () =>
-    (await t.pool.query<{ pid: number }>(`select pid from pg_stat_activity where datname = current_database() and application_name = $1 and query ilike 'listen%'`, [WORKER_APP])).rows.map((row) => row.pid)
+    (
+      await t.pool.query<{ pid: number }>(
+        `select pid from pg_stat_activity where datname = current_database() and application_name = $1 and query ilike 'listen%'`,
+        [WORKER_APP],
+      )
+    ).rows.map((row) => row.pid)
   const [first] = await waitFor(async () => {
     const pids = await listening()
     return pids.length > 0 && pids
@@ -275,7 +309,11 @@ test('JOB-20 [postgres] a listening connection ended just before its LISTEN is s
   // A second one, if the lost client were made anew twice, would come 200 ms after the loss (the backoff's second step).
   expect(await seenWithin(async () => (await listening()).length > 1, 1_000)).toBe(false)
   await worker.stop()
-  await waitFor(() => pool.totalCount === pool.idleCount, `the worker's pool to hold no client out (${pool.totalCount - pool.idleCount} out)`, 5_000)
+  await waitFor(
+    () => pool.totalCount === pool.idleCount,
+    `the worker's pool to hold no client out (${pool.totalCount - pool.idleCount} out)`,
+    5_000,
+  )
   expect(uncaught).toEqual([])
 })
 
@@ -300,7 +338,11 @@ test('JOB-06 [postgres] step reads and writes whose connection is ended by pg_te
   const { pool, db } = workerPool(t.url)
   let ended = { read: 0, write: 0 }
   aroundQueries(pool, (client, text, send) => {
-    const kind = text?.startsWith('select answer::text as answer from jobs_step') ? 'read' : text?.includes('insert into jobs_step') ? 'write' : null
+    const kind = text?.startsWith('select answer::text as answer from jobs_step')
+      ? 'read'
+      : text?.includes('insert into jobs_step')
+        ? 'write'
+        : null
     if (kind === null || ended[kind] >= 3) return send()
     ended = { ...ended, [kind]: ended[kind] + 1 }
     return sendAfterTermination(t, client, send)
@@ -331,7 +373,11 @@ test('JOB-06 [postgres] step reads and writes whose connection is ended by pg_te
     { slots: 3, onError: (error) => void errors.push(error) },
   )
   workers.push(worker)
-  await enqueueMany(t.db, queue, Array.from({ length: 10 }, (_, n) => ({ value: { n }, id: `job-${n}` })))
+  await enqueueMany(
+    t.db,
+    queue,
+    Array.from({ length: 10 }, (_, n) => ({ value: { n }, id: `job-${n}` })),
+  )
   await allDone(t, queue.name, 10, 20_000)
   expect(ended).toEqual({ read: 3, write: 3 })
   expect(handlerErrors).toEqual([])
@@ -351,7 +397,11 @@ test('JOB-05 [postgres] a BEGIN whose connection is ended by pg_terminate_backen
     return sendAfterTermination(t, client, send)
   })
   const { queue, worker, errors } = startWorker(db, pool, 'begin-terminated')
-  await enqueueMany(t.db, queue, Array.from({ length: 20 }, (_, n) => ({ value: { n }, id: `job-${String(n).padStart(2, '0')}` })))
+  await enqueueMany(
+    t.db,
+    queue,
+    Array.from({ length: 20 }, (_, n) => ({ value: { n }, id: `job-${String(n).padStart(2, '0')}` })),
+  )
   await allDone(t, queue.name, 20, 20_000)
   expect(ended).toBe(3)
   await expectEveryJobDoneOnce(t, queue.name, 20, worker, pool, errors)
@@ -368,7 +418,8 @@ test('JOB-05 [postgres] every client the engine takes from its pool has an error
   const atHandOver = (client: pg.PoolClient) => {
     handedOver++
     if (client.listenerCount('error') === 0) return void unlistened++
-    if (emitted++ % 5 === 0) client.emit('error', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))
+    if (emitted++ % 5 === 0)
+      client.emit('error', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))
   }
   Reflect.set(pool, 'connect', (callback?: (error: Error | undefined, client?: pg.PoolClient, done?: unknown) => void) => {
     if (callback) {
@@ -386,21 +437,29 @@ test('JOB-05 [postgres] every client the engine takes from its pool has an error
     )
   })
   const { queue, worker, errors } = startWorker(db, pool, 'handed-over')
-  await enqueueMany(t.db, queue, Array.from({ length: 20 }, (_, n) => ({ value: { n }, id: `job-${String(n).padStart(2, '0')}` })))
+  await enqueueMany(
+    t.db,
+    queue,
+    Array.from({ length: 20 }, (_, n) => ({ value: { n }, id: `job-${String(n).padStart(2, '0')}` })),
+  )
   await allDone(t, queue.name, 20, 20_000)
   expect(handedOver).toBeGreaterThan(20)
   expect(unlistened).toBe(0)
   await expectEveryJobDoneOnce(t, queue.name, 20, worker, pool, errors)
 })
 
-test('JOB-05 [postgres] an idle client of the worker\'s pool whose backend is ended emits its error on the pool: with no listener of the app\'s on the pool, the engine\'s keeps the process alive', async () => {
+test("JOB-05 [postgres] an idle client of the worker's pool whose backend is ended emits its error on the pool: with no listener of the app's on the pool, the engine's keeps the process alive", async () => {
   const pool = new pg.Pool({ connectionString: t.url, application_name: WORKER_APP, max: 4 })
   pools.push(pool)
   const queue = defineQueue<{ n: number }>('idle-ended', { attempts: 3 })
   const errors: unknown[] = []
   const worker = work(drizzle(pool), queue, async () => {}, { onError: (error) => void errors.push(error) })
   workers.push(worker)
-  await enqueueMany(t.db, queue, Array.from({ length: 5 }, (_, n) => ({ value: { n }, id: `job-${n}` })))
+  await enqueueMany(
+    t.db,
+    queue,
+    Array.from({ length: 5 }, (_, n) => ({ value: { n }, id: `job-${n}` })),
+  )
   await allDone(t, queue.name, 5, 20_000)
   await waitFor(() => pool.idleCount > 0, 'an idle client in the pool')
   const idle = pool.idleCount

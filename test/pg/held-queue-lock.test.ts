@@ -34,8 +34,13 @@ describe.each(['pg', 'postgres.js'] as const)('%s', (driver) => {
       await new Promise((resolve) => setTimeout(resolve, ms))
       if (run.signal.aborted) lost.push(`${run.id}: ${String((run.signal.reason as Error)?.message)}`)
     }
-    await enqueueMany(db, held, Array.from({ length: JOBS }, (_, i) => ({ id: `job-${i}`, value: { ms: 1_500 + (i % 8) * 150 } })))
-    for (let i = 0; i < 2; i++) workers.push(work(db, held, handler, { slots: 4, lease: LEASE_MS, pollInterval: '20ms', onError: (error) => errors.push(error) }))
+    await enqueueMany(
+      db,
+      held,
+      Array.from({ length: JOBS }, (_, i) => ({ id: `job-${i}`, value: { ms: 1_500 + (i % 8) * 150 } })),
+    )
+    for (let i = 0; i < 2; i++)
+      workers.push(work(db, held, handler, { slots: 4, lease: LEASE_MS, pollInterval: '20ms', onError: (error) => errors.push(error) }))
     await waitFor(() => started >= 8, 'runs to be under way in both workers', 10_000)
 
     const app = await t.pool.connect()
@@ -55,7 +60,10 @@ describe.each(['pg', 'postgres.js'] as const)('%s', (driver) => {
         expect(jobs.map((job) => job!.attempt)).toEqual(Array.from({ length: JOBS }, () => 1))
         break
       }
-      if (performance.now() > deadline) throw new Error(`timed out waiting for every job to be done: ${JSON.stringify(jobs.map((job) => [job?.id, job?.state, job?.attempt]))}`)
+      if (performance.now() > deadline)
+        throw new Error(
+          `timed out waiting for every job to be done: ${JSON.stringify(jobs.map((job) => [job?.id, job?.state, job?.attempt]))}`,
+        )
       await new Promise((resolve) => setTimeout(resolve, 50))
     }
     expect(lost).toEqual([])

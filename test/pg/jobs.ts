@@ -76,5 +76,14 @@ export function done(finishedAt = NOW + 1_000, result: string | null = null): Tr
 
 /** A run's end as a retry, scheduled at `runAt`. */
 export function retried(runAt: number, error = 'it threw'): Transition {
-  return { state: 'scheduled', runAt, finishedAt: null, result: null, error, errorStack: 'Error: it threw\n    at handler', refund: 0, abandoned: 0 }
+  return {
+    state: 'scheduled',
+    runAt,
+    finishedAt: null,
+    result: null,
+    error,
+    errorStack: 'Error: it threw\n    at handler',
+    refund: 0,
+    abandoned: 0,
+  }
 }

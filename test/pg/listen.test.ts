@@ -24,7 +24,7 @@ async function addFromAnotherProcess(id: string): Promise<number> {
   return performance.now()
 }
 
-test('JOB-20 [postgres] a worker that polls once an hour picks up jobs another process adds within moments: the add\'s NOTIFY wakes it', async () => {
+test("JOB-20 [postgres] a worker that polls once an hour picks up jobs another process adds within moments: the add's NOTIFY wakes it", async () => {
   const started = new Map<string, number>()
   workers.push(work(t.db, crashes, (_value, run) => void started.set(run.id, performance.now()), { pollInterval: '1h' }))
   // The worker's maintenance pass looks for work every second too, at a moment unrelated to each add: it would
@@ -37,12 +37,14 @@ test('JOB-20 [postgres] a worker that polls once an hour picks up jobs another p
   }
 })
 
-test('JOB-20 [postgres] with listen: false a worker finds other processes\' jobs by its poll, and holds no listening connection', async () => {
+test("JOB-20 [postgres] with listen: false a worker finds other processes' jobs by its poll, and holds no listening connection", async () => {
   const started = new Set<string>()
   workers.push(work(t.db, crashes, (_value, run) => void started.add(run.id), { pollInterval: '20ms', listen: false }))
   await addFromAnotherProcess('polled')
   await waitFor(() => started.has('polled'), 'the polled job to start', 5_000)
-  const listeners = await t.pool.query(`select count(*)::int as n from pg_stat_activity where datname = current_database() and query ilike 'listen%'`)
+  const listeners = await t.pool.query(
+    `select count(*)::int as n from pg_stat_activity where datname = current_database() and query ilike 'listen%'`,
+  )
   expect(listeners.rows[0].n).toBe(0)
 })
 
@@ -50,7 +52,11 @@ test('JOB-20 [postgres] a listening connection killed by the server is made anew
   const started = new Set<string>()
   workers.push(work(t.db, crashes, (_value, run) => void started.add(run.id), { pollInterval: '1h' }))
   const listening = async () =>
-    (await t.pool.query(`select pid from pg_stat_activity where datname = current_database() and query ilike 'listen%' and pid <> pg_backend_pid()`)).rows as { pid: number }[]
+    (
+      await t.pool.query(
+        `select pid from pg_stat_activity where datname = current_database() and query ilike 'listen%' and pid <> pg_backend_pid()`,
+      )
+    ).rows as { pid: number }[]
   const [first] = await waitFor(async () => {
     const rows = await listening()
     return rows.length > 0 && rows

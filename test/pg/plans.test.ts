@@ -20,13 +20,16 @@ beforeAll(async () => {
   const { pool } = database
   // 100,000 jobs in two queues, in every state, most of them ended as in a queue that keeps them a while;
   // leases and steps for the running ones.
-  await pool.query(`insert into jobs_job (queue, id, value, state, priority, run_at, finished_at, grp)
+  await pool.query(
+    `insert into jobs_job (queue, id, value, state, priority, run_at, finished_at, grp)
     select case when g % 5 = 0 then 'q2' else 'q1' end, 'job-' || g, '{}', s.state, g % 3,
       to_timestamp(($1::float8 - 10000000 + g * 100) / 1000),
       case when s.state in ('done', 'failed', 'canceled') then to_timestamp(($1::float8 - g) / 1000) end, 'group-' || (g % 20)
     from generate_series(1, 100000) g,
       lateral (select case when g % 100 < 10 then 'waiting' when g % 100 < 15 then 'scheduled' when g % 100 < 16 then 'running'
-                           when g % 100 < 86 then 'done' when g % 100 < 96 then 'failed' else 'canceled' end as state) s`, [NOW])
+                           when g % 100 < 86 then 'done' when g % 100 < 96 then 'failed' else 'canceled' end as state) s`,
+    [NOW],
+  )
   await pool.query(`insert into jobs_lease (job, queue, grp, owner, attempt, expires_at)
     select seq, queue, grp, 'owner-' || (seq % 4), 1, now() from jobs_job where state = 'running'`)
   await pool.query(`insert into jobs_step (job, name, answer) select seq, 'step', '1' from jobs_job where state = 'running'`)
@@ -38,7 +41,7 @@ afterAll(async () => {
 })
 
 /** A statement and the parameters it is planned with. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: statements of every parameter shape
 type Planned = [PgStatement<any, unknown>, Record<string, PgValue>]
 
 const window = { queue: 'q1', now: NOW, limit: 16 }
@@ -74,7 +77,17 @@ const LOOK_UPS: Record<string, Planned> = {
   markRunning: [SQL.markRunning, { seqs }],
   insertLeases: [SQL.insertLeases, { seqs, owner: 'o', expiresAt: NOW, channel: null }],
   endRun: [SQL.endRun, { ...end, seq: 4, owner: 'owner-0', attempt: 1 }],
-  endRuns: [SQL.endRuns, { ...end, owner: 'owner-0', runs: JSON.stringify([[4, 1, NOW, '{}'], [12, 1, NOW, null]]) }],
+  endRuns: [
+    SQL.endRuns,
+    {
+      ...end,
+      owner: 'owner-0',
+      runs: JSON.stringify([
+        [4, 1, NOW, '{}'],
+        [12, 1, NOW, null],
+      ]),
+    },
+  ],
   endUnleased: [SQL.endUnleased, { ...end, seq: 4 }],
   deleteLeases: [SQL.deleteLeases, { seqs }],
   deleteSteps: [SQL.deleteSteps, { seqs }],
@@ -119,7 +132,9 @@ async function planOf([statement, params]: Planned, mode: 'force_custom_plan' | 
     await client.query(`prepare ${name} as ${statement.text}`)
     // EXECUTE takes its arguments as literals: a utility statement has no bound parameters.
     const values = statement.params.map((param) => literal(params[param] ?? null))
-    const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`explain (format json, costs off) execute ${name}${values.length > 0 ? `(${values.join(', ')})` : ''}`)
+    const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+      `explain (format json, costs off) execute ${name}${values.length > 0 ? `(${values.join(', ')})` : ''}`,
+    )
     await client.query(`deallocate ${name}`)
     await client.query(`reset plan_cache_mode`)
     return rows[0]!['QUERY PLAN'][0].Plan
@@ -136,7 +151,8 @@ function nodes(plan: PlanNode): PlanNode[] {
 const readsJobs = (node: PlanNode) => nodes(node).some((inner) => inner['Relation Name'] === 'jobs_job')
 
 /** The plan's scans of all of jobs_job. */
-const jobsTableScans = (plan: PlanNode) => nodes(plan).filter((node) => node['Node Type'] === 'Seq Scan' && node['Relation Name'] === 'jobs_job')
+const jobsTableScans = (plan: PlanNode) =>
+  nodes(plan).filter((node) => node['Node Type'] === 'Seq Scan' && node['Relation Name'] === 'jobs_job')
 
 /** The plan's full sorts of jobs read from jobs_job (an incremental sort is another node type). */
 const jobsSorts = (plan: PlanNode) => nodes(plan).filter((node) => node['Node Type'] === 'Sort' && readsJobs(node))

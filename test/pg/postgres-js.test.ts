@@ -91,15 +91,24 @@ for (const major of POSTGRES_JS) {
       await enqueue(db, q, { outcome: 'fail', n: 6 }, { id: 'fail' })
       await enqueue(db, q, { outcome: 'throw', n: 7 }, { id: 'throw' })
       workers.push(
-        work(db, q, (value, run) => {
-          if (value.outcome === 'fail') return run.fail('the message was deleted')
-          if (value.outcome === 'throw') throw new Error(`the model timed out on attempt ${run.attempt}`)
-          return { doubled: value.n * 2 }
-        }, { slots: 3 }),
+        work(
+          db,
+          q,
+          (value, run) => {
+            if (value.outcome === 'fail') return run.fail('the message was deleted')
+            if (value.outcome === 'throw') throw new Error(`the model timed out on attempt ${run.attempt}`)
+            return { doubled: value.n * 2 }
+          },
+          { slots: 3 },
+        ),
       )
-      await waitFor(async () => Number((await t.pool.query(`select count(*) as n from jobs_job where state in ('done', 'failed')`)).rows[0].n) === 8, 'every job to end')
+      await waitFor(
+        async () => Number((await t.pool.query(`select count(*) as n from jobs_job where state in ('done', 'failed')`)).rows[0].n) === 8,
+        'every job to end',
+      )
 
-      for (let n = 0; n < 6; n++) expect(await getJob(db, q, `ok-${n}`)).toMatchObject({ state: 'done', result: { doubled: n * 2 }, attempt: 1 })
+      for (let n = 0; n < 6; n++)
+        expect(await getJob(db, q, `ok-${n}`)).toMatchObject({ state: 'done', result: { doubled: n * 2 }, attempt: 1 })
       expect(await getJob(db, q, 'fail')).toMatchObject({ state: 'failed', error: 'the message was deleted', attempt: 1 })
       expect(await getJob(db, q, 'throw')).toMatchObject({ state: 'failed', error: 'the model timed out on attempt 2', attempt: 2 })
       expect(await count('jobs_lease')).toBe(0)
@@ -132,7 +141,10 @@ for (const major of POSTGRES_JS) {
       const child = startFixture('contract-child.ts', ['work', t.url, 'step-then-hang'], { STEP_LOG: stepLog, PG_DRIVER: major })
       await waitFor(() => child.output().includes('step-done'), 'the child to finish its step')
       // The child talks to the server through postgres.js, which names itself; nothing else here has opened it yet.
-      const onPostgresJs = await t.pool.query(`select count(*) as n from pg_stat_activity where datname = $1 and application_name = 'postgres.js'`, [t.name])
+      const onPostgresJs = await t.pool.query(
+        `select count(*) as n from pg_stat_activity where datname = $1 and application_name = 'postgres.js'`,
+        [t.name],
+      )
       expect(Number(onPostgresJs.rows[0].n)).toBeGreaterThan(0)
       child.process.kill('SIGKILL')
       expect(await child.exited).toBe('SIGKILL')
@@ -178,7 +190,10 @@ for (const major of POSTGRES_JS) {
           return { text: 'hello' }
         }),
       )
-      await waitFor(() => seen.some((snapshot) => snapshot.state === 'running' && (snapshot.progress as { step?: string } | null)?.step === 'thinking'), 'the running snapshot with its progress')
+      await waitFor(
+        () => seen.some((snapshot) => snapshot.state === 'running' && (snapshot.progress as { step?: string } | null)?.step === 'thinking'),
+        'the running snapshot with its progress',
+      )
       release()
       await following
       expect(seen[0]).toMatchObject({ id: 'w', state: 'waiting', ahead: 0 })
@@ -198,9 +213,18 @@ for (const major of POSTGRES_JS) {
         seen.push(label)
         if (label === 'running') await t.pool.query('insert into signal (name) values ($1)', [`think${snapshot.attempt}`])
         if (label === 'running thinking') await t.pool.query('insert into signal (name) values ($1)', [`finish${snapshot.attempt}`])
-        if (label === 'scheduled' && seen.indexOf('scheduled') === seen.length - 1) await t.pool.query(`update jobs_job set run_at = now() where id = 'w'`)
+        if (label === 'scheduled' && seen.indexOf('scheduled') === seen.length - 1)
+          await t.pool.query(`update jobs_job set run_at = now() where id = 'w'`)
       }
-      expect(seen.filter((label, i) => label !== seen[i - 1])).toEqual(['waiting', 'running', 'running thinking', 'scheduled', 'running', 'running thinking', 'done'])
+      expect(seen.filter((label, i) => label !== seen[i - 1])).toEqual([
+        'waiting',
+        'running',
+        'running thinking',
+        'scheduled',
+        'running',
+        'running thinking',
+        'done',
+      ])
     })
   })
 }

@@ -55,21 +55,34 @@ test('JOB-12 [postgres] the values of many runs share notices, none reaching 8,0
   const payloads = await listenForProgress()
   const q = defineQueue<number>('many')
   const runs = 60
-  await enqueueMany(t.db, q, Array.from({ length: runs }, (_, i) => ({ value: i })))
+  await enqueueMany(
+    t.db,
+    q,
+    Array.from({ length: runs }, (_, i) => ({ value: i })),
+  )
   let release!: () => void
   const released = new Promise<void>((resolve) => (release = resolve))
   let started = 0
   // Half the runs set progress near the 4 KiB cap, half a small value; each sets three values at once, of which the last counts.
   const big = (i: number, step: number) => ({ i, step, pad: 'x'.repeat(MAX_PROGRESS_BYTES - 40) })
   workers.push(
-    work(t.db, q, async (i, run) => {
-      started++
-      for (let step = 1; step <= 3; step++) run.setProgress(i % 2 === 0 ? big(i, step) : { i, step })
-      await released
-    }, { slots: runs }),
+    work(
+      t.db,
+      q,
+      async (i, run) => {
+        started++
+        for (let step = 1; step <= 3; step++) run.setProgress(i % 2 === 0 ? big(i, step) : { i, step })
+        await released
+      },
+      { slots: runs },
+    ),
   )
   await waitFor(() => started === runs, 'every run to start')
-  await waitFor(() => latestByJob(payloads).size === runs && [...latestByJob(payloads).values()].every((run) => (run.value as { step: number }).step === 3), 'the last value of every run')
+  await waitFor(
+    () =>
+      latestByJob(payloads).size === runs && [...latestByJob(payloads).values()].every((run) => (run.value as { step: number }).step === 3),
+    'the last value of every run',
+  )
   for (const payload of payloads) expect(Buffer.byteLength(payload)).toBeLessThan(8_000)
   // Packed: fewer notices than runs (two big values never fit one notice; small ones fill the room they leave).
   expect(payloads.length).toBeLessThan(runs)
@@ -82,7 +95,11 @@ test('JOB-12 [postgres] the values of many runs share notices, none reaching 8,0
 test('JOB-12 [postgres] a run that sets no progress sends no notice', async () => {
   const payloads = await listenForProgress()
   const q = defineQueue<number>('quiet')
-  await enqueueMany(t.db, q, Array.from({ length: 20 }, (_, i) => ({ value: i })))
+  await enqueueMany(
+    t.db,
+    q,
+    Array.from({ length: 20 }, (_, i) => ({ value: i })),
+  )
   let done = 0
   workers.push(work(t.db, q, () => void done++, { slots: 8 }))
   await waitFor(() => done === 20, 'every run to end')

@@ -152,7 +152,9 @@ test('an id is unique within its queue, and the same id may be used by another q
   expect(refused.code).toBe('23505')
   expect(refused.message).toContain('jobs_job_queue_id')
   // What an add that must not duplicate does: the existing job is kept as it was.
-  const added = await query(`insert into jobs_job (queue, id, value) values ('q', 'reply:1', '2') on conflict (queue, id) do nothing returning seq`)
+  const added = await query(
+    `insert into jobs_job (queue, id, value) values ('q', 'reply:1', '2') on conflict (queue, id) do nothing returning seq`,
+  )
   expect(added).toEqual([])
   expect(await query(`select queue, value from jobs_job where id = 'reply:1' order by seq`)).toEqual([
     { queue: 'q', value: null },
@@ -165,7 +167,10 @@ test('deleting a job deletes its steps and its lease; a step or lease of no job 
   const other = await addJob('q', 'b')
   for (const job of [seq, other]) {
     await query(`insert into jobs_step (job, name, answer) values ($1, 'history', '["hi"]'), ($1, 'answer', '"hello"')`, [job])
-    await query(`insert into jobs_lease (job, queue, owner, attempt, expires_at) values ($1, 'q', 'host:1', 1, now() + interval '30 seconds')`, [job])
+    await query(
+      `insert into jobs_lease (job, queue, owner, attempt, expires_at) values ($1, 'q', 'host:1', 1, now() + interval '30 seconds')`,
+      [job],
+    )
   }
   await query(`delete from jobs_job where seq = $1`, [seq])
   expect(await query(`select job, name, answer from jobs_step order by name`)).toEqual([
@@ -175,7 +180,9 @@ test('deleting a job deletes its steps and its lease; a step or lease of no job 
   expect(await query(`select job from jobs_lease`)).toEqual([{ job: String(other) }])
   // 23503: foreign key violation.
   expect((await failure(`insert into jobs_step (job, name) values (${seq}, 'history')`)).code).toBe('23503')
-  expect((await failure(`insert into jobs_lease (job, queue, owner, attempt, expires_at) values (${seq}, 'q', 'o', 1, now())`)).code).toBe('23503')
+  expect((await failure(`insert into jobs_lease (job, queue, owner, attempt, expires_at) values (${seq}, 'q', 'o', 1, now())`)).code).toBe(
+    '23503',
+  )
   // A step is kept once per name.
   expect((await failure(`insert into jobs_step (job, name) values (${other}, 'history')`)).code).toBe('23505')
 })
@@ -240,6 +247,8 @@ describe.each(drivers)('on %s', (_, open) => {
     expect(second.id).not.toBe(first.id)
     expect(await run(`select count(*)::int as n from jobs_job where value = 'null'::jsonb`)).toEqual([{ n: 1 }])
     // run_at is the time of the add, by the server's clock: the job may run now.
-    expect(await run(`select bool_and(run_at <= now() and run_at > now() - interval '1 minute') as now from jobs_job`)).toEqual([{ now: true }])
+    expect(await run(`select bool_and(run_at <= now() and run_at > now() - interval '1 minute') as now from jobs_job`)).toEqual([
+      { now: true },
+    ])
   })
 })

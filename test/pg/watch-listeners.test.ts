@@ -27,7 +27,9 @@ function poolClients(): Array<{ listenerCount(event: string): number }> {
 
 /** The server's connections to the test's database that listen, or last listened, for changes. */
 async function listeningConnections(): Promise<number> {
-  const { rows } = await t.pool.query(`select count(*)::int as n from pg_stat_activity where datname = current_database() and query like '%listen "drizzle_jobs"%' and pid <> pg_backend_pid()`)
+  const { rows } = await t.pool.query(
+    `select count(*)::int as n from pg_stat_activity where datname = current_database() and query like '%listen "drizzle_jobs"%' and pid <> pg_backend_pid()`,
+  )
   return rows[0].n
 }
 
@@ -43,7 +45,8 @@ async function watchOneAfterAnother(db: PgDatabase): Promise<void> {
 
 test(`JOB-11 [postgres] ${WATCHES} watches one after another on node-postgres, each stopped, leave no 'error' or 'notification' listener on the pool's clients, and no MaxListenersExceededWarning`, async () => {
   await enqueue(t.db, queue, { n: 1 }, { id: 'w' })
-  const counts = () => poolClients().map((client) => ({ error: client.listenerCount('error'), notification: client.listenerCount('notification') }))
+  const counts = () =>
+    poolClients().map((client) => ({ error: client.listenerCount('error'), notification: client.listenerCount('notification') }))
   const before = counts()
   await watchOneAfterAnother(t.db)
   // The last watch's UNLISTEN settles, and its client goes back to the pool.

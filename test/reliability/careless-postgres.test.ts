@@ -7,7 +7,18 @@
  */
 import fc from 'fast-check'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import { defineQueue, enqueueMany, getJob, inspectJob, listJobs, queueCounts, watch, work, type PgDatabase, type Worker } from '../../src/index.js'
+import {
+  defineQueue,
+  enqueueMany,
+  getJob,
+  inspectJob,
+  listJobs,
+  queueCounts,
+  watch,
+  work,
+  type PgDatabase,
+  type Worker,
+} from '../../src/index.js'
 import { dashboard } from '../../src/dashboard/index.js'
 import { list, show, status } from '../../src/cli/commands.js'
 import { openDatabase } from '../../src/cli/open.js'
@@ -40,16 +51,34 @@ describe.each(DRIVERS)('%s', (driver) => {
   /** A row as another program writes it: only the columns it cares about, the others at their defaults. */
   const insertRaw = (queue: string, id: string, columns: Record<string, unknown> = {}) => {
     const names = ['queue', 'id', 'value', ...Object.keys(columns)]
-    return t.pool.query(`insert into jobs_job (${names.join(', ')}) values (${names.map((_, i) => `$${i + 1}`).join(', ')})`, [queue, id, '{"n": 1}', ...Object.values(columns)])
+    return t.pool.query(`insert into jobs_job (${names.join(', ')}) values (${names.map((_, i) => `$${i + 1}`).join(', ')})`, [
+      queue,
+      id,
+      '{"n": 1}',
+      ...Object.values(columns),
+    ])
   }
   const rowOf = async (queue: string, id: string) =>
-    (await t.pool.query<{ state: string; attempts: number; error: string | null }>('select state, attempts, error from jobs_job where queue = $1 and id = $2', [queue, id])).rows[0]!
+    (
+      await t.pool.query<{ state: string; attempts: number; error: string | null }>(
+        'select state, attempts, error from jobs_job where queue = $1 and id = $2',
+        [queue, id],
+      )
+    ).rows[0]!
   const recount = async (queue: string) =>
-    Object.fromEntries((await t.pool.query<{ state: string; n: string }>('select state, count(*) as n from jobs_job where queue = $1 group by state', [queue])).rows.map((r) => [r.state, Number(r.n)]))
+    Object.fromEntries(
+      (
+        await t.pool.query<{ state: string; n: string }>('select state, count(*) as n from jobs_job where queue = $1 group by state', [
+          queue,
+        ])
+      ).rows.map((r) => [r.state, Number(r.n)]),
+    )
 
   /** Every reading surface answers for each job of `queue` still stored (a worker prunes ended ones), without throwing. */
   async function everySurfaceAnswers(queue: string, all: string[]): Promise<void> {
-    const ids = (await t.pool.query<{ id: string }>('select id from jobs_job where queue = $1 and id = any($2)', [queue, all])).rows.map((row) => row.id)
+    const ids = (await t.pool.query<{ id: string }>('select id from jobs_job where queue = $1 and id = any($2)', [queue, all])).rows.map(
+      (row) => row.id,
+    )
     for (const id of ids) {
       const snapshot = await getJob(db, queue, id)
       expect(snapshot, id).toBeDefined()
@@ -60,7 +89,8 @@ describe.each(DRIVERS)('%s', (driver) => {
     }
     for (const state of [undefined, 'waiting', 'scheduled', 'running', 'done', 'failed'] as const) {
       let page = await listJobs(db, { queue, state, limit: 2 })
-      for (let pages = 0; page.next !== null && pages < 20; pages++) page = await listJobs(db, { queue, state, limit: 2, cursor: page.next })
+      for (let pages = 0; page.next !== null && pages < 20; pages++)
+        page = await listJobs(db, { queue, state, limit: 2, cursor: page.next })
     }
     await queueCounts(db, queue)
     const open = await openDatabase({ target: t.url, from: '--db' })
@@ -73,7 +103,12 @@ describe.each(DRIVERS)('%s', (driver) => {
     }
     const mounted = dashboard(db)
     try {
-      const paths = ['/', `/queues/${queue}`, ...['waiting', 'scheduled', 'running', 'done', 'failed'].map((state) => `/queues/${queue}?state=${state}`), ...ids.map((id) => `/queues/${queue}/jobs/${encodeURIComponent(id)}`)]
+      const paths = [
+        '/',
+        `/queues/${queue}`,
+        ...['waiting', 'scheduled', 'running', 'done', 'failed'].map((state) => `/queues/${queue}?state=${state}`),
+        ...ids.map((id) => `/queues/${queue}/jobs/${encodeURIComponent(id)}`),
+      ]
       for (const path of paths) {
         const answer = await mounted.fetch(new Request(`http://127.0.0.1${path}`))
         const body = await answer.text()
@@ -109,7 +144,14 @@ describe.each(DRIVERS)('%s', (driver) => {
     await insertRaw(q.name, 'later-broken')
     await t.pool.query(`update jobs_job set attempts = -1 where id = 'later-broken'`)
     // An ended row may hold anything: it never runs again, and readers show it.
-    await insertRaw(q.name, 'ended-odd', { state: 'done', attempts: INT_MAX, max_attempts: -1, priority: BIGINT_MIN, run_at: 'infinity', finished_at: '-infinity' })
+    await insertRaw(q.name, 'ended-odd', {
+      state: 'done',
+      attempts: INT_MAX,
+      max_attempts: -1,
+      priority: BIGINT_MIN,
+      run_at: 'infinity',
+      finished_at: '-infinity',
+    })
     const ids = ['early-int-max', ...cases.map(([id]) => id), 'top', 'bottom', 'good', 'later-broken', 'ended-odd']
     await everySurfaceAnswers(q.name, ids)
     const top = await getJob(db, q, 'top')
@@ -123,30 +165,49 @@ describe.each(DRIVERS)('%s', (driver) => {
     workers.push(work(db, q, (_value, run) => void ran.push(run.id), { slots: 1, onError: (error) => surfaced.push(error) }))
     await waitFor(async () => (await rowOf(q.name, 'top')).state === 'done', 'the job of the highest priority to run')
     expect(ran).toEqual(['bottom', 'good', 'top'])
-    expect(await rowOf(q.name, 'early-int-max')).toMatchObject({ state: 'failed', error: expect.stringMatching(/^attempts holds 2147483647/) })
-    for (const [id, , error] of cases) expect(await rowOf(q.name, id), id).toMatchObject({ state: 'failed', error: expect.stringMatching(error) })
-    expect(await rowOf(q.name, 'later-broken')).toMatchObject({ state: 'failed', error: expect.stringMatching(/^attempts holds -1, not a count of runs/) })
+    expect(await rowOf(q.name, 'early-int-max')).toMatchObject({
+      state: 'failed',
+      error: expect.stringMatching(/^attempts holds 2147483647/),
+    })
+    for (const [id, , error] of cases)
+      expect(await rowOf(q.name, id), id).toMatchObject({ state: 'failed', error: expect.stringMatching(error) })
+    expect(await rowOf(q.name, 'later-broken')).toMatchObject({
+      state: 'failed',
+      error: expect.stringMatching(/^attempts holds -1, not a count of runs/),
+    })
     expect(surfaced).toEqual([])
     await everySurfaceAnswers(q.name, ids)
     await waitFor(async () => {
       const counts = await queueCounts(db, q)
       const stored = await recount(q.name)
-      return (['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] as const).every((state) => counts[state] === (stored[state] ?? 0))
+      return (['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] as const).every(
+        (state) => counts[state] === (stored[state] ?? 0),
+      )
     }, 'the counts to equal the jobs')
   })
 
   test(`JOB-18 ${on} a jobs_queue row deleted by hand leaves the counts right afterwards`, async () => {
     const q = defineQueue<{ n: number }>('deleted-row')
     workers.push(work(db, q, () => {}, { onError: (error) => surfaced.push(error) }))
-    await enqueueMany(db, q, Array.from({ length: 7 }, (_, n) => ({ value: { n } })))
+    await enqueueMany(
+      db,
+      q,
+      Array.from({ length: 7 }, (_, n) => ({ value: { n } })),
+    )
     await waitFor(async () => (await queueCounts(db, q)).done === 7, 'seven jobs to be done')
     // Folded into the row (a worker folds once a second), then the row is deleted.
-    await waitFor(async () => Number((await t.pool.query('select count(*) as n from jobs_count where queue = $1', [q.name])).rows[0].n) === 0, 'the counts to be folded')
+    await waitFor(
+      async () => Number((await t.pool.query('select count(*) as n from jobs_count where queue = $1', [q.name])).rows[0].n) === 0,
+      'the counts to be folded',
+    )
     await t.pool.query('delete from jobs_queue where name = $1', [q.name])
     expect(await queueCounts(db, q)).toMatchObject({ done: 7 })
     await enqueueMany(db, q, [{ value: { n: 8 } }])
     await waitFor(async () => (await queueCounts(db, q)).done === 8, 'the eighth job to be counted done')
-    await waitFor(async () => Number((await t.pool.query('select count(*) as n from jobs_count where queue = $1', [q.name])).rows[0].n) === 0, 'the counts to be folded again')
+    await waitFor(
+      async () => Number((await t.pool.query('select count(*) as n from jobs_count where queue = $1', [q.name])).rows[0].n) === 0,
+      'the counts to be folded again',
+    )
     expect(await queueCounts(db, q)).toMatchObject({ waiting: 0, running: 0, done: 8 })
     expect(surfaced).toEqual([])
   })
@@ -157,7 +218,17 @@ describe.each(DRIVERS)('%s', (driver) => {
     const int = fc.oneof(fc.integer({ min: -3, max: 6 }), fc.constantFrom(INT_MAX, -INT_MAX - 1, INT_MAX - 1))
     const time = fc.oneof(
       { arbitrary: fc.constant('now()'), weight: 4 },
-      { arbitrary: fc.constantFrom("'infinity'", "'-infinity'", "'290000-01-01Z'", "'4713-01-01 BC'", "now() + interval '1000 years'", "'1970-01-01Z'"), weight: 1 },
+      {
+        arbitrary: fc.constantFrom(
+          "'infinity'",
+          "'-infinity'",
+          "'290000-01-01Z'",
+          "'4713-01-01 BC'",
+          "now() + interval '1000 years'",
+          "'1970-01-01Z'",
+        ),
+        weight: 1,
+      },
     )
     const row = fc.record({
       state: fc.constantFrom('waiting', 'waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'),
@@ -183,15 +254,25 @@ describe.each(DRIVERS)('%s', (driver) => {
         await everySurfaceAnswers(q.name, ids)
         const rowsWorker = work(db, q, () => {}, { pollInterval: '5ms', onError: (error) => surfaced.push(error) })
         try {
-          await waitFor(async () => {
-            const states = await t.pool.query<{ state: string; due: boolean }>(`select state, run_at <= now() + interval '1 minute' as due from jobs_job where id = any($1)`, [ids])
-            return states.rows.every((s) => s.state !== 'running' && !(['waiting', 'scheduled'].includes(s.state) && s.due))
-          }, `rows ${JSON.stringify(rows)} to settle`, 10_000)
+          await waitFor(
+            async () => {
+              const states = await t.pool.query<{ state: string; due: boolean }>(
+                `select state, run_at <= now() + interval '1 minute' as due from jobs_job where id = any($1)`,
+                [ids],
+              )
+              return states.rows.every((s) => s.state !== 'running' && !(['waiting', 'scheduled'].includes(s.state) && s.due))
+            },
+            `rows ${JSON.stringify(rows)} to settle`,
+            10_000,
+          )
         } finally {
           await rowsWorker.stop({ timeout: '2s' })
         }
         expect(surfaced).toEqual([])
-        const failed = await t.pool.query<{ id: string; error: string }>(`select id, error from jobs_job where id = any($1) and state = 'failed' and error like '%breaks the table protocol'`, [ids])
+        const failed = await t.pool.query<{ id: string; error: string }>(
+          `select id, error from jobs_job where id = any($1) and state = 'failed' and error like '%breaks the table protocol'`,
+          [ids],
+        )
         for (const f of failed.rows) expect(f.error).toMatch(/^(run_at|created_at|attempts|max_attempts) holds /)
         await everySurfaceAnswers(q.name, ids)
       }),

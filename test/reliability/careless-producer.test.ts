@@ -9,7 +9,22 @@
 import { execFile } from 'node:child_process'
 import fc from 'fast-check'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import { cancel, defineQueue, enqueue, enqueueMany, getJob, inspectJob, listJobs, pauseQueue, queueCounts, watch, work, type JobState, type Json, type Worker } from '../../src/index.js'
+import {
+  cancel,
+  defineQueue,
+  enqueue,
+  enqueueMany,
+  getJob,
+  inspectJob,
+  listJobs,
+  pauseQueue,
+  queueCounts,
+  watch,
+  work,
+  type JobState,
+  type Json,
+  type Worker,
+} from '../../src/index.js'
 import { dashboard } from '../../src/dashboard/index.js'
 import { list, show, status } from '../../src/cli/commands.js'
 import { connectionOf } from '../../src/dialect/sqlite/connection.js'
@@ -65,7 +80,13 @@ async function appHasWritten(db: TestDb['db']): Promise<void> {
   await work(db, defineQueue('app-setup'), () => {}).stop()
 }
 
-const jobOf = (id: string) => t.client.prepare(`select state, attempts, error, result from jobs_job where queue = ? and id = ?`).get(queue.name, id) as { state: string; attempts: number; error: string | null; result: string | null }
+const jobOf = (id: string) =>
+  t.client.prepare(`select state, attempts, error, result from jobs_job where queue = ? and id = ?`).get(queue.name, id) as {
+    state: string
+    attempts: number
+    error: string | null
+    result: string | null
+  }
 
 test('JOB-13 a value that is not JSON fails its job at once with an error saying so; a negative run_at runs; huge priorities run in their order; the others go on', async () => {
   enqueue(t.db, queue, { n: 1 }, { id: 'good-1' })
@@ -84,12 +105,25 @@ test('JOB-13 a value that is not JSON fails its job at once with an error saying
     expect(jobOf(id)).toMatchObject({ state: 'failed', attempts: 1 })
     expect(jobOf(id).error).toMatch(/not JSON/)
   }
-  for (const [id, n] of [['good-1', 1], ['good-2', 2], ['long-ago', 3], ['last', 4], ['first', 5], ['float-priority', 6]] as const) {
+  for (const [id, n] of [
+    ['good-1', 1],
+    ['good-2', 2],
+    ['long-ago', 3],
+    ['last', 4],
+    ['first', 5],
+    ['float-priority', 6],
+  ] as const) {
     expect(jobOf(id)).toEqual({ state: 'done', attempts: 1, error: null, result: JSON.stringify({ double: n * 2 }) })
   }
   expect(ran).toEqual(['first', 'long-ago', 'good-1', 'good-2', 'last', 'float-priority'])
   expect(surfaced).toEqual([])
-  expect(t.client.prepare(`select waiting, scheduled, running, done, failed from jobs_queue where name = ?`).get(queue.name)).toEqual({ waiting: 0, scheduled: 0, running: 0, done: 6, failed: 2 })
+  expect(t.client.prepare(`select waiting, scheduled, running, done, failed from jobs_queue where name = ?`).get(queue.name)).toEqual({
+    waiting: 0,
+    scheduled: 0,
+    running: 0,
+    done: 6,
+    failed: 2,
+  })
   expect(t.client.prepare('pragma integrity_check').pluck().get()).toBe('ok')
 })
 
@@ -100,7 +134,11 @@ test('JOB-13 a row in an unknown state is failed by the worker with an error nam
   startWorker()
 
   await waitFor('the good job to be done', () => jobOf('good').state === 'done', 20_000)
-  await waitFor('the rows in unknown states to be failed', () => jobOf('pending').state === 'failed' && jobOf('shouting').state === 'failed', 5_000)
+  await waitFor(
+    'the rows in unknown states to be failed',
+    () => jobOf('pending').state === 'failed' && jobOf('shouting').state === 'failed',
+    5_000,
+  )
   expect(jobOf('pending').error).toMatch(/pending/)
   expect(jobOf('shouting').error).toMatch(/WAITING/)
   expect(ran).toEqual(['good'])
@@ -130,7 +168,11 @@ test('JOB-18 a job that may run but whose columns break the protocol fails at on
     ['negative-attempts', { attempts: -1 }, /^attempts holds -1, not a count of runs/],
     ['text-attempts', { attempts: 'none' }, /^attempts holds 'none', not a count of runs/],
     ['no-attempts', { max_attempts: 0 }, /^max_attempts holds 0, not a number of runs/],
-    ['above-max', { attempts: 5, max_attempts: 2 }, /^attempts holds 5, not a count of runs within max_attempts \(2\): the row breaks the table protocol$/],
+    [
+      'above-max',
+      { attempts: 5, max_attempts: 2 },
+      /^attempts holds 5, not a count of runs within max_attempts \(2\): the row breaks the table protocol$/,
+    ],
     ['blob-group', { grp: Buffer.from([0, 255]) }, /^grp holds X'00FF', not text or null/],
     ['running-blob-run-at', { state: 'running', run_at: Buffer.from('x') }, /^run_at holds X'78', not a time/],
   ]
@@ -141,26 +183,61 @@ test('JOB-18 a job that may run but whose columns break the protocol fails at on
   startWorker()
 
   await waitFor('the good job to be done', () => jobOf('good').state === 'done', 10_000)
-  expect(jobOf('soon-early')).toMatchObject({ state: 'failed', attempts: 0, error: expect.stringMatching(/^run_at holds 'soon', not a time/) })
+  expect(jobOf('soon-early')).toMatchObject({
+    state: 'failed',
+    attempts: 0,
+    error: expect.stringMatching(/^run_at holds 'soon', not a time/),
+  })
   expect(jobOf('fine')).toMatchObject({ state: 'failed', attempts: 0, error: expect.stringMatching(/^run_at holds 'later', not a time/) })
   for (const [id, , error] of cases) expect(jobOf(id), id).toMatchObject({ state: 'failed', error: expect.stringMatching(error) })
   expect(ran).toEqual(['good'])
   expect(surfaced).toEqual([])
-  const states = t.client.prepare(`select state, count(*) as n from jobs_job where queue = ? group by state`).all(queue.name) as { state: string; n: number }[]
-  expect(queueCounts(t.db, queue)).toMatchObject({ waiting: 0, scheduled: 0, running: 0, done: 1, failed: cases.length + 2, ...Object.fromEntries(states.map((s) => [s.state, s.n])) })
+  const states = t.client.prepare(`select state, count(*) as n from jobs_job where queue = ? group by state`).all(queue.name) as {
+    state: string
+    n: number
+  }[]
+  expect(queueCounts(t.db, queue)).toMatchObject({
+    waiting: 0,
+    scheduled: 0,
+    running: 0,
+    done: 1,
+    failed: cases.length + 2,
+    ...Object.fromEntries(states.map((s) => [s.state, s.n])),
+  })
 })
 
 test('JOB-18 a job written as running with no lease runs again, as an abandoned run does, and frees its place under the concurrency', async () => {
   const single = defineQueue<{ n: number }>('careless-single', { attempts: 3, concurrency: 1, backoff: { initial: 1, max: 1 } })
   const now = Date.now()
-  producer.prepare(`insert into jobs_job (queue, id, value, state, attempts, max_attempts, run_at, created_at) values (?, ?, ?, 'running', ?, 3, ?, ?)`).run(single.name, 'orphan', '{"n": 1}', 1, now, now)
-  producer.prepare(`insert into jobs_job (queue, id, value, state, attempts, max_attempts, run_at, created_at) values (?, ?, ?, 'running', ?, 3, ?, ?)`).run(single.name, 'orphan-last', '{"n": 2}', 3, now, now)
+  producer
+    .prepare(
+      `insert into jobs_job (queue, id, value, state, attempts, max_attempts, run_at, created_at) values (?, ?, ?, 'running', ?, 3, ?, ?)`,
+    )
+    .run(single.name, 'orphan', '{"n": 1}', 1, now, now)
+  producer
+    .prepare(
+      `insert into jobs_job (queue, id, value, state, attempts, max_attempts, run_at, created_at) values (?, ?, ?, 'running', ?, 3, ?, ?)`,
+    )
+    .run(single.name, 'orphan-last', '{"n": 2}', 3, now, now)
   enqueue(t.db, single, { n: 3 }, { id: 'behind' })
-  worker = work(t.db, single, (value, run) => void ran.push(run.id), { onError: (error) => surfaced.push(error) })
-  const rowOf = (id: string) => t.client.prepare(`select state, attempts, error from jobs_job where queue = ? and id = ?`).get(single.name, id) as { state: string; attempts: number; error: string | null }
-  await waitFor('every job to end', () => ['orphan', 'orphan-last', 'behind'].every((id) => ['done', 'failed'].includes(rowOf(id).state)), 10_000)
+  worker = work(t.db, single, (_value, run) => void ran.push(run.id), { onError: (error) => surfaced.push(error) })
+  const rowOf = (id: string) =>
+    t.client.prepare(`select state, attempts, error from jobs_job where queue = ? and id = ?`).get(single.name, id) as {
+      state: string
+      attempts: number
+      error: string | null
+    }
+  await waitFor(
+    'every job to end',
+    () => ['orphan', 'orphan-last', 'behind'].every((id) => ['done', 'failed'].includes(rowOf(id).state)),
+    10_000,
+  )
   expect(rowOf('orphan')).toMatchObject({ state: 'done', attempts: 2, error: null })
-  expect(rowOf('orphan-last')).toMatchObject({ state: 'failed', attempts: 3, error: expect.stringMatching(/^attempt 3 of 3 ended without an outcome: it was running with no lease/) })
+  expect(rowOf('orphan-last')).toMatchObject({
+    state: 'failed',
+    attempts: 3,
+    error: expect.stringMatching(/^attempt 3 of 3 ended without an outcome: it was running with no lease/),
+  })
   expect(rowOf('behind')).toMatchObject({ state: 'done', attempts: 1 })
   expect(ran.sort()).toEqual(['behind', 'orphan'])
   expect(surfaced).toEqual([])
@@ -170,7 +247,11 @@ test('JOB-18 a job written as running with no lease runs again, as an abandoned 
 test('JOB-18 [sqlite] a jobs_queue row deleted by hand while its queue has jobs comes back counted from them: the counts stay right afterwards', async () => {
   const counted = defineQueue<{ n: number }>('deleted-row')
   worker = work(t.db, counted, () => {}, { onError: (error) => surfaced.push(error) })
-  enqueueMany(t.db, counted, Array.from({ length: 7 }, (_, n) => ({ value: { n } })))
+  enqueueMany(
+    t.db,
+    counted,
+    Array.from({ length: 7 }, (_, n) => ({ value: { n } })),
+  )
   await waitFor('seven jobs to be done', () => queueCounts(t.db, counted).done === 7, 10_000)
   producer.prepare('delete from jobs_queue where name = ?').run(counted.name)
   expect(queueCounts(t.db, counted)).toMatchObject({ waiting: 0, running: 0, done: 7 })
@@ -186,12 +267,36 @@ test('JOB-18 [sqlite] a jobs_queue row deleted by hand while its queue has jobs 
 
 test('JOB-18 getJob, watch, the admin API, the CLI and the dashboard show a row with times that are no times as stored, without throwing', async () => {
   await appHasWritten(t.db)
-  insertStored({ queue: queue.name, id: 'iso', value: '{"n": 1}', state: 'done', run_at: 1e300, created_at: '2026-01-01T00:00:00Z', finished_at: 'yesterday', attempts: 'one', max_attempts: 2, priority: 'high' })
-  const expected = { run_at: '1e+300', created_at: "'2026-01-01T00:00:00Z'", finished_at: "'yesterday'", attempts: "'one'", priority: "'high'" }
+  insertStored({
+    queue: queue.name,
+    id: 'iso',
+    value: '{"n": 1}',
+    state: 'done',
+    run_at: 1e300,
+    created_at: '2026-01-01T00:00:00Z',
+    finished_at: 'yesterday',
+    attempts: 'one',
+    max_attempts: 2,
+    priority: 'high',
+  })
+  const expected = {
+    run_at: '1e+300',
+    created_at: "'2026-01-01T00:00:00Z'",
+    finished_at: "'yesterday'",
+    attempts: "'one'",
+    priority: "'high'",
+  }
   const { priority: _, ...snapshotMalformed } = expected
 
   const snapshot = getJob(t.db, queue, 'iso')!
-  expect(snapshot).toMatchObject({ state: 'done', runAt: null, createdAt: null, finishedAt: null, attempts: 2, malformed: snapshotMalformed })
+  expect(snapshot).toMatchObject({
+    state: 'done',
+    runAt: null,
+    createdAt: null,
+    finishedAt: null,
+    attempts: 2,
+    malformed: snapshotMalformed,
+  })
   expect(snapshot.attempt).toBeNaN()
   const watched = watch(t.db, queue, 'iso')
   expect((await watched.next()).value).toMatchObject({ state: 'done', runAt: null, malformed: snapshotMalformed })
@@ -213,7 +318,9 @@ test('JOB-18 getJob, watch, the admin API, the CLI and the dashboard show a row 
   expect((await status(open, { positionals: [] })).text).toMatch(/careless/)
   // The command itself, as users run it.
   const command = await new Promise<{ code: number; stdout: string; stderr: string }>((done) =>
-    execFile(process.execPath, [BIN, 'show', 'iso', '--db', t.file], { timeout: 30_000 }, (error, stdout, stderr) => done({ code: error ? Number(error.code) : 0, stdout, stderr })),
+    execFile(process.execPath, [BIN, 'show', 'iso', '--db', t.file], { timeout: 30_000 }, (error, stdout, stderr) =>
+      done({ code: error ? Number(error.code) : 0, stdout, stderr }),
+    ),
   )
   expect(command, command.stderr).toMatchObject({ code: 0, stderr: '' })
   expect(command.stdout).toMatch(/^ended +'yesterday' \(not a time\)$/m)
@@ -253,14 +360,21 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
     fc.uint8Array({ maxLength: 4 }).map((bytes) => Buffer.from(bytes)),
   )
   /** A value a careful producer would write most of the time, anything at all now and then. */
-  const mostly = <T>(good: fc.Arbitrary<T>): fc.Arbitrary<unknown> => fc.oneof({ arbitrary: good, weight: 3 }, { arbitrary: anyValue, weight: 1 })
+  const mostly = <T>(good: fc.Arbitrary<T>): fc.Arbitrary<unknown> =>
+    fc.oneof({ arbitrary: good, weight: 3 }, { arbitrary: anyValue, weight: 1 })
   const dueTime = fc.oneof(fc.integer({ min: now - 86_400_000, max: now }), fc.constant(-5))
   const row = fc.record(
     {
-      queue: fc.oneof({ arbitrary: fc.constant(rowsQueue.name), weight: 8 }, { arbitrary: fc.constantFrom('elsewhere', Buffer.from('careless-rows')), weight: 1 }),
+      queue: fc.oneof(
+        { arbitrary: fc.constant(rowsQueue.name), weight: 8 },
+        { arbitrary: fc.constantFrom('elsewhere', Buffer.from('careless-rows')), weight: 1 },
+      ),
       blobId: fc.oneof({ arbitrary: fc.constant(false), weight: 9 }, { arbitrary: fc.constant(true), weight: 1 }),
       grp: fc.oneof(fc.constant(null), mostly(fc.constantFrom('g1', 'g2'))),
-      value: fc.oneof(fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v)), anyValue),
+      value: fc.oneof(
+        fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v)),
+        anyValue,
+      ),
       state: fc.oneof(
         { arbitrary: fc.constantFrom('waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'), weight: 6 },
         { arbitrary: fc.constantFrom('pending', 'WAITING', 'done ', ''), weight: 1 },
@@ -269,7 +383,11 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
       priority: mostly(fc.integer({ min: -2, max: 2 })),
       attempts: mostly(fc.integer({ min: 0, max: 4 })),
       max_attempts: mostly(fc.integer({ min: 1, max: 4 })),
-      run_at: fc.oneof({ arbitrary: dueTime, weight: 3 }, { arbitrary: fc.constant(now + 1e12), weight: 1 }, { arbitrary: anyValue, weight: 1 }),
+      run_at: fc.oneof(
+        { arbitrary: dueTime, weight: 3 },
+        { arbitrary: fc.constant(now + 1e12), weight: 1 },
+        { arbitrary: anyValue, weight: 1 },
+      ),
       created_at: mostly(dueTime),
       finished_at: fc.oneof(fc.constant(null), mostly(dueTime)),
       error: fc.oneof(fc.constant(null), anyValue),
@@ -303,7 +421,21 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
     ['error', (s) => s.type === 'null' || s.type === 'text'],
     ['result', (s) => s.type === 'null' || s.type === 'text'],
   ]
-  const COLUMNS = ['queue', 'id', 'grp', 'value', 'state', 'priority', 'attempts', 'max_attempts', 'run_at', 'created_at', 'finished_at', 'error', 'result']
+  const COLUMNS = [
+    'queue',
+    'id',
+    'grp',
+    'value',
+    'state',
+    'priority',
+    'attempts',
+    'max_attempts',
+    'run_at',
+    'created_at',
+    'finished_at',
+    'error',
+    'result',
+  ]
 
   function readStored(client: typeof producer, seq: number): Record<string, Stored> | undefined {
     const select = COLUMNS.map((c) => `typeof(${c}) as "${c}.type", ${c} as "${c}"`).join(', ')
@@ -338,7 +470,12 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
           const seen = new Set<number>()
           let cursor: string | undefined
           do {
-            const page = listJobs(db.db, { ...(queueName === undefined ? {} : { queue: queueName }), ...(state ? { state } : {}), limit: 2, ...(cursor ? { cursor } : {}) })
+            const page = listJobs(db.db, {
+              ...(queueName === undefined ? {} : { queue: queueName }),
+              ...(state ? { state } : {}),
+              limit: 2,
+              ...(cursor ? { cursor } : {}),
+            })
             for (const job of page.jobs) {
               expect(seen.has(job.seq), `job ${job.seq} listed twice`).toBe(false)
               seen.add(job.seq)
@@ -352,7 +489,9 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
       const records = listJobs(db.db, { limit: 1_000 }).jobs
       for (const job of written) {
         const stored = readStored(db.client, job.seq)!
-        const shownMalformed = Object.fromEntries(SHOWN.filter(([column, keeps]) => !keeps(stored[column]!)).map(([column]) => [column, expect.any(String)]))
+        const shownMalformed = Object.fromEntries(
+          SHOWN.filter(([column, keeps]) => !keeps(stored[column]!)).map(([column]) => [column, expect.any(String)]),
+        )
         const record = records.find((listed) => listed.seq === job.seq)!
         expect(record.malformed ?? {}, `${job.seq}: ${JSON.stringify(record)}`).toEqual(shownMalformed)
         if (typeof stored.id!.value !== 'string' || typeof stored.queue!.value !== 'string') continue
@@ -362,7 +501,11 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
         const q = defineQueue(stored.queue!.value)
         const snapshot = getJob(db.db, q, stored.id!.value)!
         expect(snapshot.malformed ?? {}).toEqual(snapshotMalformed)
-        for (const [field, column] of [['runAt', 'run_at'], ['createdAt', 'created_at'], ['finishedAt', 'finished_at']] as const) {
+        for (const [field, column] of [
+          ['runAt', 'run_at'],
+          ['createdAt', 'created_at'],
+          ['finishedAt', 'finished_at'],
+        ] as const) {
           if (isTime(stored[column]!)) expect(snapshot[field]!.getTime()).toBe(stored[column]!.value)
           else expect(snapshot[field]).toBeNull()
         }
@@ -372,17 +515,31 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
         expect(inspectJob(db.db, q, stored.id!.value)).toMatchObject({ seq: job.seq, malformed: record.malformed })
         // Numbers and times show as stored: never NaN, nor a time that is not one.
         // Before any writer set the database up, jobs_queue lists no queue another program added jobs to: name it.
-        const facts = (await show(open, { positionals: [stored.id!.value], ...(countersKept ? {} : { queue: stored.queue!.value }) })).text.split('\n').filter((line) => /^(priority|attempts|added|run at|ended|lease) /.test(line))
+        const facts = (await show(open, { positionals: [stored.id!.value], ...(countersKept ? {} : { queue: stored.queue!.value }) })).text
+          .split('\n')
+          .filter((line) => /^(priority|attempts|added|run at|ended|lease) /.test(line))
         for (const line of facts) expect(line).not.toMatch(/(^|[^'])NaN|Invalid (time|Date)/)
-        const page = await mounted.fetch(new Request(`http://127.0.0.1/queues/${encodeURIComponent(stored.queue!.value)}/jobs/${encodeURIComponent(stored.id!.value)}`))
+        const page = await mounted.fetch(
+          new Request(`http://127.0.0.1/queues/${encodeURIComponent(stored.queue!.value)}/jobs/${encodeURIComponent(stored.id!.value)}`),
+        )
         expect(page.status, (await page.text()).slice(0, 300)).toBe(200)
       }
       // The counters, kept by the engine and the triggers, hold what the rows say, once a writer installed the triggers.
       if (!countersKept) return
-      const actual = db.client.prepare(`select queue, state, count(*) as n from jobs_job group by queue, state`).all() as { queue: unknown; state: string; n: number }[]
+      const actual = db.client.prepare(`select queue, state, count(*) as n from jobs_job group by queue, state`).all() as {
+        queue: unknown
+        state: string
+        n: number
+      }[]
       for (const c of counts) {
         for (const state of KNOWN) {
-          const n = actual.filter((a) => (typeof a.queue === 'string' ? a.queue : `X'${(a.queue as Buffer).toString('hex').toUpperCase()}'`) === c.queue && a.state === state).reduce((sum, a) => sum + a.n, 0)
+          const n = actual
+            .filter(
+              (a) =>
+                (typeof a.queue === 'string' ? a.queue : `X'${(a.queue as Buffer).toString('hex').toUpperCase()}'`) === c.queue &&
+                a.state === state,
+            )
+            .reduce((sum, a) => sum + a.n, 0)
           expect(c[state as JobState], `${c.queue} ${state}`).toBe(n)
         }
       }
@@ -411,13 +568,20 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
             const { blobId, ...columns } = r
             const values: Record<string, unknown> = { ...columns, id: blobId ? Buffer.from(`row-${i}`) : `row-${i}` }
             const names = Object.keys(values)
-            const seq = Number(writer.prepare(`insert into jobs_job (${names.join(', ')}) values (${names.map(() => '?').join(', ')})`).run(...Object.values(values)).lastInsertRowid)
+            const seq = Number(
+              writer
+                .prepare(`insert into jobs_job (${names.join(', ')}) values (${names.map(() => '?').join(', ')})`)
+                .run(...Object.values(values)).lastInsertRowid,
+            )
             return { seq, stored: readStored(writer, seq)! }
           })
           await everySurfaceAnswers(db, written, triggersFirst)
 
           const runs = new Set<number>()
-          rowsWorker = work(db.db, rowsQueue, (_value, run) => void runs.add(run.attempt), { pollInterval: '5ms', onError: (error) => errors.push(error) })
+          rowsWorker = work(db.db, rowsQueue, (_value, run) => void runs.add(run.attempt), {
+            pollInterval: '5ms',
+            onError: (error) => errors.push(error),
+          })
           const claimable = written.filter((w) => w.stored.queue!.value === rowsQueue.name && w.stored.id!.type === 'text')
           const current = (w: Written) => readStored(db.client, w.seq)
           const unsettled = () =>
@@ -431,13 +595,20 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
             })
           const deadline = performance.now() + 10_000
           while (unsettled().length > 0) {
-            if (performance.now() > deadline) throw new Error(`rows still waiting or running: ${JSON.stringify(unsettled().map((w) => ({ first: w.stored, after: current(w) })), (_, v) => (typeof v === 'bigint' ? `${v}n` : v))}`)
+            if (performance.now() > deadline)
+              throw new Error(
+                `rows still waiting or running: ${JSON.stringify(
+                  unsettled().map((w) => ({ first: w.stored, after: current(w) })),
+                  (_, v) => (typeof v === 'bigint' ? `${v}n` : v),
+                )}`,
+              )
             await new Promise((resolve) => setTimeout(resolve, 5))
           }
           await rowsWorker.stop({ timeout: '2s' })
           expect(errors).toEqual([])
 
-          const ended = (stored: Record<string, Stored>) => stored.state!.type === 'text' && ['done', 'failed', 'canceled'].includes(stored.state!.value as string)
+          const ended = (stored: Record<string, Stored>) =>
+            stored.state!.type === 'text' && ['done', 'failed', 'canceled'].includes(stored.state!.value as string)
           for (const w of written) {
             const first = w.stored
             const after = readStored(db.client, w.seq)
@@ -465,15 +636,27 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
               const lastAttempt = firstState === 'running' && (first.attempts!.value as number) >= (first.max_attempts!.value as number)
               const beyondMax = firstState !== 'running' && (first.attempts!.value as number) > (first.max_attempts!.value as number)
               if (lastAttempt) expect(error).toMatch(/^attempt \d+ of \d+ ended without an outcome: it was running with no lease/)
-              else if (beyondMax && isJson(first.value!.value)) expect(error).toMatch(/^attempts holds \d+, not a count of runs within max_attempts \(\d+\): the row breaks the table protocol$/)
-              else expect(!isJson(first.value!.value) && /^(value holds .*, not JSON|attempts holds \d+, not a count of runs within max_attempts)/.test(error), error).toBe(true)
+              else if (beyondMax && isJson(first.value!.value))
+                expect(error).toMatch(
+                  /^attempts holds \d+, not a count of runs within max_attempts \(\d+\): the row breaks the table protocol$/,
+                )
+              else
+                expect(
+                  !isJson(first.value!.value) &&
+                    /^(value holds .*, not JSON|attempts holds \d+, not a count of runs within max_attempts)/.test(error),
+                  error,
+                ).toBe(true)
             } else if (after.state!.value !== 'done') {
               // Still to come, and rightly: a valid time later than after.
               expect(['waiting', 'scheduled']).toContain(after.state!.value)
               expect(isTime(after.run_at!) && (after.run_at!.value as number) > Date.now()).toBe(true)
             }
           }
-          await everySurfaceAnswers(db, written.filter((w) => readStored(db.client, w.seq) !== undefined), true)
+          await everySurfaceAnswers(
+            db,
+            written.filter((w) => readStored(db.client, w.seq) !== undefined),
+            true,
+          )
         } finally {
           await rowsWorker?.stop({ timeout: '2s' })
           db.close()
@@ -487,7 +670,14 @@ describe('JOB-18 rows written with plain SQL, with anything SQLite stores in any
 })
 
 test('JOB-18 a watch of a row holding a blob yields it once, not again at each refresh', async () => {
-  insertStored({ queue: queue.name, id: 'blob-error', value: '{"n": 1}', state: 'waiting', run_at: Date.now() + 3_600_000, error: Buffer.from([1, 2]) })
+  insertStored({
+    queue: queue.name,
+    id: 'blob-error',
+    value: '{"n": 1}',
+    state: 'waiting',
+    run_at: Date.now() + 3_600_000,
+    error: Buffer.from([1, 2]),
+  })
   const watched = watch(t.db, queue, 'blob-error')
   expect((await watched.next()).value).toMatchObject({ state: 'waiting', error: "X'0102'", malformed: { error: "X'0102'" } })
   // Both are changes made in this process: the watch refreshes at once after each, reading the row again.

@@ -35,7 +35,11 @@ interface JobRow {
 }
 const jobOf = (queue: string, id: string): JobRow =>
   t.client.prepare(`select seq, state, attempts, result, error from jobs_job where queue = ? and id = ?`).get(queue, id) as JobRow
-const count = (sql: string, ...params: unknown[]): number => t.client.prepare(sql).pluck().get(...params) as number
+const count = (sql: string, ...params: unknown[]): number =>
+  t.client
+    .prepare(sql)
+    .pluck()
+    .get(...params) as number
 
 /**
  * Blocks this process's event loop (no timer, no renewal runs) until the
@@ -49,7 +53,10 @@ function blockUntilDoneElsewhere(queue: string, id: string): void {
 }
 
 /** Runs a job whose first attempt blocks past its lease while a worker in another process takes it over; `late` is what the stalled run does once it wakes. */
-async function stallPastLease(queueName: string, late: (run: Run) => Promise<unknown>): Promise<{ beforeCalls: number; lateOutcome: unknown; signalReason: unknown }> {
+async function stallPastLease(
+  queueName: string,
+  late: (run: Run) => Promise<unknown>,
+): Promise<{ beforeCalls: number; lateOutcome: unknown; signalReason: unknown }> {
   const queue = defineQueue(queueName, { backoff: { initial: '10ms' } })
   let beforeCalls = 0
   let lateOutcome: unknown
@@ -79,7 +86,9 @@ async function stallPastLease(queueName: string, late: (run: Run) => Promise<unk
 
 test('JOB-16 a handler that blocks its event loop past its lease loses the job to another process, is aborted, and its late step is refused without calling its function', async () => {
   let afterCalls = 0
-  const { beforeCalls, lateOutcome, signalReason } = await stallPastLease('stall-step', (run) => run.step('after', () => (afterCalls++, 'late')))
+  const { beforeCalls, lateOutcome, signalReason } = await stallPastLease('stall-step', (run) =>
+    run.step('after', () => (afterCalls++, 'late')),
+  )
   expect(lateOutcome).toMatchObject({ error: { code: 'LEASE_LOST' } })
   expect((lateOutcome as { error: unknown }).error).toBeInstanceOf(JobsError)
   expect(signalReason).toMatchObject({ code: 'LEASE_LOST' })
@@ -121,7 +130,11 @@ test('JOB-05 a clock that jumps an hour forward between claim and completion, an
     if (run.id === 'claimed' && run.attempt === 1) {
       jump(HOUR_MS)
       const seq = jobOf(queue.name, 'claimed').seq
-      await waitFor('the lease to be taken over, or two maintenance rounds', () => count('select count(*) from jobs_lease where job = ? and attempt = 1', seq) === 0 || undefined, 2_500).catch(() => undefined)
+      await waitFor(
+        'the lease to be taken over, or two maintenance rounds',
+        () => count('select count(*) from jobs_lease where job = ? and attempt = 1', seq) === 0 || undefined,
+        2_500,
+      ).catch(() => undefined)
     }
     await run.step('two', () => calls.two++)
     return { attempt: run.attempt }
@@ -130,7 +143,11 @@ test('JOB-05 a clock that jumps an hour forward between claim and completion, an
   enqueue(t.db, queue, {}, { id: 'claimed' })
   enqueue(t.db, queue, {}, { id: 'due-within-the-hour', delay: '30m' })
 
-  await waitFor('both jobs to be done', () => ['claimed', 'due-within-the-hour'].every((id) => jobOf(queue.name, id).state === 'done'), 20_000)
+  await waitFor(
+    'both jobs to be done',
+    () => ['claimed', 'due-within-the-hour'].every((id) => jobOf(queue.name, id).state === 'done'),
+    20_000,
+  )
   const job = jobOf(queue.name, 'claimed')
   expect(job.attempts).toBeLessThanOrEqual(2)
   expect(calls.one).toBe(2)
@@ -169,7 +186,11 @@ test('JOB-05 a clock that jumps an hour back between claim and completion: the j
   await waitFor('the job added after the jump to be done', () => jobOf(queue.name, 'added-after-the-jump').state === 'done', 10_000)
   expect(['waiting', 'done']).toContain(jobOf(queue.name, 'added-before-the-jump').state)
   jump(HOUR_MS)
-  await waitFor('the job added before the jump to be done once its time comes', () => jobOf(queue.name, 'added-before-the-jump').state === 'done', 10_000)
+  await waitFor(
+    'the job added before the jump to be done once its time comes',
+    () => jobOf(queue.name, 'added-before-the-jump').state === 'done',
+    10_000,
+  )
   expect(runs.filter((id) => id === 'claimed')).toHaveLength(1)
   expect(runs).toHaveLength(3)
   expect(stepCalls).toBe(6)

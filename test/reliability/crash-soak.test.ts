@@ -28,7 +28,15 @@ function expectEveryPromiseHeld(result: SoakResult, jobs: number, attempts: numb
 // A kill falls inside a run more often when runs are slow: under a load average of 20 one regular job lost 4
 // attempts to kills, so the soak gives 6 (the poisoned job takes 6 processes down).
 it('JOB-05 [sqlite] crash soak: 4 worker processes SIGKILLed at random lose no job, rerun only the steps a kill fell inside, hold concurrency, and a poisoned job fails alone (also JOB-04, JOB-06, JOB-07, JOB-14)', async () => {
-  const result = await runCrashSoak({ dialect: 'sqlite', jobs: 400, groups: 50, workers: 4, killEveryMs: [100, 500], attempts: 6, timeLimitMs: 140_000 })
+  const result = await runCrashSoak({
+    dialect: 'sqlite',
+    jobs: 400,
+    groups: 50,
+    workers: 4,
+    killEveryMs: [100, 500],
+    attempts: 6,
+    timeLimitMs: 140_000,
+  })
   console.log(['short crash soak [sqlite]:', ...describeSoak(result)].join('\n  '))
   expectEveryPromiseHeld(result, 400, 6)
   expect(result.figures.integrity).toBe('ok')

@@ -47,7 +47,11 @@ export async function runAppLoad(options: LoadOptions): Promise<LoadResult> {
   const queue = defineQueue<LoadJob>(LOAD_QUEUE)
   for (let i = 0; i < options.backlog; i += 5_000) {
     const count = Math.min(5_000, options.backlog - i)
-    enqueueMany(db, queue, Array.from({ length: count }, (_, k) => ({ value: { messageId: null }, id: `backlog:${i + k}` })))
+    enqueueMany(
+      db,
+      queue,
+      Array.from({ length: count }, (_, k) => ({ value: { messageId: null }, id: `backlog:${i + k}` })),
+    )
   }
   const problems: string[] = []
   const app = spawnFixture('load-app.ts', [file, String(options.appPauseMs)])
@@ -86,7 +90,8 @@ export async function runAppLoad(options: LoadOptions): Promise<LoadResult> {
   const messages = client.prepare(`select count(*) from load_message`).pluck().get() as number
   const appJobs = client.prepare(`select count(*) from jobs_job where queue = ? and id like 'msg:%'`).pluck().get(LOAD_QUEUE) as number
   const done = client.prepare(`select count(*) from jobs_job where queue = ? and state = 'done'`).pluck().get(LOAD_QUEUE) as number
-  if (messages !== summary.samples.length) problems.push(`${messages} app rows, but the app committed ${summary.samples.length} transactions`)
+  if (messages !== summary.samples.length)
+    problems.push(`${messages} app rows, but the app committed ${summary.samples.length} transactions`)
   if (appJobs !== messages) problems.push(`${appJobs} jobs for ${messages} app rows`)
   if (done !== options.backlog + appJobs) problems.push(`${done} jobs done of ${options.backlog + appJobs}`)
   if (client.prepare(`select count(*) from jobs_lease`).pluck().get() !== 0) problems.push('leases are left')

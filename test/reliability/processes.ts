@@ -65,7 +65,10 @@ export function spawnFixture(script: string, args: readonly string[], env: NodeJ
   return {
     child,
     pid: child.pid,
-    ready: Promise.race([readyPromise, exited.then((exit) => Promise.reject(new Error(`${script} exited before it was ready (${exit.code ?? exit.signal}): ${errText}`)))]),
+    ready: Promise.race([
+      readyPromise,
+      exited.then((exit) => Promise.reject(new Error(`${script} exited before it was ready (${exit.code ?? exit.signal}): ${errText}`))),
+    ]),
     isReady: () => ready,
     exited,
     lines,

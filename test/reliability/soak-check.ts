@@ -61,7 +61,8 @@ const SHOWN = 5
 export function checkSoak(snapshot: SoakSnapshot, log: readonly SoakLogRecord[], facts: SoakFacts): SoakVerdict {
   const problems: string[] = []
   const report = (what: string, cases: readonly string[]): void => {
-    if (cases.length > 0) problems.push(`${what} (${cases.length}): ${cases.slice(0, SHOWN).join('; ')}${cases.length > SHOWN ? '; …' : ''}`)
+    if (cases.length > 0)
+      problems.push(`${what} (${cases.length}): ${cases.slice(0, SHOWN).join('; ')}${cases.length > SHOWN ? '; …' : ''}`)
   }
 
   const rows = snapshot.jobs
@@ -70,21 +71,43 @@ export function checkSoak(snapshot: SoakSnapshot, log: readonly SoakLogRecord[],
   const poisonRow = byId.get('poison') ?? null
   if (regular.length !== facts.jobs) problems.push(`the queue holds ${regular.length} regular jobs, ${facts.jobs} were added`)
 
-  report('jobs not done', regular.filter((row) => row.state !== 'done').map((row) => `${row.id} is ${row.state} after ${row.attempts} attempts (${row.error ?? 'no error'})`))
-  report('jobs whose result is not their total', regular.filter((row) => row.state === 'done' && !hasTotal(row.result, 5 * numberOf(row.id))).map((row) => `${row.id}: ${row.result}`))
-  report('attempts beyond max_attempts', rows.filter((row) => row.attempts > row.maxAttempts).map((row) => `${row.id}: ${row.attempts} of ${row.maxAttempts}`))
+  report(
+    'jobs not done',
+    regular
+      .filter((row) => row.state !== 'done')
+      .map((row) => `${row.id} is ${row.state} after ${row.attempts} attempts (${row.error ?? 'no error'})`),
+  )
+  report(
+    'jobs whose result is not their total',
+    regular.filter((row) => row.state === 'done' && !hasTotal(row.result, 5 * numberOf(row.id))).map((row) => `${row.id}: ${row.result}`),
+  )
+  report(
+    'attempts beyond max_attempts',
+    rows.filter((row) => row.attempts > row.maxAttempts).map((row) => `${row.id}: ${row.attempts} of ${row.maxAttempts}`),
+  )
   if (!poisonRow) problems.push('the poisoned job is missing')
   else {
     if (poisonRow.state !== 'failed') problems.push(`the poisoned job is ${poisonRow.state}, not failed`)
-    if (poisonRow.attempts !== facts.attempts) problems.push(`the poisoned job used ${poisonRow.attempts} attempts, not all ${facts.attempts}`)
-    if (!/ended without an outcome/.test(poisonRow.error ?? '')) problems.push(`the poisoned job's error does not say its run ended without an outcome: ${poisonRow.error}`)
+    if (poisonRow.attempts !== facts.attempts)
+      problems.push(`the poisoned job used ${poisonRow.attempts} attempts, not all ${facts.attempts}`)
+    if (!/ended without an outcome/.test(poisonRow.error ?? ''))
+      problems.push(`the poisoned job's error does not say its run ended without an outcome: ${poisonRow.error}`)
   }
 
   const appRows = snapshot.appRows
   const appById = new Map(appRows.map((row) => [row.id, row.total]))
-  report('app rows missing', regular.filter((row) => !appById.has(row.id)).map((row) => row.id))
-  report('app rows that are not a job of the soak', appRows.filter((row) => !byId.has(row.id) || row.id === 'poison').map((row) => row.id))
-  report('app rows with a wrong total', appRows.filter((row) => byId.has(row.id) && row.total !== 5 * numberOf(row.id)).map((row) => `${row.id}: ${row.total}`))
+  report(
+    'app rows missing',
+    regular.filter((row) => !appById.has(row.id)).map((row) => row.id),
+  )
+  report(
+    'app rows that are not a job of the soak',
+    appRows.filter((row) => !byId.has(row.id) || row.id === 'poison').map((row) => row.id),
+  )
+  report(
+    'app rows with a wrong total',
+    appRows.filter((row) => byId.has(row.id) && row.total !== 5 * numberOf(row.id)).map((row) => `${row.id}: ${row.total}`),
+  )
 
   const { leasesLeft, stepsLeft, integrity, counters } = snapshot
   if (leasesLeft !== 0) problems.push(`${leasesLeft} leases are left`)
@@ -101,10 +124,20 @@ export function checkSoak(snapshot: SoakSnapshot, log: readonly SoakLogRecord[],
   const poisonKills = log.filter((record) => record.t === 'death').length
   report(
     'worker processes that ended neither killed nor stopped',
-    [...facts.exits].filter(([pid, exit]) => !deaths.has(pid) && !(facts.stopped.has(pid) && (exit.code === 0 || exit.signal === 'SIGTERM'))).map(([pid, exit]) => `${pid} (${exit.code ?? exit.signal})`),
+    [...facts.exits]
+      .filter(([pid, exit]) => !deaths.has(pid) && !(facts.stopped.has(pid) && (exit.code === 0 || exit.signal === 'SIGTERM')))
+      .map(([pid, exit]) => `${pid} (${exit.code ?? exit.signal})`),
   )
-  report('handler runs that threw', log.flatMap((record) => (record.t === 'threw' ? [`${record.job} attempt ${record.attempt} in ${record.pid}: ${record.code ?? ''} ${record.message}`] : [])))
-  report('errors the workers surfaced', log.flatMap((record) => (record.t === 'error' ? [`${record.pid}: ${record.code ?? ''} ${record.message}`] : [])))
+  report(
+    'handler runs that threw',
+    log.flatMap((record) =>
+      record.t === 'threw' ? [`${record.job} attempt ${record.attempt} in ${record.pid}: ${record.code ?? ''} ${record.message}`] : [],
+    ),
+  )
+  report(
+    'errors the workers surfaced',
+    log.flatMap((record) => (record.t === 'error' ? [`${record.pid}: ${record.code ?? ''} ${record.message}`] : [])),
+  )
 
   const runs = checkRuns(log, deaths, byId, report)
   const rerunSteps = checkSteps(log, deaths, report)
@@ -112,13 +145,21 @@ export function checkSoak(snapshot: SoakSnapshot, log: readonly SoakLogRecord[],
   const landed = new Map<string, number>()
   for (const insert of inserts) if (insert.changes === 1) landed.set(insert.job, (landed.get(insert.job) ?? 0) + 1)
   // An insert that landed may go unlogged when a kill falls between its commit and its log line; its rerun then finds the row.
-  report('jobs whose final insert landed more than once', regular.filter((row) => (landed.get(row.id) ?? 0) > 1).map((row) => `${row.id}: ${landed.get(row.id)}`))
+  report(
+    'jobs whose final insert landed more than once',
+    regular.filter((row) => (landed.get(row.id) ?? 0) > 1).map((row) => `${row.id}: ${landed.get(row.id)}`),
+  )
   const inserted = new Set(inserts.map((insert) => insert.job))
-  report('jobs whose final insert never ran', regular.filter((row) => !inserted.has(row.id)).map((row) => row.id))
+  report(
+    'jobs whose final insert never ran',
+    regular.filter((row) => !inserted.has(row.id)).map((row) => row.id),
+  )
 
   const maxRunning = maxConcurrent(runs)
-  if (maxRunning.global > SOAK_QUEUE.concurrency.total) problems.push(`${maxRunning.global} handlers ran at once; concurrency.total is ${SOAK_QUEUE.concurrency.total} (JOB-07)`)
-  if (maxRunning.perGroup > SOAK_QUEUE.concurrency.perGroup) problems.push(`${maxRunning.perGroup} handlers of one group ran at once; perGroup is ${SOAK_QUEUE.concurrency.perGroup} (JOB-07)`)
+  if (maxRunning.global > SOAK_QUEUE.concurrency.total)
+    problems.push(`${maxRunning.global} handlers ran at once; concurrency.total is ${SOAK_QUEUE.concurrency.total} (JOB-07)`)
+  if (maxRunning.perGroup > SOAK_QUEUE.concurrency.perGroup)
+    problems.push(`${maxRunning.perGroup} handlers of one group ran at once; perGroup is ${SOAK_QUEUE.concurrency.perGroup} (JOB-07)`)
 
   const regularRuns = log.filter((record) => record.t === 'run' && record.job !== 'poison').length
   return {
@@ -135,7 +176,12 @@ export function checkSoak(snapshot: SoakSnapshot, log: readonly SoakLogRecord[],
       rerunInserts: inserts.filter((insert) => insert.changes === 0).length,
       maxRunning,
       maxAttemptsUsed: Math.max(0, ...regular.map((row) => row.attempts)),
-      poison: poisonRow && { state: poisonRow.state, attempts: poisonRow.attempts, maxAttempts: poisonRow.maxAttempts, error: poisonRow.error },
+      poison: poisonRow && {
+        state: poisonRow.state,
+        attempts: poisonRow.attempts,
+        maxAttempts: poisonRow.maxAttempts,
+        error: poisonRow.error,
+      },
       leasesLeft,
       stepsLeft,
       integrity,
@@ -156,7 +202,12 @@ interface RunInterval {
  * and no job has more starts than counted attempts: JOB-04), and ends either
  * by returning or with the death of its process.
  */
-function checkRuns(log: readonly SoakLogRecord[], deaths: ReadonlyMap<number, number>, jobs: ReadonlyMap<string, JobRow>, report: (what: string, cases: string[]) => void): RunInterval[] {
+function checkRuns(
+  log: readonly SoakLogRecord[],
+  deaths: ReadonlyMap<number, number>,
+  jobs: ReadonlyMap<string, JobRow>,
+  report: (what: string, cases: string[]) => void,
+): RunInterval[] {
   const ends = new Map<string, number>()
   for (const record of log) if (record.t === 'end') ends.set(`${record.job}#${record.attempt}#${record.pid}`, record.at)
   const seen = new Set<string>()
@@ -176,7 +227,12 @@ function checkRuns(log: readonly SoakLogRecord[], deaths: ReadonlyMap<number, nu
   }
   report('attempts that started twice', twice)
   report('runs that neither returned nor died with their process', open)
-  report('jobs with more handler starts than counted attempts (JOB-04)', [...starts].filter(([job, count]) => count > (jobs.get(job)?.attempts ?? 0)).map(([job, count]) => `${job}: ${count} starts, ${jobs.get(job)?.attempts} attempts`))
+  report(
+    'jobs with more handler starts than counted attempts (JOB-04)',
+    [...starts]
+      .filter(([job, count]) => count > (jobs.get(job)?.attempts ?? 0))
+      .map(([job, count]) => `${job}: ${count} starts, ${jobs.get(job)?.attempts} attempts`),
+  )
   return intervals
 }
 
@@ -186,7 +242,11 @@ function checkRuns(log: readonly SoakLogRecord[], deaths: ReadonlyMap<number, nu
  * step function started again once its answer was kept (JOB-06). Answers the
  * number of reruns.
  */
-function checkSteps(log: readonly SoakLogRecord[], deaths: ReadonlyMap<number, number>, report: (what: string, cases: string[]) => void): number {
+function checkSteps(
+  log: readonly SoakLogRecord[],
+  deaths: ReadonlyMap<number, number>,
+  report: (what: string, cases: string[]) => void,
+): number {
   const starts = new Map<string, Array<{ pid: number; at: number; attempt: number }>>()
   const kept = new Set<string>()
   const afterKept: string[] = []
@@ -205,7 +265,8 @@ function checkSteps(log: readonly SoakLogRecord[], deaths: ReadonlyMap<number, n
     reruns += list.length - 1
     for (const earlier of list.slice(0, -1)) {
       const death = deaths.get(earlier.pid)
-      if (death === undefined || death < earlier.at) unexplained.push(`${key} attempt ${earlier.attempt} in ${earlier.pid}, which was not killed after it started`)
+      if (death === undefined || death < earlier.at)
+        unexplained.push(`${key} attempt ${earlier.attempt} in ${earlier.pid}, which was not killed after it started`)
     }
   }
   report('step functions started again after their answer was kept (JOB-06)', afterKept)

@@ -92,7 +92,9 @@ function openSqlite(): SoakDatabase {
         leasesLeft: client.prepare(`select count(*) from jobs_lease`).pluck().get() as number,
         stepsLeft: client.prepare(`select count(*) from jobs_step`).pluck().get() as number,
         integrity: (client.prepare(`pragma integrity_check`).pluck().all() as string[]).join('; '),
-        counters: client.prepare(`select waiting, scheduled, running, done, failed, canceled from jobs_queue where name = ?`).get(SOAK_QUEUE.name) as Record<string, number> | undefined,
+        counters: client
+          .prepare(`select waiting, scheduled, running, done, failed, canceled from jobs_queue where name = ?`)
+          .get(SOAK_QUEUE.name) as Record<string, number> | undefined,
       }
     },
     async close() {
@@ -121,7 +123,8 @@ async function openPostgres(server: string = DEFAULT_PG_SERVER): Promise<SoakDat
         for (let i = 0; i < items.length; i += 1_000) await enqueueMany(tx, queue, items.slice(i, i + 1_000))
       })
     },
-    countEnded: () => count(`select count(*) as n from jobs_job where queue = $1 and state in ('done', 'failed', 'canceled')`, [SOAK_QUEUE.name]),
+    countEnded: () =>
+      count(`select count(*) as n from jobs_job where queue = $1 and state in ('done', 'failed', 'canceled')`, [SOAK_QUEUE.name]),
     async terminateWorkerConnection() {
       const { rows } = await pool.query<{ ended: boolean }>(
         `select pg_terminate_backend(pid) as ended from pg_stat_activity

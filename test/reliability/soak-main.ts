@@ -45,7 +45,9 @@ const minLifeMs = values['min-life'] === undefined ? undefined : Number(values['
 const where = onPg ? `a fresh PostgreSQL database on ${new URL(DEFAULT_PG_SERVER).host}` : 'a SQLite file'
 const terminations = onPg ? ', a worker connection ended by pg_terminate_backend every 0.5–2 s' : ''
 const spared = (minLifeMs ?? (onPg ? 2_000 : 0)) > 0 ? ` (of a worker ready for ${minLifeMs ?? 2_000} ms)` : ''
-console.log(`crash soak on ${where}: ${jobs} jobs in 50 groups, 4 worker processes, { total: 6, perGroup: 1 }, a SIGKILL every 100–500 ms${spared}${terminations}, one poisoned job`)
+console.log(
+  `crash soak on ${where}: ${jobs} jobs in 50 groups, 4 worker processes, { total: 6, perGroup: 1 }, a SIGKILL every 100–500 ms${spared}${terminations}, one poisoned job`,
+)
 const soak = await runCrashSoak({
   dialect: onPg ? 'postgres' : 'sqlite',
   server: onPg ? DEFAULT_PG_SERVER : undefined,
@@ -65,7 +67,9 @@ for (const line of describeSoak(soak)) console.log(`  ${line}`)
 const loads: Array<{ workers: 1 | 4; result: Awaited<ReturnType<typeof runAppLoad>> }> = []
 if (!onPg) {
   for (const workers of [1, 4] as const) {
-    console.log(`load with the app: ${workers} worker process${workers === 1 ? '' : 'es'} drain ${loadJobs} jobs while an app process writes rows, each with its job`)
+    console.log(
+      `load with the app: ${workers} worker process${workers === 1 ? '' : 'es'} drain ${loadJobs} jobs while an app process writes rows, each with its job`,
+    )
     const result = await runAppLoad({ backlog: loadJobs, workers, appPauseMs: 1, timeLimitMs })
     for (const line of describeLoad(result)) console.log(`  ${line}`)
     loads.push({ workers, result })
@@ -77,7 +81,9 @@ const problems = [
   ...loads.flatMap(({ workers, result }) => [
     ...result.problems.map((problem) => `load beside ${workers}: ${problem}`),
     ...result.errors.map((error) => `load beside ${workers}: surfaced ${error}`),
-    ...(result.p99Ms >= APP_P99_LIMIT_MS[workers] ? [`load beside ${workers}: the app's p99 is ${result.p99Ms.toFixed(2)} ms, over ${APP_P99_LIMIT_MS[workers]} ms`] : []),
+    ...(result.p99Ms >= APP_P99_LIMIT_MS[workers]
+      ? [`load beside ${workers}: the app's p99 is ${result.p99Ms.toFixed(2)} ms, over ${APP_P99_LIMIT_MS[workers]} ms`]
+      : []),
   ]),
 ]
 if (problems.length > 0) {

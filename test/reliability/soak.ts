@@ -75,7 +75,10 @@ export async function runCrashSoak(options: SoakOptions): Promise<SoakResult> {
     const worker = spawnFixture('soak-worker.ts', [options.dialect, database.target, logFile, String(options.attempts)])
     workersStarted++
     workers.add(worker)
-    worker.ready.then(() => void readyAt.set(worker.pid, Date.now()), () => {})
+    worker.ready.then(
+      () => void readyAt.set(worker.pid, Date.now()),
+      () => {},
+    )
     void worker.exited.then((exit) => {
       // A killed process dies when the signal lands, not when it was sent: what it logged meanwhile was before its death.
       if (kills.has(worker.pid)) kills.set(worker.pid, Date.now())
@@ -90,16 +93,21 @@ export async function runCrashSoak(options: SoakOptions): Promise<SoakResult> {
   const timers = new Set<NodeJS.Timeout>()
   /** Calls `act` after a random wait in [min, max] ms, again and again until the soak finishes. */
   const every = ([min, max]: readonly [number, number], act: () => unknown): void => {
-    const timer = setTimeout(async () => {
-      timers.delete(timer)
-      await act()
-      if (!finishing) every([min, max], act)
-    }, min + Math.random() * (max - min))
+    const timer = setTimeout(
+      async () => {
+        timers.delete(timer)
+        await act()
+        if (!finishing) every([min, max], act)
+      },
+      min + Math.random() * (max - min),
+    )
     timers.add(timer)
   }
   every(options.killEveryMs, () => {
     const now = Date.now()
-    const candidates = [...workers].filter((worker) => now - (readyAt.get(worker.pid) ?? now) >= (options.minLifeMs ?? 0) && worker.isReady() && !kills.has(worker.pid))
+    const candidates = [...workers].filter(
+      (worker) => now - (readyAt.get(worker.pid) ?? now) >= (options.minLifeMs ?? 0) && worker.isReady() && !kills.has(worker.pid),
+    )
     const victim = candidates[Math.floor(Math.random() * candidates.length)]
     if (victim && kills.size < (options.maxKills ?? Infinity)) {
       kills.set(victim.pid, Date.now())
@@ -132,10 +140,23 @@ export async function runCrashSoak(options: SoakOptions): Promise<SoakResult> {
   await Promise.all([...workers].map((worker) => stopFixture(worker)))
 
   const log = existsSync(logFile) ? parseLog(readFileSync(logFile, 'utf8')) : []
-  const verdict = checkSoak(await database.snapshot(), log, { jobs: options.jobs, attempts: options.attempts, kills, terminations, exits, stopped, workersStarted, elapsedMs })
-  if (elapsedMs > options.timeLimitMs) verdict.problems.unshift(`the jobs had not all ended after the time limit of ${options.timeLimitMs} ms`)
+  const verdict = checkSoak(await database.snapshot(), log, {
+    jobs: options.jobs,
+    attempts: options.attempts,
+    kills,
+    terminations,
+    exits,
+    stopped,
+    workersStarted,
+    elapsedMs,
+  })
+  if (elapsedMs > options.timeLimitMs)
+    verdict.problems.unshift(`the jobs had not all ended after the time limit of ${options.timeLimitMs} ms`)
   const [crashed] = stderrs
-  if (crashed) verdict.problems.push(`worker process ${crashed[0]} exited with code ${exits.get(crashed[0])?.code} after printing: ${crashed[1].trim() || 'nothing'}`)
+  if (crashed)
+    verdict.problems.push(
+      `worker process ${crashed[0]} exited with code ${exits.get(crashed[0])?.code} after printing: ${crashed[1].trim() || 'nothing'}`,
+    )
   const failed = verdict.problems.length > 0
   await database.close(failed)
   if (failed) verdict.problems.push(`the side log is kept at ${logFile}`)
@@ -145,7 +166,11 @@ export async function runCrashSoak(options: SoakOptions): Promise<SoakResult> {
 
 /** The regular jobs, `job-<n>` in groups `g<n mod groups>`, with the poisoned job a tenth of the way in. */
 function jobsOf(options: SoakOptions): EnqueueItem<SoakJob>[] {
-  const items: EnqueueItem<SoakJob>[] = Array.from({ length: options.jobs }, (_, n) => ({ value: { n }, id: `job-${n}`, group: `g${n % options.groups}` }))
+  const items: EnqueueItem<SoakJob>[] = Array.from({ length: options.jobs }, (_, n) => ({
+    value: { n },
+    id: `job-${n}`,
+    group: `g${n % options.groups}`,
+  }))
   items.splice(Math.floor(options.jobs / 10), 0, { value: { n: -1, poison: true }, id: 'poison', group: 'poison' })
   return items
 }

@@ -16,11 +16,19 @@ describe.each([
 ])('$driver', ({ driver, env }) => {
   const db = () => (driver === 'pg' ? t.db : t.postgresJs().db)
 
-  test(`JOB-16 [postgres] ${driver}: a run whose process stalls past its lease (before a step, between steps, before returning) runs no step's function once another process took the job, nor ends it`, async () => {
-    await stallScenario(db(), t.url, env, ROUNDS, ['after-done'])
-  }, 30_000 + ROUNDS * 30_000)
+  test(
+    `JOB-16 [postgres] ${driver}: a run whose process stalls past its lease (before a step, between steps, before returning) runs no step's function once another process took the job, nor ends it`,
+    async () => {
+      await stallScenario(db(), t.url, env, ROUNDS, ['after-done'])
+    },
+    30_000 + ROUNDS * 30_000,
+  )
 
-  test(`JOB-05 [postgres] ${driver}: a job whose run's process stalls past its lease runs again in another process and ends once, by attempt 2, while the woken run is refused`, async () => {
-    await stallScenario(db(), t.url, env, ROUNDS, ['during-takeover'])
-  }, 30_000 + ROUNDS * 30_000)
+  test(
+    `JOB-05 [postgres] ${driver}: a job whose run's process stalls past its lease runs again in another process and ends once, by attempt 2, while the woken run is refused`,
+    async () => {
+      await stallScenario(db(), t.url, env, ROUNDS, ['during-takeover'])
+    },
+    30_000 + ROUNDS * 30_000,
+  )
 })

@@ -18,10 +18,18 @@ afterEach(() => {
 })
 const ROUNDS = stallRounds(3)
 
-test(`JOB-16 [sqlite] a run whose process stalls past its lease (before a step, between steps, before returning) runs no step's function once another process took the job, nor ends it`, async () => {
-  await stallScenario(t.db, t.file, {}, ROUNDS, ['after-done'])
-}, 30_000 + ROUNDS * 30_000)
+test(
+  `JOB-16 [sqlite] a run whose process stalls past its lease (before a step, between steps, before returning) runs no step's function once another process took the job, nor ends it`,
+  async () => {
+    await stallScenario(t.db, t.file, {}, ROUNDS, ['after-done'])
+  },
+  30_000 + ROUNDS * 30_000,
+)
 
-test(`JOB-05 [sqlite] a job whose run's process stalls past its lease runs again in another process and ends once, by attempt 2, while the woken run is refused`, async () => {
-  await stallScenario(t.db, t.file, {}, ROUNDS, ['during-takeover'])
-}, 30_000 + ROUNDS * 30_000)
+test(
+  `JOB-05 [sqlite] a job whose run's process stalls past its lease runs again in another process and ends once, by attempt 2, while the woken run is refused`,
+  async () => {
+    await stallScenario(t.db, t.file, {}, ROUNDS, ['during-takeover'])
+  },
+  30_000 + ROUNDS * 30_000,
+)

@@ -34,7 +34,13 @@ interface Takeover {
  * Runs `rounds` rounds of every stall point with each wake moment, one job each, on `db` (this process's takeover
  * worker) and `address` (what the stalled child opens, with `env`): every round checks what JOB-16 and JOB-05 promise.
  */
-export async function stallScenario(db: SyncDatabase | PgDatabase, address: string, env: NodeJS.ProcessEnv, rounds: number, wakeAt: readonly WakeAt[]): Promise<void> {
+export async function stallScenario(
+  db: SyncDatabase | PgDatabase,
+  address: string,
+  env: NodeJS.ProcessEnv,
+  rounds: number,
+  wakeAt: readonly WakeAt[],
+): Promise<void> {
   const dir = tempDir('drizzle-jobs-stall-')
   const child = spawnFixture('stall-child.ts', [address, dir], env)
   const settled = new Set<string>()
@@ -49,21 +55,30 @@ export async function stallScenario(db: SyncDatabase | PgDatabase, address: stri
           const takeover: Takeover = { runs: 0, aborted: false, stepsDone: false }
           // Ahead of every filler (a lower priority runs first): claimed at once, by the stalled worker and then by the takeover.
           await enqueue(db as SyncDatabase, stalls, { at }, { id, priority: -1 })
-          await enqueueMany(db as SyncDatabase, stalls, Array.from({ length: FILLERS }, () => ({ value: { at: 'filler' as const } })))
+          await enqueueMany(
+            db as SyncDatabase,
+            stalls,
+            Array.from({ length: FILLERS }, () => ({ value: { at: 'filler' as const } })),
+          )
           await waitFor(`the stalled run of ${id} to block`, () => child.lines.includes(`stalling ${id}`), 20_000, 5)
-          worker = work(db, stalls, async ({ at: filler }, run) => {
-            if (filler === 'filler') return 'filler'
-            takeover.runs++
-            if (wake === 'during-takeover') {
-              writeFileSync(join(dir, `release-${id}`), '')
-              await waitFor(`the stalled run of ${id} to wake and its worker to stop`, () => settledIn(child, settled, id), 20_000, 5)
-            }
-            await run.step('a', () => effect(dir, id, 'a', run.attempt))
-            await run.step('b', () => effect(dir, id, 'b', run.attempt))
-            takeover.stepsDone = true
-            takeover.aborted = run.signal.aborted
-            return 'from the takeover'
-          }, { slots: 4, pollInterval: '10ms' })
+          worker = work(
+            db,
+            stalls,
+            async ({ at: filler }, run) => {
+              if (filler === 'filler') return 'filler'
+              takeover.runs++
+              if (wake === 'during-takeover') {
+                writeFileSync(join(dir, `release-${id}`), '')
+                await waitFor(`the stalled run of ${id} to wake and its worker to stop`, () => settledIn(child, settled, id), 20_000, 5)
+              }
+              await run.step('a', () => effect(dir, id, 'a', run.attempt))
+              await run.step('b', () => effect(dir, id, 'b', run.attempt))
+              takeover.stepsDone = true
+              takeover.aborted = run.signal.aborted
+              return 'from the takeover'
+            },
+            { slots: 4, pollInterval: '10ms' },
+          )
           await jobDone(db, id, child)
           if (wake === 'after-done') writeFileSync(join(dir, `release-${id}`), '')
           await waitFor(`the stalled worker of ${id} to stop`, () => settledIn(child, settled, id), 20_000, 5)
@@ -86,7 +101,8 @@ async function jobDone(db: SyncDatabase | PgDatabase, id: string, child: Fixture
   for (;;) {
     const job = await getJob(db as SyncDatabase, stalls, id)
     if (job?.state === 'done') return
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${id} to be done: ${JSON.stringify(job)}; child said ${child.lines.join(' | ')}`)
+    if (performance.now() > deadline)
+      throw new Error(`timed out waiting for ${id} to be done: ${JSON.stringify(job)}; child said ${child.lines.join(' | ')}`)
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
 }
@@ -105,11 +121,21 @@ function effect(dir: string, id: string, step: string, attempt: number): string 
 function effectsOf(dir: string, id: string): string[] {
   const file = join(dir, 'effects.log')
   if (!existsSync(file)) return []
-  return readFileSync(file, 'utf8').split('\n').filter((line) => line.startsWith(`${id} `)).map((line) => line.split(' ').slice(1, 3).join(' '))
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.startsWith(`${id} `))
+    .map((line) => line.split(' ').slice(1, 3).join(' '))
 }
 
 /** What a round must leave: the stalled run's late steps never ran, the job ended once, done by attempt 2 here, whose lease held. */
-async function checkRound(db: SyncDatabase | PgDatabase, dir: string, id: string, at: StallPoint, takeover: Takeover, child: FixtureProcess): Promise<void> {
+async function checkRound(
+  db: SyncDatabase | PgDatabase,
+  dir: string,
+  id: string,
+  at: StallPoint,
+  takeover: Takeover,
+  child: FixtureProcess,
+): Promise<void> {
   const before = { 'before-step': [], 'between-steps': ['a 1'], 'before-return': ['a 1', 'b 1'] }[at]
   const after = { 'before-step': ['a 2', 'b 2'], 'between-steps': ['b 2'], 'before-return': [] }[at]
   const job = await getJob(db as SyncDatabase, stalls, id)

@@ -55,7 +55,9 @@ async function addBatches(url: string, identifier: string, total: number, batch:
   const utils = await makeWorkerUtils({ connectionString: url, logger: silent })
   try {
     for (let done = 0; done < total; done += batch) {
-      await utils.addJobs(Array.from({ length: Math.min(batch, total - done) }, (_, k) => ({ identifier, payload: { messageId: done + k } })))
+      await utils.addJobs(
+        Array.from({ length: Math.min(batch, total - done) }, (_, k) => ({ identifier, payload: { messageId: done + k } })),
+      )
     }
   } finally {
     await utils.release()
@@ -65,7 +67,9 @@ async function addBatches(url: string, identifier: string, total: number, batch:
 async function count(url: string, where = 'true'): Promise<number> {
   const client = await connect(url)
   try {
-    const { rows } = await client.query(`select count(*)::int as n from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id where ${where}`)
+    const { rows } = await client.query(
+      `select count(*)::int as n from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id where ${where}`,
+    )
     return (rows[0] as { n: number }).n
   } finally {
     await client.end()
@@ -73,7 +77,13 @@ async function count(url: string, where = 'true'): Promise<number> {
 }
 
 /** Runs a runner for `identifier` until its handler ran `target` times (or `capMs` passed), then stops it. */
-async function drain(url: string, identifier: string, target: number, concurrency: number, capMs?: number): Promise<{ elapsedMs: number; handled: number }> {
+async function drain(
+  url: string,
+  identifier: string,
+  target: number,
+  concurrency: number,
+  capMs?: number,
+): Promise<{ elapsedMs: number; handled: number }> {
   const t0 = nowMs()
   const counted = counter(target, capMs === undefined ? undefined : t0 + capMs)
   const runner = await run(runnerOptions(url, concurrency, { [identifier]: async () => counted.handle() }))
@@ -86,7 +96,8 @@ async function appTransactions(db: ReturnType<typeof drizzle>, n: number, withJo
   for (let i = 0; i < n; i++) {
     await db.transaction(async (tx) => {
       const [row] = await tx.insert(benchMessages).values(appRow(i)).returning({ id: benchMessages.id })
-      if (withJob) await tx.execute(sql`select graphile_worker.add_job(${QUEUE}, ${JSON.stringify({ messageId: (row as { id: number }).id })}::json)`)
+      if (withJob)
+        await tx.execute(sql`select graphile_worker.add_job(${QUEUE}, ${JSON.stringify({ messageId: (row as { id: number }).id })}::json)`)
     })
   }
 }
@@ -137,7 +148,8 @@ export const tasks: Record<string, Task> = {
     await drain(args.url, WARM_QUEUE, await count(args.url, `t.identifier = '${WARM_QUEUE}'`), args.slots)
     const { elapsedMs, handled } = await drain(args.url, QUEUE, args.count, args.slots, args.capMs)
     const left = await count(args.url, `t.identifier = '${QUEUE}'`)
-    if (handled + left !== args.count) throw new Error(`expected ${args.count} jobs handled or left, found ${handled} handled, ${left} left`)
+    if (handled + left !== args.count)
+      throw new Error(`expected ${args.count} jobs handled or left, found ${handled} handled, ${left} left`)
     return { jobsPerSec: (handled / elapsedMs) * 1000, done: handled, elapsedMs, capped: handled < args.count }
   },
 
@@ -149,7 +161,11 @@ export const tasks: Record<string, Task> = {
       module: MODULE,
       procs: args.procs,
       workerArgs: { url: args.url, slots: args.slots },
-      observe: observer(client, `select count(*) as open, count(*) filter (where locked_at is not null) as running from graphile_worker._private_jobs where task_id = $1`, [taskId]),
+      observe: observer(
+        client,
+        `select count(*) as open, count(*) filter (where locked_at is not null) as running from graphile_worker._private_jobs where task_id = $1`,
+        [taskId],
+      ),
     })
     await client.end()
     const done = run.perProcess.reduce((a, b) => a + b, 0)
@@ -176,7 +192,11 @@ export const tasks: Record<string, Task> = {
       if (args.otherProcess) {
         const child = spawnTask(MODULE, 'pickup-worker', { url: args.url })
         await child.receive('ready')
-        const result = await samplePickups({ ...args, add, started: async () => (await child.receive<{ type: string; t: number }>('started')).t })
+        const result = await samplePickups({
+          ...args,
+          add,
+          started: async () => (await child.receive<{ type: string; t: number }>('started')).t,
+        })
         child.send({ type: 'stop' })
         await child.result
         return result

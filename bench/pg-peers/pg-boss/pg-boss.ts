@@ -66,7 +66,13 @@ async function count(url: string, name: string, where = 'true'): Promise<number>
 }
 
 /** Runs one worker of `name` until its handler ran `target` jobs (or `capMs` passed), then stops pg-boss (waiting for the batch in hand). */
-async function drain(url: string, name: string, target: number, slots: number, capMs?: number): Promise<{ elapsedMs: number; handled: number }> {
+async function drain(
+  url: string,
+  name: string,
+  target: number,
+  slots: number,
+  capMs?: number,
+): Promise<{ elapsedMs: number; handled: number }> {
   const boss = await start(url)
   const t0 = nowMs()
   const counted = counter(target, capMs === undefined ? undefined : t0 + capMs)
@@ -114,7 +120,11 @@ export const tasks: Record<string, Task> = {
           if (!withJob) return
           // pg-boss joins a transaction through `db: { executeSql }`: the transaction's own client.
           const client = (tx as unknown as { session: { client: pg.PoolClient } }).session.client
-          await boss.send(QUEUE, { messageId: (row as { id: number }).id }, { db: { executeSql: (text: string, values: unknown[]) => client.query(text, values) } })
+          await boss.send(
+            QUEUE,
+            { messageId: (row as { id: number }).id },
+            { db: { executeSql: (text: string, values: unknown[]) => client.query(text, values) } },
+          )
         })
       }
     }
@@ -154,7 +164,11 @@ export const tasks: Record<string, Task> = {
       module: MODULE,
       procs: args.procs,
       workerArgs: { url: args.url, slots: args.slots },
-      observe: observer(client, `select count(*) filter (where state < 'completed') as open, count(*) filter (where state = 'active') as running from pgboss.job where name = $1`, [QUEUE]),
+      observe: observer(
+        client,
+        `select count(*) filter (where state < 'completed') as open, count(*) filter (where state = 'active') as running from pgboss.job where name = $1`,
+        [QUEUE],
+      ),
       ...(args.capMs === undefined ? {} : { capMs: args.capMs }),
     })
     await client.end()
@@ -183,7 +197,11 @@ export const tasks: Record<string, Task> = {
       if (args.otherProcess) {
         const child = spawnTask(MODULE, 'pickup-worker', { url: args.url })
         await child.receive('ready')
-        const result = await samplePickups({ ...args, add, started: async () => (await child.receive<{ type: string; t: number }>('started')).t })
+        const result = await samplePickups({
+          ...args,
+          add,
+          started: async () => (await child.receive<{ type: string; t: number }>('started')).t,
+        })
         child.send({ type: 'stop' })
         await child.result
         return result

@@ -28,75 +28,135 @@ const COUNTS = `${kept('waiting')} as waiting, ${kept('scheduled')} as scheduled
 type EndedWindow = { queue: string; state: EndedState; since: number; until: number }
 
 export const ADMIN_SQL = {
-  findJob: pgStatement<{ queue: string; id: string }, Pick<JobRow, 'seq' | 'state'>>('findJob', `select seq::float8 as seq, state from jobs_job where queue = @queue::text and id = @id::text`),
-  jobRecord: pgStatement<{ queue: string; id: string }, AdminJobRow>('jobRecord', `select ${JOB} from jobs_job where queue = @queue::text and id = @id::text`),
+  findJob: pgStatement<{ queue: string; id: string }, Pick<JobRow, 'seq' | 'state'>>(
+    'findJob',
+    `select seq::float8 as seq, state from jobs_job where queue = @queue::text and id = @id::text`,
+  ),
+  jobRecord: pgStatement<{ queue: string; id: string }, AdminJobRow>(
+    'jobRecord',
+    `select ${JOB} from jobs_job where queue = @queue::text and id = @id::text`,
+  ),
   /** Ends a job that has not ended yet as canceled; its lease and steps are deleted beside it. */
-  cancelJob: pgStatement<{ seq: number; now: number }, { canceled: 1 }>('cancelJob', `update jobs_job set state = 'canceled', finished_at = ${at('@now')}
+  cancelJob: pgStatement<{ seq: number; now: number }, { canceled: 1 }>(
+    'cancelJob',
+    `update jobs_job set state = 'canceled', finished_at = ${at('@now')}
     where seq = @seq::bigint and state in ('waiting', 'scheduled', 'running')
-    returning 1 as canceled`),
+    returning 1 as canceled`,
+  ),
   /** A failed or canceled job runs again with fresh attempts and nothing of its last run kept. */
-  retryJob: pgStatement<{ seq: number; now: number }, { retried: 1 }>('retryJob', `update jobs_job set state = 'waiting', attempts = 0, run_at = ${at('@now')}, finished_at = null,
+  retryJob: pgStatement<{ seq: number; now: number }, { retried: 1 }>(
+    'retryJob',
+    `update jobs_job set state = 'waiting', attempts = 0, run_at = ${at('@now')}, finished_at = null,
       error = null, error_stack = null, result = null
     where seq = @seq::bigint and state in ('failed', 'canceled')
-    returning 1 as retried`),
-  setPaused: pgStatement<{ queue: string; paused: boolean }>('setPaused', `insert into jobs_queue (name, paused) values (@queue::text, @paused::boolean)
-    on conflict (name) do update set paused = excluded.paused`),
+    returning 1 as retried`,
+  ),
+  setPaused: pgStatement<{ queue: string; paused: boolean }>(
+    'setPaused',
+    `insert into jobs_queue (name, paused) values (@queue::text, @paused::boolean)
+    on conflict (name) do update set paused = excluded.paused`,
+  ),
   /**
    * A queue's counts by state: its row plus its counts not folded yet (counts.ts), however many jobs it holds.
    * Undefined for a queue with neither a row, nor counts, nor a job.
    */
-  queueCounts: pgStatement<{ queue: string }, CountsRow>('queueCounts', `select @queue::text as name, coalesce(q.paused, false)::int as paused, ${COUNTS}
+  queueCounts: pgStatement<{ queue: string }, CountsRow>(
+    'queueCounts',
+    `select @queue::text as name, coalesce(q.paused, false)::int as paused, ${COUNTS}
     from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text
-    where q.name is not null or unfolded.rows > 0 or exists (select 1 from jobs_job where queue = @queue::text)`),
+    where q.name is not null or unfolded.rows > 0 or exists (select 1 from jobs_job where queue = @queue::text)`,
+  ),
   /** Every queue's counts by state, by name: each row plus its counts not folded yet. */
-  allQueueCounts: pgStatement<Record<never, never>, CountsRow>('allQueueCounts', `with recursive ${JOB_QUEUES},
+  allQueueCounts: pgStatement<Record<never, never>, CountsRow>(
+    'allQueueCounts',
+    `with recursive ${JOB_QUEUES},
       names as (select name from jobs_queue union select name from job_queues where name is not null union select distinct queue from jobs_count)
     select n.name, coalesce(q.paused, false)::int as paused, ${COUNTS}
     from names n left join jobs_queue q on q.name = n.name left join ${UNFOLDED_ALL} on unfolded.queue = n.name
-    order by n.name`),
+    order by n.name`,
+  ),
   /** The queues that have a row or a job. */
-  queueNames: pgStatement<Record<never, never>, { name: string }>('queueNames', `with recursive ${JOB_QUEUES}
-    select name from jobs_queue union select name from job_queues where name is not null order by name`),
+  queueNames: pgStatement<Record<never, never>, { name: string }>(
+    'queueNames',
+    `with recursive ${JOB_QUEUES}
+    select name from jobs_queue union select name from job_queues where name is not null order by name`,
+  ),
   /** A job's kept steps in the order they were written: jobs_step.seq, an identity, numbers them so. */
-  jobSteps: pgStatement<{ seq: number }, Pick<StepRow, 'name' | 'answer'>>('jobSteps', `select name, answer::text as answer from jobs_step where job = @seq::bigint
-    order by jobs_step.seq`),
+  jobSteps: pgStatement<{ seq: number }, Pick<StepRow, 'name' | 'answer'>>(
+    'jobSteps',
+    `select name, answer::text as answer from jobs_step where job = @seq::bigint
+    order by jobs_step.seq`,
+  ),
   /** What a run left its job as: for drain's account of each run. */
-  jobOutcome: pgStatement<{ seq: number }, Pick<JobRow, 'state' | 'error'>>('jobOutcome', `select state, error from jobs_job where seq = @seq::bigint`),
-  jobLease: pgStatement<{ seq: number }, Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'>>('jobLease', `select owner, attempt, ${ms('expires_at')} as "expiresAt" from jobs_lease where job = @seq::bigint`),
+  jobOutcome: pgStatement<{ seq: number }, Pick<JobRow, 'state' | 'error'>>(
+    'jobOutcome',
+    `select state, error from jobs_job where seq = @seq::bigint`,
+  ),
+  jobLease: pgStatement<{ seq: number }, Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'>>(
+    'jobLease',
+    `select owner, attempt, ${ms('expires_at')} as "expiresAt" from jobs_lease where job = @seq::bigint`,
+  ),
   /** Every job of a queue in add order: for the testing helpers, on small test databases. */
-  queueJobs: pgStatement<{ queue: string }, AdminJobRow>('queueJobs', `select ${JOB} from jobs_job where queue = @queue::text order by jobs_job.seq`),
+  queueJobs: pgStatement<{ queue: string }, AdminJobRow>(
+    'queueJobs',
+    `select ${JOB} from jobs_job where queue = @queue::text order by jobs_job.seq`,
+  ),
 
   /** Waiting jobs in claim order (priority, run_at, seq), over the claim index. */
-  listWaiting: pgStatement<Page, AdminJobRow>('listWaiting', `select ${JOB} from jobs_job
+  listWaiting: pgStatement<Page, AdminJobRow>(
+    'listWaiting',
+    `select ${JOB} from jobs_job
     where queue = @queue::text and ${RUNNABLE} and state = 'waiting' and ${IN_GROUP}
       and (priority, run_at, seq) > (@k1::bigint, ${at('@k2')}, @k3::bigint)
-    order by ${CLAIM_ORDER} limit @limit::bigint`),
+    order by ${CLAIM_ORDER} limit @limit::bigint`,
+  ),
   /** Scheduled jobs by the time they run, over the scheduled index. */
-  listScheduled: pgStatement<Page, AdminJobRow>('listScheduled', `select ${JOB} from jobs_job
+  listScheduled: pgStatement<Page, AdminJobRow>(
+    'listScheduled',
+    `select ${JOB} from jobs_job
     where queue = @queue::text and state = 'scheduled' and ${IN_GROUP} and (run_at, seq) > (${at('@k1')}, @k2::bigint)
-    order by jobs_job.run_at, jobs_job.seq limit @limit::bigint`),
+    order by jobs_job.run_at, jobs_job.seq limit @limit::bigint`,
+  ),
   /** Running jobs, found through their leases (few: at most the queue's concurrency), newest first. */
-  listRunning: pgStatement<Page, AdminJobRow>('listRunning', `select ${JOB} from jobs_job
+  listRunning: pgStatement<Page, AdminJobRow>(
+    'listRunning',
+    `select ${JOB} from jobs_job
     where seq in (select job from jobs_lease where queue = @queue::text) and state = 'running' and ${IN_GROUP} and seq < @k1::bigint
-    order by jobs_job.seq desc limit @limit::bigint`),
+    order by jobs_job.seq desc limit @limit::bigint`,
+  ),
   /** Ended jobs of one state, most recently ended first, over the ended index. */
-  listEnded: pgStatement<Page, AdminJobRow>('listEnded', `select ${JOB} from jobs_job
+  listEnded: pgStatement<Page, AdminJobRow>(
+    'listEnded',
+    `select ${JOB} from jobs_job
     where queue = @queue::text and ${ENDED} and state = @state::text and ${IN_GROUP} and (finished_at, seq) < (${at('@k1')}, @k2::bigint)
-    order by jobs_job.finished_at desc, jobs_job.seq desc limit @limit::bigint`),
+    order by jobs_job.finished_at desc, jobs_job.seq desc limit @limit::bigint`,
+  ),
   /** Any other listing, newest added first, walking the primary key. */
-  listNewest: pgStatement<Page, AdminJobRow>('listNewest', `select ${JOB} from jobs_job
+  listNewest: pgStatement<Page, AdminJobRow>(
+    'listNewest',
+    `select ${JOB} from jobs_job
     where (@queue::text is null or queue = @queue::text) and (@state::text is null or state = @state::text) and ${IN_GROUP} and seq < @k1::bigint
-    order by jobs_job.seq desc limit @limit::bigint`),
+    order by jobs_job.seq desc limit @limit::bigint`,
+  ),
 
   /** Jobs of a queue that ended in a state within [since, until). */
-  endedBetween: pgStatement<EndedWindow, { count: number }>('endedBetween', `select count(*)::float8 as count from jobs_job
-    where queue = @queue::text and ${ENDED} and state = @state::text and finished_at >= ${at('@since')} and finished_at < ${at('@until')}`),
+  endedBetween: pgStatement<EndedWindow, { count: number }>(
+    'endedBetween',
+    `select count(*)::float8 as count from jobs_job
+    where queue = @queue::text and ${ENDED} and state = @state::text and finished_at >= ${at('@since')} and finished_at < ${at('@until')}`,
+  ),
   /** Ended jobs of a state in [since, until), counted per bucket of @bucketMs (the finish time in ms over @bucketMs, rounded down). */
-  endedPerBucket: pgStatement<EndedWindow & { bucketMs: number }, { bucket: number; count: number }>('endedPerBucket', `select floor(${ms('finished_at')} / @bucketMs::float8) as bucket,
+  endedPerBucket: pgStatement<EndedWindow & { bucketMs: number }, { bucket: number; count: number }>(
+    'endedPerBucket',
+    `select floor(${ms('finished_at')} / @bucketMs::float8) as bucket,
       count(*)::float8 as count
     from jobs_job
     where queue = @queue::text and ${ENDED} and state = @state::text and finished_at >= ${at('@since')} and finished_at < ${at('@until')}
-    group by 1 order by 1`),
+    group by 1 order by 1`,
+  ),
   /** The earliest run_at among a queue's runnable jobs (terms.ts: one probe of the claim index per priority). */
-  earliestRunnable: pgStatement<{ queue: string }, { runAt: number | null }>('earliestRunnable', `select ${ms(EARLIEST_RUNNABLE)} as "runAt"`),
+  earliestRunnable: pgStatement<{ queue: string }, { runAt: number | null }>(
+    'earliestRunnable',
+    `select ${ms(EARLIEST_RUNNABLE)} as "runAt"`,
+  ),
 } as const

@@ -19,7 +19,8 @@ export interface PgConnection extends Connection<'async'> {
   readonly driver: PgDriver
 }
 
-const MIGRATE_HINT = "add `export * from 'drizzle-jobs/pg/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
+const MIGRATE_HINT =
+  "add `export * from 'drizzle-jobs/pg/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
 
 /** One connection per driver client; a client seen behind a transaction is another connection than the same client behind a database. */
 const databases = new WeakMap<object, PgConnection>()
@@ -32,12 +33,18 @@ const transactions = new WeakMap<object, PgConnection>()
 export function pgConnectionOf(db: unknown): PgConnection {
   const handle = drizzleHandleOf(db)
   if (handle?.dialect !== 'pg') {
-    throw new JobsError('INVALID_OPTION', 'db: expected a Drizzle PostgreSQL database or transaction (drizzle-orm/node-postgres or drizzle-orm/postgres-js)')
+    throw new JobsError(
+      'INVALID_OPTION',
+      'db: expected a Drizzle PostgreSQL database or transaction (drizzle-orm/node-postgres or drizzle-orm/postgres-js)',
+    )
   }
   const { inTransaction, client } = handle
   const driver = pgDriverOf(client, inTransaction)
   if (driver === null || (typeof client !== 'object' && typeof client !== 'function') || client === null) {
-    throw new JobsError('INVALID_OPTION', 'db: drizzle-jobs runs on PostgreSQL through node-postgres (pg) or postgres.js (postgres); this Drizzle handle uses another driver')
+    throw new JobsError(
+      'INVALID_OPTION',
+      'db: drizzle-jobs runs on PostgreSQL through node-postgres (pg) or postgres.js (postgres); this Drizzle handle uses another driver',
+    )
   }
   const connections = inTransaction ? transactions : databases
   let connection = connections.get(client)
@@ -84,20 +91,29 @@ function open(driver: PgDriver): PgConnection {
   if (driver.inTransaction) {
     // One client, one transaction: this connection's work takes turns on it, or their savepoints would cross.
     const lane = new Lane()
-    const direct = <T>(work: Work<'async', T>) => lane.run(() => notAborted(async () => {
-      await ready()
-      return run(driver, work)
-    }))
-    write = (work) => lane.run(() => notAborted(async () => {
-      await ready()
-      await counters.ensure()
-      return driver.savepoint((q) => run(q, work))
-    }))
-    join = (work) => lane.run(() => notAborted(async () => {
-      await ready()
-      await counters.ensure()
-      return run(driver, work)
-    }))
+    const direct = <T>(work: Work<'async', T>) =>
+      lane.run(() =>
+        notAborted(async () => {
+          await ready()
+          return run(driver, work)
+        }),
+      )
+    write = (work) =>
+      lane.run(() =>
+        notAborted(async () => {
+          await ready()
+          await counters.ensure()
+          return driver.savepoint((q) => run(q, work))
+        }),
+      )
+    join = (work) =>
+      lane.run(() =>
+        notAborted(async () => {
+          await ready()
+          await counters.ensure()
+          return run(driver, work)
+        }),
+      )
     read = direct
   } else {
     write = async (work) => {
@@ -288,7 +304,7 @@ async function checkSchema(q: Queryable): Promise<PgDatabaseName> {
   const { missing, ...server } = await one(q, SQL.schemaCheck, {})
   // Jobs need every table but jobs_schedule, which only schedules need (they say so themselves); when the
   // check fails, its message names every table that is missing, jobs_schedule among them.
-  if (missing !== null && missing.split(', ').some((table) => table !== 'jobs_schedule')) {
+  if (missing?.split(', ').some((table) => table !== 'jobs_schedule')) {
     throw new JobsError('SCHEMA_MISSING', `table ${missing} ${missing.includes(',') ? 'are' : 'is'} missing: ${MIGRATE_HINT}`)
   }
   return server
@@ -339,7 +355,8 @@ const BUSY_SQLSTATES = new Set(['25P03', '40001', '40P01', '55P03', '57014', '57
 /** Lost or refused connections, as Node and postgres.js name them. */
 const BUSY_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'CONNECTION_CLOSED', 'CONNECT_TIMEOUT'])
 /** node-postgres's own errors for a lost connection and a pool that found none free in time carry no code. */
-const BUSY_MESSAGES = /^(Connection terminated unexpectedly|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable)$/
+const BUSY_MESSAGES =
+  /^(Connection terminated unexpectedly|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable)$/
 
 /**
  * Whether an error means that the work may succeed if tried again later: a conflict with another transaction, or

@@ -21,7 +21,13 @@ const STATES = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled']
  * one. With the counting triggers: the table protocol's (protocol.ts), and jobs_queue_counts_kept_v1, which keeps the
  * counts of a jobs_queue row deleted by hand as changes not folded yet, so that the next fold puts them back.
  */
-export const COUNT_TRIGGERS = ['jobs_job_counts_insert_v1', 'jobs_job_counts_update_v1', 'jobs_job_counts_delete_v1', PROTOCOL_TRIGGER, 'jobs_queue_counts_kept_v1'] as const
+export const COUNT_TRIGGERS = [
+  'jobs_job_counts_insert_v1',
+  'jobs_job_counts_update_v1',
+  'jobs_job_counts_delete_v1',
+  PROTOCOL_TRIGGER,
+  'jobs_queue_counts_kept_v1',
+] as const
 
 /** The triggers present, of those the engine installs, on jobs_job and jobs_queue. */
 const PRESENT = `select count(*) from pg_trigger where tgrelid in (to_regclass('jobs_job'), to_regclass('jobs_queue'))
@@ -42,7 +48,9 @@ const appendChanges = (changes: string) => `insert into jobs_count (queue, ${STA
  * between the recount and the triggers' start, so the counts are exact from then on. Run only when a
  * writer found the triggers missing (countTriggers): the lock waits for every write under way.
  */
-export const INSTALL_COUNTERS = pgStatement('installCounters', `do $install$
+export const INSTALL_COUNTERS = pgStatement(
+  'installCounters',
+  `do $install$
 begin
   lock table jobs_job in share row exclusive mode;
   if (${PRESENT}) = ${COUNT_TRIGGERS.length} then
@@ -83,10 +91,14 @@ begin
   update jobs_queue q set ${STATES.map((state) => `${state} = c.${state}`).join(', ')}
     from (select queue, ${STATES.map((state) => `count(*) filter (where state = '${state}') as ${state}`).join(', ')} from jobs_job group by queue) c
     where q.name = c.queue;
-end $install$`)
+end $install$`,
+)
 
 /** How many of the counting triggers are in place: all of them, or the writer installs them. */
-export const COUNT_TRIGGERS_PRESENT = pgStatement<Record<never, never>, { present: number }>('countTriggersPresent', `select (${PRESENT})::int as present`)
+export const COUNT_TRIGGERS_PRESENT = pgStatement<Record<never, never>, { present: number }>(
+  'countTriggersPresent',
+  `select (${PRESENT})::int as present`,
+)
 
 /**
  * The counts of the queue @queue not folded yet, as a from clause `unfolded` of one row: `rows` (how many)
@@ -120,7 +132,9 @@ export const kept = (state: (typeof STATES)[number]) => `(coalesce(q.${state}, 0
  *   meanwhile.
  * A queue without a jobs_queue row (jobs written with plain SQL only) gets one.
  */
-export const FOLD = pgStatement<{ queue: string }, { rows: number }>('foldCounts', `with turn as materialized (
+export const FOLD = pgStatement<{ queue: string }, { rows: number }>(
+  'foldCounts',
+  `with turn as materialized (
     select pg_try_advisory_xact_lock(hashtext('drizzle_jobs_fold'), hashtext(@queue::text)) as turn
   ), queue_row as materialized (
     select name from jobs_queue where name = @queue::text and (select turn from turn) for no key update skip locked
@@ -136,7 +150,11 @@ export const FOLD = pgStatement<{ queue: string }, { rows: number }>('foldCounts
     on conflict (name) do update set ${STATES.map((state) => `${state} = jobs_queue.${state} + excluded.${state}`).join(', ')}
     returning 1
   )
-  select rows::int as rows from sums`)
+  select rows::int as rows from sums`,
+)
 
 /** Whether the queue has counts not folded yet: one probe of jobs_count_queue. */
-export const HAS_UNFOLDED = pgStatement<{ queue: string }, { found: 1 }>('hasUnfolded', `select 1 as found from jobs_count where queue = @queue::text limit 1`)
+export const HAS_UNFOLDED = pgStatement<{ queue: string }, { found: 1 }>(
+  'hasUnfolded',
+  `select 1 as found from jobs_count where queue = @queue::text limit 1`,
+)

@@ -266,7 +266,13 @@ const RELISTEN_MAX_MS = 5_000
  * listening lasts. A lost client (a restart, pg_terminate_backend) is destroyed, and another one listens
  * after a backoff.
  */
-function listenOnPool(pool: NodePgPool, channel: string, onNotice: (payload: string) => void, onListening: () => void, onLost: () => void): () => void {
+function listenOnPool(
+  pool: NodePgPool,
+  channel: string,
+  onNotice: (payload: string) => void,
+  onListening: () => void,
+  onLost: () => void,
+): () => void {
   let stopped = false
   /** The client that listens, or is being made to, with the 'error' listener that checkOut put on it. */
   let client: NodePgPoolClient | undefined
@@ -342,7 +348,12 @@ function quoteIdentifier(name: string): string {
  * transaction's session ends after WRITE_IDLE_LIMIT_MS idle (set in BEGIN's round trip): only on a pool's client,
  * which the pool replaces, never on the app's own Client (nodePgClient passes no options but `readOnly`).
  */
-async function inTransaction<T>(client: NodePgClient, fn: (q: Queryable) => Promise<T>, options: TransactionOptions | undefined, unusable: (error: Error) => void): Promise<T> {
+async function inTransaction<T>(
+  client: NodePgClient,
+  fn: (q: Queryable) => Promise<T>,
+  options: TransactionOptions | undefined,
+  unusable: (error: Error) => void,
+): Promise<T> {
   try {
     await client.query(options?.readOnly ? READ_BEGIN : options?.bounded ? `${WRITE_BEGIN}; ${WRITE_IDLE_LIMIT}` : WRITE_BEGIN)
   } catch (error) {
@@ -404,7 +415,10 @@ function nodePgTransaction(client: NodePgClient): PgTransactionDriver {
         return value
       } catch (error) {
         // A rollback that fails leaves the transaction aborted: the caller's error says why it failed first.
-        await client.query(`rollback to savepoint ${name}`).then(() => client.query(`release savepoint ${name}`)).catch(() => {})
+        await client
+          .query(`rollback to savepoint ${name}`)
+          .then(() => client.query(`release savepoint ${name}`))
+          .catch(() => {})
         throw error
       }
     },
@@ -432,7 +446,8 @@ function postgresJsQueryable(sql: PostgresJsSql): Queryable {
 function postgresJsWholeQueryable(sql: PostgresJsSql): Queryable {
   return {
     async query(statement, values) {
-      const text = values.length === 0 ? statement.text : statement.text.replace(/\$(\d+)/g, (_, n: string) => literal(values[Number(n) - 1]!))
+      const text =
+        values.length === 0 ? statement.text : statement.text.replace(/\$(\d+)/g, (_, n: string) => literal(values[Number(n) - 1]!))
       return await sql.unsafe(text, [], { prepare: false })
     },
   }
@@ -458,7 +473,8 @@ function postgresJsPool(sql: PostgresJsPool): PgPoolDriver {
       database: [options.database, options.user].find((name): name is string => typeof name === 'string') ?? '',
     },
     query: postgresJsQueryable(sql).query,
-    transaction: (fn, options) => postgresJsBegin(sql, (options?.readOnly ? READ_BEGIN : WRITE_BEGIN).slice('begin '.length), fn, options?.bounded === true),
+    transaction: (fn, options) =>
+      postgresJsBegin(sql, (options?.readOnly ? READ_BEGIN : WRITE_BEGIN).slice('begin '.length), fn, options?.bounded === true),
     listen(channel, onNotice, onListening) {
       // postgres.js keeps a connection for its listeners, makes it anew when lost, and calls onListening each time.
       let stopped = false
@@ -543,7 +559,17 @@ function isConnectionLoss(error: unknown): boolean {
   return typeof code === 'string' && (LOSS_CODES.has(code) || code.startsWith('08'))
 }
 
-const LOSS_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'EPIPE', '25P03', '57P01', '57P02', '57P03'])
+const LOSS_CODES = new Set([
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'ECONNRESET',
+  'EPIPE',
+  '25P03',
+  '57P01',
+  '57P02',
+  '57P03',
+])
 
 function postgresJsTransaction(sql: PostgresJsTransaction): PgTransactionDriver {
   return {

@@ -80,7 +80,8 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
 
     jobInsertIfRoom: (job) => some(q, SQL.insertJobIfRoom, job),
     jobInsert: (job) => some(q, SQL.insertJob, job),
-    jobInsertMany: async ({ jobs, ...batch }) => (await all(q, SQL.insertJobs, { ...batch, jobs: JSON.stringify(jobs) })).map((row) => row.id),
+    jobInsertMany: async ({ jobs, ...batch }) =>
+      (await all(q, SQL.insertJobs, { ...batch, jobs: JSON.stringify(jobs) })).map((row) => row.id),
     jobExists: (queue, id) => some(q, SQL.jobExists, { queue, id }),
     queueWaitingCount: async (queue) => (await one(q, SQL.queueWaitingCount, { queue })).count,
 
@@ -120,15 +121,18 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     jobSetStateIfLeasedMany: ({ runs, ...end }) => all(q, SQL.endRuns, { ...end, runs: JSON.stringify(runs) }),
     jobSetStateIfUnleased: (end) => some(q, SQL.endUnleased, end),
     jobGetState: async (seq) => (await get(q, SQL.jobState, { seq }))?.state,
-    leaseDeleteOfRuns: async (runs) => void (await all(q, SQL.deleteRunLeases, { runs: JSON.stringify(runs.map((run) => [run.seq, run.owner, run.attempt])) })),
+    leaseDeleteOfRuns: async (runs) =>
+      void (await all(q, SQL.deleteRunLeases, { runs: JSON.stringify(runs.map((run) => [run.seq, run.owner, run.attempt])) })),
     leaseDeleteMany: async (seqs) => void (await all(q, SQL.deleteLeases, { seqs: JSON.stringify(seqs) })),
     stepDeleteMany: async (seqs) => void (await all(q, SQL.deleteSteps, { seqs: JSON.stringify(seqs) })),
 
     leaseRenewByOwner: (renew) => all(q, SQL.renewLeases, renew),
     leaseListByOwner: (owner) => all(q, SQL.ownerLeases, { owner }),
-    leaseRenewIfHeld: (lease) => some(q, SQL.leaseRenewIfHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt }),
+    leaseRenewIfHeld: (lease) =>
+      some(q, SQL.leaseRenewIfHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt }),
     leaseOwners: async (queue) => (await all(q, SQL.leaseOwners, { queue })).map((row) => row.owner),
-    leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) => all(q, SQL.abandonedLeases, { queue, self, now: timeBound(now), deadOwners: JSON.stringify(deadOwners), limit }),
+    leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) =>
+      all(q, SQL.abandonedLeases, { queue, self, now: timeBound(now), deadOwners: JSON.stringify(deadOwners), limit }),
     jobCountUnleased: async (queue) => (await one(q, SQL.unleasedCount, { queue })).count,
     jobGetUnleased: (find) => all(q, SQL.unleasedRuns, find),
 
@@ -136,11 +140,13 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     stepSetIfLeased: (step) => some(q, SQL.writeStep, step),
 
     jobHasPrunable: ({ queue, state, before }) => some(q, SQL.firstPrunable, { queue, state, before: timeBound(before) }),
-    jobDeleteEnded: async ({ queue, state, before, limit }) => (await one(q, SQL.pruneEnded, { queue, state, before: timeBound(before), limit })).count,
+    jobDeleteEnded: async ({ queue, state, before, limit }) =>
+      (await one(q, SQL.pruneEnded, { queue, state, before: timeBound(before), limit })).count,
 
     jobGetSnapshot: (queue, id) => get(q, READ_SQL.jobById, { queue, id }),
     jobGetSnapshots: (seqs) => all(q, READ_SQL.jobsBySeq, { seqs: JSON.stringify(seqs) }),
-    jobCountAhead: async (at) => (await one(q, READ_SQL.countAhead, { ...at, priority: wholeKey(at.priority), now: timeBound(at.now) })).ahead,
+    jobCountAhead: async (at) =>
+      (await one(q, READ_SQL.countAhead, { ...at, priority: wholeKey(at.priority), now: timeBound(at.now) })).ahead,
     /** One query: the head of the line, numbered by row_number() in claim order, filtered to the seqs asked about. */
     async jobPlacesInLine(line, seqs) {
       const rows = await all(q, READ_SQL.placesInLine, { ...line, now: timeBound(line.now), seqs: JSON.stringify([...seqs]) })
@@ -158,7 +164,8 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     jobGetRecord: (queue, id) => get(q, ADMIN_SQL.jobRecord, { queue, id }),
     jobListOfQueue: (queue) => all(q, ADMIN_SQL.queueJobs, { queue }),
     /** One page by keyset, as SQLite's: the keys are numbers here (times in ms, seqs, priorities). */
-    jobList: (order, page) => all(q, LISTINGS[order], { queue: page.queue, state: page.state, grp: page.grp, limit: page.limit, ...pageKeys(order, page) }),
+    jobList: (order, page) =>
+      all(q, LISTINGS[order], { queue: page.queue, state: page.state, grp: page.grp, limit: page.limit, ...pageKeys(order, page) }),
     jobGetOutcome: (seq) => get(q, ADMIN_SQL.jobOutcome, { seq }),
     jobCancel: (seq, now) => some(q, ADMIN_SQL.cancelJob, { seq, now }),
     jobRetry: (seq, now) => some(q, ADMIN_SQL.retryJob, { seq, now }),
@@ -169,8 +176,10 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     queueGetCounts: (queue) => get(q, ADMIN_SQL.queueCounts, { queue }),
     queueGetCountsAll: () => all(q, ADMIN_SQL.allQueueCounts, {}),
     queueNames: async () => (await all(q, ADMIN_SQL.queueNames, {})).map((row) => row.name),
-    jobCountEnded: async (window) => (await one(q, ADMIN_SQL.endedBetween, { ...window, since: timeBound(window.since), until: timeBound(window.until) })).count,
-    jobCountEndedPerBucket: (window) => all(q, ADMIN_SQL.endedPerBucket, { ...window, since: timeBound(window.since), until: timeBound(window.until) }),
+    jobCountEnded: async (window) =>
+      (await one(q, ADMIN_SQL.endedBetween, { ...window, since: timeBound(window.since), until: timeBound(window.until) })).count,
+    jobCountEndedPerBucket: (window) =>
+      all(q, ADMIN_SQL.endedPerBucket, { ...window, since: timeBound(window.since), until: timeBound(window.until) }),
     jobEarliestRunnable: async (queue) => (await one(q, ADMIN_SQL.earliestRunnable, { queue })).runAt,
   }
 }

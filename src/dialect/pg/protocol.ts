@@ -28,8 +28,14 @@ const RULES = (r: string): Array<[string, string]> => [
   [notATime(r, 'created_at'), breaks(`quote_literal(${r}.created_at::text)`, 'created_at', 'a time within the range of a Date')],
   [`${r}.attempts < 0`, breaks(`${r}.attempts`, 'attempts', 'a count of runs (a whole number from 0)')],
   [`${r}.max_attempts < 1`, breaks(`${r}.max_attempts`, 'max_attempts', 'a number of runs (a whole number from 1)')],
-  [`${r}.attempts > ${r}.max_attempts`, breaks(`${r}.attempts`, 'attempts', `a count of runs within max_attempts (' || ${r}.max_attempts || ')`)],
-  [`${r}.attempts >= ${MAX_STORED_INT}`, breaks(`${r}.attempts`, 'attempts', `a count of runs that one more run fits (below ${MAX_STORED_INT})`)],
+  [
+    `${r}.attempts > ${r}.max_attempts`,
+    breaks(`${r}.attempts`, 'attempts', `a count of runs within max_attempts (' || ${r}.max_attempts || ')`),
+  ],
+  [
+    `${r}.attempts >= ${MAX_STORED_INT}`,
+    breaks(`${r}.attempts`, 'attempts', `a count of runs that one more run fits (below ${MAX_STORED_INT})`),
+  ],
 ]
 
 /** The error of a rule: the column, its value as `shown` writes it (a time quoted, a number bare), and what it should hold. */
@@ -38,7 +44,10 @@ function breaks(shown: string, column: string, expected: string): string {
 }
 
 /** The condition under which a row written waiting or scheduled breaks the protocol. */
-const BROKEN = (r: string) => `${r}.state in ('waiting', 'scheduled') and (${RULES(r).map(([when]) => when).join(' or ')})`
+const BROKEN = (r: string) =>
+  `${r}.state in ('waiting', 'scheduled') and (${RULES(r)
+    .map(([when]) => when)
+    .join(' or ')})`
 
 /**
  * The trigger's function and the trigger, for the counters' install (counts.ts), which also fails the jobs
@@ -47,7 +56,9 @@ const BROKEN = (r: string) => `${r}.state in ('waiting', 'scheduled') and (${RUL
 export const INSTALL_PROTOCOL = `
   create or replace function ${PROTOCOL_TRIGGER}() returns trigger language plpgsql as $f$
   begin
-    new.error := case ${RULES('new').map(([when, why]) => `when ${when} then ${why}`).join(' ')} end;
+    new.error := case ${RULES('new')
+      .map(([when, why]) => `when ${when} then ${why}`)
+      .join(' ')} end;
     new.state := 'failed';
     new.finished_at := now();
     if tg_op = 'UPDATE' then

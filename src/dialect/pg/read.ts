@@ -28,11 +28,17 @@ const RUNNABLE_NOW = `queue = @queue::text and ${RUNNABLE} and run_at <= ${at('@
 const LINE_HEAD = `select seq, priority, run_at from jobs_job where ${RUNNABLE_NOW} order by ${CLAIM_ORDER} limit @limit::bigint`
 
 export const READ_SQL = {
-  jobById: pgStatement<{ queue: string; id: string }, SnapshotRow>('jobById', `select ${JOB_COLUMNS} from ${JOINS}
-    where j.queue = @queue::text and j.id = @id::text`),
+  jobById: pgStatement<{ queue: string; id: string }, SnapshotRow>(
+    'jobById',
+    `select ${JOB_COLUMNS} from ${JOINS}
+    where j.queue = @queue::text and j.id = @id::text`,
+  ),
   /** The rows of many watched jobs in one pass: @seqs is a JSON array. */
-  jobsBySeq: pgStatement<{ seqs: string }, SnapshotRow>('jobsBySeq', `select ${JOB_COLUMNS} from ${JOINS}
-    where ${inSeqs('j.seq', '@seqs')}`),
+  jobsBySeq: pgStatement<{ seqs: string }, SnapshotRow>(
+    'jobsBySeq',
+    `select ${JOB_COLUMNS} from ${JOINS}
+    where ${inSeqs('j.seq', '@seqs')}`,
+  ),
   /**
    * How many runnable jobs come before a job in claim order, up to @limit: one range of jobs_job_claim, bounded
    * by the row value (priority, run_at, seq), which PostgreSQL seeks on exactly, walked in its order (so that a
@@ -40,19 +46,28 @@ export const READ_SQL = {
    * scheduled for later, though more urgent, is not claimed before this one now. The job itself never counts: a
    * run_at that another program wrote with microseconds is read rounded to the ms, perhaps up, past its own.
    */
-  countAhead: pgStatement<{ queue: string; now: number; priority: number | string; runAt: number; seq: number; limit: number }, { ahead: number }>('countAhead', `select count(*)::int as ahead from (
+  countAhead: pgStatement<
+    { queue: string; now: number; priority: number | string; runAt: number; seq: number; limit: number },
+    { ahead: number }
+  >(
+    'countAhead',
+    `select count(*)::int as ahead from (
       select 1 from jobs_job where ${RUNNABLE_NOW} and (priority, run_at, seq) < (@priority::bigint, ${at('@runAt')}, @seq::bigint)
         and seq <> @seq::bigint
       order by ${CLAIM_ORDER} limit @limit::bigint
-    ) a`),
+    ) a`,
+  ),
   /**
    * The places in claim order of the jobs @seqs (a JSON array) among the first @limit in line, and, in the row
    * whose seq is null, how many were walked: the place of those not met.
    */
-  placesInLine: pgStatement<{ queue: string; now: number; limit: number; seqs: string }, { seq: number | null; place: number }>('placesInLine', `with head as (
+  placesInLine: pgStatement<{ queue: string; now: number; limit: number; seqs: string }, { seq: number | null; place: number }>(
+    'placesInLine',
+    `with head as (
       select seq, row_number() over (order by priority, run_at, seq) - 1 as place from (${LINE_HEAD}) h
     )
     select seq::float8 as seq, place::int as place from head where ${inSeqs('seq', '@seqs')}
     union all
-    select null, count(*)::int from head`),
+    select null, count(*)::int from head`,
+  ),
 } as const

@@ -18,30 +18,51 @@ export const SCHEDULE_SQL = {
    * Creates a schedule, or replaces one that differs in cron, tz, value or backfill (its next slot
    * recomputed, its last slot kept); one that is the same is left as it is, updated_at and next_at too.
    */
-  upsert: pgStatement<NewSchedule, { written: 1 }>('scheduleUpsert', `insert into jobs_schedule (queue, name, cron, tz, value, backfill, next_at, last_slot, updated_at)
+  upsert: pgStatement<NewSchedule, { written: 1 }>(
+    'scheduleUpsert',
+    `insert into jobs_schedule (queue, name, cron, tz, value, backfill, next_at, last_slot, updated_at)
     values (@queue::text, @name::text, @cron::text, @tz::text, @value::jsonb, @backfill::bigint, ${at('@nextAt')}, null, ${at('@now')})
     on conflict (queue, name) do update set cron = excluded.cron, tz = excluded.tz, value = excluded.value,
       backfill = excluded.backfill, next_at = excluded.next_at, updated_at = excluded.updated_at
     where (jobs_schedule.cron, jobs_schedule.tz, jobs_schedule.value, jobs_schedule.backfill)
       is distinct from (excluded.cron, excluded.tz, excluded.value, excluded.backfill)
-    returning 1 as written`),
-  remove: pgStatement<Key, { removed: 1 }>('scheduleRemove', `delete from jobs_schedule where queue = @queue::text and name = @name::text returning 1 as removed`),
-  get: pgStatement<Key, ScheduleRow>('scheduleGet', `select ${SCHEDULE} from jobs_schedule where queue = @queue::text and name = @name::text`),
+    returning 1 as written`,
+  ),
+  remove: pgStatement<Key, { removed: 1 }>(
+    'scheduleRemove',
+    `delete from jobs_schedule where queue = @queue::text and name = @name::text returning 1 as removed`,
+  ),
+  get: pgStatement<Key, ScheduleRow>(
+    'scheduleGet',
+    `select ${SCHEDULE} from jobs_schedule where queue = @queue::text and name = @name::text`,
+  ),
   /** The earliest next slot of a queue's schedules: a walk of the primary key's entries for the queue. */
-  earliest: pgStatement<{ queue: string }, { nextAt: number | null }>('scheduleEarliest', `select ${ms('min(next_at)')} as "nextAt" from jobs_schedule where queue = @queue::text`),
-  listDue: pgStatement<{ queue: string; now: number; limit: number }, ScheduleRow>('scheduleListDue', `select ${SCHEDULE} from jobs_schedule
-    where queue = @queue::text and next_at <= ${at('@now')} order by next_at limit @limit::bigint`),
+  earliest: pgStatement<{ queue: string }, { nextAt: number | null }>(
+    'scheduleEarliest',
+    `select ${ms('min(next_at)')} as "nextAt" from jobs_schedule where queue = @queue::text`,
+  ),
+  listDue: pgStatement<{ queue: string; now: number; limit: number }, ScheduleRow>(
+    'scheduleListDue',
+    `select ${SCHEDULE} from jobs_schedule
+    where queue = @queue::text and next_at <= ${at('@now')} order by next_at limit @limit::bigint`,
+  ),
   /**
    * The compare-and-set on next_at (and updated_at, which moves when the schedule is replaced) that claims its
    * due slots. Two passes at once: the second waits on the row's lock, then finds next_at moved and writes nothing.
    */
-  advance: pgStatement<ScheduleAdvance, { moved: 1 }>('scheduleAdvance', `update jobs_schedule set next_at = ${at('@nextAt')},
+  advance: pgStatement<ScheduleAdvance, { moved: 1 }>(
+    'scheduleAdvance',
+    `update jobs_schedule set next_at = ${at('@nextAt')},
       last_slot = coalesce(${at('@lastSlot')}, last_slot)
     where queue = @queue::text and name = @name::text
       and ${ms('next_at')} = @seenNextAt::float8 and ${ms('updated_at')} = @seenUpdatedAt::float8
-    returning 1 as moved`),
+    returning 1 as moved`,
+  ),
   listAll: pgStatement<Record<never, never>, ScheduleRow>('scheduleListAll', `select ${SCHEDULE} from jobs_schedule order by queue, name`),
-  listOfQueue: pgStatement<{ queue: string }, ScheduleRow>('scheduleListOfQueue', `select ${SCHEDULE} from jobs_schedule where queue = @queue::text order by name`),
+  listOfQueue: pgStatement<{ queue: string }, ScheduleRow>(
+    'scheduleListOfQueue',
+    `select ${SCHEDULE} from jobs_schedule where queue = @queue::text order by name`,
+  ),
 } as const
 
 /** The schedule requests run on `q`. @internal */

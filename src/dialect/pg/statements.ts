@@ -11,7 +11,19 @@
  * plus what is not folded into it yet.
  */
 import type { EndedState, JobState } from '../../types.js'
-import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, ExpiredBy, LeaseParams, NewJob, RunEndParams, StoredLimits, StoreLimitsParams, UnleasedRun } from '../index.js'
+import type {
+  AbandonedLease,
+  Claimable,
+  ClaimedJob,
+  ClaimLimits,
+  ExpiredBy,
+  LeaseParams,
+  NewJob,
+  RunEndParams,
+  StoredLimits,
+  StoreLimitsParams,
+  UnleasedRun,
+} from '../index.js'
 import { pgStatement, type JobRow, type LeaseRow, type StepRow } from './statement.js'
 import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, fence, inSeqs, ms, ONE_RUN, RESCUABLE, RUNNABLE } from './terms.js'
 import { kept, UNFOLDED } from './counts.js'
@@ -45,11 +57,14 @@ type EndParams = Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy
 
 export const SQL = {
   /** Which of the tables the migrations make are missing, and the database the connection is on (for a client whose options do not say). */
-  schemaCheck: pgStatement<Record<never, never>, { missing: string | null; database: string; host: string; port: number }>('schemaCheck', `select
+  schemaCheck: pgStatement<Record<never, never>, { missing: string | null; database: string; host: string; port: number }>(
+    'schemaCheck',
+    `select
       (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule', 'jobs_count']) with ordinality as t(name, ord)
        where to_regclass(t.name) is null) as missing,
       current_database() as database, coalesce(host(inet_server_addr()), 'localhost') as host,
-      coalesce(inet_server_port(), current_setting('port')::int) as port`),
+      coalesce(inet_server_port(), current_setting('port')::int) as port`,
+  ),
 
   /**
    * Tells listeners of the channel, when the transaction commits, what changed of which queue: one
@@ -63,17 +78,23 @@ export const SQL = {
    * `{ "channel", "payload" }`. Progress values and asks go this way, one statement per send however many
    * runs it carries.
    */
-  notifyMany: pgStatement<{ notices: string }>('notifyMany', `select pg_notify(n.channel, n.payload)
-    from jsonb_to_recordset(@notices::jsonb) as n(channel text, payload text)`),
+  notifyMany: pgStatement<{ notices: string }>(
+    'notifyMany',
+    `select pg_notify(n.channel, n.payload)
+    from jsonb_to_recordset(@notices::jsonb) as n(channel text, payload text)`,
+  ),
 
   /**
    * Creates a queue's row on its first job, so that its pause flag and limits have a row to live in; else does
    * nothing, and waits for nothing: where the row is there, no insert is tried, so no lock on the row (a claim's, a
    * fold's, the app's) holds it up, where `on conflict` alone would wait for a transaction that changed the row.
    */
-  queueRowEnsure: pgStatement<QueueParam>('queueRowEnsure', `insert into jobs_queue (name) select @queue::text
+  queueRowEnsure: pgStatement<QueueParam>(
+    'queueRowEnsure',
+    `insert into jobs_queue (name) select @queue::text
     where not exists (select 1 from jobs_queue where name = @queue::text)
-    on conflict (name) do nothing`),
+    on conflict (name) do nothing`,
+  ),
 
   /**
    * Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled, by its
@@ -81,29 +102,44 @@ export const SQL = {
    * transactions run at once do not see each other's jobs: each may take the last free place, so the queue
    * may hold, for a moment, one job more per adder running at once than its maxWaiting.
    */
-  insertJobIfRoom: pgStatement<NewJob, { added: 1 }>('insertJobIfRoom', `${INSERT_JOB}
+  insertJobIfRoom: pgStatement<NewJob, { added: 1 }>(
+    'insertJobIfRoom',
+    `${INSERT_JOB}
     where (select ${kept('waiting')} + ${kept('scheduled')} from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text)
       < @maxWaiting::bigint
     on conflict (queue, id) do nothing
-    returning 1 as added`),
-  insertJob: pgStatement<NewJob, { added: 1 }>('insertJob', `${INSERT_JOB}
+    returning 1 as added`,
+  ),
+  insertJob: pgStatement<NewJob, { added: 1 }>(
+    'insertJob',
+    `${INSERT_JOB}
     on conflict (queue, id) do nothing
-    returning 1 as added`),
+    returning 1 as added`,
+  ),
   /**
    * Adds the jobs of @jobs, a JSON array of [id, grp, value, state, priority, runAt], in its order, in one
    * statement: one round trip however many jobs. Answers the ids it added; a taken id adds nothing.
    */
-  insertJobs: pgStatement<{ queue: string; maxAttempts: number; now: number; jobs: string }, { id: string }>('insertJobs', `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at)
+  insertJobs: pgStatement<{ queue: string; maxAttempts: number; now: number; jobs: string }, { id: string }>(
+    'insertJobs',
+    `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at)
     select @queue::text, j.job ->> 0, j.job ->> 1, (j.job ->> 2)::jsonb, j.job ->> 3, (j.job ->> 4)::bigint, 0, @maxAttempts::int,
       ${at(`(j.job ->> 5)`)}, ${at('@now')}
     from jsonb_array_elements(@jobs::jsonb) with ordinality as j(job, ord)
     order by j.ord
     on conflict (queue, id) do nothing
-    returning id`),
-  jobExists: pgStatement<{ queue: string; id: string }, { found: 1 }>('jobExists', `select 1 as found from jobs_job where queue = @queue::text and id = @id::text`),
+    returning id`,
+  ),
+  jobExists: pgStatement<{ queue: string; id: string }, { found: 1 }>(
+    'jobExists',
+    `select 1 as found from jobs_job where queue = @queue::text and id = @id::text`,
+  ),
   /** The jobs a queue holds waiting or scheduled, by its kept counts, this transaction's own adds among them. */
-  queueWaitingCount: pgStatement<QueueParam, { count: number }>('queueWaitingCount', `select ${kept('waiting')} + ${kept('scheduled')} as count
-    from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text`),
+  queueWaitingCount: pgStatement<QueueParam, { count: number }>(
+    'queueWaitingCount',
+    `select ${kept('waiting')} + ${kept('scheduled')} as count
+    from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text`,
+  ),
 
   /**
    * What a worker reads before it claims: is there anything it may claim, under the stored limit? Read from
@@ -113,16 +149,22 @@ export const SQL = {
    * `nextScheduled` when the first of them is due (jobs_job_scheduled), which the worker compares with its own
    * clock. Answers a row for a queue with no jobs_queue row (jobs added with plain SQL) too.
    */
-  queueClaimable: pgStatement<QueueParam, Claimable>('queueClaimable', `select coalesce(q.paused, false)::int as paused, q.concurrency,
+  queueClaimable: pgStatement<QueueParam, Claimable>(
+    'queueClaimable',
+    `select coalesce(q.paused, false)::int as paused, q.concurrency,
       (select count(*)::int from jobs_lease where queue = @queue::text) as running,
       coalesce(${EARLIEST_RUNNABLE} <= now(), false)::int as waiting,
       (s.next is not null)::int as scheduled, ${ms('s.next')} as "nextScheduled"
     from (select min(run_at) as next from jobs_job where queue = @queue::text and state = 'scheduled') s
-    left join jobs_queue q on q.name = @queue::text`),
+    left join jobs_queue q on q.name = @queue::text`,
+  ),
   /** A claim's first read of the queue's row, without a lock: a queue with no limit is claimed in parallel. */
-  queueClaimLimits: pgStatement<QueueParam, ClaimLimits>('queueClaimLimits', `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
+  queueClaimLimits: pgStatement<QueueParam, ClaimLimits>(
+    'queueClaimLimits',
+    `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
       (select count(*)::int from jobs_lease where queue = @queue::text) as running, rate_limit as "rateLimit"
-    from jobs_queue where name = @queue::text`),
+    from jobs_queue where name = @queue::text`,
+  ),
   /**
    * A limited queue's row, locked until the claim commits: the claims of a limited queue take turns, each
    * counting the runs under way (queueLeaseCount, a statement of its own, so that it sees what the claim
@@ -131,95 +173,149 @@ export const SQL = {
    * transaction's now(), which a claim that waited for the lock would read from before the claim ahead of it
    * committed): every host's claims stamp their starts with that one clock (JOB-22).
    */
-  queueClaimLimitsLocked: pgStatement<QueueParam, Omit<ClaimLimits, 'running'>>('queueClaimLimitsLocked', `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
+  queueClaimLimitsLocked: pgStatement<QueueParam, Omit<ClaimLimits, 'running'>>(
+    'queueClaimLimitsLocked',
+    `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
       rate_limit as "rateLimit", rate_per::float8 as "ratePer", rate_per_group as "ratePerGroup", rate_starts::text as "rateStarts",
       ${ms('clock_timestamp()')} as "rateNow", claim_waiters::text as "claimWaiters"
-    from jobs_queue where name = @queue::text for update`),
-  queueLeaseCount: pgStatement<QueueParam, { running: number }>('queueLeaseCount', `select count(*)::int as running from jobs_lease where queue = @queue::text`),
+    from jobs_queue where name = @queue::text for update`,
+  ),
+  queueLeaseCount: pgStatement<QueueParam, { running: number }>(
+    'queueLeaseCount',
+    `select count(*)::int as running from jobs_lease where queue = @queue::text`,
+  ),
   /** The limits a queue holds, and when a worker stored them (null: never). */
-  queueLimits: pgStatement<QueueParam, StoredLimits>('queueLimits', `select concurrency, concurrency_per_group as "perGroup", ${ms('limits_set_at')} as "setAt",
+  queueLimits: pgStatement<QueueParam, StoredLimits>(
+    'queueLimits',
+    `select concurrency, concurrency_per_group as "perGroup", ${ms('limits_set_at')} as "setAt",
       rate_limit as "rateLimit", rate_per::float8 as "ratePer", rate_per_group as "ratePerGroup"
-    from jobs_queue where name = @queue::text`),
+    from jobs_queue where name = @queue::text`,
+  ),
   /** Stores a queue's limits, replacing any others: the worker started last wins. */
-  storeQueueLimits: pgStatement<StoreLimitsParams>('storeQueueLimits', `insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at, rate_limit, rate_per, rate_per_group)
+  storeQueueLimits: pgStatement<StoreLimitsParams>(
+    'storeQueueLimits',
+    `insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at, rate_limit, rate_per, rate_per_group)
     values (@queue::text, @total::int, @perGroup::int, ${at('@now')}, @rateLimit::int, @ratePer::bigint, @ratePerGroup::int)
     on conflict (name) do update set concurrency = excluded.concurrency, concurrency_per_group = excluded.concurrency_per_group,
-      limits_set_at = excluded.limits_set_at, rate_limit = excluded.rate_limit, rate_per = excluded.rate_per, rate_per_group = excluded.rate_per_group`),
+      limits_set_at = excluded.limits_set_at, rate_limit = excluded.rate_limit, rate_per = excluded.rate_per, rate_per_group = excluded.rate_per_group`,
+  ),
   /** Writes back a rated queue's log of recent starts (engine/rate.ts), in the claim's transaction, under the row's lock. */
-  storeRateStarts: pgStatement<{ queue: string; starts: string }>('storeRateStarts', `update jobs_queue set rate_starts = @starts::jsonb where name = @queue::text`),
+  storeRateStarts: pgStatement<{ queue: string; starts: string }>(
+    'storeRateStarts',
+    `update jobs_queue set rate_starts = @starts::jsonb where name = @queue::text`,
+  ),
   /** Writes back the workers waiting for a share of a queue's concurrency (engine/fair-share.ts), in the claim's transaction, under the row's lock. */
-  storeClaimWaiters: pgStatement<{ queue: string; waiters: string | null }>('storeClaimWaiters', `update jobs_queue set claim_waiters = @waiters::jsonb where name = @queue::text`),
+  storeClaimWaiters: pgStatement<{ queue: string; waiters: string | null }>(
+    'storeClaimWaiters',
+    `update jobs_queue set claim_waiters = @waiters::jsonb where name = @queue::text`,
+  ),
 
   /**
    * Runnable jobs in claim order (priority, run_at, seq — JOB-17) over jobs_job_claim, locked: FOR UPDATE SKIP
    * LOCKED passes over the jobs another claim has read and not yet committed, so claims running at once never
    * take the same job, and never wait on each other.
    */
-  claimCandidates: pgStatement<Window & { limit: number }, ClaimedJob>('claimCandidates', `select ${CLAIMED} from jobs_job where ${DUE}
+  claimCandidates: pgStatement<Window & { limit: number }, ClaimedJob>(
+    'claimCandidates',
+    `select ${CLAIMED} from jobs_job where ${DUE}
     order by ${CLAIM_ORDER} limit @limit::bigint
-    for update skip locked`),
+    for update skip locked`,
+  ),
   /** Like claimCandidates, leaving out the jobs that must run alone. */
-  claimCandidatesNotAbandoned: pgStatement<Window & { limit: number }, ClaimedJob>('claimCandidatesNotAbandoned', `select ${CLAIMED} from jobs_job where ${DUE} and not abandoned
+  claimCandidatesNotAbandoned: pgStatement<Window & { limit: number }, ClaimedJob>(
+    'claimCandidatesNotAbandoned',
+    `select ${CLAIMED} from jobs_job where ${DUE} and not abandoned
     order by ${CLAIM_ORDER} limit @limit::bigint
-    for update skip locked`),
+    for update skip locked`,
+  ),
   /** The first due job whose last run was abandoned (jobs_job_abandoned), locked as claimCandidates locks. */
-  firstAbandoned: pgStatement<Window, ClaimedJob & Pick<JobRow, 'runAt'>>('firstAbandoned', `select ${CLAIMED}, ${ms('run_at')} as "runAt" from jobs_job
+  firstAbandoned: pgStatement<Window, ClaimedJob & Pick<JobRow, 'runAt'>>(
+    'firstAbandoned',
+    `select ${CLAIMED}, ${ms('run_at')} as "runAt" from jobs_job
     where abandoned and ${DUE}
     order by ${CLAIM_ORDER} limit 1
-    for update skip locked`),
+    for update skip locked`,
+  ),
   /** Candidates for a claim under a per-group cap, locked: groups already at the cap are left out. */
-  claimCandidatesByGroup: pgStatement<Window & { perGroup: number; limit: number; skipAbandoned: 0 | 1 }, Pick<JobRow, 'seq' | 'grp'>>('claimCandidatesByGroup', `select seq::float8 as seq, grp from jobs_job
+  claimCandidatesByGroup: pgStatement<Window & { perGroup: number; limit: number; skipAbandoned: 0 | 1 }, Pick<JobRow, 'seq' | 'grp'>>(
+    'claimCandidatesByGroup',
+    `select seq::float8 as seq, grp from jobs_job
     where ${DUE} and (@skipAbandoned::int = 0 or not abandoned)
       and (grp is null or grp not in (select grp from jobs_lease where queue = @queue::text and grp is not null
                                       group by grp having count(*) >= @perGroup::int))
     order by ${CLAIM_ORDER} limit @limit::bigint
-    for update skip locked`),
+    for update skip locked`,
+  ),
   /** One candidate of claimCandidatesByGroup, with what a claim answers (locked already by this claim). */
-  claimCandidate: pgStatement<{ seq: number }, ClaimedJob>('claimCandidate', `select ${CLAIMED} from jobs_job where seq = @seq::bigint and ${RUNNABLE}
-    for update skip locked`),
+  claimCandidate: pgStatement<{ seq: number }, ClaimedJob>(
+    'claimCandidate',
+    `select ${CLAIMED} from jobs_job where seq = @seq::bigint and ${RUNNABLE}
+    for update skip locked`,
+  ),
   /** Runs under way per group of a queue, in one pass over the leases. */
-  groupsRunning: pgStatement<QueueParam, { grp: string; running: number }>('groupsRunning', `select grp, count(*)::int as running from jobs_lease
-    where queue = @queue::text and grp is not null group by grp`),
+  groupsRunning: pgStatement<QueueParam, { grp: string; running: number }>(
+    'groupsRunning',
+    `select grp, count(*)::int as running from jobs_lease
+    where queue = @queue::text and grp is not null group by grp`,
+  ),
   /** Claims the jobs a claim's select locked, counting their attempt (JOB-04); answers how many it marked. */
-  markRunning: pgStatement<Seqs, { count: number }>('markRunning', `with marked as (
+  markRunning: pgStatement<Seqs, { count: number }>(
+    'markRunning',
+    `with marked as (
       update jobs_job set state = 'running', attempts = attempts + 1 where ${inSeqs('seq', '@seqs')} and ${RUNNABLE} returning 1
     )
-    select count(*)::int as count from marked`),
+    select count(*)::int as count from marked`,
+  ),
   /**
    * Leases the jobs just marked running, for the attempt the claim counted. A lease row left on a job that was
    * runnable is stale (another program ended or put back a running job with plain SQL, and left its lease; a
    * plain UPDATE whose subquery picked a waiting job may even land after a claim took it): the claim's lease
    * replaces it, and the old run, whose fence names the old owner and attempt, can change nothing.
    */
-  insertLeases: pgStatement<Seqs & { owner: string; expiresAt: number; channel: string | null }>('insertLeases', `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at, channel)
+  insertLeases: pgStatement<Seqs & { owner: string; expiresAt: number; channel: string | null }>(
+    'insertLeases',
+    `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at, channel)
     select seq, queue, grp, @owner::text, attempts, ${at('@expiresAt')}, @channel::text from jobs_job where ${inSeqs('seq', '@seqs')}
     on conflict (job) do update set queue = excluded.queue, grp = excluded.grp, owner = excluded.owner,
-      attempt = excluded.attempt, expires_at = excluded.expires_at, channel = excluded.channel`),
+      attempt = excluded.attempt, expires_at = excluded.expires_at, channel = excluded.channel`,
+  ),
 
   /**
    * Ends a run: the job's next state, behind the fence (terms.ts), with a rescue's expiry. Every outcome goes through
    * it or through endRuns.
    */
-  endRun: pgStatement<RunEndParams & LeaseParams & ExpiredBy, { ended: 1 }>('endRun', `with ${fence(ONE_RUN, RESCUABLE)}
+  endRun: pgStatement<RunEndParams & LeaseParams & ExpiredBy, { ended: 1 }>(
+    'endRun',
+    `with ${fence(ONE_RUN, RESCUABLE)}
     update jobs_job set ${END_SET}
     where seq = (select seq from fenced)
-    returning 1 as ended`),
+    returning 1 as ended`,
+  ),
   /**
    * endRun for several runs of one owner whose ends differ only in when they finished and what they returned:
    * `@runs` is a JSON array of [seq, attempt, finishedAt, result], result the JSON text of the result or null.
    * Answers the jobs it ended.
    */
-  endRuns: pgStatement<EndParams & { owner: string; runs: string }, Pick<JobRow, 'seq'>>('endRuns', `with ${fence(`select (r.run ->> 0)::bigint as seq, (r.run ->> 1)::int as attempt
-      from jsonb_array_elements(@runs::jsonb) as r(run)`, RESCUABLE)}
+  endRuns: pgStatement<EndParams & { owner: string; runs: string }, Pick<JobRow, 'seq'>>(
+    'endRuns',
+    `with ${fence(
+      `select (r.run ->> 0)::bigint as seq, (r.run ->> 1)::int as attempt
+      from jsonb_array_elements(@runs::jsonb) as r(run)`,
+      RESCUABLE,
+    )}
     update jobs_job j set state = @state::text,
       run_at = coalesce(${at('@runAt')}, j.run_at), finished_at = ${at(`(r.run ->> 2)`)}, result = (r.run ->> 3)::jsonb,
       error = @error::text, error_stack = @errorStack::text, attempts = j.attempts - @refund::int, abandoned = @abandoned::int <> 0
     from jsonb_array_elements(@runs::jsonb) as r(run)
     where j.seq = (r.run ->> 0)::bigint and j.seq in (select seq from fenced)
-    returning j.seq::float8 as seq`),
+    returning j.seq::float8 as seq`,
+  ),
   /** Deletes the leases of runs that ended, each by its job, owner and attempt: never the lease of a later run of the job. `@runs` is a JSON array of [seq, owner, attempt]. */
-  deleteRunLeases: pgStatement<{ runs: string }>('deleteRunLeases', `delete from jobs_lease l using jsonb_array_elements(@runs::jsonb) as r(run)
-    where l.job = (r.run ->> 0)::bigint and l.owner = r.run ->> 1 and l.attempt = (r.run ->> 2)::int`),
+  deleteRunLeases: pgStatement<{ runs: string }>(
+    'deleteRunLeases',
+    `delete from jobs_lease l using jsonb_array_elements(@runs::jsonb) as r(run)
+    where l.job = (r.run ->> 0)::bigint and l.owner = r.run ->> 1 and l.attempt = (r.run ->> 2)::int`,
+  ),
   /** Deletes the leases of jobs, whoever holds them: a cancel's. */
   deleteLeases: pgStatement<Seqs>('deleteLeases', `delete from jobs_lease where ${inSeqs('job', '@seqs')}`),
   deleteSteps: pgStatement<Seqs>('deleteSteps', `delete from jobs_step where ${inSeqs('job', '@seqs')}`),
@@ -230,67 +326,103 @@ export const SQL = {
    * renewed next time if it is still there. Answers the leases the owner holds (committed), renewed or not: a run
    * missing from them lost its lease.
    */
-  renewLeases: pgStatement<{ owner: string; expiresAt: number }, Pick<LeaseRow, 'job' | 'attempt'>>('renewLeases', `with held as materialized (
+  renewLeases: pgStatement<{ owner: string; expiresAt: number }, Pick<LeaseRow, 'job' | 'attempt'>>(
+    'renewLeases',
+    `with held as materialized (
       select job, attempt from jobs_lease where owner = @owner::text
     ), renewed as (
       update jobs_lease set expires_at = ${at('@expiresAt')}
       where job = any(array(select job from jobs_lease where owner = @owner::text for no key update skip locked)) and owner = @owner::text
       returning 1
     )
-    select job::float8 as job, attempt from held`),
+    select job::float8 as job, attempt from held`,
+  ),
   /** Leases of a queue, not the asking worker's own, that have expired or whose owner is one of the given dead ones (a JSON array). */
-  abandonedLeases: pgStatement<{ queue: string; self: string; now: number; deadOwners: string; limit: number }, AbandonedLease>('abandonedLeases', `select l.job::float8 as seq, l.owner, l.attempt,
+  abandonedLeases: pgStatement<{ queue: string; self: string; now: number; deadOwners: string; limit: number }, AbandonedLease>(
+    'abandonedLeases',
+    `select l.job::float8 as seq, l.owner, l.attempt,
       ${ms('l.expires_at')} as "expiresAt", j.attempts, j.max_attempts as "maxAttempts"
     from jobs_lease l join jobs_job j on j.seq = l.job
     where l.queue = @queue::text and l.owner <> @self::text
       and (l.expires_at <= ${at('@now')} or l.owner in (select value from jsonb_array_elements_text(@deadOwners::jsonb)))
-    limit @limit::bigint`),
+    limit @limit::bigint`,
+  ),
   /** How many more jobs a queue counts running (its kept counts) than it holds leases: the jobs are not walked. */
-  unleasedCount: pgStatement<QueueParam, { count: number }>('unleasedCount', `select (${kept('running')} - (select count(*) from jobs_lease where queue = @queue::text))::int as count
-    from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text`),
+  unleasedCount: pgStatement<QueueParam, { count: number }>(
+    'unleasedCount',
+    `select (${kept('running')} - (select count(*) from jobs_lease where queue = @queue::text))::int as count
+    from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text`,
+  ),
   /** Running jobs of a queue that hold no lease. */
-  unleasedRuns: pgStatement<{ queue: string; limit: number }, UnleasedRun>('unleasedRuns', `select seq::float8 as seq, attempts, max_attempts as "maxAttempts" from jobs_job j
+  unleasedRuns: pgStatement<{ queue: string; limit: number }, UnleasedRun>(
+    'unleasedRuns',
+    `select seq::float8 as seq, attempts, max_attempts as "maxAttempts" from jobs_job j
     where queue = @queue::text and state = 'running' and not exists (select 1 from jobs_lease l where l.job = j.seq)
-    limit @limit::bigint`),
+    limit @limit::bigint`,
+  ),
   /** Ends a run that holds no lease, as endRun ends one that holds its lease: only while it still holds none. */
-  endUnleased: pgStatement<RunEndParams & { seq: number }, { ended: 1 }>('endUnleased', `update jobs_job set ${END_SET}
+  endUnleased: pgStatement<RunEndParams & { seq: number }, { ended: 1 }>(
+    'endUnleased',
+    `update jobs_job set ${END_SET}
     where seq = @seq::bigint and state = 'running' and not exists (select 1 from jobs_lease where job = @seq::bigint)
-    returning 1 as ended`),
+    returning 1 as ended`,
+  ),
   /** The leases an owner still holds: a run missing here had its lease taken (a cancel, a rescue). */
-  ownerLeases: pgStatement<{ owner: string }, Pick<LeaseRow, 'job' | 'attempt'>>('ownerLeases', `select job::float8 as job, attempt from jobs_lease where owner = @owner::text`),
+  ownerLeases: pgStatement<{ owner: string }, Pick<LeaseRow, 'job' | 'attempt'>>(
+    'ownerLeases',
+    `select job::float8 as job, attempt from jobs_lease where owner = @owner::text`,
+  ),
   jobState: pgStatement<{ seq: number }, { state: JobState }>('jobState', `select state from jobs_job where seq = @seq::bigint`),
-  leaseOwners: pgStatement<QueueParam, { owner: string }>('leaseOwners', `select distinct owner from jobs_lease where queue = @queue::text`),
+  leaseOwners: pgStatement<QueueParam, { owner: string }>(
+    'leaseOwners',
+    `select distinct owner from jobs_lease where queue = @queue::text`,
+  ),
 
   /**
    * Renews one run's lease until @expiresAt, behind the fence (terms.ts), and answers a row only if the run still
    * holds it: a run asks before it calls a step's function. Expired or not, a lease nobody took is the run's again,
    * and a rescue that read it expired no longer takes it (its fence re-checks the expiry under the same locks).
    */
-  leaseRenewIfHeld: pgStatement<LeaseParams & { expiresAt: number }, { held: 1 }>('leaseRenewIfHeld', `with ${fence(ONE_RUN)}
+  leaseRenewIfHeld: pgStatement<LeaseParams & { expiresAt: number }, { held: 1 }>(
+    'leaseRenewIfHeld',
+    `with ${fence(ONE_RUN)}
     update jobs_lease set expires_at = ${at('@expiresAt')}
     where job = (select seq from fenced) and owner = @owner::text and attempt = @attempt::int
-    returning 1 as held`),
-  readStep: pgStatement<{ seq: number; name: string }, Pick<StepRow, 'answer'>>('readStep', `select answer::text as answer from jobs_step where job = @seq::bigint and name = @name::text`),
+    returning 1 as held`,
+  ),
+  readStep: pgStatement<{ seq: number; name: string }, Pick<StepRow, 'answer'>>(
+    'readStep',
+    `select answer::text as answer from jobs_step where job = @seq::bigint and name = @name::text`,
+  ),
   /** Keeps a step's answer, behind the fence (JOB-06, JOB-16). */
-  writeStep: pgStatement<LeaseParams & { name: string; answer: string | null }, { written: 1 }>('writeStep', `with ${fence(ONE_RUN)}
+  writeStep: pgStatement<LeaseParams & { name: string; answer: string | null }, { written: 1 }>(
+    'writeStep',
+    `with ${fence(ONE_RUN)}
     insert into jobs_step (job, name, answer)
     select seq, @name::text, @answer::jsonb from fenced
     on conflict (job, name) do nothing
-    returning 1 as written`),
+    returning 1 as written`,
+  ),
 
   /** The first job of a queue that ended in @state before @before, in jobs_job_ended's order (so that the planner walks it). */
-  firstPrunable: pgStatement<{ queue: string; state: EndedState; before: number }, { found: 1 }>('firstPrunable', `select 1 as found from jobs_job
+  firstPrunable: pgStatement<{ queue: string; state: EndedState; before: number }, { found: 1 }>(
+    'firstPrunable',
+    `select 1 as found from jobs_job
     where queue = @queue::text and ${ENDED} and state = @state::text and finished_at < ${at('@before')}
-    order by jobs_job.finished_at limit 1`),
+    order by jobs_job.finished_at limit 1`,
+  ),
   /**
    * Deletes up to @limit jobs of a queue that ended in @state before @before, the longest ended first
    * (jobs_job_ended's order); their steps and leases go with them.
    */
-  pruneEnded: pgStatement<{ queue: string; state: EndedState; before: number; limit: number }, { count: number }>('pruneEnded', `with pruned as (
+  pruneEnded: pgStatement<{ queue: string; state: EndedState; before: number; limit: number }, { count: number }>(
+    'pruneEnded',
+    `with pruned as (
       delete from jobs_job where seq = any(array(select seq from jobs_job
         where queue = @queue::text and ${ENDED} and state = @state::text and finished_at < ${at('@before')}
         order by jobs_job.finished_at limit @limit::bigint))
       returning 1
     )
-    select count(*)::int as count from pruned`),
+    select count(*)::int as count from pruned`,
+  ),
 } as const

@@ -5,7 +5,7 @@
  * so a page costs the same on the millionth job as on the first.
  */
 import type { AdminJobRow, CountsRow, ListParams } from '../index.js'
-import type { EndedState, JobState } from '../../types.js'
+import type { EndedState } from '../../types.js'
 import { single, statement, type JobRow, type LeaseRow, type QueueRow, type StepRow } from './statement.js'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 
@@ -16,23 +16,36 @@ const JOB = `seq, queue, id, grp, value, state, priority, attempts, max_attempts
 const IN_GROUP = `(@grp is null or grp = @grp)`
 
 export const ADMIN_SQL = {
-  findJob: statement<[queue: string, id: string], Pick<JobRow, 'seq' | 'state'>>(`select seq, state from jobs_job where queue = ? and id = ?`),
+  findJob: statement<[queue: string, id: string], Pick<JobRow, 'seq' | 'state'>>(
+    `select seq, state from jobs_job where queue = ? and id = ?`,
+  ),
   jobRecord: statement<[queue: string, id: string], AdminJobRow>(`select ${JOB} from jobs_job where queue = ? and id = ?`),
   /** Ends a job that has not ended yet as canceled; its lease and steps are deleted beside it. */
-  cancelJob: statement<[{ seq: number; now: number }], never>(`update jobs_job set state = 'canceled', finished_at = @now where seq = @seq and state in ('waiting', 'scheduled', 'running')`),
+  cancelJob: statement<[{ seq: number; now: number }], never>(
+    `update jobs_job set state = 'canceled', finished_at = @now where seq = @seq and state in ('waiting', 'scheduled', 'running')`,
+  ),
   /** A failed or canceled job runs again with fresh attempts and nothing of its last run kept. */
-  retryJob: statement<[{ seq: number; now: number }], never>(`update jobs_job set state = 'waiting', attempts = 0, run_at = @now, finished_at = null,
+  retryJob: statement<
+    [{ seq: number; now: number }],
+    never
+  >(`update jobs_job set state = 'waiting', attempts = 0, run_at = @now, finished_at = null,
       error = null, error_stack = null, result = null
     where seq = @seq and state in ('failed', 'canceled')`),
   setPaused: statement<[{ queue: string; paused: 0 | 1 }], never>(`insert into jobs_queue (name, paused) values (@queue, @paused)
     on conflict (name) do update set paused = excluded.paused`),
-  queueCounts: statement<[queue: string], CountsRow>(`select name, paused, waiting, scheduled, running, done, failed, canceled from jobs_queue where name = ?`),
-  allQueueCounts: statement<[], CountsRow>(`select name, paused, waiting, scheduled, running, done, failed, canceled from jobs_queue order by name`),
+  queueCounts: statement<[queue: string], CountsRow>(
+    `select name, paused, waiting, scheduled, running, done, failed, canceled from jobs_queue where name = ?`,
+  ),
+  allQueueCounts: statement<[], CountsRow>(
+    `select name, paused, waiting, scheduled, running, done, failed, canceled from jobs_queue order by name`,
+  ),
   queueNames: statement<[], QueueRow['name']>(`select name from jobs_queue order by name`, { pluck: true }),
   jobSteps: statement<[seq: number], Pick<StepRow, 'name' | 'answer'>>(`select name, answer from jobs_step where job = ? order by rowid`),
   /** What a run left its job as: for drain's account of each run. */
   jobOutcome: statement<[seq: number], Pick<JobRow, 'state' | 'error'>>(`select state, error from jobs_job where seq = ?`),
-  jobLease: statement<[seq: number], Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'>>(`select owner, attempt, expires_at as expiresAt from jobs_lease where job = ?`),
+  jobLease: statement<[seq: number], Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'>>(
+    `select owner, attempt, expires_at as expiresAt from jobs_lease where job = ?`,
+  ),
   /** Every job of a queue in add order: for the testing helpers, on small test databases. */
   queueJobs: statement<[queue: string], AdminJobRow>(`select ${JOB} from jobs_job where queue = ? order by seq`),
 
@@ -62,7 +75,10 @@ export const ADMIN_SQL = {
   endedBetween: single<[{ queue: string; state: EndedState; since: number; until: number }], number>(`select count(*) from jobs_job
     where queue = @queue and ${ENDED} and state = @state and finished_at >= @since and finished_at < @until`),
   /** Ended jobs of a state in [since, until), counted per bucket of @bucketMs. */
-  endedPerBucket: statement<[{ queue: string; state: EndedState; since: number; until: number; bucketMs: number }], { bucket: number; count: number }>(`select finished_at / cast(@bucketMs as integer) as bucket, count(*) as count from jobs_job
+  endedPerBucket: statement<
+    [{ queue: string; state: EndedState; since: number; until: number; bucketMs: number }],
+    { bucket: number; count: number }
+  >(`select finished_at / cast(@bucketMs as integer) as bucket, count(*) as count from jobs_job
     where queue = @queue and ${ENDED} and state = @state and finished_at >= @since and finished_at < @until
     group by bucket`),
   /**

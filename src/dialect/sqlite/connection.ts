@@ -25,7 +25,8 @@ export interface SqliteConnection extends Connection<'sync'> {
  */
 const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule'] as const
 const FOR_SCHEDULES_ONLY: ReadonlySet<string> = new Set(['jobs_schedule'])
-const MIGRATE_HINT = "add `export * from 'drizzle-jobs/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
+const MIGRATE_HINT =
+  "add `export * from 'drizzle-jobs/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
 
 const connections = new WeakMap<Database.Database, SqliteConnection>()
 let anonymousDatabases = 0
@@ -45,11 +46,17 @@ export function connectionOf(db: unknown): SqliteConnection {
 function clientOf(db: unknown): Database.Database {
   const handle = drizzleHandleOf(db)
   if (handle?.dialect !== 'sqlite') {
-    throw new JobsError('INVALID_OPTION', 'db: expected a Drizzle SQLite database or transaction (drizzle({ client: new Database(file) }) from drizzle-orm/better-sqlite3)')
+    throw new JobsError(
+      'INVALID_OPTION',
+      'db: expected a Drizzle SQLite database or transaction (drizzle({ client: new Database(file) }) from drizzle-orm/better-sqlite3)',
+    )
   }
   const client = handle.client
   if (!isBetterSqlite3(client)) {
-    throw new JobsError('INVALID_OPTION', 'db: drizzle-jobs needs a synchronous SQLite driver (better-sqlite3); this Drizzle handle is asynchronous')
+    throw new JobsError(
+      'INVALID_OPTION',
+      'db: drizzle-jobs needs a synchronous SQLite driver (better-sqlite3); this Drizzle handle is asynchronous',
+    )
   }
   return client
 }
@@ -66,7 +73,11 @@ function open(client: Database.Database): SqliteConnection {
   try {
     sql = prepareStatements(client)
   } catch (error) {
-    throw new JobsError('SCHEMA_MISSING', `the jobs_* tables are not those this version of drizzle-jobs expects (${(error as Error).message}): ${MIGRATE_HINT}`, { cause: error })
+    throw new JobsError(
+      'SCHEMA_MISSING',
+      `the jobs_* tables are not those this version of drizzle-jobs expects (${(error as Error).message}): ${MIGRATE_HINT}`,
+      { cause: error },
+    )
   }
   const transaction = client.transaction((work: () => unknown) => work())
   const file = client.memory || !client.name ? `memory:${++anonymousDatabases}` : resolve(client.name)
@@ -105,7 +116,8 @@ function open(client: Database.Database): SqliteConnection {
         throw error
       }
     },
-    read: <T>(work: Work<'sync', T>) => (client.inTransaction ? runSync(work(executor)) : (transaction.deferred(() => runSync(work(executor))) as T)),
+    read: <T>(work: Work<'sync', T>) =>
+      client.inTransaction ? runSync(work(executor)) : (transaction.deferred(() => runSync(work(executor))) as T),
     isBusy,
     // Other connections' writes are found by data_version: there is nothing to listen to.
     listen: () => () => {},
@@ -122,7 +134,10 @@ function checkSchema(client: Database.Database): void {
     throw new JobsError('SCHEMA_MISSING', `table ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ${MIGRATE_HINT}`)
   }
   if (check.latestColumnPresent.get() === 0) {
-    throw new JobsError('SCHEMA_MISSING', `the jobs_* tables are an older version's (jobs_queue has no claim_waiters column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``)
+    throw new JobsError(
+      'SCHEMA_MISSING',
+      `the jobs_* tables are an older version's (jobs_queue has no claim_waiters column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``,
+    )
   }
 }
 
@@ -149,10 +164,12 @@ class TriggerInstall {
   ensure(): void {
     if (this.committed || this.client.readonly) return
     if (this.present.get() !== TRIGGER_COUNT) {
-      this.client.transaction(() => {
-        this.client.exec(COUNTER_TRIGGERS)
-        this.client.exec(RECOUNT_QUEUES)
-      }).immediate()
+      this.client
+        .transaction(() => {
+          this.client.exec(COUNTER_TRIGGERS)
+          this.client.exec(RECOUNT_QUEUES)
+        })
+        .immediate()
       this.installedHere = true
     }
     // Present and not of our own making, or seen outside any transaction: committed.

@@ -21,7 +21,13 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
   const admin = () => (adminStatements ??= prepareAll(client, ADMIN_SQL))
   const listings = (order: ListingOrder) => {
     const statements = admin()
-    return { waiting: statements.listWaiting, scheduled: statements.listScheduled, running: statements.listRunning, ended: statements.listEnded, newest: statements.listNewest }[order]
+    return {
+      waiting: statements.listWaiting,
+      scheduled: statements.listScheduled,
+      running: statements.listRunning,
+      ended: statements.listEnded,
+      newest: statements.listNewest,
+    }[order]
   }
   return {
     ...sqliteScheduleRequests(client),
@@ -57,15 +63,18 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
     jobSetStateIfLeasedMany: (end) => sql.endRuns.all({ ...end, runs: JSON.stringify(end.runs) }),
     jobSetStateIfUnleased: (end) => sql.endUnleased.run(end).changes === 1,
     jobGetState: (seq) => sql.jobState.get(seq),
-    leaseDeleteOfRuns: (runs) => void sql.deleteRunLeases.run({ runs: JSON.stringify(runs.map((run) => [run.seq, run.owner, run.attempt])) }),
+    leaseDeleteOfRuns: (runs) =>
+      void sql.deleteRunLeases.run({ runs: JSON.stringify(runs.map((run) => [run.seq, run.owner, run.attempt])) }),
     leaseDeleteMany: (seqs) => void runForJobs(sql.deleteLease, sql.deleteLeases, seqs, {}),
     stepDeleteMany: (seqs) => void runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, seqs, {}),
 
     leaseRenewByOwner: (renew) => sql.renewLeases.all(renew),
     leaseListByOwner: (owner) => sql.ownerLeases.all(owner),
-    leaseRenewIfHeld: (lease) => sql.leaseRenewIfHeld.run({ seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt }).changes === 1,
+    leaseRenewIfHeld: (lease) =>
+      sql.leaseRenewIfHeld.run({ seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt }).changes === 1,
     leaseOwners: (queue) => sql.leaseOwners.all(queue),
-    leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) => sql.abandonedLeases.all({ queue, self, now, deadOwners: JSON.stringify(deadOwners), limit }),
+    leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) =>
+      sql.abandonedLeases.all({ queue, self, now, deadOwners: JSON.stringify(deadOwners), limit }),
     jobCountUnleased: (queue) => sql.unleasedCount.get({ queue }),
     jobGetUnleased: (find) => sql.unleasedRuns.all(find),
 
@@ -80,7 +89,13 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
     jobCountAhead(at) {
       const { aheadByPriority, aheadByRunAt, aheadBySeq } = read()
       let ahead = aheadByPriority.get(at)
-      if (ahead < at.limit) ahead += aheadByRunAt.get({ queue: at.queue, priority: at.priority, before: Math.min(at.runAt, at.now + 1), limit: at.limit - ahead })
+      if (ahead < at.limit)
+        ahead += aheadByRunAt.get({
+          queue: at.queue,
+          priority: at.priority,
+          before: Math.min(at.runAt, at.now + 1),
+          limit: at.limit - ahead,
+        })
       if (ahead < at.limit) ahead += aheadBySeq.get({ ...at, limit: at.limit - ahead })
       return ahead
     },

@@ -24,7 +24,8 @@ function breaks(column: string, expected: string): string {
 
 export function protocolBreak(r: string): string {
   const time = (column: string) => `not (typeof(${r}.${column}) = 'integer' and ${r}.${column} between -${MAX_TIME_MS} and ${MAX_TIME_MS})`
-  const count = (column: string, min: number) => `not (typeof(${r}.${column}) = 'integer' and ${r}.${column} between ${min} and ${MAX_COUNT})`
+  const count = (column: string, min: number) =>
+    `not (typeof(${r}.${column}) = 'integer' and ${r}.${column} between ${min} and ${MAX_COUNT})`
   const priority = `${r}.priority`
   return `(case
     when ${r}.state not in ('waiting', 'scheduled', 'running') then null

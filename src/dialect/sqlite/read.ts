@@ -41,12 +41,17 @@ export const READ_SQL = {
   /** The rows of many watched jobs in one pass: @seqs is a JSON array. */
   jobsBySeq: statement<[seqs: string], SnapshotRow>(`select ${JOB_COLUMNS} from ${JOINS}
     where j.seq in (select value from json_each(?))`),
-  aheadByPriority: single<[AheadParams & { now: number }], number>(`select count(*) from (select 1 from jobs_job where ${RUNNABLE_NOW} and priority < @priority ${LIMIT})`),
+  aheadByPriority: single<[AheadParams & { now: number }], number>(
+    `select count(*) from (select 1 from jobs_job where ${RUNNABLE_NOW} and priority < @priority ${LIMIT})`,
+  ),
   /** One upper bound on run_at, `@before` = min(its run_at, now + 1): given two, SQLite may seek on the wrong one and walk the rest. */
   aheadByRunAt: single<[AheadParams & { before: number }], number>(`select count(*) from (select 1 from jobs_job
     where queue = @queue and ${RUNNABLE} and priority = @priority and run_at < @before ${LIMIT})`),
   aheadBySeq: single<[AheadParams & { now: number; runAt: number; seq: number }], number>(`select count(*) from (select 1 from jobs_job
     where ${RUNNABLE_NOW} and priority = @priority and run_at = @runAt and seq < @seq ${LIMIT})`),
   /** The head of the line in claim order, for the `ahead` of many watched jobs at once: one walk serves them all. */
-  lineHead: statement<[{ queue: string; now: number; limit: number }], JobRow['seq']>(`select seq from jobs_job where ${RUNNABLE_NOW} order by priority, run_at, seq ${LIMIT}`, { pluck: true }),
+  lineHead: statement<[{ queue: string; now: number; limit: number }], JobRow['seq']>(
+    `select seq from jobs_job where ${RUNNABLE_NOW} order by priority, run_at, seq ${LIMIT}`,
+    { pluck: true },
+  ),
 } as const

@@ -15,7 +15,10 @@ export const SCHEDULE_SQL = {
    * Creates a schedule, or replaces one that differs in cron, tz, value or backfill (its next slot
    * recomputed, its last slot kept); one that is the same is left as it is, updated_at and next_at too.
    */
-  upsert: statement<[NewSchedule], never>(`insert into jobs_schedule (queue, name, cron, tz, value, backfill, next_at, last_slot, updated_at)
+  upsert: statement<
+    [NewSchedule],
+    never
+  >(`insert into jobs_schedule (queue, name, cron, tz, value, backfill, next_at, last_slot, updated_at)
     values (@queue, @name, @cron, @tz, @value, @backfill, @nextAt, null, @now)
     on conflict (queue, name) do update set cron = excluded.cron, tz = excluded.tz, value = excluded.value,
       backfill = excluded.backfill, next_at = excluded.next_at, updated_at = excluded.updated_at

@@ -39,7 +39,7 @@ export interface Prepared<P extends unknown[], R, G = R | undefined> {
   run(...params: P): Database.RunResult
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: a table of statements of every parameter and row shape
 type Statements = Record<string, Statement<any, any, any>>
 
 /** The statements of `D` prepared on one connection. */

@@ -9,7 +9,25 @@ import { protocolBreak } from './protocol.js'
 import { STATES, type EndedState, type JobState } from '../../types.js'
 
 export type { AbandonedLease, Claimable, ClaimedJob, NewJob, RunEndParams, UnleasedRun } from '../index.js'
-import type { AbandonedLease, Claimable, ClaimedJob, ClaimLimits, ClaimWindow, ExpiredBy, JobRow, LeaseParams, LeaseRow, NewJob, NewJobs, NewLease, RunEndParams, StepRow, StoredLimits, StoreLimitsParams, UnleasedRun } from '../index.js'
+import type {
+  AbandonedLease,
+  Claimable,
+  ClaimedJob,
+  ClaimLimits,
+  ClaimWindow,
+  ExpiredBy,
+  JobRow,
+  LeaseParams,
+  LeaseRow,
+  NewJob,
+  NewJobs,
+  NewLease,
+  RunEndParams,
+  StepRow,
+  StoredLimits,
+  StoreLimitsParams,
+  UnleasedRun,
+} from '../index.js'
 import { prepareAll, single, statement, type Prepared, type PreparedStatements } from './statement.js'
 import { ENDED, fence, LIMIT, RESCUABLE, RUNNABLE } from './terms.js'
 
@@ -48,14 +66,20 @@ type JobParam = string | number | null
  */
 function insertJobRows(rows: number) {
   const values = Array.from({ length: rows }, () => `(@queue, ?, ?, ?, ?, ?, 0, @maxAttempts, ?, @now, 1)`).join(', ')
-  return statement<[{ queue: string; maxAttempts: number; now: number }, ...JobParam[]], number>(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
+  return statement<[{ queue: string; maxAttempts: number; now: number }, ...JobParam[]], number>(
+    `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
     values ${values}
     on conflict (queue, id) do nothing
-    returning seq`, { pluck: true })
+    returning seq`,
+    { pluck: true },
+  )
 }
 
 export const SQL = {
-  tablesPresent: statement<[], string>(`select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule')`, { pluck: true }),
+  tablesPresent: statement<[], string>(
+    `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule')`,
+    { pluck: true },
+  ),
   triggersPresent: single<[], number>(`select count(*) from sqlite_master where type = 'trigger' and name in
     ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1', 'jobs_queue_counts_kept_v1')`),
   /** The column that the latest migration adds: without it the tables are an older version's. */
@@ -63,11 +87,17 @@ export const SQL = {
   dataVersion: single<[], number>(`pragma data_version`),
 
   /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. */
-  insertJobIfRoom: statement<[NewJob], never>(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
+  insertJobIfRoom: statement<
+    [NewJob],
+    never
+  >(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
     select @queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, 1
     where coalesce((select waiting + scheduled from jobs_queue where name = @queue), 0) < @maxWaiting
     on conflict (queue, id) do nothing`),
-  insertJob: statement<[NewJob], never>(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
+  insertJob: statement<
+    [NewJob],
+    never
+  >(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
     values (@queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, 1)
     on conflict (queue, id) do nothing`),
   /**
@@ -86,7 +116,10 @@ export const SQL = {
    * Adds the engine's own state changes of one transaction to a queue's counters (each argument a
    * change, negative for jobs that left a state), creating the queue's row on its first job.
    */
-  shiftCounts: statement<[{ queue: string } & Record<JobState, number>], never>(`insert into jobs_queue (name, waiting, scheduled, running, done, failed, canceled)
+  shiftCounts: statement<
+    [{ queue: string } & Record<JobState, number>],
+    never
+  >(`insert into jobs_queue (name, waiting, scheduled, running, done, failed, canceled)
     values (@queue, @waiting, @scheduled, @running, @done, @failed, @canceled)
     on conflict (name) do update set waiting = waiting + excluded.waiting, scheduled = scheduled + excluded.scheduled,
       running = running + excluded.running, done = done + excluded.done, failed = failed + excluded.failed,
@@ -100,7 +133,10 @@ export const SQL = {
    * What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19).
    * The runs that the transaction ended (@ended) are taken off the counter, which counts them as the transaction ends.
    */
-  queueClaimLimits: statement<[{ queue: string; ended: number }], ClaimLimits>(`select paused, running - @ended as running, concurrency, concurrency_per_group as perGroup,
+  queueClaimLimits: statement<
+    [{ queue: string; ended: number }],
+    ClaimLimits
+  >(`select paused, running - @ended as running, concurrency, concurrency_per_group as perGroup,
       rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup, rate_starts as rateStarts, null as rateNow,
       claim_waiters as claimWaiters
     from jobs_queue where name = @queue`),
@@ -109,31 +145,45 @@ export const SQL = {
       rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup
     from jobs_queue where name = ?`),
   /** Stores a queue's limits, replacing any others: the worker started last wins. */
-  storeQueueLimits: statement<[StoreLimitsParams], never>(`insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at, rate_limit, rate_per, rate_per_group)
+  storeQueueLimits: statement<
+    [StoreLimitsParams],
+    never
+  >(`insert into jobs_queue (name, concurrency, concurrency_per_group, limits_set_at, rate_limit, rate_per, rate_per_group)
     values (@queue, @total, @perGroup, @now, @rateLimit, @ratePer, @ratePerGroup)
     on conflict (name) do update set concurrency = excluded.concurrency, concurrency_per_group = excluded.concurrency_per_group,
       limits_set_at = excluded.limits_set_at, rate_limit = excluded.rate_limit, rate_per = excluded.rate_per, rate_per_group = excluded.rate_per_group`),
   /** Writes back a rated queue's log of recent starts (engine/rate.ts), in the claim's transaction. */
   storeRateStarts: statement<[{ queue: string; starts: string }], never>(`update jobs_queue set rate_starts = @starts where name = @queue`),
   /** Writes back the workers waiting for a share of a queue's concurrency (engine/fair-share.ts), in the claim's transaction. */
-  storeClaimWaiters: statement<[{ queue: string; waiters: string | null }], never>(`update jobs_queue set claim_waiters = @waiters where name = @queue`),
+  storeClaimWaiters: statement<[{ queue: string; waiters: string | null }], never>(
+    `update jobs_queue set claim_waiters = @waiters where name = @queue`,
+  ),
   /**
    * Runnable jobs in claim order (priority, run_at, seq — JOB-17), with what a claim answers. A claim is
    * this select, then markRunning and insertLeases for all the jobs read, inside the write transaction
    * that keeps what was read true: two set-wise statements cost less than one UPDATE … RETURNING, and
    * far less than two statements per job.
    */
-  claimCandidates: statement<[ClaimWindow & { limit: number }], ClaimedJob>(`select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
+  claimCandidates: statement<
+    [ClaimWindow & { limit: number }],
+    ClaimedJob
+  >(`select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
     order by priority, run_at, seq ${LIMIT}`),
   /** Like claimCandidates, leaving out the jobs that must run alone. */
-  claimCandidatesNotAbandoned: statement<[ClaimWindow & { limit: number }], ClaimedJob>(`select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now and abandoned = 0
+  claimCandidatesNotAbandoned: statement<
+    [ClaimWindow & { limit: number }],
+    ClaimedJob
+  >(`select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now and abandoned = 0
     order by priority, run_at, seq ${LIMIT}`),
   /** The first due job whose last run was abandoned: it runs alone in its worker. */
   firstAbandoned: statement<[ClaimWindow], ClaimedJob & Pick<JobRow, 'runAt'>>(`select ${CLAIMED}, run_at as runAt from jobs_job
     where queue = @queue and abandoned = 1 and ${RUNNABLE} and run_at <= @now
     order by priority, run_at, seq limit 1`),
   /** Candidates for a claim under a per-group cap: groups already at the cap are left out. */
-  claimCandidatesByGroup: statement<[ClaimWindow & { perGroup: number; limit: number; skipAbandoned: 0 | 1 }], Pick<JobRow, 'seq' | 'grp'>>(`select seq, grp from jobs_job
+  claimCandidatesByGroup: statement<
+    [ClaimWindow & { perGroup: number; limit: number; skipAbandoned: 0 | 1 }],
+    Pick<JobRow, 'seq' | 'grp'>
+  >(`select seq, grp from jobs_job
     where queue = @queue and ${RUNNABLE} and run_at <= @now
       and (@skipAbandoned = 0 or abandoned = 0)
       and (grp is null or grp not in (select grp from jobs_lease where queue = @queue and grp is not null
@@ -142,7 +192,9 @@ export const SQL = {
   /** One candidate of claimCandidatesByGroup, with what a claim answers. */
   claimCandidate: statement<[seq: number], ClaimedJob>(`select ${CLAIMED} from jobs_job where seq = ? and ${RUNNABLE}`),
   /** Runs under way per group of a queue, in one pass over the leases. */
-  groupsRunning: statement<[queue: string], { grp: string; running: number }>(`select grp, count(*) as running from jobs_lease where queue = ? and grp is not null group by grp`),
+  groupsRunning: statement<[queue: string], { grp: string; running: number }>(
+    `select grp, count(*) as running from jobs_lease where queue = ? and grp is not null group by grp`,
+  ),
   /**
    * Claims jobs read by a claim's select in this transaction, counting their attempt (JOB-04), and
    * leases them for that attempt. Each comes in two forms, as the end statements below: for one job
@@ -155,7 +207,10 @@ export const SQL = {
   insertLeases: statement<[{ seqs: string } & NewLease], never>(insertLease(ALL)),
 
   /** Ends a run: the job's next state, behind the fence, with a rescue's expiry. Every outcome goes through it or through endRuns. */
-  endRun: statement<[RunEndParams & LeaseParams & ExpiredBy], never>(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
+  endRun: statement<
+    [RunEndParams & LeaseParams & ExpiredBy],
+    never
+  >(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
       result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       engine_writes = engine_writes + 1
     where seq = @seq and ${fence('@seq', '@attempt', RESCUABLE)}`),
@@ -163,14 +218,19 @@ export const SQL = {
    * endRun for several runs of one owner whose ends differ only in when they finished and what they
    * returned: `@runs` is a JSON array of [seq, attempt, finishedAt, result]. Answers the jobs it ended.
    */
-  endRuns: statement<[Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy & { owner: string; runs: string }], Pick<JobRow, 'seq'>>(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = r.value ->> 2,
+  endRuns: statement<
+    [Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy & { owner: string; runs: string }],
+    Pick<JobRow, 'seq'>
+  >(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = r.value ->> 2,
       result = r.value ->> 3, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       engine_writes = engine_writes + 1
     from json_each(@runs) r
     where jobs_job.seq = r.value ->> 0 and ${fence('jobs_job.seq', '(r.value ->> 1)', RESCUABLE)}
     returning jobs_job.seq`),
   /** Deletes the leases of runs that ended, each by its job, owner and attempt: never the lease of a later run of the job. `@runs` is a JSON array of [seq, owner, attempt]. */
-  deleteRunLeases: statement<[{ runs: string }], never>(`delete from jobs_lease where (job, owner, attempt) in (select value ->> 0, value ->> 1, value ->> 2 from json_each(@runs))`),
+  deleteRunLeases: statement<[{ runs: string }], never>(
+    `delete from jobs_lease where (job, owner, attempt) in (select value ->> 0, value ->> 1, value ->> 2 from json_each(@runs))`,
+  ),
   /** Deletes the leases of jobs, whoever holds them: a cancel's. */
   deleteLease: statement<[{ seq: number }], never>(`delete from jobs_lease where job = @seq`),
   deleteLeases: statement<[{ seqs: string }], never>(`delete from jobs_lease where job ${IN_SEQS}`),
@@ -178,20 +238,33 @@ export const SQL = {
   deleteStepsOfAll: statement<[{ seqs: string }], never>(`delete from jobs_step where job ${IN_SEQS}`),
 
   /** Renews every lease an owner still holds; the jobs it answers are the ones still held. */
-  renewLeases: statement<[{ owner: string; expiresAt: number }], Pick<LeaseRow, 'job' | 'attempt'>>(`update jobs_lease set expires_at = @expiresAt where owner = @owner returning job, attempt`),
+  renewLeases: statement<[{ owner: string; expiresAt: number }], Pick<LeaseRow, 'job' | 'attempt'>>(
+    `update jobs_lease set expires_at = @expiresAt where owner = @owner returning job, attempt`,
+  ),
   /** Leases of a queue, not the asking worker's own, that have expired or whose owner is one of the given dead ones (a JSON array). */
-  abandonedLeases: statement<[{ queue: string; self: string; now: number; deadOwners: string; limit: number }], AbandonedLease>(`select l.job as seq, l.owner, l.attempt, l.expires_at as expiresAt, j.attempts, j.max_attempts as maxAttempts
+  abandonedLeases: statement<
+    [{ queue: string; self: string; now: number; deadOwners: string; limit: number }],
+    AbandonedLease
+  >(`select l.job as seq, l.owner, l.attempt, l.expires_at as expiresAt, j.attempts, j.max_attempts as maxAttempts
     from jobs_lease l join jobs_job j on j.seq = l.job
     where l.queue = @queue and l.owner <> @self
       and (l.expires_at <= @now or l.owner in (select value from json_each(@deadOwners)))
     ${LIMIT}`),
   /** How many more jobs a queue counts running than it holds leases: as many run with no lease (written so by another program, or their lease deleted). */
-  unleasedCount: single<[{ queue: string }], number>(`select coalesce((select running from jobs_queue where name = @queue), 0) - (select count(*) from jobs_lease where queue = @queue)`),
+  unleasedCount: single<[{ queue: string }], number>(
+    `select coalesce((select running from jobs_queue where name = @queue), 0) - (select count(*) from jobs_lease where queue = @queue)`,
+  ),
   /** Running jobs of a queue that hold no lease. It walks the queue's jobs, so it runs only when unleasedCount says some are there. */
-  unleasedRuns: statement<[{ queue: string; limit: number }], UnleasedRun>(`select seq, attempts, max_attempts as maxAttempts from jobs_job j
+  unleasedRuns: statement<
+    [{ queue: string; limit: number }],
+    UnleasedRun
+  >(`select seq, attempts, max_attempts as maxAttempts from jobs_job j
     where queue = @queue and state = 'running' and not exists (select 1 from jobs_lease l where l.job = j.seq) ${LIMIT}`),
   /** Ends a run that holds no lease, as endRun ends one that holds its lease: only while it still holds none. */
-  endUnleased: statement<[RunEndParams & { seq: number }], never>(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
+  endUnleased: statement<
+    [RunEndParams & { seq: number }],
+    never
+  >(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
       result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       engine_writes = engine_writes + 1
     where seq = @seq and state = 'running' and not exists (select 1 from jobs_lease where job = @seq)`),
@@ -203,14 +276,24 @@ export const SQL = {
   /** Renews one run's lease until @expiresAt, behind the fence, only if the run still holds it: a run asks before it calls a step's function. */
   leaseRenewIfHeld: statement<[LeaseParams & { expiresAt: number }], never>(`update jobs_lease set expires_at = @expiresAt
     where job = @seq and owner = @owner and attempt = @attempt and ${fence('@seq', '@attempt')}`),
-  readStep: statement<[seq: number, name: string], StepRow['answer']>(`select answer from jobs_step where job = ? and name = ?`, { pluck: true }),
+  readStep: statement<[seq: number, name: string], StepRow['answer']>(`select answer from jobs_step where job = ? and name = ?`, {
+    pluck: true,
+  }),
   /** Keeps a step's answer, behind the fence (JOB-06, JOB-16). */
-  writeStep: statement<[LeaseParams & { name: string; answer: string | null }], never>(`insert into jobs_step (job, name, answer) select @seq, @name, @answer where ${fence('@seq', '@attempt')}
+  writeStep: statement<
+    [LeaseParams & { name: string; answer: string | null }],
+    never
+  >(`insert into jobs_step (job, name, answer) select @seq, @name, @answer where ${fence('@seq', '@attempt')}
     on conflict (job, name) do nothing`),
 
-  firstPrunable: statement<[{ queue: string; state: EndedState; before: number }], 1>(`select 1 from jobs_job where queue = @queue and ${ENDED} and state = @state and finished_at < @before limit 1`),
+  firstPrunable: statement<[{ queue: string; state: EndedState; before: number }], 1>(
+    `select 1 from jobs_job where queue = @queue and ${ENDED} and state = @state and finished_at < @before limit 1`,
+  ),
   /** Deletes up to @limit jobs of a queue that ended in @state before @before. */
-  pruneEnded: statement<[{ queue: string; state: EndedState; before: number; limit: number }], never>(`delete from jobs_job where seq in (select seq from jobs_job
+  pruneEnded: statement<
+    [{ queue: string; state: EndedState; before: number; limit: number }],
+    never
+  >(`delete from jobs_job where seq in (select seq from jobs_job
     where queue = @queue and ${ENDED} and state = @state and finished_at < @before ${LIMIT})`),
 } as const
 

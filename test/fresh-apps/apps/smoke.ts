@@ -14,7 +14,10 @@ export interface App {
 }
 
 export const replies = defineQueue<{ text: string }>('replies', { attempts: 3, backoff: { initial: 1, max: 1 } })
-const outcomes = defineQueue<{ kind: 'ok' | 'fail' | 'throw' | 'steps' }, { echo: string }>('outcomes', { attempts: 2, backoff: { initial: 1, max: 1 } })
+const outcomes = defineQueue<{ kind: 'ok' | 'fail' | 'throw' | 'steps' }, { echo: string }>('outcomes', {
+  attempts: 2,
+  backoff: { initial: 1, max: 1 },
+})
 
 function check(ok: boolean, what: string): void {
   if (!ok) throw new Error(`smoke: ${what}`)
@@ -33,9 +36,18 @@ export async function smoke(app: App): Promise<void> {
   const { db } = app
   await app.post('kept', 'reply:kept', false)
   check((await getJob(db, replies, 'reply:kept'))?.state === 'waiting', 'JOB-02 a job added in the app transaction commits with its row')
-  const thrown = await app.post('lost', 'reply:lost', true).then(() => false, () => true)
-  check(thrown && (await getJob(db, replies, 'reply:lost')) === undefined && (await app.messages()) === 1, 'JOB-02 a transaction that throws takes its row and its job back')
-  check((await enqueue(db, replies, { text: 'again' }, { id: 'reply:kept' })).added === false, 'JOB-03 a second add of an id adds nothing and says so')
+  const thrown = await app.post('lost', 'reply:lost', true).then(
+    () => false,
+    () => true,
+  )
+  check(
+    thrown && (await getJob(db, replies, 'reply:lost')) === undefined && (await app.messages()) === 1,
+    'JOB-02 a transaction that throws takes its row and its job back',
+  )
+  check(
+    (await enqueue(db, replies, { text: 'again' }, { id: 'reply:kept' })).added === false,
+    'JOB-03 a second add of an id adds nothing and says so',
+  )
 
   const watched = (async () => {
     const states: string[] = []
@@ -65,13 +77,28 @@ export async function smoke(app: App): Promise<void> {
   await Promise.all(workers.map((worker) => worker.stop()))
 
   const kept = await getJob(db, replies, 'reply:kept')
-  check(kept?.state === 'done' && (kept.result as { echo?: string } | null)?.echo === 'kept', 'JOB-08 a handler that returns: done, its result kept')
+  check(
+    kept?.state === 'done' && (kept.result as { echo?: string } | null)?.echo === 'kept',
+    'JOB-08 a handler that returns: done, its result kept',
+  )
   const states = await watched
-  check(states[0] === 'waiting' && states.at(-1) === 'done', `JOB-11 watch yields the job as it is, then each change, and ends when it ends (${states.join(' → ')})`)
+  check(
+    states[0] === 'waiting' && states.at(-1) === 'done',
+    `JOB-11 watch yields the job as it is, then each change, and ends when it ends (${states.join(' → ')})`,
+  )
   check((await getJob(db, outcomes, 'ok'))?.result?.echo === 'ok', 'JOB-08 a typed result')
   const failed = await getJob(db, outcomes, 'fail')
-  check(failed?.state === 'failed' && failed.error === 'refused' && failed.attempt === 1, 'JOB-08 run.fail fails the job at once, its reason kept')
+  check(
+    failed?.state === 'failed' && failed.error === 'refused' && failed.attempt === 1,
+    'JOB-08 run.fail fails the job at once, its reason kept',
+  )
   const threw = await getJob(db, outcomes, 'throw')
-  check(threw?.state === 'failed' && threw.error === 'attempt 2 threw' && threw.attempt === 2, 'JOB-08 a handler that throws on its last attempt fails the job')
-  check((await getJob(db, outcomes, 'steps'))?.state === 'done' && steps.join(' ') === 'one@1 two@2', 'JOB-06 a finished step is not run again by a later attempt')
+  check(
+    threw?.state === 'failed' && threw.error === 'attempt 2 threw' && threw.attempt === 2,
+    'JOB-08 a handler that throws on its last attempt fails the job',
+  )
+  check(
+    (await getJob(db, outcomes, 'steps'))?.state === 'done' && steps.join(' ') === 'one@1 two@2',
+    'JOB-06 a finished step is not run again by a later attempt',
+  )
 }
