@@ -54,7 +54,7 @@ async function measure(db: SyncDatabase | PgDatabase, run: Run): Promise<Map<num
     for (let round = 0; round < ROUNDS; round++) {
       if (log !== null) await run('update jobs_queue set rate_starts = $1 where name = $2', log, name)
       const hold: ClaimReport = { waitMs: null }
-      const request = { limit: BATCH, idle: true, owner: 'bench', leaseMs: 60_000, now: Date.now(), channel: null }
+      const request = { limit: BATCH, idle: true, owner: 'bench', now: Date.now(), renewLease: null }
       const started = performance.now()
       const claimed = await connection.write((db) => counting(db, name, (moved) => claimJobs(db, queue, request, moved, hold)))
       times.push((performance.now() - started) * 1_000)

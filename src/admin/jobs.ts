@@ -81,12 +81,11 @@ export function retryJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: str
   })
 }
 
-/** Cancels the job, deleting its lease and steps; answers the state it was in, or null when it had ended. */
+/** Cancels the job (which clears its worker, so its run's lease is lost), deleting its steps; answers the state it was in, or null when it had ended. */
 function* cancelJob(db: Executor, queue: string, id: string, now: number): Program<string | null> {
   const job = yield* ask(db.jobFind(queue, id))
   if (!job) throw notFound(queue, id)
   if (!(yield* ask(db.jobCancel(job.seq, now)))) return null
-  yield* ask(db.leaseDeleteMany([job.seq]))
   yield* ask(db.stepDeleteMany([job.seq]))
   yield* ask(db.queueNotify(queue, job.state === 'running' ? 'revoked' : 'ended'))
   return job.state

@@ -27,12 +27,11 @@ import type {
   ExpiredBy,
   JobRow,
   LeaseParams,
-  LeaseRow,
+  HeldRun,
   ListingOrder,
   ListParams,
   NewJob,
   NewJobs,
-  NewLease,
   RunEndOf,
   RunEndParams,
   SnapshotRow,
@@ -41,6 +40,7 @@ import type {
   StoredLimits,
   StoreLimitsParams,
   UnleasedRun,
+  WorkerLease,
 } from './rows.js'
 import type { ScheduleRequests } from './schedules.js'
 
@@ -54,8 +54,8 @@ export type Result<K extends Kind, T> = K extends 'sync' ? T : Promise<T>
  * The engine's requests to one connection. Writes run inside the caller's transaction
  * (Connection.immediate), but for a run's step writes and lease renewals and a fold of the counts, each one
  * statement outside any transaction. Those that end a run, keep a step or renew one run's lease carry the
- * fence (each dialect's terms.ts: the job running this attempt, its lease this owner's) in the same
- * statement, so a run that lost its lease changes nothing (JOB-16).
+ * fence (each dialect's terms.ts: the job running this attempt for this owner) in the same statement, so a run
+ * that lost its lease changes nothing (JOB-16). A worker's lease is its row in jobs_worker, one for all its runs.
  */
 export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** A number that moves when another connection commits: the poll that finds other processes' writes. */
@@ -115,45 +115,45 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** One job, if runnable, as a claim answers it. */
   jobGetAvailableOne(seq: number): Result<K, ClaimedJob | undefined>
   /** Runs under way per group of a queue. */
-  leaseCountByGroup(queue: string): Result<K, { grp: string; running: number }[]>
-  /** Marks running the runnable jobs `seqs`, counting their attempt; answers how many it marked. */
-  jobSetRunningMany(seqs: readonly number[]): Result<K, number>
-  leaseInsertMany(seqs: readonly number[], lease: NewLease): Result<K, void>
+  jobCountRunningByGroup(queue: string): Result<K, { grp: string; running: number }[]>
+  /** Marks running for `owner` the runnable jobs `seqs`, counting their attempt; answers how many it marked. */
+  jobSetRunningMany(seqs: readonly number[], owner: string): Result<K, number>
 
   /**
-   * Ends a run behind the fence (its job running this attempt, its lease this owner's, and for a rescue expired by
-   * `expiredBy`), checked in the same statement as the write; answers whether it landed.
+   * Ends a run behind the fence (its job running this attempt for this owner, and for a rescue the owner's row expired
+   * by `expiredBy`, or gone), checked in the same statement as the write, which clears the job's owner; answers
+   * whether it landed.
    */
   jobSetStateIfLeased(end: RunEndParams & LeaseParams & ExpiredBy): Result<K, boolean>
   /** Ends several runs of one owner that end alike but for finish time and result, fenced; answers the jobs it ended. */
   jobSetStateIfLeasedMany(
     end: Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy & { owner: string; runs: readonly RunEndOf[] },
   ): Result<K, Pick<JobRow, 'seq'>[]>
-  /** Ends a run that holds no lease, while it still holds none; answers whether it landed. */
+  /** Ends a run that names no worker, while it still names none; answers whether it landed. */
   jobSetStateIfUnleased(end: RunEndParams & { seq: number }): Result<K, boolean>
   jobGetState(seq: number): Result<K, JobState | undefined>
-  /** Deletes the leases of runs that ended, each by job, owner and attempt: never a later run's lease of the job. */
-  leaseDeleteOfRuns(runs: readonly LeaseParams[]): Result<K, void>
-  /** Deletes the leases of jobs whoever holds them (a cancel). */
-  leaseDeleteMany(seqs: readonly number[]): Result<K, void>
   stepDeleteMany(seqs: readonly number[]): Result<K, void>
 
   /**
-   * Renews the leases an owner still holds, outside any transaction, in one statement that waits on no lock the
-   * owner's other work may hold; answers the ones it still holds (a lease it could not renew at once is renewed next
-   * time).
+   * Renews a worker's row until `expiresAt` (writing it if it is gone), outside any transaction, in one statement
+   * that waits on no lock the worker's other work may hold; answers the runs the worker holds (a row it could not
+   * renew at once is renewed next time).
    */
-  leaseRenewByOwner(renew: { owner: string; expiresAt: number }): Result<K, Pick<LeaseRow, 'job' | 'attempt'>[]>
-  leaseListByOwner(owner: string): Result<K, Pick<LeaseRow, 'job' | 'attempt'>[]>
+  workerRenew(lease: WorkerLease): Result<K, HeldRun[]>
+  /** Deletes a worker's row: a worker that stopped, holding no runs. */
+  workerDelete(owner: string): Result<K, void>
+  /** The runs a worker holds: a run missing here lost its lease (a cancel, a rescue). */
+  jobListHeld(owner: string): Result<K, HeldRun[]>
   /**
-   * Renews one run's lease until `expiresAt`, outside any transaction, behind the fence (its job running that attempt,
-   * its lease that owner's); answers whether the run still holds it. A lease that expired but that nobody took is the
-   * run's again: a rescue that read it expired re-checks the expiry under its locks, and no longer takes it.
+   * Renews the lease of one run's worker until `expiresAt`, outside any transaction, behind the fence (its job
+   * running that attempt for that owner); answers whether the run still holds it. A lease that expired but that
+   * nobody took is the run's again: a rescue that read it expired re-checks the expiry under its locks, and no
+   * longer takes it.
    */
   leaseRenewIfHeld(lease: LeaseParams & { expiresAt: number }): Result<K, boolean>
-  /** The owners holding leases of a queue. */
-  leaseOwners(queue: string): Result<K, string[]>
-  /** Leases of a queue, not `self`'s, that expired or whose owner is one of `deadOwners`. */
+  /** The workers running jobs of a queue. */
+  jobRunningOwners(queue: string): Result<K, string[]>
+  /** Runs of a queue, not `self`'s, whose worker's row expired or is gone, or whose worker is one of `deadOwners`. */
   leaseGetAbandoned(find: {
     queue: string
     self: string
@@ -161,7 +161,7 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
     deadOwners: readonly string[]
     limit: number
   }): Result<K, AbandonedLease[]>
-  /** How many more jobs a queue counts running than it holds leases. */
+  /** How many running jobs of a queue name no worker. */
   jobCountUnleased(queue: string): Result<K, number>
   jobGetUnleased(find: { queue: string; limit: number }): Result<K, UnleasedRun[]>
 
@@ -196,12 +196,13 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   jobList(order: ListingOrder, page: ListParams): Result<K, AdminJobRow[]>
   /** What a run left its job as. */
   jobGetOutcome(seq: number): Result<K, Pick<JobRow, 'state' | 'error'> | undefined>
-  /** Ends a job that has not ended yet as canceled; answers whether it did. Its lease and steps are the caller's to delete. */
+  /** Ends a job that has not ended yet as canceled, clearing its worker; answers whether it did. Its steps are the caller's to delete. */
   jobCancel(seq: number, now: number): Result<K, boolean>
   /** Puts a failed or canceled job back to waiting with fresh attempts; answers whether it did. Its steps are the caller's to delete. */
   jobRetry(seq: number, now: number): Result<K, boolean>
   stepList(seq: number): Result<K, Pick<StepRow, 'name' | 'answer'>[]>
-  leaseGet(seq: number): Result<K, Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'> | undefined>
+  /** A running job's lease: its worker, the attempt, and until when the worker's row holds it (null: the worker has no row). */
+  leaseGet(seq: number): Result<K, { owner: string; attempt: number; expiresAt: number | null } | undefined>
   queueSetPaused(queue: string, paused: boolean): Result<K, void>
   queueGetCounts(queue: string): Result<K, CountsRow | undefined>
   queueGetCountsAll(): Result<K, CountsRow[]>

@@ -4,14 +4,20 @@
  * Drizzle schema, and the parts of them each request reads or writes.
  */
 import type { InferSelectModel } from 'drizzle-orm'
-import type { jobsJob, jobsLease, jobsQueue, jobsStep } from '../schema/index.js'
+import type { jobsJob, jobsQueue, jobsStep, jobsWorker } from '../schema/index.js'
 import type { EndedState, JobState } from '../types.js'
 
 /** A row of each table, its columns named as the schema names them. */
 export type JobRow = InferSelectModel<typeof jobsJob>
 export type QueueRow = InferSelectModel<typeof jobsQueue>
 export type StepRow = InferSelectModel<typeof jobsStep>
-export type LeaseRow = InferSelectModel<typeof jobsLease>
+export type WorkerRow = InferSelectModel<typeof jobsWorker>
+
+/** A run a worker holds: its job and the attempt it runs. */
+export interface HeldRun {
+  job: number
+  attempt: number
+}
 
 /** A claimed job: `attempts` is the attempt the claim starts; `abandoned` is 1 when its last run was abandoned, so this run goes alone in its worker. */
 export type ClaimedJob = Pick<JobRow, 'seq' | 'id' | 'grp' | 'value' | 'attempts' | 'maxAttempts' | 'abandoned'> & {
@@ -19,10 +25,13 @@ export type ClaimedJob = Pick<JobRow, 'seq' | 'id' | 'grp' | 'value' | 'attempts
   claimedFrom: 'waiting' | 'scheduled'
 }
 
-/** A lease a rescue takes back, with its job's attempts. */
-export type AbandonedLease = Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'> & Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
+/**
+ * A run a rescue takes back: its job, the worker it names and the attempt, and until when that worker's row held it
+ * (null when the worker has no row).
+ */
+export type AbandonedLease = { owner: string; attempt: number; expiresAt: number | null } & Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
 
-/** A running job that holds no lease. */
+/** A running job that names no worker. */
 export type UnleasedRun = Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
 
 /** What a worker reads of a queue before it takes the write lock: its counters, its stored limit, and when its next scheduled job is due. */
@@ -102,8 +111,8 @@ export interface ClaimWindow {
   now: number
 }
 
-/** The lease a claim writes for each job it takes. */
-export interface NewLease {
+/** A worker's row, as its renewal writes it. */
+export interface WorkerLease {
   owner: string
   expiresAt: number
   channel: string | null
@@ -169,9 +178,11 @@ export type SnapshotRow = Pick<
   | 'error'
   | 'result'
 > & {
-  owner: LeaseRow['owner'] | null
-  leaseAttempt: LeaseRow['attempt'] | null
-  channel: LeaseRow['channel']
+  /** The worker running the job, while it runs. */
+  owner: string | null
+  /** The attempt it runs (the job's attempts) while it runs, else null. */
+  leaseAttempt: number | null
+  channel: WorkerRow['channel']
 } & SnapshotRate
 
 /**

@@ -28,7 +28,7 @@ import { ask, type Executor, type Program } from '../dialect/index.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import type { QueueDefinition } from './definition.js'
 import type { QueueLimits } from './queue-limits.js'
-import type { ClaimedJob } from '../dialect/index.js'
+import type { ClaimedJob, WorkerLease } from '../dialect/index.js'
 import { aloneClaim } from './alone.js'
 import { RateLog, rateOf, rateSlackMs } from './rate.js'
 import { ClaimWaiters } from './fair-share.js'
@@ -44,9 +44,9 @@ export interface ClaimRequest {
   /** Whether the claiming worker runs nothing now: only then may it take an abandoned job. */
   idle: boolean
   owner: string
-  leaseMs: number
   now: number
-  channel: string | null
+  /** The worker's row to write in the claim's transaction when it claims jobs (its lease was last renewed long ago), or null. */
+  renewLease: WorkerLease | null
   /** Jobs whose runs this transaction ended: a later transaction claims them. */
   passOver?: ReadonlySet<number>
   /**
@@ -155,11 +155,13 @@ export function* claimJobs(
   }
   if (claimed.length === 0) return claimed
   const seqs = claimed.map((job) => job.seq)
-  const marked = yield* ask(db.jobSetRunningMany(seqs))
+  const marked = yield* ask(db.jobSetRunningMany(seqs, request.owner))
   // What was read in this write transaction is still runnable: nothing else can write meanwhile.
   if (marked !== claimed.length)
     throw new Error(`drizzle-jobs: only ${marked} of ${claimed.length} jobs read for a claim were runnable within the same transaction`)
-  yield* ask(db.leaseInsertMany(seqs, { owner: request.owner, expiresAt: request.now + request.leaseMs, channel: request.channel }))
+  // A run's lease is its worker's row: a claim renews it when it has not been renewed for a while, so that no job is
+  // claimed under a lease about to expire.
+  if (request.renewLease) yield* ask(db.workerRenew(request.renewLease))
   for (const job of claimed) shift(moved, job.claimedFrom, 'running')
   if (log !== null) {
     // Stamped now, on the log's clock: the server's as read under the lock, moved on by the time this process saw pass.
@@ -254,6 +256,6 @@ function* claimUnderGroupCap(
 }
 
 function* groupsRunning(db: Executor, queue: QueueDefinition): Program<Map<string, number>> {
-  const rows = yield* ask(db.leaseCountByGroup(queue.name))
+  const rows = yield* ask(db.jobCountRunningByGroup(queue.name))
   return new Map(rows.map((row) => [row.grp, row.running]))
 }

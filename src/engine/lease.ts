@@ -1,12 +1,13 @@
 /**
- * The one place that decides a run lost its lease. A run holds its lease
- * while its job's lease row names its owner and attempt; the row is gone or
- * replaced when the job was canceled or taken back as abandoned, and not
- * renewed when another process took it meanwhile. A run that lost its lease
- * is aborted with LEASE_LOST, and nothing it writes lands (JOB-16).
+ * The one place that decides a run lost its lease. A worker's lease is its
+ * row in jobs_worker, one for all its runs, renewed every third of the lease;
+ * a run holds its lease while its job is running that attempt for that
+ * worker (the job's `owner` and `attempts`). A cancel or a rescue clears or
+ * replaces the owner; a run that lost its lease is aborted with LEASE_LOST,
+ * and nothing it writes lands (JOB-16).
  */
 import { ask, type Connection, type Executor, type Kind, type Program, type Result } from '../dialect/index.js'
-import type { ClaimedJob } from '../dialect/index.js'
+import type { ClaimedJob, WorkerLease } from '../dialect/index.js'
 import type { RunContext } from './run.js'
 
 /** Marks `run` as having lost its lease, saying so as a cancel when its job was canceled. */
@@ -16,7 +17,7 @@ function* leaseLost(db: Executor, run: RunContext): Program<void> {
 }
 
 /**
- * Checks `runs` of `owner` against the lease rows: a run whose row is gone lost its lease. `ahead`, if given, are
+ * Checks `runs` of `owner` against its jobs: a run whose job no longer names it lost its lease. `ahead`, if given, are
  * the jobs claimed ahead: the ones whose row is gone are handed to its `lost` (not started, so nothing to abort). On a synchronous
  * connection the runs are aborted before it returns, so a cancel in this process aborts its run at once.
  * @internal
@@ -31,7 +32,7 @@ export function checkLeases<K extends Kind>(
   const checked = [...runs]
   const waiting = ahead ? [...ahead.jobs] : []
   return connection.read(function* (db) {
-    const held = leaseKeys(yield* ask(db.leaseListByOwner(owner)))
+    const held = leaseKeys(yield* ask(db.jobListHeld(owner)))
     const lost = waiting.filter((job) => !held.has(leaseKey(job.seq, job.attempts)))
     if (lost.length > 0) ahead!.lost(lost)
     for (const run of checked) if (!held.has(leaseKey(run.seq, run.attempt))) yield* leaseLost(db, run)
@@ -39,17 +40,48 @@ export function checkLeases<K extends Kind>(
 }
 
 /**
- * Renews every lease `owner` holds until `expiresAt`: one statement outside any transaction, which waits on no lock
- * of the worker's own (its flush, held up by a lock of the app's, say) and holds none once it has answered (dialect
- * executors' leaseRenewByOwner). A run whose lease is no longer held lost it. Throws the database's busy error when
- * another writer holds SQLite's lock.
+ * Renews the lease of worker `lease.owner` (its row) until `lease.expiresAt`: outside any transaction, without waiting
+ * on a lock of the worker's own (its flush, held up by a lock of the app's, say), and holding none once it has
+ * answered (dialect executors' workerRenew). A run whose job no longer names the worker lost its lease. Throws the
+ * database's busy error when another writer holds SQLite's lock.
  * @internal
  */
-export async function renewLeases(connection: Connection, owner: string, runs: Iterable<RunContext>, expiresAt: number): Promise<void> {
+export async function renewLeases(connection: Connection, lease: WorkerLease, runs: Iterable<RunContext>): Promise<void> {
   // The runs under way before the renewal: one a claim started meanwhile holds a lease the renewal may not have seen.
   const checked = [...runs]
-  const held = leaseKeys(await connection.executor.leaseRenewByOwner({ owner, expiresAt }))
+  const held = leaseKeys(await connection.executor.workerRenew(lease))
   for (const run of checked) if (!held.has(leaseKey(run.seq, run.attempt))) run.loseLease()
+}
+
+/**
+ * When a worker's row was last written, so that a claim renews it in its own transaction once a third of the lease
+ * has passed (a worker with no runs renews nothing meanwhile): a job is never claimed under a lease about to expire.
+ * @internal
+ */
+export class LeaseClock {
+  /** Until when (the worker's clock, ms) the last write of the row holds. */
+  private heldUntil = Number.NEGATIVE_INFINITY
+
+  constructor(
+    readonly owner: string,
+    readonly ms: number,
+    private readonly channel: () => string | null,
+  ) {}
+
+  /** The row a claim at `now` writes, or null while the last one holds for more than two thirds of a lease. */
+  forClaim(now: number): WorkerLease | null {
+    return this.heldUntil - now > (this.ms * 2) / 3 ? null : this.row(now)
+  }
+
+  /** The row a renewal at `now` writes. */
+  row(now: number): WorkerLease {
+    return { owner: this.owner, expiresAt: now + this.ms, channel: this.channel() }
+  }
+
+  /** Notes that `row` was written. */
+  written(row: WorkerLease): void {
+    this.heldUntil = Math.max(this.heldUntil, row.expiresAt)
+  }
 }
 
 /**

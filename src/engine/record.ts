@@ -1,15 +1,14 @@
 /**
  * Recording how runs ended: each transition is written through one of the
  * fenced end statements (`endRun`, or `endRuns` for ends that share all
- * but their finish time and result), and only where the fence held (the
- * job running that attempt, the lease that owner's) does it drop that
- * run's lease, by job, owner and attempt, and, for an ended job, its steps
- * (JOB-14, JOB-16). A rescue names the attempt it takes and when it found
- * the lease expired, so it can neither end a later attempt nor take a
- * lease renewed since. The caller writes the counts of the ends that landed
+ * but their finish time and result), which clears the job's owner only
+ * where the fence held (the job running that attempt for that owner); for
+ * an ended job it then drops the steps (JOB-14, JOB-16). A rescue names the
+ * attempt it takes and when it found the worker's lease expired, so it can
+ * neither end a later attempt nor take a lease renewed since. The caller writes the counts of the ends that landed
  * (engine/counts.ts).
  */
-import { ask, type Executor, type LeaseParams, type Program, type RunEndOf } from '../dialect/index.js'
+import { ask, type Executor, type Program, type RunEndOf } from '../dialect/index.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import type { Transition } from './outcome.js'
@@ -39,15 +38,12 @@ export function* recordEnds(db: Executor, records: readonly RunEndRecord[], move
     const ended = new Set((yield* ask(db.jobSetStateIfLeasedMany({ ...transition, owner, runs, expiredBy }))).map((row) => row.seq))
     for (const i of group) landed[i] = ended.has(records[i]!.seq)
   }
-  const released: LeaseParams[] = []
   const finished: number[] = []
-  records.forEach(({ seq, owner, attempt, transition }, i) => {
+  records.forEach(({ seq, transition }, i) => {
     if (!landed[i]) return
-    released.push({ seq, owner, attempt })
     if (ENDED_STATES.includes(transition.state as EndedState)) finished.push(seq)
     shift(moved, 'running', transition.state)
   })
-  if (released.length > 0) yield* ask(db.leaseDeleteOfRuns(released))
   if (finished.length > 0) yield* ask(db.stepDeleteMany(finished))
   return landed
 }

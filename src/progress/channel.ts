@@ -2,12 +2,12 @@
  * The progress channel: how a run's live progress reaches watchers in other
  * processes on the same host without ever touching the database (JOB-12), on
  * SQLite. On PostgreSQL progress travels by NOTIFY instead (notices.ts), and
- * leases name no channel.
+ * workers name no channel.
  *
  * A process that runs workers listens on one local socket (a Unix socket
- * in a private folder of the temp dir, a named pipe on Windows), and every
- * lease it takes names that socket in `jobs_lease.channel`. A watcher in
- * another process reads the lease with the job's row, connects to the
+ * in a private folder of the temp dir, a named pipe on Windows), and each of
+ * its workers names that socket in its row (`jobs_worker.channel`). A watcher
+ * in another process reads it with the job's row, connects to the
  * socket (one connection per pair of processes, shared by every watcher),
  * and subscribes to the run (owner, job, attempt). It gets the run's
  * progress at once, then every change as it is set.

@@ -68,6 +68,11 @@ export const jobsJob = sqliteTable(
     result: text('result'),
     /** Internal: the stack of the error that ended the last failed run, for the dashboard. */
     errorStack: text('error_stack'),
+    /**
+     * The worker running the job (its `jobs_worker` row), set by the claim that starts a run and cleared by its end:
+     * with `attempts`, the run's fence. Null unless the job is running.
+     */
+    owner: text('owner'),
     /** Internal: 1 when the last run ended without an outcome (its worker died, or its lease expired); such a job next runs alone in its worker, so a job that kills its process takes no other job down with it. */
     abandoned: integer('abandoned').notNull().default(0),
     /**
@@ -82,6 +87,8 @@ export const jobsJob = sqliteTable(
     index('jobs_job_scheduled').on(t.queue, t.runAt).where(sql`state = 'scheduled'`),
     index('jobs_job_abandoned').on(t.queue, t.priority, t.runAt, t.seq).where(sql`abandoned = 1 and state in ('waiting', 'scheduled')`),
     index('jobs_job_ended').on(t.queue, t.state, t.finishedAt).where(sql`state in ('done', 'failed', 'canceled')`),
+    /** The runs under way, by queue and worker: a queue's running count, its groups', and the runs of a worker gone. */
+    index('jobs_job_running').on(t.queue, t.owner).where(sql`state = 'running'`),
   ],
 )
 
@@ -98,24 +105,18 @@ export const jobsStep = sqliteTable(
   (t) => [primaryKey({ columns: [t.job, t.name] })],
 )
 
-/** One row per running job: who runs it, which attempt, until when. */
-export const jobsLease = sqliteTable(
-  'jobs_lease',
-  {
-    job: integer('job')
-      .primaryKey()
-      .references(() => jobsJob.seq, { onDelete: 'cascade' }),
-    queue: text('queue').notNull(),
-    grp: text('grp'),
-    owner: text('owner').notNull(),
-    attempt: integer('attempt').notNull(),
-    expiresAt: integer('expires_at').notNull(),
-    /** Internal: where the owner process publishes the run's live progress (a local socket path), or null. */
-    channel: text('channel'),
-  },
-  // No index beyond the primary key: the table holds running jobs only, so look-ups by queue, group, owner
-  // or expiry scan a few rows, while each index would cost every claim and every end a page write.
-)
+/**
+ * One row per worker: its lease on every job it runs. A worker renews its row every third of the lease, however
+ * many jobs it runs; a job whose worker's row expired (or is gone) is taken back by the others. The owner names
+ * its host and process, so that a worker on the same host takes back a dead process's jobs at once.
+ */
+export const jobsWorker = sqliteTable('jobs_worker', {
+  owner: text('owner').primaryKey(),
+  /** Until when (ms) the worker holds the jobs it runs. */
+  expiresAt: integer('expires_at').notNull(),
+  /** Internal: where the worker's process publishes its runs' live progress (a local socket path), or null. */
+  channel: text('channel'),
+})
 
 /**
  * One row per recurring schedule. A worker of the queue adds the job of each due slot (its id is

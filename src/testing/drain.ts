@@ -95,62 +95,70 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
   const replaced = await connection.write((db) => storeLimits(db, definition, Date.now()))
   if (replaced !== null) console.warn(replaced)
 
-  for (;;) {
-    if (result.ran >= maxRuns) {
-      if (!isDue(await connection.executor.queueClaimable(definition.name), Date.now())) break
-      throw new JobsError(
-        'TIMEOUT',
-        `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`,
-      )
-    }
-    const hold: ClaimReport = { waitMs: null }
-    const [job] = await connection.write((db) =>
-      counting(db, definition.name, function* (moved) {
-        const claimed = yield* claimJobs(
-          db,
-          definition,
-          { limit: 1, idle: true, owner, leaseMs, now: Date.now(), channel: null },
-          moved,
-          hold,
+  try {
+    for (;;) {
+      if (result.ran >= maxRuns) {
+        if (!isDue(await connection.executor.queueClaimable(definition.name), Date.now())) break
+        throw new JobsError(
+          'TIMEOUT',
+          `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`,
         )
-        if (claimed.length > 0) yield* ask(db.queueNotify(definition.name, 'claimed'))
-        return claimed
-      }),
-    )
-    if (!job && hold.waitMs !== null && isDue(await connection.executor.queueClaimable(definition.name), Date.now())) {
-      // The queue's rate holds the due jobs back (JOB-22): they run when its window opens, as under a worker.
-      await new Promise((resolve) => setTimeout(resolve, hold.waitMs! + 1))
-      continue
-    }
-    if (!job) break
-    if (hold.startBy != null && performance.now() > hold.startBy) {
-      // Its handler cannot be called within the rate's slack of its stamped start: back unstarted, its attempt
-      // refunded, as a worker hands it back (engine/rate.ts); the start still counts, and the next claim waits.
-      await connection.write((db) =>
+      }
+      const hold: ClaimReport = { waitMs: null }
+      const [job] = await connection.write((db) =>
         counting(db, definition.name, function* (moved) {
-          yield* recordEnds(db, [{ seq: job.seq, owner, attempt: job.attempts, transition: handedBack(job) }], moved)
+          const claimed = yield* claimJobs(
+            db,
+            definition,
+            // Each claim writes the drain's row for the job it takes: the lease outlives the run's timeout.
+            { limit: 1, idle: true, owner, now: Date.now(), renewLease: { owner, expiresAt: Date.now() + leaseMs, channel: null } },
+            moved,
+            hold,
+          )
+          if (claimed.length > 0) yield* ask(db.queueNotify(definition.name, 'claimed'))
+          return claimed
         }),
       )
-      continue
+      if (!job && hold.waitMs !== null && isDue(await connection.executor.queueClaimable(definition.name), Date.now())) {
+        // The queue's rate holds the due jobs back (JOB-22): they run when its window opens, as under a worker.
+        await new Promise((resolve) => setTimeout(resolve, hold.waitMs! + 1))
+        continue
+      }
+      if (!job) break
+      if (hold.startBy != null && performance.now() > hold.startBy) {
+        // Its handler cannot be called within the rate's slack of its stamped start: back unstarted, its attempt
+        // refunded, as a worker hands it back (engine/rate.ts); the start still counts, and the next claim waits.
+        await connection.write((db) =>
+          counting(db, definition.name, function* (moved) {
+            yield* recordEnds(db, [{ seq: job.seq, owner, attempt: job.attempts, transition: handedBack(job) }], moved)
+          }),
+        )
+        continue
+      }
+      jobsChanged(connection.key, definition.name, 'claimed', [job.seq])
+      const run = new RunContext(connection, owner, definition.name, job, { clock: Date.now, ms: leaseMs })
+      const unsubscribe = onJobsChanged(connection.key, (_queue, kind) => {
+        if (kind === 'revoked') void checkLeases(connection, owner, [run])
+      })
+      const transition = await execute(definition, run, job.value, handler as Handler<unknown>, Date.now)
+      unsubscribe()
+      run.endProgress()
+      if (transition) {
+        await connection.write((db) =>
+          counting(db, definition.name, function* (moved) {
+            const [landed] = yield* recordEnds(db, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)
+            if (landed) yield* ask(db.queueNotify(definition.name, 'ended'))
+          }),
+        )
+        jobsChanged(connection.key, definition.name, 'ended', [run.seq])
+      }
+      tally(result, run, await connection.executor.jobGetOutcome(run.seq))
     }
-    jobsChanged(connection.key, definition.name, 'claimed', [job.seq])
-    const run = new RunContext(connection, owner, definition.name, job, { clock: Date.now, ms: leaseMs })
-    const unsubscribe = onJobsChanged(connection.key, (_queue, kind) => {
-      if (kind === 'revoked') void checkLeases(connection, owner, [run])
-    })
-    const transition = await execute(definition, run, job.value, handler as Handler<unknown>, Date.now)
-    unsubscribe()
-    run.endProgress()
-    if (transition) {
-      await connection.write((db) =>
-        counting(db, definition.name, function* (moved) {
-          const [landed] = yield* recordEnds(db, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)
-          if (landed) yield* ask(db.queueNotify(definition.name, 'ended'))
-        }),
-      )
-      jobsChanged(connection.key, definition.name, 'ended', [run.seq])
-    }
-    tally(result, run, await connection.executor.jobGetOutcome(run.seq))
+  } finally {
+    // The drain holds no job now: its row goes (where the database is busy, it expires instead).
+    await Promise.resolve()
+      .then(() => connection.executor.workerDelete(owner))
+      .catch(() => {})
   }
   return result
 }

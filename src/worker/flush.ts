@@ -55,6 +55,7 @@ import {
   MAX_TIMER_MS,
 } from '../limits.js'
 import { progressChannelFor } from '../progress/channel.js'
+import type { LeaseClock } from '../engine/lease.js'
 import type { ActiveRuns } from './runs.js'
 
 /** The weight of the latest time in the averages of a run's and a flush's times. */
@@ -71,7 +72,8 @@ export interface FlushContext {
   readonly queue: QueueDefinition
   readonly owner: string
   readonly slots: number
-  readonly leaseMs: number
+  /** The worker's lease (its row): a claim renews it when it is due. */
+  readonly lease: LeaseClock
   readonly pollIntervalMs: number
   readonly runs: ActiveRuns
   readonly clock: () => number
@@ -232,6 +234,7 @@ export class Flusher {
     let claimed: ClaimedJob[]
     let landed: boolean[] = []
     const channel = progressChannelFor(connection)
+    const renewLease = this.worker.lease.forClaim(now)
     const hold: ClaimReport = { waitMs: null, startBy: null }
     try {
       const began = performance.now()
@@ -253,9 +256,8 @@ export class Flusher {
             ahead: free - startable,
             idle: runs.size === 0 && runs.aheadSize === 0,
             owner: self.worker.owner,
-            leaseMs: self.worker.leaseMs,
             now,
-            channel,
+            renewLease,
             passOver,
             clock: self.worker.clock,
             held: runs.size + runs.aheadSize,
@@ -269,6 +271,7 @@ export class Flusher {
         })
       })
       claimed = written.value
+      if (claimed.length > 0 && renewLease) this.worker.lease.written(renewLease)
       this.lastWriteAt = performance.now()
       const tookMs = this.lastWriteAt - began
       this.flushMs = this.flushMs === null ? tookMs : this.flushMs + AVERAGE_WEIGHT * (tookMs - this.flushMs)

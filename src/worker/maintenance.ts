@@ -20,7 +20,7 @@ import { recordEnds } from '../engine/record.js'
  * A worker never takes back its own leases: it knows its runs are alive, and renews them. Read-only.
  */
 export async function findAbandoned(connection: Connection, queue: Queue, self: string, now: number): Promise<AbandonedLease[]> {
-  const owners = await connection.executor.leaseOwners(queue.name)
+  const owners = await connection.executor.jobRunningOwners(queue.name)
   const gone = owners.filter(isOwnerGone)
   return connection.executor.leaseGetAbandoned({ queue: queue.name, self, now, deadOwners: gone, limit: RESCUE_BATCH_SIZE })
 }
@@ -35,7 +35,7 @@ export async function findAbandoned(connection: Connection, queue: Queue, self: 
  */
 export function* releaseAbandoned(db: Executor, queue: Queue, leases: readonly AbandonedLease[], now: number): Program<number[]> {
   const records = leases.map((lease) => {
-    const expired = lease.expiresAt <= now
+    const expired = lease.expiresAt === null || lease.expiresAt <= now
     const why = expired ? `its lease expired (worker ${lease.owner} stopped renewing it)` : `its worker process (${lease.owner}) is gone`
     const transition = transitionFor(
       queue,

@@ -26,9 +26,10 @@ import { maintainQueue } from './maintenance.js'
 import { DataVersionPoller } from './poller.js'
 import { ActiveRuns } from './runs.js'
 import { Flusher } from './flush.js'
+import { progressChannelFor } from '../progress/channel.js'
 import { execute } from '../engine/executor.js'
 import { retryWhileBusy } from '../engine/busy.js'
-import { checkLeases, renewLeases } from '../engine/lease.js'
+import { checkLeases, LeaseClock, renewLeases } from '../engine/lease.js'
 import { handedBack, transitionFor, type Outcome } from '../engine/outcome.js'
 import { newOwner } from '../engine/owner.js'
 import type { RunContext, Run } from '../engine/run.js'
@@ -194,6 +195,8 @@ class QueueWorker implements Worker {
   readonly queue: string
   private readonly owner = newOwner()
   private readonly active: ActiveRuns
+  /** The worker's lease: its row, renewed every third of a lease while it runs jobs. */
+  private readonly lease: LeaseClock
   private readonly flusher: Flusher
   private readonly timers: NodeJS.Timeout[] = []
   private readonly unsubscribe: () => void
@@ -218,12 +221,13 @@ class QueueWorker implements Worker {
   ) {
     this.queue = definition.name
     this.active = new ActiveRuns(connection, this.owner, this.queue, { clock: settings.clock, ms: settings.leaseMs })
+    this.lease = new LeaseClock(this.owner, settings.leaseMs, () => progressChannelFor(connection))
     this.flusher = new Flusher({
       connection,
       queue: definition,
       owner: this.owner,
       slots: settings.slots,
-      leaseMs: settings.leaseMs,
+      lease: this.lease,
       pollIntervalMs: settings.pollIntervalMs,
       runs: this.active,
       clock: settings.clock,
@@ -310,6 +314,12 @@ class QueueWorker implements Worker {
     for (const timer of this.timers) clearInterval(timer)
     // A task that began before the stop (a maintenance pass, say) ends before the stop does.
     await Promise.all([...this.tasks, this.flusher.settled()])
+    // Every end is written: the worker holds no job, and its row goes (where the database is busy, it expires instead).
+    try {
+      await this.connection.executor.workerDelete(this.owner)
+    } catch (error) {
+      if (!this.connection.isBusy(error)) this.settings.onError(error)
+    }
   }
 
   /**
@@ -388,7 +398,11 @@ class QueueWorker implements Worker {
     try {
       await retryWhileBusy(
         this.connection,
-        () => renewLeases(this.connection, this.owner, this.active.values(), this.settings.clock() + this.settings.leaseMs),
+        async () => {
+          const row = this.lease.row(this.settings.clock())
+          await renewLeases(this.connection, row, this.active.values())
+          this.lease.written(row)
+        },
         () => this.stopping || performance.now() > giveUpAt,
       )
     } catch (error) {

@@ -6,7 +6,7 @@
  */
 import type { AdminJobRow, CountsRow, ListParams } from '../index.js'
 import type { EndedState } from '../../types.js'
-import { single, statement, type JobRow, type LeaseRow, type QueueRow, type StepRow } from './statement.js'
+import { single, statement, type JobRow, type QueueRow, type StepRow } from './statement.js'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'
 
 /** The columns of a job as the admin API answers it. */
@@ -20,9 +20,9 @@ export const ADMIN_SQL = {
     `select seq, state from jobs_job where queue = ? and id = ?`,
   ),
   jobRecord: statement<[queue: string, id: string], AdminJobRow>(`select ${JOB} from jobs_job where queue = ? and id = ?`),
-  /** Ends a job that has not ended yet as canceled; its lease and steps are deleted beside it. */
+  /** Ends a job that has not ended yet as canceled, clearing its worker (its run's fence then fails); its steps are deleted beside it. */
   cancelJob: statement<[{ seq: number; now: number }], never>(
-    `update jobs_job set state = 'canceled', finished_at = @now where seq = @seq and state in ('waiting', 'scheduled', 'running')`,
+    `update jobs_job set state = 'canceled', finished_at = @now, owner = null where seq = @seq and state in ('waiting', 'scheduled', 'running')`,
   ),
   /** A failed or canceled job runs again with fresh attempts and nothing of its last run kept. */
   retryJob: statement<
@@ -43,8 +43,10 @@ export const ADMIN_SQL = {
   jobSteps: statement<[seq: number], Pick<StepRow, 'name' | 'answer'>>(`select name, answer from jobs_step where job = ? order by rowid`),
   /** What a run left its job as: for drain's account of each run. */
   jobOutcome: statement<[seq: number], Pick<JobRow, 'state' | 'error'>>(`select state, error from jobs_job where seq = ?`),
-  jobLease: statement<[seq: number], Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'>>(
-    `select owner, attempt, expires_at as expiresAt from jobs_lease where job = ?`,
+  /** A running job's lease: its worker, the attempt, and until when the worker's row holds it (null: gone). */
+  jobLease: statement<[seq: number], { owner: string; attempt: number; expiresAt: number | null }>(
+    `select j.owner, j.attempts as attempt, w.expires_at as expiresAt
+    from jobs_job j left join jobs_worker w on w.owner = j.owner where j.seq = ? and j.state = 'running' and j.owner is not null`,
   ),
   /** Every job of a queue in add order: for the testing helpers, on small test databases. */
   queueJobs: statement<[queue: string], AdminJobRow>(`select ${JOB} from jobs_job where queue = ? order by seq`),
@@ -58,9 +60,9 @@ export const ADMIN_SQL = {
   listScheduled: statement<[ListParams], AdminJobRow>(`select ${JOB} from jobs_job
     where queue = @queue and state = 'scheduled' and ${IN_GROUP} and (run_at, seq) > (@k1, @k2)
     order by run_at, seq ${LIMIT}`),
-  /** Running jobs, found through their leases (few: at most the queue's concurrency), newest first. */
-  listRunning: statement<[ListParams], AdminJobRow>(`select ${JOB} from jobs_job
-    where seq in (select job from jobs_lease where queue = @queue) and state = 'running' and ${IN_GROUP} and seq < @k1
+  /** Running jobs, found through jobs_job_running (few: at most the queue's concurrency), newest first. */
+  listRunning: statement<[ListParams], AdminJobRow>(`select ${JOB} from jobs_job indexed by jobs_job_running
+    where queue = @queue and state = 'running' and ${IN_GROUP} and seq < @k1
     order by seq desc ${LIMIT}`),
   /** Ended jobs of one state, most recently ended first, over the ended index. */
   listEnded: statement<[ListParams], AdminJobRow>(`select ${JOB} from jobs_job

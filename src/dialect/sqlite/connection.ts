@@ -23,7 +23,7 @@ export interface SqliteConnection extends Connection<'sync'> {
  * Every table the migrations make, each named when the check fails. Jobs need all but jobs_schedule, which
  * only schedules need (they say so themselves): tables of a version before schedules still run jobs.
  */
-const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule'] as const
+const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_worker', 'jobs_schedule'] as const
 const FOR_SCHEDULES_ONLY: ReadonlySet<string> = new Set(['jobs_schedule'])
 const MIGRATE_HINT =
   "add `export * from 'drizzle-jobs/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
@@ -136,7 +136,7 @@ function checkSchema(client: Database.Database): void {
   if (check.latestColumnPresent.get() === 0) {
     throw new JobsError(
       'SCHEMA_MISSING',
-      `the jobs_* tables are an older version's (jobs_queue has no claim_waiters column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``,
+      `the jobs_* tables are an older version's (jobs_job has no owner column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``,
     )
   }
 }

@@ -55,24 +55,24 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
     jobGetFirstAbandoned: (window) => sql.firstAbandoned.get(window),
     jobGetAvailableByGroup: (window) => sql.claimCandidatesByGroup.all(window),
     jobGetAvailableOne: (seq) => sql.claimCandidate.get(seq),
-    leaseCountByGroup: (queue) => sql.groupsRunning.all(queue),
-    jobSetRunningMany: (seqs) => runForJobs(sql.markRunning, sql.markRunningAll, seqs, {}).changes,
-    leaseInsertMany: (seqs, lease) => void runForJobs(sql.insertLease, sql.insertLeases, seqs, lease),
+    jobCountRunningByGroup: (queue) => sql.groupsRunning.all(queue),
+    jobSetRunningMany: (seqs, owner) => runForJobs(sql.markRunning, sql.markRunningAll, seqs, { owner }).changes,
 
     jobSetStateIfLeased: (end) => sql.endRun.run(end).changes === 1,
     jobSetStateIfLeasedMany: (end) => sql.endRuns.all({ ...end, runs: JSON.stringify(end.runs) }),
     jobSetStateIfUnleased: (end) => sql.endUnleased.run(end).changes === 1,
     jobGetState: (seq) => sql.jobState.get(seq),
-    leaseDeleteOfRuns: (runs) =>
-      void sql.deleteRunLeases.run({ runs: JSON.stringify(runs.map((run) => [run.seq, run.owner, run.attempt])) }),
-    leaseDeleteMany: (seqs) => void runForJobs(sql.deleteLease, sql.deleteLeases, seqs, {}),
     stepDeleteMany: (seqs) => void runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, seqs, {}),
 
-    leaseRenewByOwner: (renew) => sql.renewLeases.all(renew),
-    leaseListByOwner: (owner) => sql.ownerLeases.all(owner),
+    workerRenew(lease) {
+      sql.workerRenew.run(lease)
+      return sql.heldRuns.all(lease.owner)
+    },
+    workerDelete: (owner) => void sql.workerDelete.run(owner),
+    jobListHeld: (owner) => sql.heldRuns.all(owner),
     leaseRenewIfHeld: (lease) =>
       sql.leaseRenewIfHeld.run({ seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt }).changes === 1,
-    leaseOwners: (queue) => sql.leaseOwners.all(queue),
+    jobRunningOwners: (queue) => sql.runningOwners.all(queue),
     leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) =>
       sql.abandonedLeases.all({ queue, self, now, deadOwners: JSON.stringify(deadOwners), limit }),
     jobCountUnleased: (queue) => sql.unleasedCount.get({ queue }),

@@ -9,14 +9,15 @@ import { LIMIT, RUNNABLE } from './terms.js'
 /** A waiting job's queue rate, for the snapshot's rateLimitedUntil (JOB-22): the log is read only while the job waits. */
 const RATE_COLUMNS = `q.rate_limit as rateLimit, q.rate_per as ratePer, q.rate_per_group as ratePerGroup,
   case when j.state = 'waiting' then q.rate_starts end as rateStarts, null as rateNow`
-/** The job's lease and queue row. */
-const JOINS = `jobs_job j left join jobs_lease l on l.job = j.seq left join jobs_queue q on q.name = j.queue`
+/** The job's worker (while it runs) and queue row. */
+const JOINS = `jobs_job j left join jobs_worker w on w.owner = j.owner and j.state = 'running' left join jobs_queue q on q.name = j.queue`
 
-/** A job's row with its lease, as snapshots are built from. The result is read only once the job has ended. */
+/** A job's row with its run's worker, as snapshots are built from. The result is read only once the job has ended. */
 const JOB_COLUMNS = `j.seq, j.queue, j.id, j.grp, j.state, j.priority, j.run_at as runAt, j.attempts,
   j.max_attempts as maxAttempts, j.created_at as createdAt, j.finished_at as finishedAt, j.error,
   case when j.state in ('done', 'failed', 'canceled') then j.result end as result,
-  l.owner, l.attempt as leaseAttempt, l.channel, ${RATE_COLUMNS}`
+  case when j.state = 'running' then j.owner end as owner,
+  case when j.state = 'running' and j.owner is not null then j.attempts end as leaseAttempt, w.channel, ${RATE_COLUMNS}`
 
 /**
  * `ahead` walks the claim index (jobs_job_claim: queue, priority, run_at, seq, over the runnable states) in

@@ -7,7 +7,7 @@
  */
 import type Database from 'better-sqlite3'
 
-export type { JobRow, LeaseRow, QueueRow, StepRow } from '../index.js'
+export type { JobRow, QueueRow, StepRow, WorkerRow } from '../index.js'
 
 /**
  * A statement's SQL, with `P` the arguments its calls take, `R` what one row reads as (a plucked

@@ -1,8 +1,8 @@
 /**
  * Every statement the engine runs, named by what it does, prepared once per
  * connection. Writes that end a run or keep a step carry the fence (terms.ts:
- * the job running this attempt, its lease this owner's) in the same
- * statement, so a run that lost its lease changes nothing (JOB-16).
+ * the job running this attempt for this owner) in the same statement, so a
+ * run that lost its lease changes nothing (JOB-16).
  */
 import type Database from 'better-sqlite3'
 import { protocolBreak } from './protocol.js'
@@ -18,18 +18,18 @@ import type {
   ExpiredBy,
   JobRow,
   LeaseParams,
-  LeaseRow,
+  HeldRun,
   NewJob,
   NewJobs,
-  NewLease,
   RunEndParams,
   StepRow,
   StoredLimits,
   StoreLimitsParams,
   UnleasedRun,
+  WorkerLease,
 } from '../index.js'
 import { prepareAll, single, statement, type Prepared, type PreparedStatements } from './statement.js'
-import { ENDED, fence, LIMIT, RESCUABLE, RUNNABLE } from './terms.js'
+import { ENDED, fence, LIMIT, RUNNABLE } from './terms.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
 const CLAIMED = `seq, id, grp, value, state as claimedFrom, attempts + 1 as attempts, max_attempts as maxAttempts, abandoned`
@@ -40,20 +40,8 @@ const ONE = `seq = @seq`
 const ALL = `seq ${IN_SEQS}`
 
 function markRunning(jobs: string): string {
-  return `update jobs_job set state = 'running', attempts = attempts + 1, engine_writes = engine_writes + 1
+  return `update jobs_job set state = 'running', attempts = attempts + 1, owner = @owner, engine_writes = engine_writes + 1
     where ${jobs} and ${RUNNABLE}`
-}
-
-/**
- * Leases jobs just marked running. A lease row left on a job that was runnable (another program ended or
- * put back a running job with plain SQL and left its lease) is stale: the claim's lease replaces it, and
- * the old run, whose fence names the old owner and attempt, can change nothing.
- */
-function insertLease(jobs: string): string {
-  return `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at, channel)
-    select seq, queue, grp, @owner, attempts, @expiresAt, @channel from jobs_job where ${jobs}
-    on conflict (job) do update set queue = excluded.queue, grp = excluded.grp, owner = excluded.owner,
-      attempt = excluded.attempt, expires_at = excluded.expires_at, channel = excluded.channel`
 }
 
 /** A value bound to one of insertJobRows' per-job parameters. */
@@ -77,13 +65,13 @@ function insertJobRows(rows: number) {
 
 export const SQL = {
   tablesPresent: statement<[], string>(
-    `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule')`,
+    `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_worker', 'jobs_schedule')`,
     { pluck: true },
   ),
   triggersPresent: single<[], number>(`select count(*) from sqlite_master where type = 'trigger' and name in
-    ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v1', 'jobs_queue_counts_kept_v1')`),
+    ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v2', 'jobs_queue_counts_kept_v1')`),
   /** The column that the latest migration adds: without it the tables are an older version's. */
-  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_queue') where name = 'claim_waiters'`),
+  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_job') where name = 'owner'`),
   dataVersion: single<[], number>(`pragma data_version`),
 
   /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. */
@@ -186,25 +174,24 @@ export const SQL = {
   >(`select seq, grp from jobs_job
     where queue = @queue and ${RUNNABLE} and run_at <= @now
       and (@skipAbandoned = 0 or abandoned = 0)
-      and (grp is null or grp not in (select grp from jobs_lease where queue = @queue and grp is not null
+      and (grp is null or grp not in (select grp from jobs_job indexed by jobs_job_running where queue = @queue and state = 'running' and grp is not null
                                       group by grp having count(*) >= @perGroup))
     order by priority, run_at, seq ${LIMIT}`),
   /** One candidate of claimCandidatesByGroup, with what a claim answers. */
   claimCandidate: statement<[seq: number], ClaimedJob>(`select ${CLAIMED} from jobs_job where seq = ? and ${RUNNABLE}`),
-  /** Runs under way per group of a queue, in one pass over the leases. */
+  /** Runs under way per group of a queue, in one pass over its running jobs (jobs_job_running). */
   groupsRunning: statement<[queue: string], { grp: string; running: number }>(
-    `select grp, count(*) as running from jobs_lease where queue = ? and grp is not null group by grp`,
+    `select grp, count(*) as running from jobs_job indexed by jobs_job_running where queue = ? and state = 'running' and grp is not null group by grp`,
   ),
   /**
-   * Claims jobs read by a claim's select in this transaction, counting their attempt (JOB-04), and
-   * leases them for that attempt. Each comes in two forms, as the end statements below: for one job
-   * (`@seq`) and for several (`@seqs`, a JSON array): json_each costs about 3 µs a statement, while
-   * one statement for many jobs saves about 5 µs a job over one statement each.
+   * Claims jobs read by a claim's select in this transaction for the worker @owner, counting their attempt
+   * (JOB-04): the job's owner and attempts are the run's lease, so a claim is one update. It comes in two
+   * forms, as the step statements below: for one job (`@seq`) and for several (`@seqs`, a JSON array):
+   * json_each costs about 3 µs a statement, while one statement for many jobs saves about 5 µs a job over
+   * one statement each.
    */
-  markRunning: statement<[{ seq: number }], never>(markRunning(ONE)),
-  markRunningAll: statement<[{ seqs: string }], never>(markRunning(ALL)),
-  insertLease: statement<[{ seq: number } & NewLease], never>(insertLease(ONE)),
-  insertLeases: statement<[{ seqs: string } & NewLease], never>(insertLease(ALL)),
+  markRunning: statement<[{ seq: number; owner: string }], never>(markRunning(ONE)),
+  markRunningAll: statement<[{ seqs: string; owner: string }], never>(markRunning(ALL)),
 
   /** Ends a run: the job's next state, behind the fence, with a rescue's expiry. Every outcome goes through it or through endRuns. */
   endRun: statement<
@@ -212,8 +199,8 @@ export const SQL = {
     never
   >(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
       result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
-      engine_writes = engine_writes + 1
-    where seq = @seq and ${fence('@seq', '@attempt', RESCUABLE)}`),
+      owner = null, engine_writes = engine_writes + 1
+    where seq = @seq and ${fence('jobs_job', '@attempt', 'rescue')}`),
   /**
    * endRun for several runs of one owner whose ends differ only in when they finished and what they
    * returned: `@runs` is a JSON array of [seq, attempt, finishedAt, result]. Answers the jobs it ended.
@@ -223,59 +210,67 @@ export const SQL = {
     Pick<JobRow, 'seq'>
   >(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = r.value ->> 2,
       result = r.value ->> 3, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
-      engine_writes = engine_writes + 1
+      owner = null, engine_writes = engine_writes + 1
     from json_each(@runs) r
-    where jobs_job.seq = r.value ->> 0 and ${fence('jobs_job.seq', '(r.value ->> 1)', RESCUABLE)}
+    where jobs_job.seq = r.value ->> 0 and ${fence('jobs_job', '(r.value ->> 1)', 'rescue')}
     returning jobs_job.seq`),
-  /** Deletes the leases of runs that ended, each by its job, owner and attempt: never the lease of a later run of the job. `@runs` is a JSON array of [seq, owner, attempt]. */
-  deleteRunLeases: statement<[{ runs: string }], never>(
-    `delete from jobs_lease where (job, owner, attempt) in (select value ->> 0, value ->> 1, value ->> 2 from json_each(@runs))`,
-  ),
-  /** Deletes the leases of jobs, whoever holds them: a cancel's. */
-  deleteLease: statement<[{ seq: number }], never>(`delete from jobs_lease where job = @seq`),
-  deleteLeases: statement<[{ seqs: string }], never>(`delete from jobs_lease where job ${IN_SEQS}`),
   deleteSteps: statement<[{ seq: number }], never>(`delete from jobs_step where job = @seq`),
   deleteStepsOfAll: statement<[{ seqs: string }], never>(`delete from jobs_step where job ${IN_SEQS}`),
 
-  /** Renews every lease an owner still holds; the jobs it answers are the ones still held. */
-  renewLeases: statement<[{ owner: string; expiresAt: number }], Pick<LeaseRow, 'job' | 'attempt'>>(
-    `update jobs_lease set expires_at = @expiresAt where owner = @owner returning job, attempt`,
+  /**
+   * Renews a worker's row until @expiresAt, or writes it again if it is gone (deleted while the worker was stalled:
+   * its jobs were taken back already, and the fence keeps its old runs from writing).
+   */
+  workerRenew: statement<[WorkerLease], never>(`insert into jobs_worker (owner, expires_at, channel) values (@owner, @expiresAt, @channel)
+    on conflict (owner) do update set expires_at = excluded.expires_at, channel = excluded.channel`),
+  workerDelete: statement<[owner: string], never>(`delete from jobs_worker where owner = ?`),
+  /** The runs a worker holds: a run missing here had its lease taken (a cancel, a rescue). */
+  heldRuns: statement<[owner: string], HeldRun>(
+    `select seq as job, attempts as attempt from jobs_job indexed by jobs_job_running where state = 'running' and owner = ?`,
   ),
-  /** Leases of a queue, not the asking worker's own, that have expired or whose owner is one of the given dead ones (a JSON array). */
+  /**
+   * Runs of a queue, not the asking worker's own, whose worker's row has expired or is gone, or whose worker is one of
+   * the given dead ones (a JSON array), with until when the row held them (null: gone).
+   */
   abandonedLeases: statement<
     [{ queue: string; self: string; now: number; deadOwners: string; limit: number }],
     AbandonedLease
-  >(`select l.job as seq, l.owner, l.attempt, l.expires_at as expiresAt, j.attempts, j.max_attempts as maxAttempts
-    from jobs_lease l join jobs_job j on j.seq = l.job
-    where l.queue = @queue and l.owner <> @self
-      and (l.expires_at <= @now or l.owner in (select value from json_each(@deadOwners)))
+  >(`select j.seq, j.owner, j.attempts as attempt, w.expires_at as expiresAt, j.attempts, j.max_attempts as maxAttempts
+    from jobs_job j indexed by jobs_job_running left join jobs_worker w on w.owner = j.owner
+    where j.queue = @queue and j.state = 'running' and j.owner is not null and j.owner <> @self
+      and (w.owner is null or w.expires_at <= @now or j.owner in (select value from json_each(@deadOwners)))
     ${LIMIT}`),
-  /** How many more jobs a queue counts running than it holds leases: as many run with no lease (written so by another program, or their lease deleted). */
+  /** How many running jobs of a queue name no worker (written so by another program). */
   unleasedCount: single<[{ queue: string }], number>(
-    `select coalesce((select running from jobs_queue where name = @queue), 0) - (select count(*) from jobs_lease where queue = @queue)`,
+    `select count(*) from jobs_job indexed by jobs_job_running where queue = @queue and state = 'running' and owner is null`,
   ),
-  /** Running jobs of a queue that hold no lease. It walks the queue's jobs, so it runs only when unleasedCount says some are there. */
+  /** Running jobs of a queue that name no worker. */
   unleasedRuns: statement<
     [{ queue: string; limit: number }],
     UnleasedRun
-  >(`select seq, attempts, max_attempts as maxAttempts from jobs_job j
-    where queue = @queue and state = 'running' and not exists (select 1 from jobs_lease l where l.job = j.seq) ${LIMIT}`),
-  /** Ends a run that holds no lease, as endRun ends one that holds its lease: only while it still holds none. */
+  >(`select seq, attempts, max_attempts as maxAttempts from jobs_job indexed by jobs_job_running
+    where queue = @queue and state = 'running' and owner is null ${LIMIT}`),
+  /** Ends a run that names no worker, as endRun ends one of a worker: only while it still names none. */
   endUnleased: statement<
     [RunEndParams & { seq: number }],
     never
   >(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
       result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       engine_writes = engine_writes + 1
-    where seq = @seq and state = 'running' and not exists (select 1 from jobs_lease where job = @seq)`),
-  /** The leases an owner still holds: a run missing here had its lease taken (a cancel, a rescue). */
-  ownerLeases: statement<[owner: string], Pick<LeaseRow, 'job' | 'attempt'>>(`select job, attempt from jobs_lease where owner = ?`),
+    where seq = @seq and state = 'running' and owner is null`),
   jobState: statement<[seq: number], JobRow['state']>(`select state from jobs_job where seq = ?`, { pluck: true }),
-  leaseOwners: statement<[queue: string], string>(`select distinct owner from jobs_lease where queue = ?`, { pluck: true }),
+  runningOwners: statement<[queue: string], string>(
+    `select distinct owner from jobs_job indexed by jobs_job_running where queue = ? and state = 'running' and owner is not null`,
+    { pluck: true },
+  ),
 
-  /** Renews one run's lease until @expiresAt, behind the fence, only if the run still holds it: a run asks before it calls a step's function. */
-  leaseRenewIfHeld: statement<[LeaseParams & { expiresAt: number }], never>(`update jobs_lease set expires_at = @expiresAt
-    where job = @seq and owner = @owner and attempt = @attempt and ${fence('@seq', '@attempt')}`),
+  /**
+   * Renews the row of a run's worker until @expiresAt, behind the fence, only if the run still holds its job: a run
+   * asks before it calls a step's function. A row deleted meanwhile is written again.
+   */
+  leaseRenewIfHeld: statement<[LeaseParams & { expiresAt: number }], never>(`insert into jobs_worker (owner, expires_at)
+    select @owner, @expiresAt from jobs_job where seq = @seq and ${fence('jobs_job', '@attempt')}
+    on conflict (owner) do update set expires_at = excluded.expires_at`),
   readStep: statement<[seq: number, name: string], StepRow['answer']>(`select answer from jobs_step where job = ? and name = ?`, {
     pluck: true,
   }),
@@ -283,7 +278,7 @@ export const SQL = {
   writeStep: statement<
     [LeaseParams & { name: string; answer: string | null }],
     never
-  >(`insert into jobs_step (job, name, answer) select @seq, @name, @answer where ${fence('@seq', '@attempt')}
+  >(`insert into jobs_step (job, name, answer) select @seq, @name, @answer from jobs_job where seq = @seq and ${fence('jobs_job', '@attempt')}
     on conflict (job, name) do nothing`),
 
   firstPrunable: statement<[{ queue: string; state: EndedState; before: number }], 1>(
@@ -321,7 +316,7 @@ const mustFail = (r: string) =>
  * SQLite sets up a trigger's program for every statement that fires it, at a cost that grows with its
  * size, so the protocol's checks live in a trigger of their own that the engine never fires: the
  * counting triggers touch `id` (which the engine never updates) of a row another writer left unended, and
- * that fires jobs_job_protocol_v1. The update trigger then counts the state the job was left in, since
+ * that fires jobs_job_protocol_v2. The update trigger then counts the state the job was left in, since
  * SQLite does not fire it again for the protocol trigger's update while it runs; the insert trigger's
  * touch does fire it. A job failed here keeps no lease and no step.
  *
@@ -338,10 +333,10 @@ drop trigger if exists jobs_job_counts_insert_v2;
 drop trigger if exists jobs_job_counts_update_v2;
 drop trigger if exists jobs_job_counts_insert_v3;
 drop trigger if exists jobs_job_counts_update_v3;
-create trigger if not exists jobs_job_protocol_v1 after update of id on jobs_job when new.state not in ${ENDED_STATES} begin
-  update jobs_job set state = 'failed', finished_at = ${NOW_MS}, error = f.why
+drop trigger if exists jobs_job_protocol_v1;
+create trigger if not exists jobs_job_protocol_v2 after update of id on jobs_job when new.state not in ${ENDED_STATES} begin
+  update jobs_job set state = 'failed', finished_at = ${NOW_MS}, error = f.why, owner = null
   from (select ${mustFail('new')} as why) f where jobs_job.seq = new.seq and f.why is not null;
-  delete from jobs_lease where job = new.seq and (select state from jobs_job where seq = new.seq) = 'failed';
   delete from jobs_step where job = new.seq and (select state from jobs_job where seq = new.seq) = 'failed';
 end;
 create trigger if not exists jobs_job_counts_insert_v4 after insert on jobs_job when new.engine_writes = 0 begin
@@ -385,9 +380,8 @@ end;`
  * there and that they would have failed, then recounts every queue's counters from its jobs.
  */
 export const RECOUNT_QUEUES = `
-update jobs_job set state = 'failed', finished_at = ${NOW_MS}, error = ${mustFail('jobs_job')}
+update jobs_job set state = 'failed', finished_at = ${NOW_MS}, error = ${mustFail('jobs_job')}, owner = null
 where ${mustFail('jobs_job')} is not null;
-delete from jobs_lease where job in (select seq from jobs_job where state = 'failed');
 delete from jobs_step where job in (select seq from jobs_job where state = 'failed');
 insert into jobs_queue (name) select distinct queue from jobs_job where true on conflict (name) do nothing;
 update jobs_queue set

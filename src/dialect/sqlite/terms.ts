@@ -6,6 +6,12 @@
 export const RUNNABLE = `state in ('waiting', 'scheduled')`
 export const ENDED = `state in ('done', 'failed', 'canceled')`
 
+/*
+ * The statements over running jobs name jobs_job_running (`indexed by`): with no statistics, SQLite may otherwise
+ * walk every job of a queue by jobs_job_queue_id, or the whole table for a worker's runs, where the partial index
+ * holds only the runs under way (at most the slots of every worker).
+ */
+
 /**
  * A row limit bound per call. Not `limit @limit`: SQLite (3.53, as better-sqlite3 12 bundles it) reads
  * a bare bound LIMIT while planning, and so marks the statement to be compiled again every time that parameter is
@@ -16,19 +22,19 @@ export const ENDED = `state in ('done', 'failed', 'canceled')`
 export const LIMIT = `limit @limit + 0`
 
 /**
- * The fence of every write a run makes (JOB-16), written once: the job `seq` is running attempt `attempt`, and its
- * lease row names @owner and that attempt (and meets `lease`, a further condition on the lease row `fl`, if any).
- * A write transaction holds SQLite's one write lock from its start, so what the fence reads is what the write
- * changes: a run whose job was taken over (rescued, claimed again, canceled) fails it.
+ * The fence of every write a run makes (JOB-16), written once: the job `seq` is running attempt `attempt` for @owner
+ * (and, for a rescue, meets `RESCUABLE`). A write transaction holds SQLite's one write lock from its start, so what
+ * the fence reads is what the write changes: a run whose job was taken over (rescued, claimed again, canceled)
+ * fails it, since each of those clears or replaces the job's owner or counts another attempt.
  */
-export function fence(seq: string, attempt: string, lease?: string): string {
-  return `exists (select 1 from jobs_job fj join jobs_lease fl on fl.job = fj.seq
-    where fj.seq = ${seq} and fj.state = 'running' and fj.attempts = ${attempt}
-      and fl.owner = @owner and fl.attempt = ${attempt}${lease ? ` and ${lease}` : ''})`
+export function fence(job: string, attempt: string, rescue?: 'rescue'): string {
+  return `${job}.state = 'running' and ${job}.owner = @owner and ${job}.attempts = ${attempt}${rescue ? ` and ${RESCUABLE}` : ''}`
 }
 
 /**
- * The further condition of a rescue's fence: the lease has expired by @expiredBy (ms), as the rescuer read it, so a
- * lease renewed since is not taken; null (an owner whose process is gone) takes it whatever its expiry.
+ * The further condition of a rescue's fence, on the row of the worker @owner: the worker's row had expired by
+ * @expiredBy (ms), as the rescuer read it, or is gone, so that a worker that renewed its row since keeps its jobs;
+ * null (an owner whose process is gone) takes them whatever the expiry. A run whose worker's row expired but that
+ * nobody took still holds its job: the expiry alone changes nothing.
  */
-export const RESCUABLE = `(@expiredBy is null or fl.expires_at <= @expiredBy)`
+const RESCUABLE = `(@expiredBy is null or coalesce((select expires_at from jobs_worker where owner = @owner), -1e308) <= @expiredBy)`
