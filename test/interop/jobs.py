@@ -5,12 +5,13 @@ is all another language needs:
 
   add       adds jobs in one transaction; an id the queue holds adds nothing
   claim     claims the first runnable job in claim order (priority, run_at,
-            seq), counting its attempt, and leases it, under the limits the
-            queue's row holds: a paused queue, a queue at its concurrency and
-            a group at its per-group cap are skipped
-  step      keeps a step's answer, fenced by the lease
-  complete  ends the job done, fenced by the lease; only then drops the lease
-            and the job's steps
+            seq), counting its attempt and naming the worker as its owner, and
+            renews the worker's lease (its jobs_worker row), under the limits
+            the queue's row holds: a paused queue, a queue at its concurrency
+            and a group at its per-group cap are skipped
+  step      keeps a step's answer, fenced by the run (job, owner, attempt)
+  complete  ends the job done and clears its owner, fenced by the run; only
+            then drops the job's steps
 
 The counters in jobs_queue are kept by the engine's triggers: nothing here
 touches them. Times are integer milliseconds since the Unix epoch. Each
@@ -29,10 +30,9 @@ import sys
 import time
 
 RUNNABLE = "state in ('waiting', 'scheduled')"
-# The fence (docs/tables.md): the job running this attempt, and its lease this owner's.
-FENCED = """exists (select 1 from jobs_job j join jobs_lease l on l.job = j.seq
-                 where j.seq = :seq and j.state = 'running' and j.attempts = :attempt
-                   and l.owner = :owner and l.attempt = :attempt)"""
+# The fence (docs/tables.md): the job running this attempt for this owner.
+FENCED = """exists (select 1 from jobs_job j
+                 where j.seq = :seq and j.state = 'running' and j.owner = :owner and j.attempts = :attempt)"""
 
 
 def to_json(value):
@@ -110,8 +110,8 @@ def claim(path, queue, owner, lease_ms):
         capped = ""
         params = {"queue": queue, "now": now, "per_group": per_group}
         if per_group is not None:
-            capped = """and (grp is null or grp not in (select grp from jobs_lease where queue = :queue and grp is not null
-                                                        group by grp having count(*) >= :per_group))"""
+            capped = """and (grp is null or grp not in (select grp from jobs_job where queue = :queue and state = 'running'
+                                                        and grp is not null group by grp having count(*) >= :per_group))"""
         candidate = connection.execute(
             f"""select seq from jobs_job where queue = :queue and {RUNNABLE} and run_at <= :now {capped}
                 order by priority, run_at, seq limit 1""",
@@ -120,15 +120,17 @@ def claim(path, queue, owner, lease_ms):
         if candidate is None:
             return None
         row = connection.execute(
-            f"""update jobs_job set state = 'running', attempts = attempts + 1
+            f"""update jobs_job set state = 'running', attempts = attempts + 1, owner = ?
                 where seq = ? and {RUNNABLE}
                 returning seq, id, grp, value, attempts, max_attempts""",
-            (candidate[0],),
+            (owner, candidate[0]),
         ).fetchone()
         seq, job_id, grp, value, attempt, max_attempts = row
+        # The worker's lease on every job it runs: one row, renewed as it claims (and, for long runs, every third of it).
         connection.execute(
-            "insert into jobs_lease (job, queue, grp, owner, attempt, expires_at) values (?, ?, ?, ?, ?, ?)",
-            (seq, queue, grp, owner, attempt, now + lease_ms),
+            """insert into jobs_worker (owner, expires_at) values (?, ?)
+               on conflict (owner) do update set expires_at = excluded.expires_at""",
+            (owner, now + lease_ms),
         )
         return {"seq": seq, "id": job_id, "group": grp, "value": json.loads(value), "attempt": attempt, "max_attempts": max_attempts}
 
@@ -154,13 +156,12 @@ def complete(path, seq, owner, attempt, result):
 
     def end():
         cursor = connection.execute(
-            f"""update jobs_job set state = 'done', finished_at = :now, result = :result, error = null
+            f"""update jobs_job set state = 'done', finished_at = :now, result = :result, error = null, owner = null
                 where seq = :seq and {FENCED}""",
             {"seq": seq, "now": now_ms(), "result": to_json(result), "owner": owner, "attempt": attempt},
         )
         landed = cursor.rowcount == 1
         if landed:
-            connection.execute("delete from jobs_lease where job = ? and owner = ? and attempt = ?", (seq, owner, attempt))
             connection.execute("delete from jobs_step where job = ?", (seq,))
         return {"landed": landed}
 

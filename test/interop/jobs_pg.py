@@ -6,13 +6,15 @@ plain SQL"), which is all another language needs:
   add       adds jobs in one transaction (an id the queue holds adds
             nothing), and wakes the workers with one pg_notify
   claim     claims the first runnable job in claim order (priority, run_at,
-            seq) with FOR UPDATE SKIP LOCKED, counts its attempt and leases
-            it, in one transaction; a queue with limits is claimed under a
-            lock on its jobs_queue row: a paused queue, a queue at its
-            concurrency and a group at its per-group cap are skipped
-  step      keeps a step's answer, fenced by the lease
-  complete  ends the job done, fenced by the lease; only then drops the lease
-            and the job's steps, and tells the workers
+            seq) with FOR UPDATE SKIP LOCKED, counts its attempt, names the
+            worker as its owner and renews the worker's lease (its
+            jobs_worker row), in one transaction; a queue with limits is
+            claimed under a lock on its jobs_queue row: a paused queue, a
+            queue at its concurrency and a group at its per-group cap are
+            skipped
+  step      keeps a step's answer, fenced by the run (job, owner, attempt)
+  complete  ends the job done and clears its owner, fenced by the run; only
+            then drops the job's steps, and tells the workers
 
 Times are the server's (timestamptz, now()); values, results and answers are
 jsonb. Each command prints one JSON line.
@@ -31,12 +33,11 @@ import psycopg
 
 CHANNEL = "drizzle_jobs"
 RUNNABLE = "state in ('waiting', 'scheduled')"
-# The fence (docs/postgres.md): the job running this attempt, then its lease this owner's, each row locked, so
-# that a wait for another transaction re-checks both as they now are.
-FENCED = """with job as (select seq from jobs_job where seq = %(seq)s and state = 'running' and attempts = %(attempt)s
-                          for no key update),
-     lease as (select job from jobs_lease where job = (select seq from job) and owner = %(owner)s and attempt = %(attempt)s
-               for update)"""
+# The fence (docs/postgres.md): the job running this attempt for this owner, its row locked, so that a wait for
+# another transaction re-checks it as it now is.
+FENCED = """with fenced as (select seq from jobs_job
+                             where seq = %(seq)s and state = 'running' and owner = %(owner)s and attempts = %(attempt)s
+                             for no key update)"""
 
 
 def to_json(value):
@@ -87,13 +88,15 @@ def claim(url, queue, owner, lease_ms):
             paused, total, per_group = connection.execute(
                 "select paused, concurrency, concurrency_per_group from jobs_queue where name = %s for update", (queue,)
             ).fetchone()
-        (running,) = connection.execute("select count(*) from jobs_lease where queue = %s", (queue,)).fetchone()
+        (running,) = connection.execute(
+            "select count(*) from jobs_job where queue = %s and state = 'running'", (queue,)
+        ).fetchone()
         if paused or (total is not None and running >= total):
             return None
         capped = ""
         if per_group is not None:
-            capped = """and (grp is null or grp not in (select grp from jobs_lease where queue = %(queue)s and grp is not null
-                                                        group by grp having count(*) >= %(per_group)s))"""
+            capped = """and (grp is null or grp not in (select grp from jobs_job where queue = %(queue)s and state = 'running'
+                                                        and grp is not null group by grp having count(*) >= %(per_group)s))"""
         candidate = connection.execute(
             f"""select seq from jobs_job where queue = %(queue)s and {RUNNABLE} and run_at <= now() {capped}
                 order by priority, run_at, seq limit 1
@@ -103,15 +106,16 @@ def claim(url, queue, owner, lease_ms):
         if candidate is None:
             return None
         seq, job_id, grp, value, attempt, max_attempts = connection.execute(
-            f"""update jobs_job set state = 'running', attempts = attempts + 1
+            f"""update jobs_job set state = 'running', attempts = attempts + 1, owner = %s
                 where seq = %s and {RUNNABLE}
                 returning seq, id, grp, value, attempts, max_attempts""",
-            (candidate[0],),
+            (owner, candidate[0]),
         ).fetchone()
+        # The worker's lease on every job it runs: one row, renewed as it claims (and, for long runs, every third of it).
         connection.execute(
-            """insert into jobs_lease (job, queue, grp, owner, attempt, expires_at)
-               values (%s, %s, %s, %s, %s, now() + %s * interval '1 millisecond')""",
-            (seq, queue, grp, owner, attempt, lease_ms),
+            """insert into jobs_worker (owner, expires_at) values (%s, now() + %s * interval '1 millisecond')
+               on conflict (owner) do update set expires_at = excluded.expires_at""",
+            (owner, lease_ms),
         )
         notify(connection, "claimed", queue)
         return {"seq": seq, "id": job_id, "group": grp, "value": value, "attempt": attempt, "max_attempts": max_attempts}
@@ -121,7 +125,7 @@ def step(url, seq, owner, attempt, name, answer):
     with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
         cursor = connection.execute(
             f"""{FENCED}
-                insert into jobs_step (job, name, answer) select job, %(name)s, %(answer)s::jsonb from lease
+                insert into jobs_step (job, name, answer) select seq, %(name)s, %(answer)s::jsonb from fenced
                 on conflict (job, name) do nothing""",
             {"seq": seq, "name": name, "answer": to_json(answer), "owner": owner, "attempt": attempt},
         )
@@ -132,14 +136,13 @@ def complete(url, seq, owner, attempt, result):
     with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
         ended = connection.execute(
             f"""{FENCED}
-                update jobs_job set state = 'done', finished_at = now(), result = %(result)s::jsonb, error = null
-                where seq = (select job from lease)
+                update jobs_job set state = 'done', finished_at = now(), result = %(result)s::jsonb, error = null, owner = null
+                where seq = (select seq from fenced)
                 returning queue""",
             {"seq": seq, "result": to_json(result), "owner": owner, "attempt": attempt},
         ).fetchone()
         if ended is None:
             return {"landed": False}
-        connection.execute("delete from jobs_lease where job = %s and owner = %s and attempt = %s", (seq, owner, attempt))
         connection.execute("delete from jobs_step where job = %s", (seq,))
         notify(connection, "ended", ended[0])
         return {"landed": True}

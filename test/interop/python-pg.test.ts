@@ -149,10 +149,11 @@ test('JOB-16 [postgres] a Python worker claims a job with FOR UPDATE SKIP LOCKED
   workers.push(work(t.db, queue, (value, run) => (ranInNode.push(run.id), { byNode: value.n })))
   await enqueue(t.db, queue, { n: 3 }, { id: 'other', group: 'h' })
   await waitFor(async () => (await rowOf('pyq', 'other')).state === 'done', 'the Node worker to run the job of another group', 10_000)
-  // Its group is at its cap of one run: the Python run's lease counts, so 'second' waits.
+  // Its group is at its cap of one run: the Python run counts, so 'second' waits.
   expect(await rowOf('pyq', 'first')).toMatchObject({ state: 'running', attempts: 1 })
   expect(await rowOf('pyq', 'second')).toMatchObject({ state: 'waiting', attempts: 0 })
-  expect((await t.pool.query('select owner, attempt from jobs_lease where job = $1', [seq])).rows).toEqual([{ owner, attempt: 1 }])
+  expect((await t.pool.query('select owner, attempts from jobs_job where seq = $1', [seq])).rows).toEqual([{ owner, attempts: 1 }])
+  expect(await count('select count(*) from jobs_worker where owner = $1 and expires_at > now()', owner)).toBe(1)
 
   expect(states).toEqual(['waiting', 'running'])
   expect(await py('complete', t.url, seq, owner, '1', JSON.stringify({ byPython: true }))).toEqual({ landed: true })
@@ -161,13 +162,13 @@ test('JOB-16 [postgres] a Python worker claims a job with FOR UPDATE SKIP LOCKED
   await watching
   expect(states).toEqual(['waiting', 'running', 'done'])
   expect(await count('select count(*) from jobs_step where job = $1', seq)).toBe(0)
-  // The fence: the lease is gone, so a second completion (a stale run, say) changes nothing.
+  // The fence: the job no longer runs for that owner, so a second completion (a stale run, say) changes nothing.
   expect(await py('complete', t.url, seq, owner, '1', JSON.stringify({ again: true }))).toEqual({ landed: false })
 
   await waitFor(async () => (await rowOf('pyq', 'second')).state === 'done', 'the Node worker to run the rest of the group', 10_000)
   expect(ranInNode).toEqual(['other', 'second'])
   expect((await rowOf('pyq', 'first')).result).toEqual({ byPython: true })
-  expect(await count('select count(*) from jobs_lease')).toBe(0)
+  expect(await count('select count(*) from jobs_job where owner is not null')).toBe(0)
 })
 
 test("JOB-16 [postgres] the fence refuses a stale Python completion: a Node worker takes back the expired lease and runs the job, then the old run's step and end change nothing", async () => {

@@ -112,7 +112,8 @@ test('JOB-16 a Python worker claims a job by the protocol, keeps a step, complet
   await waitFor('the Node worker to run the job of another group', () => rowOf('pyq', 'other').state === 'done', 10_000)
   expect(rowOf('pyq', 'first')).toMatchObject({ state: 'running', attempts: 1 })
   expect(rowOf('pyq', 'second')).toMatchObject({ state: 'waiting', attempts: 0 })
-  expect(t.client.prepare('select owner, attempt from jobs_lease where job = ?').get(claimed.seq)).toEqual({ owner, attempt: 1 })
+  expect(t.client.prepare('select owner, attempts from jobs_job where seq = ?').get(claimed.seq)).toEqual({ owner, attempts: 1 })
+  expect(t.client.prepare('select expires_at from jobs_worker where owner = ?').pluck().get(owner)).toBeGreaterThan(Date.now())
 
   expect(python('complete', t.file, String(claimed.seq), owner, '1', JSON.stringify({ byPython: true }))).toEqual({ landed: true })
   expect(rowOf('pyq', 'first')).toMatchObject({ state: 'done', attempts: 1, result: JSON.stringify({ byPython: true }) })
@@ -122,7 +123,7 @@ test('JOB-16 a Python worker claims a job by the protocol, keeps a step, complet
   await waitFor('the Node worker to run the rest of the group', () => rowOf('pyq', 'second').state === 'done', 10_000)
   expect(ranInNode).toEqual(['other', 'second'])
   expect(rowOf('pyq', 'first').result).toBe(JSON.stringify({ byPython: true }))
-  expect(t.client.prepare('select count(*) from jobs_lease').pluck().get()).toBe(0)
+  expect(t.client.prepare('select count(*) from jobs_job where owner is not null').pluck().get()).toBe(0)
   countersAgree('pyq')
 })
 

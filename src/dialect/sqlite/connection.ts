@@ -10,7 +10,15 @@ import { drizzleHandleOf, type SyncDatabase } from '../drizzle.js'
 import { runSync, type Connection, type Work } from '../index.js'
 import { sqliteExecutor } from './executor.js'
 import { prepareAll } from './statement.js'
-import { COUNTER_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, prepareStatements, type Statements } from './statements.js'
+import {
+  COUNTER_TRIGGERS,
+  dropObsoleteTriggers,
+  RECOUNT_QUEUES,
+  SQL,
+  TRIGGER_COUNT,
+  prepareStatements,
+  type Statements,
+} from './statements.js'
 
 export type { SyncDatabase }
 
@@ -71,6 +79,7 @@ function isBetterSqlite3(client: unknown): client is Database.Database {
 function open(client: Database.Database): SqliteConnection {
   let sql: Statements
   try {
+    dropObsoleteTriggers(client)
     sql = prepareStatements(client)
   } catch (error) {
     throw new JobsError(

@@ -292,6 +292,23 @@ export const SQL = {
     where queue = @queue and ${ENDED} and state = @state and finished_at < @before ${LIMIT})`),
 } as const
 
+/**
+ * Triggers of earlier versions whose programs name a table since dropped (jobs_lease): SQLite compiles a table's
+ * triggers into every statement that writes it, so none of the engine's statements would prepare while one is
+ * there. A connection that may write drops them before it prepares (the install then makes the new ones).
+ */
+const OBSOLETE_TRIGGERS = ['jobs_job_protocol_v1'] as const
+
+/** Drops OBSOLETE_TRIGGERS where they are present; a read-only connection leaves them. @internal */
+export function dropObsoleteTriggers(client: Database.Database): void {
+  if (client.readonly) return
+  const present = client
+    .prepare(`select name from sqlite_master where type = 'trigger' and name in (${OBSOLETE_TRIGGERS.map(() => '?').join(', ')})`)
+    .pluck()
+    .all(...OBSOLETE_TRIGGERS) as string[]
+  for (const name of present) client.exec(`drop trigger if exists ${name}`)
+}
+
 /** How many triggers the engine installs; fewer present means some are to be created. */
 export const TRIGGER_COUNT = 5
 
