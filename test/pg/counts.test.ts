@@ -143,6 +143,48 @@ describe('counts kept by triggers', () => {
     expect(await mismatches()).toEqual([])
   })
 
+  test("JOB-18 [postgres] a database whose protocol trigger is an earlier version's gets this version's: the old one, which deleted jobs_lease rows, is dropped", async () => {
+    const q = defineQueue('upgraded')
+    await enqueue(t.db, q, 1, { id: 'a' })
+    const protocolTriggers = async () =>
+      (
+        await t.pool.query(
+          `select tgname from pg_trigger where tgrelid = 'jobs_job'::regclass and tgname like 'jobs_job_protocol_%' order by tgname`,
+        )
+      ).rows.map((row) => row.tgname)
+    expect(await protocolTriggers()).toEqual(['jobs_job_protocol_v2'])
+    // As the previous version left it: v1 in place of v2, its function deleting the lease of a job it fails.
+    await t.pool.query(`
+      drop trigger jobs_job_protocol_v2 on jobs_job;
+      drop function jobs_job_protocol_v2();
+      create function jobs_job_protocol_v1() returns trigger language plpgsql as $f$
+      begin
+        new.error := 'broken'; new.state := 'failed'; new.finished_at := now();
+        if tg_op = 'UPDATE' then
+          delete from jobs_lease where job = new.seq;
+          delete from jobs_step where job = new.seq;
+        end if;
+        return new;
+      end $f$;
+      create trigger jobs_job_protocol_v1 before insert or update on jobs_job
+        for each row when (new.state in ('waiting', 'scheduled') and new.attempts < 0) execute function jobs_job_protocol_v1();`)
+    // A process of this version writes: it installs its trigger, and drops v1.
+    await enqueue(t.postgresJs().db, q, 2, { id: 'b' })
+    expect(await protocolTriggers()).toEqual(['jobs_job_protocol_v2'])
+    expect((await t.pool.query(`select count(*)::int as n from pg_proc where proname = 'jobs_job_protocol_v1'`)).rows[0].n).toBe(0)
+    // A running job put back broken by plain SQL is failed, naming no worker, where v1 would have failed the write.
+    await t.pool.query(`update jobs_job set state = 'running', attempts = 1, owner = 'gone:1' where id = 'a'`)
+    await t.pool.query(`update jobs_job set state = 'waiting', attempts = -1 where id = 'a'`)
+    expect((await t.pool.query(`select state, owner, error from jobs_job where id = 'a'`)).rows).toEqual([
+      {
+        state: 'failed',
+        owner: null,
+        error: 'attempts holds -1, not a count of runs (a whole number from 0): the row breaks the table protocol',
+      },
+    ])
+    expect(await mismatches()).toEqual([])
+  })
+
   test('JOB-13 [postgres] maxWaiting is checked against the kept counts, whatever was written by plain SQL', async () => {
     const q = defineQueue('capped', { maxWaiting: 3 })
     await enqueue(t.db, q, 1)

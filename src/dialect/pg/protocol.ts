@@ -13,8 +13,14 @@
  */
 import { MAX_STORED_INT, MAX_TIME_MS } from '../../limits.js'
 
-/** The trigger's name, with its version: a later version installs its own. */
-export const PROTOCOL_TRIGGER = 'jobs_job_protocol_v1'
+/**
+ * The trigger's name (and its function's), with its version: a later version installs its own, and drops the ones
+ * before it. v2 clears the failed job's worker, where v1 deleted its jobs_lease row (a table since dropped).
+ */
+export const PROTOCOL_TRIGGER = 'jobs_job_protocol_v2'
+
+/** The versions before PROTOCOL_TRIGGER, dropped by its install. */
+const PROTOCOL_TRIGGERS_BEFORE = ['jobs_job_protocol_v1'] as const
 
 /** The latest time a Date holds, as a timestamptz: a time past it is read as no time. */
 const LATEST = `to_timestamp(${MAX_TIME_MS / 1000})`
@@ -51,9 +57,10 @@ const BROKEN = (r: string) =>
 
 /**
  * The trigger's function and the trigger, for the counters' install (counts.ts), which also fails the jobs
- * written before it: a job failed here keeps no lease and no step.
+ * written before it, and drops the triggers of earlier versions: a job failed here names no worker and keeps no step.
  */
 export const INSTALL_PROTOCOL = `
+  ${PROTOCOL_TRIGGERS_BEFORE.map((name) => `drop trigger if exists ${name} on jobs_job; drop function if exists ${name}();`).join('\n  ')}
   create or replace function ${PROTOCOL_TRIGGER}() returns trigger language plpgsql as $f$
   begin
     new.error := case ${RULES('new')
@@ -61,8 +68,8 @@ export const INSTALL_PROTOCOL = `
       .join(' ')} end;
     new.state := 'failed';
     new.finished_at := now();
+    new.owner := null;
     if tg_op = 'UPDATE' then
-      delete from jobs_lease where job = new.seq;
       delete from jobs_step where job = new.seq;
     end if;
     return new;
