@@ -10,7 +10,7 @@ import { isOwnerGone } from '../../src/engine/owner.js'
 import { defineQueue } from '../../src/queue/define.js'
 import { pruneEnded, releaseAbandoned, releaseUnleased } from '../../src/worker/maintenance.js'
 import { eachFreshPgDb, POSTGRES_JS } from '../helpers/pg.js'
-import { addJobs, claim, done, end, newJob, NOW, request, retried, store } from './jobs.js'
+import { addJobs, claim, done, end, newJob, NOW, request, retried, store, workerLease } from './jobs.js'
 
 const t = eachFreshPgDb()
 const replies = defineQueue('replies', { attempts: 3, backoff: { initial: '1s', max: '1m' } })
@@ -108,7 +108,7 @@ describe('adding jobs', () => {
 })
 
 describe('claims and ends', () => {
-  test('JOB-17 [postgres] a claim takes due runnable jobs in priority, run_at, seq order, counts the attempt and leases each', async () => {
+  test('JOB-17 [postgres] a claim takes due runnable jobs in priority, run_at, seq order, counts the attempt and names its worker, whose row it writes', async () => {
     const c = connection()
     const seqs = await addJobs(c, [
       newJob('replies', 'late', { runAt: NOW - 1_000 }),
@@ -119,7 +119,7 @@ describe('claims and ends', () => {
       newJob('replies', 'due-scheduled', { runAt: NOW - 2_000, state: 'scheduled' }),
       newJob('other', 'elsewhere'),
     ])
-    const claimed = await claim(c, replies, request('owner-1', 4, { channel: 'chan' }))
+    const claimed = await claim(c, replies, request('owner-1', 4, { renewLease: workerLease('owner-1', { channel: 'chan' }) }))
     expect(claimed.map((job) => job.id)).toEqual(['urgent', 'early', 'due-scheduled', 'late'])
     expect(claimed[0]).toEqual({
       seq: seqs.get('urgent'),
@@ -133,14 +133,14 @@ describe('claims and ends', () => {
     })
     expect(claimed[2]!.claimedFrom).toBe('scheduled')
     expect(JSON.parse(claimed[1]!.value)).toEqual({ id: 'early' })
-    const leases =
-      await rows(`select job::float8 as job, queue, grp, owner, attempt, (extract(epoch from expires_at) * 1000)::float8 as expires, channel
-      from jobs_lease order by job`)
-    expect(leases).toEqual(
-      claimed
-        .map((job) => ({ job: job.seq, queue: 'replies', grp: null, owner: 'owner-1', attempt: 1, expires: NOW + 30_000, channel: 'chan' }))
-        .sort((a, b) => a.job - b.job),
-    )
+    const running = await rows(`select seq::float8 as seq, owner, attempts from jobs_job where state = 'running' order by seq`)
+    expect(running).toEqual(claimed.map((job) => ({ seq: job.seq, owner: 'owner-1', attempts: 1 })).sort((a, b) => a.seq - b.seq))
+    expect(await rows(`select owner, (extract(epoch from expires_at) * 1000)::float8 as expires, channel from jobs_worker`)).toEqual([
+      { owner: 'owner-1', expires: NOW + 30_000, channel: 'chan' },
+    ])
+    expect(await rows(`select count(*)::int as unowned from jobs_job where state <> 'running' and owner is not null`)).toEqual([
+      { unowned: 0 },
+    ])
     expect((await stateOf(seqs.get('urgent')!)).state).toBe('running')
     expect((await stateOf(seqs.get('urgent')!)).attempts).toBe(1)
     // The rest, then nothing: the job due later is not due yet.
@@ -172,7 +172,7 @@ describe('claims and ends', () => {
       result: { text: 'hi' },
       abandoned: false,
     })
-    expect(await rows(`select * from jobs_lease`)).toEqual([])
+    expect(await rows(`select owner from jobs_job where seq = $1`, [seq])).toEqual([{ owner: null }])
     // JOB-14: the steps ended with the job.
     expect(await rows(`select * from jobs_step`)).toEqual([])
     // An end that already landed does not land again.
@@ -187,12 +187,8 @@ describe('claims and ends', () => {
     const other = await t.pool.connect()
     try {
       await other.query('begin')
-      await other.query(`update jobs_job set attempts = 2 where seq = $1`, [seq])
-      await other.query(`update jobs_lease set owner = 'owner-2', attempt = 2, expires_at = $2 where job = $1`, [
-        seq,
-        new Date(NOW + 60_000),
-      ])
-      // The rescue of attempt 1 starts now, reads attempt 1's lease in its snapshot, and waits for the job row.
+      await other.query(`update jobs_job set attempts = 2, owner = 'owner-2' where seq = $1`, [seq])
+      // The rescue of attempt 1 starts now, reads attempt 1 of owner-1 in its snapshot, and waits for the job row.
       const rescue = c.write((db) =>
         ask(db.jobSetStateIfLeased({ ...retried(NOW + 1_000), seq, owner: 'owner-1', attempt: 1, expiredBy: NOW + 40_000 })),
       )
@@ -207,7 +203,7 @@ describe('claims and ends', () => {
       other.release()
     }
     expect(await stateOf(seq)).toMatchObject({ state: 'running', attempts: 2, error: null })
-    expect(await rows(`select owner, attempt from jobs_lease where job = $1`, [seq])).toEqual([{ owner: 'owner-2', attempt: 2 }])
+    expect(await rows(`select owner from jobs_job where seq = $1`, [seq])).toEqual([{ owner: 'owner-2' }])
   })
 
   test('JOB-16 [postgres] several ends of one owner land in one statement, each fenced by its own attempt', async () => {
@@ -227,7 +223,7 @@ describe('claims and ends', () => {
     expect(await stateOf(a!)).toMatchObject({ state: 'done', finished_at_ms: NOW + 10, result: { n: 1 } })
     expect(await stateOf(b!)).toMatchObject({ state: 'running', finished_at_ms: null, result: null })
     expect(await stateOf(cc!)).toMatchObject({ state: 'done', finished_at_ms: NOW + 30, result: null })
-    expect((await rows<{ job: string }>(`select job from jobs_lease`)).map((row) => Number(row.job))).toEqual([b])
+    expect((await rows<{ seq: string }>(`select seq from jobs_job where owner is not null`)).map((row) => Number(row.seq))).toEqual([b])
 
     // A retry writes its run_at, error and stack, and refunds nothing; a snooze gives its attempt back.
     await c.write((db) =>
@@ -279,7 +275,7 @@ describe('claims and ends', () => {
       newJob('replies', 'free2', { runAt: NOW - 1 }),
     ])
     expect((await claim(c, grouped, request('owner-1', 10))).map((job) => job.id)).toEqual(['a1', 'b1', 'free1', 'free2'])
-    expect(await c.executor.leaseCountByGroup('replies')).toEqual(
+    expect(await c.executor.jobCountRunningByGroup('replies')).toEqual(
       expect.arrayContaining([
         { grp: 'a', running: 1 },
         { grp: 'b', running: 1 },
@@ -293,7 +289,13 @@ describe('claims and ends', () => {
 })
 
 describe('leases', () => {
-  test('renew, list, held, owners and one lease', async () => {
+  /** The worker rows, as plain SQL reads them. */
+  const workers = () =>
+    rows<{ owner: string; expires: number; channel: string | null }>(
+      `select owner, (extract(epoch from expires_at) * 1000)::float8 as expires, channel from jobs_worker order by owner`,
+    )
+
+  test('one row per worker: workerRenew writes it and answers the runs the worker holds, read from its jobs; workerDelete, jobListHeld, jobRunningOwners and leaseGet', async () => {
     const c = connection()
     const seqs = await addJobs(
       c,
@@ -302,61 +304,214 @@ describe('leases', () => {
     await claim(c, replies, request('owner-1', 2))
     await claim(c, replies, request('owner-2', 1))
     const [a, b, cc] = ['a', 'b', 'c'].map((id) => seqs.get(id)!)
-    const renewed = await c.write((db) => ask(db.leaseRenewByOwner({ owner: 'owner-1', expiresAt: NOW + 99_000 })))
+    expect(await workers()).toEqual([
+      { owner: 'owner-1', expires: NOW + 30_000, channel: null },
+      { owner: 'owner-2', expires: NOW + 30_000, channel: null },
+    ])
+    const renewed = await c.executor.workerRenew({ owner: 'owner-1', expiresAt: NOW + 99_000, channel: 'chan' })
     expect(renewed.sort((x, y) => x.job - y.job)).toEqual([
       { job: a, attempt: 1 },
       { job: b, attempt: 1 },
     ])
-    expect(await c.executor.leaseListByOwner('owner-2')).toEqual([{ job: cc, attempt: 1 }])
-    expect(await c.executor.leaseListByOwner('nobody')).toEqual([])
+    // A worker with no row yet gets one; it holds no runs.
+    expect(await c.executor.workerRenew({ owner: 'owner-3', expiresAt: NOW + 5_000, channel: null })).toEqual([])
+    expect(await workers()).toEqual([
+      { owner: 'owner-1', expires: NOW + 99_000, channel: 'chan' },
+      { owner: 'owner-2', expires: NOW + 30_000, channel: null },
+      { owner: 'owner-3', expires: NOW + 5_000, channel: null },
+    ])
+    expect(await c.executor.jobListHeld('owner-2')).toEqual([{ job: cc, attempt: 1 }])
+    expect(await c.executor.jobListHeld('nobody')).toEqual([])
     expect(await c.executor.leaseGet(a!)).toEqual({ owner: 'owner-1', attempt: 1, expiresAt: NOW + 99_000 })
     expect(await c.executor.leaseGet(cc!)).toEqual({ owner: 'owner-2', attempt: 1, expiresAt: NOW + 30_000 })
     expect(await c.executor.leaseGet(123_456)).toBeUndefined()
-    expect((await c.executor.leaseOwners('replies')).sort()).toEqual(['owner-1', 'owner-2'])
-    expect(await c.executor.leaseRenewIfHeld({ seq: cc!, owner: 'owner-2', attempt: 1, expiresAt: NOW + 30_000 })).toBe(true)
-    expect(await c.executor.leaseRenewIfHeld({ seq: cc!, owner: 'owner-1', attempt: 1, expiresAt: NOW + 30_000 })).toBe(false)
-    await c.write((db) => ask(db.leaseDeleteMany([a!, cc!])))
-    expect(await c.executor.leaseOwners('replies')).toEqual(['owner-1'])
+    expect((await c.executor.jobRunningOwners('replies')).sort()).toEqual(['owner-1', 'owner-2'])
+    expect(await c.executor.jobRunningOwners('other')).toEqual([])
+
+    // A worker's row gone: its runs still name it, with no expiry.
+    await c.write((db) => ask(db.workerDelete('owner-2')))
+    await c.write((db) => ask(db.workerDelete('owner-3')))
+    expect((await workers()).map((row) => row.owner)).toEqual(['owner-1'])
+    expect(await c.executor.leaseGet(cc!)).toEqual({ owner: 'owner-2', attempt: 1, expiresAt: null })
+    // A running job that names no worker has no lease, and no worker runs it.
+    await rows(`update jobs_job set owner = null where seq = $1`, [b])
+    expect(await c.executor.leaseGet(b!)).toBeUndefined()
+    expect(await c.executor.jobListHeld('owner-1')).toEqual([{ job: a, attempt: 1 }])
+    // A cancel clears the worker of its job.
+    await c.write((db) => ask(db.jobCancel(a!, NOW)))
+    expect(await c.executor.leaseGet(a!)).toBeUndefined()
+    expect(await c.executor.jobRunningOwners('replies')).toEqual(['owner-2'])
+    expect(await c.executor.workerRenew({ owner: 'owner-1', expiresAt: NOW + 99_000, channel: null })).toEqual([])
   })
 
-  test("JOB-05 [postgres] leases that expired or whose owner is gone are taken back, never the asking worker's own", async () => {
+  test("JOB-05 [postgres] workerRenew waits for nothing: a worker's row another transaction holds is passed over, and its runs are answered all the same", async () => {
+    const c = connection()
+    const seq = (await addJobs(c, [newJob('replies', 'a')])).get('a')!
+    await claim(c, replies, request('owner-1', 1))
+    const other = await t.pool.connect()
+    try {
+      await other.query('begin')
+      await other.query(`select 1 from jobs_worker where owner = 'owner-1' for update`)
+      const renewing = c.executor.workerRenew({ owner: 'owner-1', expiresAt: NOW + 99_000, channel: 'chan' })
+      const answered = await Promise.race([renewing, new Promise((resolve) => setTimeout(() => resolve('waited'), 5_000))])
+      expect(answered).toEqual([{ job: seq, attempt: 1 }])
+      await other.query('commit')
+    } finally {
+      other.release()
+    }
+    // Passed over, so not renewed: the next renewal renews it.
+    expect(await workers()).toEqual([{ owner: 'owner-1', expires: NOW + 30_000, channel: null }])
+    await c.executor.workerRenew({ owner: 'owner-1', expiresAt: NOW + 99_000, channel: 'chan' })
+    expect(await workers()).toEqual([{ owner: 'owner-1', expires: NOW + 99_000, channel: 'chan' }])
+  })
+
+  test('JOB-16 [postgres] leaseRenewIfHeld renews the row of a run that holds its job, writing it where it is gone; a run that lost its job renews nothing', async () => {
     const c = connection()
     const seqs = await addJobs(
       c,
-      ['a', 'b', 'c', 'd'].map((id) => newJob('replies', id)),
+      ['a', 'b'].map((id) => newJob('replies', id)),
     )
-    await claim(c, replies, request('expired', 1, { leaseMs: 1_000 }))
+    const [a, b] = [seqs.get('a')!, seqs.get('b')!]
+    await claim(c, replies, request('owner-1', 1))
+    await claim(c, replies, request('owner-2', 1, { renewLease: workerLease('owner-2', { channel: 'chan' }) }))
+    expect(await c.executor.leaseRenewIfHeld({ seq: b, owner: 'owner-2', attempt: 1, expiresAt: NOW + 50_000 })).toBe(true)
+    // Another worker, another attempt, a job it does not run: no row of theirs is written.
+    expect(await c.executor.leaseRenewIfHeld({ seq: b, owner: 'owner-1', attempt: 1, expiresAt: NOW + 90_000 })).toBe(false)
+    expect(await c.executor.leaseRenewIfHeld({ seq: b, owner: 'owner-2', attempt: 2, expiresAt: NOW + 90_000 })).toBe(false)
+    expect(await c.executor.leaseRenewIfHeld({ seq: a, owner: 'owner-3', attempt: 1, expiresAt: NOW + 90_000 })).toBe(false)
+    expect(await workers()).toEqual([
+      { owner: 'owner-1', expires: NOW + 30_000, channel: null },
+      { owner: 'owner-2', expires: NOW + 50_000, channel: 'chan' },
+    ])
+    await c.write((db) => ask(db.workerDelete('owner-1')))
+    expect(await c.executor.leaseRenewIfHeld({ seq: a, owner: 'owner-1', attempt: 1, expiresAt: NOW + 60_000 })).toBe(true)
+    expect(await workers()).toEqual([
+      { owner: 'owner-1', expires: NOW + 60_000, channel: null },
+      { owner: 'owner-2', expires: NOW + 50_000, channel: 'chan' },
+    ])
+  })
+
+  test("JOB-05 [postgres] runs whose worker's row expired or is gone, or whose worker is dead, are taken back, never the asking worker's own", async () => {
+    const c = connection()
+    const seqs = await addJobs(
+      c,
+      ['a', 'b', 'c', 'd', 'e', 'f'].map((id) => newJob('replies', id)),
+    )
+    await claim(c, replies, request('expired', 1, { renewLease: workerLease('expired', { expiresAt: NOW + 1_000 }) }))
     await claim(c, replies, request('dead', 1))
+    await claim(c, replies, request('rowless', 1, { renewLease: null }))
     await claim(c, replies, request('alive', 1))
-    await claim(c, replies, request('self', 1, { leaseMs: 1_000 }))
+    await claim(c, replies, request('self', 1, { renewLease: workerLease('self', { expiresAt: NOW + 1_000 }) }))
+    await claim(c, replies, request('unowned', 1))
+    await rows(`update jobs_job set owner = null where id = 'f'`)
     const find = (deadOwners: string[]) =>
       c.executor.leaseGetAbandoned({ queue: 'replies', self: 'self', now: NOW + 5_000, deadOwners, limit: 10 })
     const found = await find(['dead'])
     expect(found.sort((x, y) => x.seq - y.seq)).toEqual([
       { seq: seqs.get('a'), owner: 'expired', attempt: 1, expiresAt: NOW + 1_000, attempts: 1, maxAttempts: 3 },
       { seq: seqs.get('b'), owner: 'dead', attempt: 1, expiresAt: NOW + 30_000, attempts: 1, maxAttempts: 3 },
+      { seq: seqs.get('c'), owner: 'rowless', attempt: 1, expiresAt: null, attempts: 1, maxAttempts: 3 },
     ])
-    expect((await find([])).map((lease) => lease.owner)).toEqual(['expired'])
+    expect((await find([])).map((lease) => lease.owner).sort()).toEqual(['expired', 'rowless'])
+    expect(await c.executor.leaseGetAbandoned({ queue: 'replies', self: 'self', now: NOW + 5_000, deadOwners: [], limit: 1 })).toHaveLength(
+      1,
+    )
+    expect(await c.executor.leaseGetAbandoned({ queue: 'other', self: 'self', now: NOW + 5_000, deadOwners: ['dead'], limit: 10 })).toEqual(
+      [],
+    )
     expect(isOwnerGone('dead')).toBe(false)
 
     const released = await c.write((db) => releaseAbandoned(db, replies, found, NOW + 5_000))
-    expect(released.sort()).toEqual([seqs.get('a'), seqs.get('b')].sort())
+    expect(released.sort()).toEqual([seqs.get('a'), seqs.get('b'), seqs.get('c')].sort())
     const a = await stateOf(seqs.get('a')!)
     expect(a).toMatchObject({ state: 'scheduled', abandoned: true })
     expect(a.error).toMatch(/its lease expired/)
     expect(await c.executor.leaseGet(seqs.get('a')!)).toBeUndefined()
+    expect(await rows(`select id from jobs_job where owner is not null order by id`)).toEqual([{ id: 'd' }, { id: 'e' }])
     // The rescued job runs again alone, once due, found by jobGetFirstAbandoned.
-    const runAt = Math.min(a.run_at_ms, (await stateOf(seqs.get('b')!)).run_at_ms)
+    const runAt = Math.min(a.run_at_ms, (await stateOf(seqs.get('b')!)).run_at_ms, (await stateOf(seqs.get('c')!)).run_at_ms)
     expect(await c.executor.jobGetFirstAbandoned({ queue: 'replies', now: runAt - 1 })).toBeUndefined()
     const first = await c.write((db) => ask(db.jobGetFirstAbandoned({ queue: 'replies', now: runAt + 10_000 })))
-    expect(first).toMatchObject({ id: expect.stringMatching(/^[ab]$/), abandoned: 1, attempts: 2, claimedFrom: 'scheduled' })
+    expect(first).toMatchObject({ id: expect.stringMatching(/^[abc]$/), abandoned: 1, attempts: 2, claimedFrom: 'scheduled' })
     expect(first!.runAt).toBe(runAt)
     // Jobs that must run alone are left out of an ordinary claim that skips them.
     expect(await c.write((db) => ask(db.jobGetAvailable({ queue: 'replies', now: runAt + 10_000, limit: 10 }, true)))).toEqual([])
-    expect(await c.write((db) => ask(db.jobGetAvailable({ queue: 'replies', now: runAt + 10_000, limit: 10 }, false)))).toHaveLength(2)
+    expect(await c.write((db) => ask(db.jobGetAvailable({ queue: 'replies', now: runAt + 10_000, limit: 10 }, false)))).toHaveLength(3)
   })
 
-  test('JOB-18 [postgres] running jobs with no lease are found and ended, only while they still hold none', async () => {
+  describe("the expiry rule: a run whose worker's row expired, but that nobody took, still holds its jobs", () => {
+    /** A run of owner-1 whose row expired at NOW + 1 s, and the rescue of it that a worker reading it at NOW + 5 s writes. */
+    async function expiredRun() {
+      const c = connection()
+      const seq = (await addJobs(c, [newJob('replies', 'a')])).get('a')!
+      await claim(c, replies, request('owner-1', 1, { renewLease: workerLease('owner-1', { expiresAt: NOW + 1_000 }) }))
+      const rescue = (expiredBy: number | null) =>
+        c.write((db) => ask(db.jobSetStateIfLeased({ ...retried(NOW + 9_000), seq, owner: 'owner-1', attempt: 1, expiredBy })))
+      return { c, seq, rescue }
+    }
+
+    test('JOB-16 [postgres] its own steps and end land', async () => {
+      const { c, seq } = await expiredRun()
+      expect(await c.write((db) => ask(db.stepSetIfLeased({ seq, owner: 'owner-1', attempt: 1, name: 's', answer: '1' })))).toBe(true)
+      expect(await end(c, 'replies', [{ seq, owner: 'owner-1', attempt: 1, transition: done() }])).toEqual([true])
+      expect(await stateOf(seq)).toMatchObject({ state: 'done' })
+    })
+
+    test('JOB-05 [postgres] a rescue takes it while the row is still the expired one it read, or is gone', async () => {
+      const { c, seq, rescue } = await expiredRun()
+      expect(await rescue(NOW + 5_000)).toBe(true)
+      expect(await stateOf(seq)).toMatchObject({ state: 'scheduled', error: 'it threw' })
+      expect(await rows(`select owner from jobs_job where seq = $1`, [seq])).toEqual([{ owner: null }])
+
+      const again = await addJobs(c, [newJob('replies', 'b')])
+      await claim(c, replies, request('owner-2', 1))
+      await c.write((db) => ask(db.workerDelete('owner-2')))
+      const b = again.get('b')!
+      expect(
+        await c.write((db) => ask(db.jobSetStateIfLeased({ ...retried(NOW), seq: b, owner: 'owner-2', attempt: 1, expiredBy: NOW }))),
+      ).toBe(true)
+    })
+
+    test('JOB-05 [postgres] a renewal after the rescuer read the row expired makes the rescue change nothing; a dead owner is taken whatever its row says', async () => {
+      const { c, seq, rescue } = await expiredRun()
+      // The worker's renewal, or its run's before a step.
+      expect(await c.executor.leaseRenewIfHeld({ seq, owner: 'owner-1', attempt: 1, expiresAt: NOW + 40_000 })).toBe(true)
+      expect(await rescue(NOW + 5_000)).toBe(false)
+      await c.executor.workerRenew({ owner: 'owner-1', expiresAt: NOW + 40_000, channel: null })
+      expect(await rescue(NOW + 5_000)).toBe(false)
+      expect(await stateOf(seq)).toMatchObject({ state: 'running', attempts: 1, error: null })
+      expect(await c.executor.jobListHeld('owner-1')).toEqual([{ job: seq, attempt: 1 }])
+      // A worker known dead (its process gone from this host) renews nothing more: its runs are taken at once.
+      expect(await rescue(null)).toBe(true)
+      expect(await c.executor.jobListHeld('owner-1')).toEqual([])
+    })
+
+    test("JOB-16 [postgres] a rescue that waited on the worker's row while a renewal committed changes nothing: the fence re-checks the row it waited for", async () => {
+      const { seq, rescue } = await expiredRun()
+      const other = await t.pool.connect()
+      try {
+        await other.query('begin')
+        await other.query(`update jobs_worker set expires_at = $1 where owner = 'owner-1'`, [new Date(NOW + 60_000)])
+        // The rescue reads the row expired in its snapshot, locks the job row, and waits for the worker's row.
+        const rescuing = rescue(NOW + 5_000)
+        const deadline = performance.now() + 10_000
+        while (
+          (await rows(`select 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`)).length === 0
+        ) {
+          if (performance.now() > deadline) throw new Error("the rescue never waited for the worker's row")
+          await new Promise((resolve) => setTimeout(resolve, 10))
+        }
+        await other.query('commit')
+        expect(await rescuing).toBe(false)
+      } finally {
+        other.release()
+      }
+      expect(await stateOf(seq)).toMatchObject({ state: 'running', attempts: 1, error: null })
+      expect(await rows(`select owner from jobs_job where seq = $1`, [seq])).toEqual([{ owner: 'owner-1' }])
+    })
+  })
+
+  test('JOB-18 [postgres] running jobs that name no worker are found and ended, only while they still name none', async () => {
     const c = connection()
     const seqs = await addJobs(
       c,
@@ -364,21 +519,24 @@ describe('leases', () => {
     )
     await claim(c, replies, request('owner-1', 2))
     expect(await c.executor.jobCountUnleased('replies')).toBe(0)
-    await rows(`delete from jobs_lease where job = $1`, [seqs.get('a')])
+    await rows(`update jobs_job set owner = null where seq = $1`, [seqs.get('a')])
     expect(await c.executor.jobCountUnleased('replies')).toBe(1)
+    expect(await c.executor.jobCountUnleased('other')).toBe(0)
     const unleased = await c.executor.jobGetUnleased({ queue: 'replies', limit: 10 })
     expect(unleased).toEqual([{ seq: seqs.get('a'), attempts: 1, maxAttempts: 3 }])
-    // A run that holds its lease is not ended as unleased.
+    // A run that names its worker is not ended as unleased.
     const transition = done()
     expect(await c.write((db) => ask(db.jobSetStateIfUnleased({ ...transition, seq: seqs.get('b')! })))).toBe(false)
     expect(await c.write((db) => releaseUnleased(db, replies, unleased, NOW))).toEqual([seqs.get('a')])
     expect(await stateOf(seqs.get('a')!)).toMatchObject({ state: 'scheduled', abandoned: false })
     expect(await c.executor.jobCountUnleased('replies')).toBe(0)
+    // Ended once: a second end finds it no longer running.
+    expect(await c.write((db) => ask(db.jobSetStateIfUnleased({ ...transition, seq: seqs.get('a')! })))).toBe(false)
   })
 })
 
 describe('pruning', () => {
-  test('jobHasPrunable and jobDeleteEnded delete ended jobs past retention, with their steps and leases', async () => {
+  test('jobHasPrunable and jobDeleteEnded delete ended jobs past retention, with their steps', async () => {
     const c = connection()
     const seqs = await addJobs(
       c,
@@ -409,7 +567,7 @@ describe('reading jobs', () => {
     const c = connection()
     const seqs = await addJobs(c, [newJob('replies', 'a', { grp: 'g', priority: 3 }), newJob('replies', 'b')])
     const [a, b] = [seqs.get('a')!, seqs.get('b')!]
-    await claim(c, replies, request('owner-1', 2, { channel: 'chan' }))
+    await claim(c, replies, request('owner-1', 2, { renewLease: workerLease('owner-1', { channel: 'chan' }) }))
     await rows(`update jobs_job set result = '{"early":1}' where seq = $1`, [a])
     const running = await c.executor.jobGetSnapshot('replies', 'a')
     expect(running).toEqual({
@@ -442,6 +600,12 @@ describe('reading jobs', () => {
       ['done', '[1, "two"]', NOW + 7, null],
     ])
     expect(await c.executor.jobGetSnapshot('replies', 'missing')).toBeUndefined()
+    // A run whose worker has no row still names its worker and attempt; it has no channel. A job that is not running
+    // names no worker, whatever another program left in its owner.
+    await c.write((db) => ask(db.workerDelete('owner-1')))
+    expect(await c.executor.jobGetSnapshot('replies', 'a')).toMatchObject({ owner: 'owner-1', leaseAttempt: 1, channel: null })
+    await rows(`update jobs_job set owner = 'owner-1' where seq = $1`, [b])
+    expect(await c.executor.jobGetSnapshot('replies', 'b')).toMatchObject({ state: 'done', owner: null, leaseAttempt: null })
   })
 
   test('JOB-17 [postgres] jobCountAhead and jobPlacesInLine count the jobs before each in claim order, as computed by hand', async () => {
@@ -556,10 +720,9 @@ describe('the admin API', () => {
       newJob('replies', 'd3'),
       newJob('other', 'o1'),
     ])
-    await rows(`update jobs_job set state = 'running' where id in ('r1', 'r2')`)
-    await rows(
-      `insert into jobs_lease (job, queue, owner, attempt, expires_at) select seq, queue, 'o', 1, now() from jobs_job where id in ('r1', 'r2')`,
-    )
+    await rows(`update jobs_job set state = 'running', attempts = 1, owner = 'o' where id = 'r1'`)
+    // A running job that names no worker is listed too: it holds a place until a worker ends it (JOB-18).
+    await rows(`update jobs_job set state = 'running' where id = 'r2'`)
     for (const [id, at] of [
       ['d1', NOW + 5],
       ['d2', NOW + 9],
@@ -658,7 +821,12 @@ describe('the admin API', () => {
     const seqs = await addJobs(c, [newJob('replies', 'a'), newJob('replies', 'b')])
     const [a, b] = [seqs.get('a')!, seqs.get('b')!]
     await claim(c, replies, request('owner-1', 1))
+    expect(await c.executor.jobListHeld('owner-1')).toEqual([{ job: a, attempt: 1 }])
     expect(await c.write((db) => ask(db.jobCancel(a, NOW + 1)))).toBe(true)
+    // The canceled run holds its job no more: its fence fails.
+    expect(await c.executor.jobListHeld('owner-1')).toEqual([])
+    expect(await rows(`select owner from jobs_job where seq = $1`, [a])).toEqual([{ owner: null }])
+    expect(await c.executor.leaseRenewIfHeld({ seq: a, owner: 'owner-1', attempt: 1, expiresAt: NOW + 30_000 })).toBe(false)
     expect(await c.write((db) => ask(db.jobCancel(a, NOW + 2)))).toBe(false)
     expect(await c.executor.jobGetOutcome(a)).toEqual({ state: 'canceled', error: null })
     expect(await c.write((db) => ask(db.jobRetry(b, NOW + 3))), 'a waiting job is not retried').toBe(false)
@@ -714,7 +882,7 @@ describe('queues: paused, limits, what a worker reads before it claims', () => {
     expect(await claim(c, replies, request('owner-1', 5))).toHaveLength(1)
   })
 
-  test('queueClaimable counts runs from leases, says whether a job is due or scheduled, and when the next scheduled job is due', async () => {
+  test('queueClaimable counts running jobs, says whether a job is due or scheduled, and when the next scheduled job is due', async () => {
     const c = connection()
     expect(await c.executor.queueClaimable('replies')).toEqual({
       paused: 0,
@@ -899,9 +1067,10 @@ describe('claims at once', () => {
     expect(all).toHaveLength(200)
     expect(new Set(all)).toEqual(new Set(seqs.values()))
     expect(taken.filter((mine) => mine.length > 0).length, 'claimers took turns').toBeGreaterThan(1)
-    expect(await rows(`select count(*)::int as leases, count(distinct job)::int as jobs from jobs_lease`)).toEqual([
-      { leases: 200, jobs: 200 },
-    ])
+    expect(await rows(`select count(*)::int as owned, count(distinct owner)::int as owners from jobs_job where owner is not null`)).toEqual(
+      [{ owned: 200, owners: taken.filter((mine) => mine.length > 0).length }],
+    )
+    expect(await rows(`select count(*)::int as workers from jobs_worker`)).toEqual([{ workers: 6 }])
     expect(await rows(`select state, attempts, count(*)::int as count from jobs_job group by state, attempts`)).toEqual([
       { state: 'running', attempts: 1, count: 200 },
     ])
@@ -915,15 +1084,15 @@ describe('claims at once', () => {
       pools[0]!,
       Array.from({ length: total }, (_, i) => newJob('replies', `job-${i}`)),
     )
-    // Counted up after a claim commits and down before its end starts: never above the leases in the table.
+    // Counted up after a claim commits and down before its end starts: never above the running jobs in the table.
     let held = 0
     let most = 0
     let finished = 0
     let sampledMost = 0
     const sampler = (async () => {
       while (finished < total) {
-        const [row] = await rows<{ leases: number }>(`select count(*)::int as leases from jobs_lease`)
-        sampledMost = Math.max(sampledMost, row!.leases)
+        const [row] = await rows<{ running: number }>(`select count(*)::int as running from jobs_job where state = 'running'`)
+        sampledMost = Math.max(sampledMost, row!.running)
         await sleep(1)
       }
     })()

@@ -3,7 +3,7 @@
  * programs (claimJobs, recordEnds, counting, storeLimits) run in a connection's write transaction, as a
  * worker's flush runs them.
  */
-import { ask, type ClaimedJob, type NewJob } from '../../src/dialect/index.js'
+import { ask, type ClaimedJob, type NewJob, type WorkerLease } from '../../src/dialect/index.js'
 import type { PgConnection } from '../../src/dialect/pg/connection.js'
 import { claimJobs, type ClaimRequest } from '../../src/engine/claim.js'
 import { counting } from '../../src/engine/counts.js'
@@ -49,9 +49,14 @@ export async function addJobs(connection: PgConnection, jobs: NewJob[]): Promise
   return seqs
 }
 
-/** A claim request of `owner` for up to `limit` jobs at `now`. */
+/** A worker's row as its renewal writes it: held for 30 s from NOW unless `fields` say otherwise. */
+export function workerLease(owner: string, fields: Partial<WorkerLease> = {}): WorkerLease {
+  return { owner, expiresAt: NOW + 30_000, channel: null, ...fields }
+}
+
+/** A claim request of `owner` for up to `limit` jobs at `now`, writing the worker's row (workerLease) as a first claim does. */
 export function request(owner: string, limit: number, fields: Partial<ClaimRequest> = {}): ClaimRequest {
-  return { limit, idle: true, owner, leaseMs: 30_000, now: NOW, channel: null, ...fields }
+  return { limit, idle: true, owner, now: NOW, renewLease: workerLease(owner), ...fields }
 }
 
 /** Claims as a worker's flush does: claimJobs inside counting, in a write transaction of its own. */

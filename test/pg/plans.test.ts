@@ -19,7 +19,7 @@ beforeAll(async () => {
   database = await freshPgDb()
   const { pool } = database
   // 100,000 jobs in two queues, in every state, most of them ended as in a queue that keeps them a while;
-  // leases and steps for the running ones.
+  // the running ones run by four workers, one of which has no row, and keep steps.
   await pool.query(
     `insert into jobs_job (queue, id, value, state, priority, run_at, finished_at, grp)
     select case when g % 5 = 0 then 'q2' else 'q1' end, 'job-' || g, '{}', s.state, g % 3,
@@ -30,8 +30,8 @@ beforeAll(async () => {
                            when g % 100 < 86 then 'done' when g % 100 < 96 then 'failed' else 'canceled' end as state) s`,
     [NOW],
   )
-  await pool.query(`insert into jobs_lease (job, queue, grp, owner, attempt, expires_at)
-    select seq, queue, grp, 'owner-' || (seq % 4), 1, now() from jobs_job where state = 'running'`)
+  await pool.query(`update jobs_job set owner = 'owner-' || (seq % 4), attempts = 1 where state = 'running'`)
+  await pool.query(`insert into jobs_worker (owner, expires_at) values ('owner-0', now()), ('owner-1', now()), ('owner-2', now())`)
   await pool.query(`insert into jobs_step (job, name, answer) select seq, 'step', '1' from jobs_job where state = 'running'`)
   await pool.query(`insert into jobs_queue (name, concurrency) values ('q1', 10), ('q2', null)`)
   await pool.query(`analyze`)
@@ -69,19 +69,19 @@ const ORDERED: Record<string, Planned> = {
 /** Statements that touch a few jobs: looked up by key or index, never a walk of the table. */
 const LOOK_UPS: Record<string, Planned> = {
   insertJobIfRoom: [SQL.insertJobIfRoom, { ...newJob('q1', 'new'), maxWaiting: 100 }],
-  // Running jobs are found through their leases, few (at most the queue's concurrency), and sorted.
+  // Running jobs are found through jobs_job_running, few (at most the queue's concurrency), and sorted.
   listRunning: [ADMIN_SQL.listRunning, { ...page, state: 'running', k1: '9223372036854775807' }],
   jobExists: [SQL.jobExists, { queue: 'q1', id: 'job-2' }],
   queueClaimable: [SQL.queueClaimable, { queue: 'q1' }],
   claimCandidate: [SQL.claimCandidate, { seq: 2 }],
-  markRunning: [SQL.markRunning, { seqs }],
-  insertLeases: [SQL.insertLeases, { seqs, owner: 'o', expiresAt: NOW, channel: null }],
-  endRun: [SQL.endRun, { ...end, seq: 4, owner: 'owner-0', attempt: 1 }],
+  markRunning: [SQL.markRunning, { seqs, owner: 'o' }],
+  endRun: [SQL.endRun, { ...end, seq: 4, owner: 'owner-0', attempt: 1, expiredBy: NOW }],
   endRuns: [
     SQL.endRuns,
     {
       ...end,
       owner: 'owner-0',
+      expiredBy: null,
       runs: JSON.stringify([
         [4, 1, NOW, '{}'],
         [12, 1, NOW, null],
@@ -89,9 +89,20 @@ const LOOK_UPS: Record<string, Planned> = {
     },
   ],
   endUnleased: [SQL.endUnleased, { ...end, seq: 4 }],
-  deleteLeases: [SQL.deleteLeases, { seqs }],
   deleteSteps: [SQL.deleteSteps, { seqs }],
   writeStep: [SQL.writeStep, { seq: 4, owner: 'owner-0', attempt: 1, name: 'step', answer: '1' }],
+  // The counts of runs under way, for limits, and the runs of a worker: through jobs_job_running.
+  queueClaimLimits: [SQL.queueClaimLimits, { queue: 'q1' }],
+  queueRunningCount: [SQL.queueRunningCount, { queue: 'q1' }],
+  groupsRunning: [SQL.groupsRunning, { queue: 'q1' }],
+  workerRenew: [SQL.workerRenew, { owner: 'owner-0', expiresAt: NOW, channel: null }],
+  heldRuns: [SQL.heldRuns, { owner: 'owner-0' }],
+  leaseRenewIfHeld: [SQL.leaseRenewIfHeld, { seq: 4, owner: 'owner-0', attempt: 1, expiresAt: NOW }],
+  runningOwners: [SQL.runningOwners, { queue: 'q1' }],
+  abandonedLeases: [SQL.abandonedLeases, { queue: 'q1', self: 'owner-0', now: NOW, deadOwners: '["owner-1"]', limit: 100 }],
+  unleasedCount: [SQL.unleasedCount, { queue: 'q1' }],
+  unleasedRuns: [SQL.unleasedRuns, { queue: 'q1', limit: 100 }],
+  jobLease: [ADMIN_SQL.jobLease, { seq: 4 }],
   jobState: [SQL.jobState, { seq: 4 }],
   firstPrunable: [SQL.firstPrunable, { queue: 'q1', state: 'done', before: NOW }],
   pruneEnded: [SQL.pruneEnded, { queue: 'q1', state: 'done', before: NOW, limit: 500 }],
@@ -120,6 +131,7 @@ function literal(value: PgValue): string {
 interface PlanNode {
   'Node Type': string
   'Relation Name'?: string
+  'Index Name'?: string
   Plans?: PlanNode[]
 }
 
@@ -157,7 +169,32 @@ const jobsTableScans = (plan: PlanNode) =>
 /** The plan's full sorts of jobs read from jobs_job (an incremental sort is another node type). */
 const jobsSorts = (plan: PlanNode) => nodes(plan).filter((node) => node['Node Type'] === 'Sort' && readsJobs(node))
 
+/** Statements that read a queue's running jobs: through jobs_job_running, whatever else the queue holds. */
+const RUNNING: Record<string, Planned> = {
+  queueClaimable: LOOK_UPS.queueClaimable!,
+  queueClaimLimits: LOOK_UPS.queueClaimLimits!,
+  queueRunningCount: LOOK_UPS.queueRunningCount!,
+  groupsRunning: LOOK_UPS.groupsRunning!,
+  claimCandidatesByGroup: ORDERED.claimCandidatesByGroup!,
+  workerRenew: LOOK_UPS.workerRenew!,
+  heldRuns: LOOK_UPS.heldRuns!,
+  runningOwners: LOOK_UPS.runningOwners!,
+  abandonedLeases: LOOK_UPS.abandonedLeases!,
+  unleasedCount: LOOK_UPS.unleasedCount!,
+  unleasedRuns: LOOK_UPS.unleasedRuns!,
+  listRunning: LOOK_UPS.listRunning!,
+}
+
+/** The indexes a plan reads. */
+const indexesRead = (plan: PlanNode) => new Set(nodes(plan).flatMap((node) => (node['Index Name'] ? [node['Index Name']] : [])))
+
 describe.each(['force_custom_plan', 'force_generic_plan'] as const)('%s', (mode) => {
+  test.each(Object.entries(RUNNING))('%s finds the running jobs through jobs_job_running', async (_name, planned) => {
+    const plan = await planOf(planned, mode)
+    expect(indexesRead(plan), JSON.stringify(plan)).toContain('jobs_job_running')
+    expect(jobsTableScans(plan), JSON.stringify(plan)).toEqual([])
+  })
+
   test.each(Object.entries(ORDERED))('%s walks its index in order, without a sort', async (_name, planned) => {
     const plan = await planOf(planned, mode)
     expect(jobsTableScans(plan), JSON.stringify(plan)).toEqual([])

@@ -7,7 +7,7 @@
  */
 import type { AdminJobRow, CountsRow, ListParams } from '../index.js'
 import type { EndedState } from '../../types.js'
-import { pgStatement, type JobRow, type LeaseRow, type StepRow } from './statement.js'
+import { pgStatement, type JobRow, type StepRow } from './statement.js'
 import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, JOB_QUEUES, ms, RUNNABLE } from './terms.js'
 import { kept, UNFOLDED, UNFOLDED_ALL } from './counts.js'
 
@@ -36,10 +36,13 @@ export const ADMIN_SQL = {
     'jobRecord',
     `select ${JOB} from jobs_job where queue = @queue::text and id = @id::text`,
   ),
-  /** Ends a job that has not ended yet as canceled; its lease and steps are deleted beside it. */
+  /**
+   * Ends a job that has not ended yet as canceled, clearing its worker: a run of it loses its lease, and its fence
+   * holds no more. Its steps are deleted beside it.
+   */
   cancelJob: pgStatement<{ seq: number; now: number }, { canceled: 1 }>(
     'cancelJob',
-    `update jobs_job set state = 'canceled', finished_at = ${at('@now')}
+    `update jobs_job set state = 'canceled', finished_at = ${at('@now')}, owner = null
     where seq = @seq::bigint and state in ('waiting', 'scheduled', 'running')
     returning 1 as canceled`,
   ),
@@ -92,9 +95,12 @@ export const ADMIN_SQL = {
     'jobOutcome',
     `select state, error from jobs_job where seq = @seq::bigint`,
   ),
-  jobLease: pgStatement<{ seq: number }, Pick<LeaseRow, 'owner' | 'attempt' | 'expiresAt'>>(
+  /** A running job's worker, the attempt it runs, and until when the worker's row holds it (null: the worker has no row). */
+  jobLease: pgStatement<{ seq: number }, { owner: string; attempt: number; expiresAt: number | null }>(
     'jobLease',
-    `select owner, attempt, ${ms('expires_at')} as "expiresAt" from jobs_lease where job = @seq::bigint`,
+    `select j.owner, j.attempts as attempt, ${ms('w.expires_at')} as "expiresAt"
+    from jobs_job j left join jobs_worker w on w.owner = j.owner
+    where j.seq = @seq::bigint and j.state = 'running' and j.owner is not null`,
   ),
   /** Every job of a queue in add order: for the testing helpers, on small test databases. */
   queueJobs: pgStatement<{ queue: string }, AdminJobRow>(
@@ -117,11 +123,15 @@ export const ADMIN_SQL = {
     where queue = @queue::text and state = 'scheduled' and ${IN_GROUP} and (run_at, seq) > (${at('@k1')}, @k2::bigint)
     order by jobs_job.run_at, jobs_job.seq limit @limit::bigint`,
   ),
-  /** Running jobs, found through their leases (few: at most the queue's concurrency), newest first. */
+  /**
+   * Running jobs, found through jobs_job_running (few: at most the queue's concurrency), newest first: their seqs
+   * are gathered first, or the planner may walk the primary key down from @k1, through every job ended since.
+   */
   listRunning: pgStatement<Page, AdminJobRow>(
     'listRunning',
     `select ${JOB} from jobs_job
-    where seq in (select job from jobs_lease where queue = @queue::text) and state = 'running' and ${IN_GROUP} and seq < @k1::bigint
+    where seq = any(array(select seq from jobs_job where queue = @queue::text and state = 'running'))
+      and state = 'running' and ${IN_GROUP} and seq < @k1::bigint
     order by jobs_job.seq desc limit @limit::bigint`,
   ),
   /** Ended jobs of one state, most recently ended first, over the ended index. */

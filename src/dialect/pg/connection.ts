@@ -299,7 +299,10 @@ const UNNOTIFIED_LOOK_MS = 1_000
 
 const CHANGE_KINDS: ReadonlySet<string> = new Set<ChangeKind>(['added', 'claimed', 'ended', 'revoked', 'other'])
 
-/** Checks that the tables exist (jobs_count among them); answers the database the server says the connection is on. */
+/**
+ * Checks that the tables exist (jobs_count among them, and jobs_worker, the newest migration's: a database migrated
+ * to an earlier version is told to migrate); answers the database the server says the connection is on.
+ */
 async function checkSchema(q: Queryable): Promise<PgDatabaseName> {
   const { missing, ...server } = await one(q, SQL.schemaCheck, {})
   // Jobs need every table but jobs_schedule, which only schedules need (they say so themselves); when the

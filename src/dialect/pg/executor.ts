@@ -88,11 +88,11 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     queueClaimable: (queue) => get(q, SQL.queueClaimable, { queue }),
     /**
      * A queue with a stored `concurrency` or `concurrency_per_group` is claimed under a lock on its jobs_queue
-     * row, taken here and held until the claim commits; its runs under way are then counted from its leases,
+     * row, taken here and held until the claim commits; its runs under way are then counted from its running jobs,
      * in a statement of its own that sees the claims committed before the lock was granted. So two claims of a
      * limited queue take turns and its limit is exact across hosts (JOB-07); a queue without limits takes no
      * lock, and its claims run side by side. A queue with a `rate_limit` is claimed under the same lock, its log
-     * of starts read with it (JOB-22). The leases counted are those left after this transaction's ends: `ended` is
+     * of starts read with it (JOB-22). The runs counted are those left after this transaction's ends: `ended` is
      * counted already.
      */
     async queueClaimLimits(queue) {
@@ -100,7 +100,7 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
       if (!peek || (peek.concurrency === null && peek.perGroup === null && peek.rateLimit === null)) return peek
       const locked = await get(q, SQL.queueClaimLimitsLocked, { queue })
       if (!locked) return undefined
-      const { running } = await one(q, SQL.queueLeaseCount, { queue })
+      const { running } = await one(q, SQL.queueRunningCount, { queue })
       return { ...locked, running }
     },
     queueLimitsGet: (queue) => get(q, SQL.queueLimits, { queue }),
@@ -113,24 +113,21 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     jobGetFirstAbandoned: (window) => get(q, SQL.firstAbandoned, window),
     jobGetAvailableByGroup: (window) => all(q, SQL.claimCandidatesByGroup, window),
     jobGetAvailableOne: (seq) => get(q, SQL.claimCandidate, { seq }),
-    leaseCountByGroup: (queue) => all(q, SQL.groupsRunning, { queue }),
-    jobSetRunningMany: async (seqs) => (await one(q, SQL.markRunning, { seqs: JSON.stringify(seqs) })).count,
-    leaseInsertMany: async (seqs, lease) => void (await all(q, SQL.insertLeases, { ...lease, seqs: JSON.stringify(seqs) })),
+    jobCountRunningByGroup: (queue) => all(q, SQL.groupsRunning, { queue }),
+    jobSetRunningMany: async (seqs, owner) => (await one(q, SQL.markRunning, { seqs: JSON.stringify(seqs), owner })).count,
 
     jobSetStateIfLeased: (end) => some(q, SQL.endRun, end),
     jobSetStateIfLeasedMany: ({ runs, ...end }) => all(q, SQL.endRuns, { ...end, runs: JSON.stringify(runs) }),
     jobSetStateIfUnleased: (end) => some(q, SQL.endUnleased, end),
     jobGetState: async (seq) => (await get(q, SQL.jobState, { seq }))?.state,
-    leaseDeleteOfRuns: async (runs) =>
-      void (await all(q, SQL.deleteRunLeases, { runs: JSON.stringify(runs.map((run) => [run.seq, run.owner, run.attempt])) })),
-    leaseDeleteMany: async (seqs) => void (await all(q, SQL.deleteLeases, { seqs: JSON.stringify(seqs) })),
     stepDeleteMany: async (seqs) => void (await all(q, SQL.deleteSteps, { seqs: JSON.stringify(seqs) })),
 
-    leaseRenewByOwner: (renew) => all(q, SQL.renewLeases, renew),
-    leaseListByOwner: (owner) => all(q, SQL.ownerLeases, { owner }),
+    workerRenew: ({ owner, expiresAt, channel }) => all(q, SQL.workerRenew, { owner, expiresAt, channel }),
+    workerDelete: async (owner) => void (await all(q, SQL.workerDelete, { owner })),
+    jobListHeld: (owner) => all(q, SQL.heldRuns, { owner }),
     leaseRenewIfHeld: (lease) =>
       some(q, SQL.leaseRenewIfHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt }),
-    leaseOwners: async (queue) => (await all(q, SQL.leaseOwners, { queue })).map((row) => row.owner),
+    jobRunningOwners: async (queue) => (await all(q, SQL.runningOwners, { queue })).map((row) => row.owner),
     leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) =>
       all(q, SQL.abandonedLeases, { queue, self, now: timeBound(now), deadOwners: JSON.stringify(deadOwners), limit }),
     jobCountUnleased: async (queue) => (await one(q, SQL.unleasedCount, { queue })).count,

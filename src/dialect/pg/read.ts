@@ -13,14 +13,18 @@ import { at, CLAIM_ORDER, inSeqs, ms, RUNNABLE } from './terms.js'
 const RATE_COLUMNS = `q.rate_limit as "rateLimit", q.rate_per::float8 as "ratePer", q.rate_per_group as "ratePerGroup",
   case when j.state = 'waiting' then q.rate_starts::text end as "rateStarts",
   case when j.state = 'waiting' and q.rate_limit is not null then ${ms('clock_timestamp()')} end as "rateNow"`
-/** The job's lease and queue row. */
-const JOINS = `jobs_job j left join jobs_lease l on l.job = j.seq left join jobs_queue q on q.name = j.queue`
+/** The row of the job's worker, while it runs, and the job's queue row. */
+const JOINS = `jobs_job j left join jobs_worker w on w.owner = j.owner and j.state = 'running' left join jobs_queue q on q.name = j.queue`
 
-/** A job's row with its lease, as snapshots are built from. The result is read only once the job has ended. */
+/**
+ * A job's row with its lease (the worker running it and the attempt, while it runs; where that worker publishes its
+ * runs' progress), as snapshots are built from. The result is read only once the job has ended.
+ */
 const JOB_COLUMNS = `j.seq::float8 as seq, j.queue, j.id, j.grp, j.state, j.priority::float8 as priority, ${ms('j.run_at')} as "runAt", j.attempts,
   j.max_attempts as "maxAttempts", ${ms('j.created_at')} as "createdAt", ${ms('j.finished_at')} as "finishedAt", j.error,
   case when j.state in ('done', 'failed', 'canceled') then j.result::text end as result,
-  l.owner, l.attempt as "leaseAttempt", l.channel, ${RATE_COLUMNS}`
+  case when j.state = 'running' then j.owner end as owner,
+  case when j.state = 'running' and j.owner is not null then j.attempts end as "leaseAttempt", w.channel, ${RATE_COLUMNS}`
 
 const RUNNABLE_NOW = `queue = @queue::text and ${RUNNABLE} and run_at <= ${at('@now')}`
 

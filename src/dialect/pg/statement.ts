@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto'
 import type { PgStatementText, PgValue, Queryable } from './driver.js'
 
-export type { JobRow, LeaseRow, QueueRow, StepRow } from '../index.js'
+export type { JobRow, QueueRow, StepRow } from '../index.js'
 
 /** The parameters a statement takes: an object of values, each cast in the statement's SQL. */
 export type PgParams<P> = { [K in keyof P]: PgValue }

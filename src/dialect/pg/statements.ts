@@ -1,8 +1,9 @@
 /**
  * Every statement the engine runs on PostgreSQL, named by what it does. Writes
  * that end a run or keep a step carry the fence (terms.ts: the job running
- * this attempt, its lease this owner's) in the same statement, locking what
- * it checks, so a run that lost its lease changes nothing (JOB-16).
+ * this attempt for this worker) in the same statement, locking what it
+ * checks, so a run that lost its lease changes nothing (JOB-16). A worker's
+ * lease on all its runs is its one row of jobs_worker.
  *
  * Unlike SQLite's, these statements update no counters in jobs_queue: a
  * counter row updated by every claim, end and add would make every writer of
@@ -17,15 +18,17 @@ import type {
   ClaimedJob,
   ClaimLimits,
   ExpiredBy,
+  HeldRun,
   LeaseParams,
   NewJob,
   RunEndParams,
   StoredLimits,
   StoreLimitsParams,
   UnleasedRun,
+  WorkerLease,
 } from '../index.js'
-import { pgStatement, type JobRow, type LeaseRow, type StepRow } from './statement.js'
-import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, fence, inSeqs, ms, ONE_RUN, RESCUABLE, RUNNABLE } from './terms.js'
+import { pgStatement, type JobRow, type StepRow } from './statement.js'
+import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, fence, inSeqs, ms, ONE_RUN, RUNNABLE } from './terms.js'
 import { kept, UNFOLDED } from './counts.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
@@ -35,10 +38,16 @@ const CLAIMED = `seq::float8 as seq, id, grp, value::text as value, state as "cl
 /** Runnable jobs of @queue due by @now. */
 const DUE = `queue = @queue::text and ${RUNNABLE} and run_at <= ${at('@now')}`
 
-/** The columns a run's end writes, from RunEndParams. */
+/** The columns a run's end writes, from RunEndParams: the job names no worker from then on. */
 const END_SET = `state = @state::text, run_at = coalesce(${at('@runAt')}, run_at), finished_at = ${at('@finishedAt')},
   result = @result::jsonb, error = @error::text, error_stack = @errorStack::text, attempts = attempts - @refund::int,
-  abandoned = @abandoned::int <> 0`
+  abandoned = @abandoned::int <> 0, owner = null`
+
+/**
+ * The running jobs of @queue: the entries of jobs_job_running for the queue, a few however many jobs it holds. Every
+ * count of runs under way (for limits, per group) reads them.
+ */
+const RUNNING = `jobs_job where queue = @queue::text and state = 'running'`
 
 const INSERT_JOB = `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at)
   select @queue::text, @id::text, @grp::text, @value::jsonb, @state::text, @priority::bigint, 0, @maxAttempts::int, ${at('@runAt')}, ${at('@now')}`
@@ -60,7 +69,7 @@ export const SQL = {
   schemaCheck: pgStatement<Record<never, never>, { missing: string | null; database: string; host: string; port: number }>(
     'schemaCheck',
     `select
-      (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule', 'jobs_count']) with ordinality as t(name, ord)
+      (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_worker', 'jobs_schedule', 'jobs_count']) with ordinality as t(name, ord)
        where to_regclass(t.name) is null) as missing,
       current_database() as database, coalesce(host(inet_server_addr()), 'localhost') as host,
       coalesce(inet_server_port(), current_setting('port')::int) as port`,
@@ -143,16 +152,16 @@ export const SQL = {
 
   /**
    * What a worker reads before it claims: is there anything it may claim, under the stored limit? Read from
-   * the jobs and leases, each only as far as the worker tests it, in a few index probes however many jobs the
-   * queue holds: `running` is the count of the queue's leases; `waiting` is 1 when a runnable job is due by the
-   * server's clock (its earliest run_at, terms.ts), else 0; `scheduled` is 1 when a job is scheduled, and
+   * the jobs, each state only as far as the worker tests it, in a few index probes however many jobs the
+   * queue holds: `running` is the count of the queue's running jobs (jobs_job_running); `waiting` is 1 when a
+   * runnable job is due by the server's clock (its earliest run_at, terms.ts), else 0; `scheduled` is 1 when a job is scheduled, and
    * `nextScheduled` when the first of them is due (jobs_job_scheduled), which the worker compares with its own
    * clock. Answers a row for a queue with no jobs_queue row (jobs added with plain SQL) too.
    */
   queueClaimable: pgStatement<QueueParam, Claimable>(
     'queueClaimable',
     `select coalesce(q.paused, false)::int as paused, q.concurrency,
-      (select count(*)::int from jobs_lease where queue = @queue::text) as running,
+      (select count(*)::int from ${RUNNING}) as running,
       coalesce(${EARLIEST_RUNNABLE} <= now(), false)::int as waiting,
       (s.next is not null)::int as scheduled, ${ms('s.next')} as "nextScheduled"
     from (select min(run_at) as next from jobs_job where queue = @queue::text and state = 'scheduled') s
@@ -162,12 +171,12 @@ export const SQL = {
   queueClaimLimits: pgStatement<QueueParam, ClaimLimits>(
     'queueClaimLimits',
     `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
-      (select count(*)::int from jobs_lease where queue = @queue::text) as running, rate_limit as "rateLimit"
+      (select count(*)::int from ${RUNNING}) as running, rate_limit as "rateLimit"
     from jobs_queue where name = @queue::text`,
   ),
   /**
    * A limited queue's row, locked until the claim commits: the claims of a limited queue take turns, each
-   * counting the runs under way (queueLeaseCount, a statement of its own, so that it sees what the claim
+   * counting the runs under way (queueRunningCount, a statement of its own, so that it sees what the claim
    * before it committed) and so never exceeding the limit, on any host (JOB-07). A rated queue's log of
    * recent starts is read here too, with the server's clock once the lock is held (clock_timestamp(), not the
    * transaction's now(), which a claim that waited for the lock would read from before the claim ahead of it
@@ -180,10 +189,7 @@ export const SQL = {
       ${ms('clock_timestamp()')} as "rateNow", claim_waiters::text as "claimWaiters"
     from jobs_queue where name = @queue::text for update`,
   ),
-  queueLeaseCount: pgStatement<QueueParam, { running: number }>(
-    'queueLeaseCount',
-    `select count(*)::int as running from jobs_lease where queue = @queue::text`,
-  ),
+  queueRunningCount: pgStatement<QueueParam, { running: number }>('queueRunningCount', `select count(*)::int as running from ${RUNNING}`),
   /** The limits a queue holds, and when a worker stored them (null: never). */
   queueLimits: pgStatement<QueueParam, StoredLimits>(
     'queueLimits',
@@ -241,7 +247,7 @@ export const SQL = {
     'claimCandidatesByGroup',
     `select seq::float8 as seq, grp from jobs_job
     where ${DUE} and (@skipAbandoned::int = 0 or not abandoned)
-      and (grp is null or grp not in (select grp from jobs_lease where queue = @queue::text and grp is not null
+      and (grp is null or grp not in (select grp from ${RUNNING} and grp is not null
                                       group by grp having count(*) >= @perGroup::int))
     order by ${CLAIM_ORDER} limit @limit::bigint
     for update skip locked`,
@@ -252,41 +258,30 @@ export const SQL = {
     `select ${CLAIMED} from jobs_job where seq = @seq::bigint and ${RUNNABLE}
     for update skip locked`,
   ),
-  /** Runs under way per group of a queue, in one pass over the leases. */
+  /** Runs under way per group of a queue, in one pass over its running jobs. */
   groupsRunning: pgStatement<QueueParam, { grp: string; running: number }>(
     'groupsRunning',
-    `select grp, count(*)::int as running from jobs_lease
-    where queue = @queue::text and grp is not null group by grp`,
+    `select grp, count(*)::int as running from ${RUNNING} and grp is not null group by grp`,
   ),
-  /** Claims the jobs a claim's select locked, counting their attempt (JOB-04); answers how many it marked. */
-  markRunning: pgStatement<Seqs, { count: number }>(
+  /**
+   * Claims for the worker @owner the jobs a claim's select locked, counting their attempt (JOB-04): the job's owner
+   * and attempts are the run's fence from then on. Answers how many it marked.
+   */
+  markRunning: pgStatement<Seqs & { owner: string }, { count: number }>(
     'markRunning',
     `with marked as (
-      update jobs_job set state = 'running', attempts = attempts + 1 where ${inSeqs('seq', '@seqs')} and ${RUNNABLE} returning 1
+      update jobs_job set state = 'running', attempts = attempts + 1, owner = @owner::text
+      where ${inSeqs('seq', '@seqs')} and ${RUNNABLE} returning 1
     )
     select count(*)::int as count from marked`,
   ),
   /**
-   * Leases the jobs just marked running, for the attempt the claim counted. A lease row left on a job that was
-   * runnable is stale (another program ended or put back a running job with plain SQL, and left its lease; a
-   * plain UPDATE whose subquery picked a waiting job may even land after a claim took it): the claim's lease
-   * replaces it, and the old run, whose fence names the old owner and attempt, can change nothing.
-   */
-  insertLeases: pgStatement<Seqs & { owner: string; expiresAt: number; channel: string | null }>(
-    'insertLeases',
-    `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at, channel)
-    select seq, queue, grp, @owner::text, attempts, ${at('@expiresAt')}, @channel::text from jobs_job where ${inSeqs('seq', '@seqs')}
-    on conflict (job) do update set queue = excluded.queue, grp = excluded.grp, owner = excluded.owner,
-      attempt = excluded.attempt, expires_at = excluded.expires_at, channel = excluded.channel`,
-  ),
-
-  /**
-   * Ends a run: the job's next state, behind the fence (terms.ts), with a rescue's expiry. Every outcome goes through
-   * it or through endRuns.
+   * Ends a run: the job's next state, its worker cleared, behind the fence (terms.ts), with a rescue's expiry. Every
+   * outcome goes through it or through endRuns.
    */
   endRun: pgStatement<RunEndParams & LeaseParams & ExpiredBy, { ended: 1 }>(
     'endRun',
-    `with ${fence(ONE_RUN, RESCUABLE)}
+    `with ${fence(ONE_RUN, { rescue: true })}
     update jobs_job set ${END_SET}
     where seq = (select seq from fenced)
     returning 1 as ended`,
@@ -301,93 +296,100 @@ export const SQL = {
     `with ${fence(
       `select (r.run ->> 0)::bigint as seq, (r.run ->> 1)::int as attempt
       from jsonb_array_elements(@runs::jsonb) as r(run)`,
-      RESCUABLE,
+      { rescue: true },
     )}
     update jobs_job j set state = @state::text,
       run_at = coalesce(${at('@runAt')}, j.run_at), finished_at = ${at(`(r.run ->> 2)`)}, result = (r.run ->> 3)::jsonb,
-      error = @error::text, error_stack = @errorStack::text, attempts = j.attempts - @refund::int, abandoned = @abandoned::int <> 0
+      error = @error::text, error_stack = @errorStack::text, attempts = j.attempts - @refund::int, abandoned = @abandoned::int <> 0,
+      owner = null
     from jsonb_array_elements(@runs::jsonb) as r(run)
     where j.seq = (r.run ->> 0)::bigint and j.seq in (select seq from fenced)
     returning j.seq::float8 as seq`,
   ),
-  /** Deletes the leases of runs that ended, each by its job, owner and attempt: never the lease of a later run of the job. `@runs` is a JSON array of [seq, owner, attempt]. */
-  deleteRunLeases: pgStatement<{ runs: string }>(
-    'deleteRunLeases',
-    `delete from jobs_lease l using jsonb_array_elements(@runs::jsonb) as r(run)
-    where l.job = (r.run ->> 0)::bigint and l.owner = r.run ->> 1 and l.attempt = (r.run ->> 2)::int`,
-  ),
-  /** Deletes the leases of jobs, whoever holds them: a cancel's. */
-  deleteLeases: pgStatement<Seqs>('deleteLeases', `delete from jobs_lease where ${inSeqs('job', '@seqs')}`),
   deleteSteps: pgStatement<Seqs>('deleteSteps', `delete from jobs_step where ${inSeqs('job', '@seqs')}`),
 
   /**
-   * Renews the leases an owner holds, in one statement that waits for nothing: a lease row another transaction has
-   * locked (the owner's own end deleting it, a rescue taking it, a claim holding what it locks) is passed over, and
-   * renewed next time if it is still there. Answers the leases the owner holds (committed), renewed or not: a run
-   * missing from them lost its lease.
+   * Renews the worker's row until @expiresAt, writing it where it is gone, in one statement that waits for nothing: a
+   * row another transaction has locked (a rescue checking it, a run's leaseRenewIfHeld renewing it) is passed over,
+   * and renewed next time. Answers the runs the worker holds (committed), whether its row was renewed or not: a run
+   * missing from them lost its lease. Its runs are found by owner through jobs_job_running, which holds running jobs
+   * only.
    */
-  renewLeases: pgStatement<{ owner: string; expiresAt: number }, Pick<LeaseRow, 'job' | 'attempt'>>(
-    'renewLeases',
-    `with held as materialized (
-      select job, attempt from jobs_lease where owner = @owner::text
+  workerRenew: pgStatement<WorkerLease, HeldRun>(
+    'workerRenew',
+    `with locked as materialized (
+      select owner from jobs_worker where owner = @owner::text for no key update skip locked
     ), renewed as (
-      update jobs_lease set expires_at = ${at('@expiresAt')}
-      where job = any(array(select job from jobs_lease where owner = @owner::text for no key update skip locked)) and owner = @owner::text
+      update jobs_worker set expires_at = ${at('@expiresAt')}, channel = @channel::text
+      where owner = (select owner from locked)
+      returning 1
+    ), added as (
+      insert into jobs_worker (owner, expires_at, channel)
+      select @owner::text, ${at('@expiresAt')}, @channel::text
+      where not exists (select 1 from jobs_worker where owner = @owner::text)
+      on conflict (owner) do nothing
       returning 1
     )
-    select job::float8 as job, attempt from held`,
+    select seq::float8 as job, attempts as attempt from jobs_job where state = 'running' and owner = @owner::text`,
   ),
-  /** Leases of a queue, not the asking worker's own, that have expired or whose owner is one of the given dead ones (a JSON array). */
+  /** Deletes a worker's row: a worker that stopped, holding no runs. */
+  workerDelete: pgStatement<{ owner: string }>('workerDelete', `delete from jobs_worker where owner = @owner::text`),
+  /**
+   * Runs of a queue, not the asking worker's own, whose worker's row expired by @now or is gone (`expiresAt` null),
+   * or whose worker is one of the given dead ones (a JSON array).
+   */
   abandonedLeases: pgStatement<{ queue: string; self: string; now: number; deadOwners: string; limit: number }, AbandonedLease>(
     'abandonedLeases',
-    `select l.job::float8 as seq, l.owner, l.attempt,
-      ${ms('l.expires_at')} as "expiresAt", j.attempts, j.max_attempts as "maxAttempts"
-    from jobs_lease l join jobs_job j on j.seq = l.job
-    where l.queue = @queue::text and l.owner <> @self::text
-      and (l.expires_at <= ${at('@now')} or l.owner in (select value from jsonb_array_elements_text(@deadOwners::jsonb)))
+    `select j.seq::float8 as seq, j.owner, j.attempts as attempt, ${ms('w.expires_at')} as "expiresAt", j.attempts,
+      j.max_attempts as "maxAttempts"
+    from jobs_job j left join jobs_worker w on w.owner = j.owner
+    where j.queue = @queue::text and j.state = 'running' and j.owner <> @self::text
+      and (w.owner is null or w.expires_at <= ${at('@now')}
+           or j.owner in (select value from jsonb_array_elements_text(@deadOwners::jsonb)))
     limit @limit::bigint`,
   ),
-  /** How many more jobs a queue counts running (its kept counts) than it holds leases: the jobs are not walked. */
+  /** How many running jobs of a queue name no worker: the entries of jobs_job_running whose owner is null. */
   unleasedCount: pgStatement<QueueParam, { count: number }>(
     'unleasedCount',
-    `select (${kept('running')} - (select count(*) from jobs_lease where queue = @queue::text))::int as count
-    from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text`,
+    `select count(*)::int as count from ${RUNNING} and owner is null`,
   ),
-  /** Running jobs of a queue that hold no lease. */
+  /** Running jobs of a queue that name no worker. */
   unleasedRuns: pgStatement<{ queue: string; limit: number }, UnleasedRun>(
     'unleasedRuns',
-    `select seq::float8 as seq, attempts, max_attempts as "maxAttempts" from jobs_job j
-    where queue = @queue::text and state = 'running' and not exists (select 1 from jobs_lease l where l.job = j.seq)
+    `select seq::float8 as seq, attempts, max_attempts as "maxAttempts" from ${RUNNING} and owner is null
     limit @limit::bigint`,
   ),
-  /** Ends a run that holds no lease, as endRun ends one that holds its lease: only while it still holds none. */
+  /**
+   * Ends a run that names no worker, as endRun ends one that does: only while it still names none, which the update
+   * re-checks on the row's newest version if it waited for it.
+   */
   endUnleased: pgStatement<RunEndParams & { seq: number }, { ended: 1 }>(
     'endUnleased',
     `update jobs_job set ${END_SET}
-    where seq = @seq::bigint and state = 'running' and not exists (select 1 from jobs_lease where job = @seq::bigint)
+    where seq = @seq::bigint and state = 'running' and owner is null
     returning 1 as ended`,
   ),
-  /** The leases an owner still holds: a run missing here had its lease taken (a cancel, a rescue). */
-  ownerLeases: pgStatement<{ owner: string }, Pick<LeaseRow, 'job' | 'attempt'>>(
-    'ownerLeases',
-    `select job::float8 as job, attempt from jobs_lease where owner = @owner::text`,
+  /** The runs a worker holds: a run missing here lost its lease (a cancel, a rescue). */
+  heldRuns: pgStatement<{ owner: string }, HeldRun>(
+    'heldRuns',
+    `select seq::float8 as job, attempts as attempt from jobs_job where state = 'running' and owner = @owner::text`,
   ),
   jobState: pgStatement<{ seq: number }, { state: JobState }>('jobState', `select state from jobs_job where seq = @seq::bigint`),
-  leaseOwners: pgStatement<QueueParam, { owner: string }>(
-    'leaseOwners',
-    `select distinct owner from jobs_lease where queue = @queue::text`,
-  ),
+  /** The workers running jobs of a queue. */
+  runningOwners: pgStatement<QueueParam, { owner: string }>('runningOwners', `select distinct owner from ${RUNNING} and owner is not null`),
 
   /**
-   * Renews one run's lease until @expiresAt, behind the fence (terms.ts), and answers a row only if the run still
-   * holds it: a run asks before it calls a step's function. Expired or not, a lease nobody took is the run's again,
-   * and a rescue that read it expired no longer takes it (its fence re-checks the expiry under the same locks).
+   * Renews the row of one run's worker until @expiresAt, writing it where it is gone, behind the fence (terms.ts: the
+   * job row locked first, then the worker's), and answers a row only if the run still holds its job: a run asks
+   * before it calls a step's function. Expired or not, a row nobody took the runs of is the worker's again, and a
+   * rescue that read it expired no longer takes them (its fence re-checks the expiry on the row it locks).
    */
   leaseRenewIfHeld: pgStatement<LeaseParams & { expiresAt: number }, { held: 1 }>(
     'leaseRenewIfHeld',
     `with ${fence(ONE_RUN)}
-    update jobs_lease set expires_at = ${at('@expiresAt')}
-    where job = (select seq from fenced) and owner = @owner::text and attempt = @attempt::int
+    insert into jobs_worker (owner, expires_at)
+    select @owner::text, ${at('@expiresAt')} from fenced
+    on conflict (owner) do update set expires_at = excluded.expires_at
     returning 1 as held`,
   ),
   readStep: pgStatement<{ seq: number; name: string }, Pick<StepRow, 'answer'>>(
@@ -413,7 +415,7 @@ export const SQL = {
   ),
   /**
    * Deletes up to @limit jobs of a queue that ended in @state before @before, the longest ended first
-   * (jobs_job_ended's order); their steps and leases go with them.
+   * (jobs_job_ended's order); their steps go with them.
    */
   pruneEnded: pgStatement<{ queue: string; state: EndedState; before: number; limit: number }, { count: number }>(
     'pruneEnded',

@@ -36,39 +36,53 @@ export function inSeqs(column: string, param: string): string {
 export const CLAIM_ORDER = `jobs_job.priority, jobs_job.run_at, jobs_job.seq`
 
 /**
- * The fence of every write a run makes (JOB-16), written once: the runs of `runs` (a select of `seq` and
- * `attempt`) whose job is running that attempt and whose lease names @owner and that attempt, and meets `lease`
- * (a further condition on the lease row `l`, if any), as the CTEs `fence_runs`, `fence_jobs` and `fenced(seq)`.
+ * The fence of every write a run makes (JOB-16), written once: the runs of `runs` (a select of `seq` and `attempt`)
+ * whose job is running that attempt for the worker @owner, as the CTEs `fence_runs`, `fence_jobs` and `fenced(seq)`.
+ * With `rescue`, the fence of a rescue's end adds the worker's row: the runs are taken only if @owner's row in
+ * jobs_worker is gone or expired by @expiredBy (ms), as the rescuer read it, so that a worker that renewed its row
+ * since keeps its runs; a null @expiredBy (a worker whose process is gone, or the run's own end) takes them whatever
+ * the row says, and locks no row of jobs_worker.
  *
- * Each job row, then each lease row, is locked, in that order, as every transaction of the engine takes them
- * (a claim, an end and a rescue write the job, then its lease). Under READ COMMITTED a lock that had to wait
- * re-checks the newest version of its row, so a run whose job was taken over while this statement waited
- * (rescued, claimed again, canceled) fails the fence; a subquery would read the statement's snapshot, older
- * than what it waited for, and let a rescue of attempt N end attempt N+1. A job taken over is always written
- * (state, attempts) and its lease row deleted or replaced, so both re-checks see it whatever the clocks say.
+ * Each job row is locked, in seq order, then the worker's row, as every transaction of the engine takes them (an end
+ * writes job rows only; a claim, a rescue and a run's renewal take the job rows, then the worker's row), and the job
+ * rows are all locked before the worker's: `fence_worker` counts `fence_jobs` whole before it reads its row. Under
+ * READ COMMITTED a lock that had to wait re-checks the newest version of its row, and answers that version, so a
+ * run whose job was taken over while this statement waited (rescued, claimed again, canceled) fails the fence, and
+ * a rescue sees a renewal that committed while it waited on the worker's row; a subquery would read the statement's
+ * snapshot, older than what it waited for, and let a rescue of attempt N end attempt N+1, or take the runs of a
+ * worker that renewed its row. So the conditions sit in the locking CTEs, and the expiry is tested on the version
+ * `fence_worker` locked, not in its WHERE: a row that fails it must still tell "expired" from "gone". A job taken
+ * over is always written (state, owner, attempts), so the re-check sees it whatever the clocks say.
+ *
+ * The expiry rule: a run whose worker's row expired, but that nobody took, still holds its jobs: its own writes
+ * never test the expiry, and its renewal (the worker's, or leaseRenewIfHeld) makes the row current again. A rescue
+ * takes the runs only if the row it locks is still the expired one it read (or is gone): a renewal that committed
+ * after the rescuer's read makes the rescue change nothing.
  */
-export function fence(runs: string, lease?: string): string {
-  return `fence_runs as materialized (${runs}),
+export function fence(runs: string, options: { rescue?: boolean } = {}): string {
+  const jobs = `fence_runs as materialized (${runs}),
   fence_jobs as materialized (
-    select j.seq, r.attempt from jobs_job j join fence_runs r on j.seq = r.seq
-    where j.state = 'running' and j.attempts = r.attempt
+    select j.seq from jobs_job j join fence_runs r on j.seq = r.seq
+    where j.state = 'running' and j.owner = @owner::text and j.attempts = r.attempt
     order by j.seq for no key update of j
+  )`
+  if (!options.rescue)
+    return `${jobs},
+  fenced as materialized (select seq from fence_jobs)`
+  return `${jobs},
+  fence_worker as materialized (
+    select w.expires_at from jobs_worker w
+    where w.owner = @owner::text and @expiredBy::float8 is not null and (select count(*) from fence_jobs) > 0
+    for update of w
   ),
   fenced as materialized (
-    select l.job as seq from jobs_lease l join fence_jobs f on l.job = f.seq
-    where l.owner = @owner::text and l.attempt = f.attempt${lease ? ` and ${lease}` : ''}
-    order by l.job for update of l
+    select seq from fence_jobs
+    where @expiredBy::float8 is null or coalesce((select expires_at <= ${at('@expiredBy')} from fence_worker), true)
   )`
 }
 
 /** `fence`'s runs for one run: @seq at @attempt. */
 export const ONE_RUN = `select @seq::bigint as seq, @attempt::int as attempt`
-
-/**
- * The further condition of a rescue's fence: the lease has expired by @expiredBy (ms), as the rescuer read it, so a
- * lease renewed since is not taken; null (an owner whose process is gone) takes it whatever its expiry.
- */
-export const RESCUABLE = `(@expiredBy::float8 is null or l.expires_at <= ${at('@expiredBy')})`
 
 /**
  * The distinct queue names of jobs_job, one index probe each (a loose index scan of jobs_job_queue_id), for
