@@ -3,6 +3,8 @@
  * drivers (a pool's own, a savepoint inside the app's Drizzle transaction), the schema check, how it names
  * the database, and which errors it takes for "try again later".
  */
+import { cpSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { sql } from 'drizzle-orm'
 import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3'
@@ -16,6 +18,7 @@ import { describe, expect, test } from 'vitest'
 import { ask, type Executor, type Program } from '../../src/dialect/index.js'
 import { isPgBusy, pgConnectionOf } from '../../src/dialect/pg/connection.js'
 import { JobsError } from '../../src/errors.js'
+import { tempDir } from '../helpers/db.js'
 import { eachFreshPgDb, freshPgDb, PG_MIGRATIONS, POSTGRES_JS } from '../helpers/pg.js'
 import { spawnFixture } from '../reliability/processes.js'
 import { addJobs, newJob } from './jobs.js'
@@ -195,7 +198,7 @@ describe('the schema check', () => {
       const missing = expect.objectContaining({
         code: 'SCHEMA_MISSING',
         message: expect.stringMatching(
-          /^table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing: add `export \* from 'drizzle-jobs\/pg\/schema'`.*`drizzle-kit generate`.*`drizzle-kit migrate`/,
+          /^table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule, jobs_count are missing: add `export \* from 'drizzle-jobs\/pg\/schema'`.*`drizzle-kit generate`.*`drizzle-kit migrate`/,
         ),
       })
       await expect(c.write(adding('a'))).rejects.toThrow(missing)
@@ -207,7 +210,7 @@ describe('the schema check', () => {
         await expect(pgConnectionOf(tx).write(adding('a'))).rejects.toThrow(missing)
       })
       await bare.pool.query(`create table jobs_queue (name text primary key)`)
-      await expect(c.prepareWrites()).rejects.toThrow(/^table jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing/)
+      await expect(c.prepareWrites()).rejects.toThrow(/^table jobs_job, jobs_step, jobs_worker, jobs_schedule, jobs_count are missing/)
       await bare.pool.query(`drop table jobs_queue`)
       await migrate(bare.db, { migrationsFolder: PG_MIGRATIONS })
       expect(await c.write(adding('a'))).toBe(true)
@@ -215,7 +218,35 @@ describe('the schema check', () => {
       await bare.drop()
     }
   })
+
+  test('SCHEMA_MISSING on a database migrated to the version before workers had rows of their own: jobs_worker is named, until the last migration runs', async () => {
+    const earlier = await freshPgDb({ migrate: false })
+    try {
+      await migrate(earlier.db, { migrationsFolder: migrationsBefore('0002_lease_per_worker') })
+      const c = pgConnectionOf(earlier.db)
+      await expect(c.write(adding('a'))).rejects.toThrow(
+        expect.objectContaining({ code: 'SCHEMA_MISSING', message: expect.stringMatching(/^table jobs_worker is missing: /) }),
+      )
+      await migrate(earlier.db, { migrationsFolder: PG_MIGRATIONS })
+      expect(await c.write(adding('a'))).toBe(true)
+    } finally {
+      await earlier.drop()
+    }
+  })
 })
+
+/** A copy of the project's PostgreSQL migrations that stops before `tag`: a database of an earlier version. */
+function migrationsBefore(tag: string): string {
+  const folder = tempDir()
+  cpSync(PG_MIGRATIONS, folder, { recursive: true })
+  const journalFile = join(folder, 'meta', '_journal.json')
+  const journal = JSON.parse(readFileSync(journalFile, 'utf8')) as { entries: { idx: number; tag: string }[] }
+  const at = journal.entries.findIndex((entry) => entry.tag === tag)
+  if (at < 0) throw new Error(`no migration ${tag}`)
+  journal.entries = journal.entries.slice(0, at)
+  writeFileSync(journalFile, JSON.stringify(journal))
+  return folder
+}
 
 describe('isBusy', () => {
   /** A promise and the function that resolves it. */

@@ -49,7 +49,7 @@ test('the migrations create the tables with their documented columns and types',
   const tables = await query<{ table_name: string }>(
     `select table_name from information_schema.tables where table_schema = current_schema() order by table_name`,
   )
-  expect(tables.map((row) => row.table_name)).toEqual(['jobs_count', 'jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_schedule', 'jobs_step'])
+  expect(tables.map((row) => row.table_name)).toEqual(['jobs_count', 'jobs_job', 'jobs_queue', 'jobs_schedule', 'jobs_step', 'jobs_worker'])
 
   expect(await columns('jobs_queue')).toEqual([
     'name text not null',
@@ -95,17 +95,11 @@ test('the migrations create the tables with their documented columns and types',
     'result jsonb',
     'error_stack text',
     'abandoned boolean not null default false',
+    // Added by a later migration: last in the table's order.
+    'owner text',
   ])
   expect(await columns('jobs_step')).toEqual(['job bigint not null', 'name text not null', 'answer jsonb', 'seq bigint not null'])
-  expect(await columns('jobs_lease')).toEqual([
-    'job bigint not null',
-    'queue text not null',
-    'grp text',
-    'owner text not null',
-    'attempt integer not null',
-    'expires_at timestamp with time zone not null',
-    'channel text',
-  ])
+  expect(await columns('jobs_worker')).toEqual(['owner text not null', 'expires_at timestamp with time zone not null', 'channel text'])
 
   const keys = await query<{ table_name: string; columns: string }>(
     `select tc.table_name, string_agg(kcu.column_name, ', ' order by kcu.ordinal_position) as columns
@@ -116,10 +110,10 @@ test('the migrations create the tables with their documented columns and types',
   )
   expect(keys).toEqual([
     { table_name: 'jobs_job', columns: 'seq' },
-    { table_name: 'jobs_lease', columns: 'job' },
     { table_name: 'jobs_queue', columns: 'name' },
     { table_name: 'jobs_schedule', columns: 'queue, name' },
     { table_name: 'jobs_step', columns: 'job, name' },
+    { table_name: 'jobs_worker', columns: 'owner' },
   ])
 })
 
@@ -162,32 +156,29 @@ test('an id is unique within its queue, and the same id may be used by another q
   ])
 })
 
-test('deleting a job deletes its steps and its lease; a step or lease of no job is refused', async () => {
+test("deleting a job deletes its steps, and leaves its worker's row; a step of no job is refused", async () => {
   const seq = await addJob('q', 'a')
   const other = await addJob('q', 'b')
+  await query(`insert into jobs_worker (owner, expires_at) values ('host:1', now() + interval '30 seconds')`)
   for (const job of [seq, other]) {
     await query(`insert into jobs_step (job, name, answer) values ($1, 'history', '["hi"]'), ($1, 'answer', '"hello"')`, [job])
-    await query(
-      `insert into jobs_lease (job, queue, owner, attempt, expires_at) values ($1, 'q', 'host:1', 1, now() + interval '30 seconds')`,
-      [job],
-    )
+    await query(`update jobs_job set state = 'running', attempts = 1, owner = 'host:1' where seq = $1`, [job])
   }
   await query(`delete from jobs_job where seq = $1`, [seq])
   expect(await query(`select job, name, answer from jobs_step order by name`)).toEqual([
     { job: String(other), name: 'answer', answer: 'hello' },
     { job: String(other), name: 'history', answer: ['hi'] },
   ])
-  expect(await query(`select job from jobs_lease`)).toEqual([{ job: String(other) }])
+  // The worker's row is its lease on every job it runs, the other one among them.
+  expect(await query(`select owner from jobs_worker`)).toEqual([{ owner: 'host:1' }])
+  expect(await query(`select seq from jobs_job where owner = 'host:1'`)).toEqual([{ seq: String(other) }])
   // 23503: foreign key violation.
   expect((await failure(`insert into jobs_step (job, name) values (${seq}, 'history')`)).code).toBe('23503')
-  expect((await failure(`insert into jobs_lease (job, queue, owner, attempt, expires_at) values (${seq}, 'q', 'o', 1, now())`)).code).toBe(
-    '23503',
-  )
   // A step is kept once per name.
   expect((await failure(`insert into jobs_step (job, name) values (${other}, 'history')`)).code).toBe('23505')
 })
 
-test('jobs_job has the claim, scheduled, abandoned and ended indexes, each on the rows it serves only', async () => {
+test('jobs_job has the claim, scheduled, abandoned, ended and running indexes, each on the rows it serves only', async () => {
   const indexes = await query<{ indexname: string; indexdef: string }>(
     `select indexname, indexdef from pg_indexes where schemaname = current_schema() and tablename = 'jobs_job' order by indexname`,
   )
@@ -198,6 +189,7 @@ test('jobs_job has the claim, scheduled, abandoned and ended indexes, each on th
     jobs_job_ended: "(queue, state, finished_at) WHERE (state = ANY (ARRAY['done'::text, 'failed'::text, 'canceled'::text]))",
     jobs_job_pkey: 'UNIQUE (seq)',
     jobs_job_queue_id: 'UNIQUE (queue, id)',
+    jobs_job_running: "(queue, owner) WHERE (state = 'running'::text)",
     jobs_job_scheduled: "(queue, run_at) WHERE (state = 'scheduled'::text)",
   })
 })
@@ -239,6 +231,7 @@ describe.each(drivers)('on %s', (_, open) => {
       error: null,
       result: null,
       errorStack: null,
+      owner: null,
       abandoned: false,
     })
     expect(first.runAt.getTime()).toBe(first.createdAt.getTime())
