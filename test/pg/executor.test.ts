@@ -365,6 +365,34 @@ describe('leases', () => {
     expect(await workers()).toEqual([{ owner: 'owner-1', expires: NOW + 99_000, channel: 'chan' }])
   })
 
+  test('workerHasExpired and workerDeleteExpired: the rows of workers expired and holding no run go; a row that holds, or whose worker runs a job, stays', async () => {
+    const c = connection()
+    const seq = (await addJobs(c, [newJob('replies', 'a')])).get('a')!
+    await claim(c, replies, request('running', 1, { renewLease: workerLease('running', { expiresAt: NOW + 1_000 }) }))
+    await c.executor.workerRenew({ owner: 'idle', expiresAt: NOW + 1_000, channel: null })
+    await c.executor.workerRenew({ owner: 'fresh', expiresAt: NOW + 60_000, channel: null })
+    expect(await c.executor.workerHasExpired(NOW + 1_000 - 1)).toBe(false)
+    expect(await c.executor.workerHasExpired(NOW + 5_000)).toBe(true)
+    expect(await c.write((db) => ask(db.workerDeleteExpired(NOW + 5_000)))).toBe(1)
+    expect((await workers()).map((row) => row.owner)).toEqual(['fresh', 'running'])
+    expect(await c.executor.workerHasExpired(NOW + 5_000)).toBe(false)
+    // Once its run is taken back, the expired worker's row goes too; a worker's row locked by another transaction waits
+    // for the next pass.
+    await end(c, 'replies', [{ seq, owner: 'running', attempt: 1, transition: done(), expiredBy: NOW + 5_000 }])
+    expect(await c.executor.workerHasExpired(NOW + 5_000)).toBe(true)
+    const other = await t.pool.connect()
+    try {
+      await other.query('begin')
+      await other.query(`select 1 from jobs_worker where owner = 'running' for update`)
+      expect(await c.write((db) => ask(db.workerDeleteExpired(NOW + 5_000)))).toBe(0)
+      await other.query('commit')
+    } finally {
+      other.release()
+    }
+    expect(await c.write((db) => ask(db.workerDeleteExpired(Infinity)))).toBe(2)
+    expect(await workers()).toEqual([])
+  })
+
   test('JOB-16 [postgres] leaseRenewIfHeld renews the row of a run that holds its job, writing it where it is gone; a run that lost its job renews nothing', async () => {
     const c = connection()
     const seqs = await addJobs(

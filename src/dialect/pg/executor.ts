@@ -124,6 +124,8 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
 
     workerRenew: ({ owner, expiresAt, channel }) => all(q, SQL.workerRenew, { owner, expiresAt, channel }),
     workerDelete: async (owner) => void (await all(q, SQL.workerDelete, { owner })),
+    workerHasExpired: (now) => some(q, SQL.workerExpired, { now: timeBound(now) }),
+    workerDeleteExpired: async (now) => (await one(q, SQL.workerDeleteExpired, { now: timeBound(now) })).count,
     jobListHeld: (owner) => all(q, SQL.heldRuns, { owner }),
     leaseRenewIfHeld: (lease) =>
       some(q, SQL.leaseRenewIfHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt }),

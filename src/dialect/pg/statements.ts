@@ -38,6 +38,9 @@ const CLAIMED = `seq::float8 as seq, id, grp, value::text as value, state as "cl
 /** Runnable jobs of @queue due by @now. */
 const DUE = `queue = @queue::text and ${RUNNABLE} and run_at <= ${at('@now')}`
 
+/** The worker of the row `w` of jobs_worker runs no job: no entry of jobs_job_running names it. */
+const HOLDS_NO_RUN = `not exists (select 1 from jobs_job where state = 'running' and owner = w.owner)`
+
 /** The columns a run's end writes, from RunEndParams: the job names no worker from then on. */
 const END_SET = `state = @state::text, run_at = coalesce(${at('@runAt')}, run_at), finished_at = ${at('@finishedAt')},
   result = @result::jsonb, error = @error::text, error_stack = @errorStack::text, attempts = attempts - @refund::int,
@@ -334,6 +337,26 @@ export const SQL = {
   ),
   /** Deletes a worker's row: a worker that stopped, holding no runs. */
   workerDelete: pgStatement<{ owner: string }>('workerDelete', `delete from jobs_worker where owner = @owner::text`),
+  /** The first row of a worker expired by @now that holds no run: a worker that died idle, or whose runs were taken back. */
+  workerExpired: pgStatement<{ now: number }, { found: 1 }>(
+    'workerExpired',
+    `select 1 as found from jobs_worker w where w.expires_at <= ${at('@now')} and ${HOLDS_NO_RUN} limit 1`,
+  ),
+  /**
+   * Deletes the rows of workers expired by @now that hold no run, waiting for none: a row another transaction holds
+   * (its worker renewing it, a rescue checking it) is passed over, and one renewed before it was locked no longer
+   * counts as expired. A worker that comes back writes its row again. Answers how many it deleted.
+   */
+  workerDeleteExpired: pgStatement<{ now: number }, { count: number }>(
+    'workerDeleteExpired',
+    `with gone as (
+      delete from jobs_worker where owner = any(array(
+        select w.owner from jobs_worker w where w.expires_at <= ${at('@now')} and ${HOLDS_NO_RUN}
+        order by w.owner for update skip locked))
+      returning 1
+    )
+    select count(*)::int as count from gone`,
+  ),
   /**
    * Runs of a queue, not the asking worker's own, whose worker's row expired by @now or is gone (`expiresAt` null),
    * or whose worker is one of the given dead ones (a JSON array).
