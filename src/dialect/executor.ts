@@ -142,6 +142,10 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   workerRenew(lease: WorkerLease): Result<K, HeldRun[]>
   /** Deletes a worker's row: a worker that stopped, holding no runs. */
   workerDelete(owner: string): Result<K, void>
+  /** Whether a worker's row expired by `now` while its worker holds no run (a worker that died idle, or whose runs were taken back). */
+  workerHasExpired(now: number): Result<K, boolean>
+  /** Deletes the rows of workers expired by `now` that hold no run; answers how many. */
+  workerDeleteExpired(now: number): Result<K, number>
   /** The runs a worker holds: a run missing here lost its lease (a cancel, a rescue). */
   jobListHeld(owner: string): Result<K, HeldRun[]>
   /**

@@ -122,7 +122,9 @@ export function* pruneEnded(db: Executor, queue: Queue, now: number): Program<nu
 /**
  * One maintenance pass over a queue, on behalf of worker `self`: folds its counts kept apart (first, so that
  * the unleased runs are counted from a short sum), takes back abandoned leases, ends runs that hold none,
- * and prunes ended jobs past retention. Each step reads first and takes the write lock
+ * prunes ended jobs past retention, and deletes the rows of workers that expired holding no run (a worker
+ * that died idle, or whose runs were taken back: each process's workers have owners of their own, so a row
+ * left would stay). Each step reads first and takes the write lock
  * only when it has work, and tells this process of what it changed. Throws the database's busy error
  * when another writer holds the lock.
  */
@@ -142,4 +144,10 @@ export async function maintainQueue(connection: Connection, queue: Queue, self: 
     await connection.write((db) => pruneEnded(db, queue, now))
     jobsChanged(connection.key, queue.name, 'other')
   }
+  if (await connection.executor.workerHasExpired(now)) await connection.write((db) => deleteExpiredWorkers(db, now))
+}
+
+/** Deletes the rows of workers expired by `now` that hold no run, in the caller's transaction. */
+function* deleteExpiredWorkers(db: Executor, now: number): Program<number> {
+  return yield* ask(db.workerDeleteExpired(now))
 }

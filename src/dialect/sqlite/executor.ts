@@ -69,6 +69,8 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
       return sql.heldRuns.all(lease.owner)
     },
     workerDelete: (owner) => void sql.workerDelete.run(owner),
+    workerHasExpired: (now) => sql.workerExpired.get({ now }) !== undefined,
+    workerDeleteExpired: (now) => sql.workerDeleteExpired.run({ now }).changes,
     jobListHeld: (owner) => sql.heldRuns.all(owner),
     leaseRenewIfHeld: (lease) =>
       sql.leaseRenewIfHeld.run({ seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt }).changes === 1,

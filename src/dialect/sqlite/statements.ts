@@ -44,6 +44,9 @@ function markRunning(jobs: string): string {
     where ${jobs} and ${RUNNABLE}`
 }
 
+/** The worker of the row `jobs_worker` runs no job. */
+const HOLDS_NO_RUN = `not exists (select 1 from jobs_job indexed by jobs_job_running where state = 'running' and owner = jobs_worker.owner)`
+
 /** A value bound to one of insertJobRows' per-job parameters. */
 type JobParam = string | number | null
 
@@ -224,6 +227,12 @@ export const SQL = {
   workerRenew: statement<[WorkerLease], never>(`insert into jobs_worker (owner, expires_at, channel) values (@owner, @expiresAt, @channel)
     on conflict (owner) do update set expires_at = excluded.expires_at, channel = excluded.channel`),
   workerDelete: statement<[owner: string], never>(`delete from jobs_worker where owner = ?`),
+  /** The first row of a worker expired by @now that holds no run: a worker that died idle, or whose runs were taken back. */
+  workerExpired: statement<[{ now: number }], 1>(`select 1 from jobs_worker where expires_at <= @now and ${HOLDS_NO_RUN} limit 1`, {
+    pluck: true,
+  }),
+  /** Deletes the rows of workers expired by @now that hold no run: a worker that comes back writes its row again. */
+  workerDeleteExpired: statement<[{ now: number }], never>(`delete from jobs_worker where expires_at <= @now and ${HOLDS_NO_RUN}`),
   /** The runs a worker holds: a run missing here had its lease taken (a cancel, a rescue). */
   heldRuns: statement<[owner: string], HeldRun>(
     `select seq as job, attempts as attempt from jobs_job indexed by jobs_job_running where state = 'running' and owner = ?`,
