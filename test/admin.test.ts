@@ -152,7 +152,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await new Promise((resolve) => setImmediate(resolve))
       expect(await jobRow('running')).toMatchObject({ state: 'canceled', result: null, attempts: 1 })
       expect(await t.count('jobs_step')).toBe(0)
-      expect(await t.count('jobs_lease')).toBe(0)
+      expect(await t.held()).toBe(0)
       expect(await queueCounts(t.db, q)).toMatchObject({ running: 0, canceled: 1 })
     })
 
@@ -172,7 +172,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await waitFor(async () => (await state('next')) === 'done', 'the next job to be done')
       expect(await jobRow('elsewhere')).toMatchObject({ state: 'canceled', result: null })
       expect(await t.count('jobs_step')).toBe(0)
-      expect(await t.count('jobs_lease')).toBe(0)
+      expect(await t.held()).toBe(0)
     })
 
     test(`${on} an unknown id is NOT_FOUND; a bad id or queue name is refused before anything is read`, async () => {

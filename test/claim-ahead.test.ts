@@ -68,7 +68,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(waiting.map((job) => job.id)).toEqual(all.slice(started.length))
     expect(waiting.every((job) => job.attempts === 0)).toBe(true)
     expect((await inState(t, 'ahead', 'done')).length).toBe(started.length)
-    expect(await t.count('jobs_lease')).toBe(0)
+    expect(await t.held()).toBe(0)
     // The jobs handed back run as their first attempt once a worker takes them.
     const attempts: number[] = []
     workers.push(work(t.db, queue, (_value, run) => void attempts.push(run.attempt), { slots: 4, pollInterval: '10ms' }))
@@ -107,7 +107,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
     await waitFor(async () => (await inState(t, 'ahead-cancel', 'done')).length === 299, 'every other job to be done')
     expect(started).not.toContain(victim)
     expect((await t.job('ahead-cancel', victim!))?.state).toBe('canceled')
-    expect(await t.count('jobs_lease')).toBe(0)
+    expect(await t.held()).toBe(0)
   })
 
   test(`JOB-07 ${on} a queue with a concurrency never claims ahead: its running jobs never outnumber the worker's slot, though the limit would allow more`, async () => {
@@ -168,6 +168,6 @@ describe('a stop that comes while a claim is under way', () => {
     expect(started).toEqual([])
     // Back as it was claimed: due, in the state it was added in, its attempt refunded.
     expect(await t.job('stop-mid-claim', 'late')).toMatchObject({ state: 'scheduled', attempts: 0 })
-    expect(await t.count('jobs_lease')).toBe(0)
+    expect(await t.held()).toBe(0)
   })
 })

@@ -239,7 +239,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(await cli('cancel', 'long', '--db', t.address)).toMatchObject({ code: 0, stdout: "job 'long' of queue 'admin' is canceled\n" })
       await waitFor(() => child.output().includes('aborted long LEASE_LOST'), 'the worker process to abort the run')
       expect(await jobRow('long', 'admin')).toMatchObject({ state: 'canceled', result: null })
-      expect(await t.count('jobs_lease')).toBe(0)
+      expect(await t.held()).toBe(0)
     })
   })
 
@@ -492,7 +492,9 @@ describe('errors and exit codes', () => {
     expect(garbage.code).toBe(3)
     expect(garbage.stderr).toContain('is not a SQLite database')
     expect(unmigrated.code).toBe(3)
-    expect(unmigrated.stderr).toMatch(/table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule are missing: .*drizzle-kit migrate/)
+    expect(unmigrated.stderr).toMatch(
+      /table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule are missing: .*drizzle-kit migrate/,
+    )
     expect(JSON.parse(unmigratedJson.stderr).error).toMatchObject({ kind: 'database', exitCode: 3 })
   })
 
@@ -599,7 +601,7 @@ describe('PostgreSQL: errors and exit codes', () => {
       ])
       expect(text).toMatchObject({ code: 3, stdout: '' })
       expect(text.stderr).toMatch(
-        /^drizzle-jobs: postgres:\/\/\S+: table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing: .*drizzle-kit migrate`\n$/,
+        /^drizzle-jobs: postgres:\/\/\S+: table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule, jobs_count are missing: .*drizzle-kit migrate`\n$/,
       )
       expect(JSON.parse(asJson.stderr).error).toMatchObject({ kind: 'database', exitCode: 3 })
       expect(dashboard.code).toBe(3)

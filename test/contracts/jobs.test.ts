@@ -442,7 +442,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(started).toBe(1)
     const states = [await state('stopping', 'a'), await state('stopping', 'b')].sort()
     expect(states).toEqual(['done', 'waiting'])
-    expect(await t.count('jobs_lease')).toBe(0)
+    expect(await t.held()).toBe(0)
   })
 
   test(`JOB-16 ${on} a run whose job was canceled is aborted, and cannot keep a step or end its job`, async () => {
@@ -473,25 +473,22 @@ describe.each(DIALECTS)('%s', (dialect) => {
     await new Promise((resolve) => setTimeout(resolve, 100))
     expect(await getJob(t.db, q, 'c')).toMatchObject({ state: 'canceled', result: null })
     expect(await t.count('jobs_step')).toBe(0)
-    expect(await t.count('jobs_lease')).toBe(0)
+    expect(await t.held()).toBe(0)
   })
 
-  test(`JOB-16 ${on} a lease row another program left on a waiting job is stale: a claim replaces it, the job runs once, and no lease is left`, async () => {
-    const q = defineQueue<{ n: number }>('stale-lease')
+  test(`JOB-16 ${on} an owner another program left on a waiting job is stale: a claim replaces it, the job runs once, and no owner is left`, async () => {
+    const q = defineQueue<{ n: number }>('stale-owner')
     await enqueue(t.db, q, { n: 1 }, { id: 'left' })
-    // Plain SQL that put back a running job and kept its lease, valid for an hour more.
-    const [job] = await t.query<{ seq: number }>(`select seq from jobs_job where queue = 'stale-lease' and id = 'left'`)
+    // Plain SQL that put back a running job and kept its owner, whose worker's row holds for an hour more.
     const expires = t.dialect === 'sqlite' ? Date.now() + 3_600_000 : new Date(Date.now() + 3_600_000).toISOString()
-    await t.run(
-      `insert into jobs_lease (job, queue, grp, owner, attempt, expires_at) values ($1, 'stale-lease', null, 'gone-host:1:x', 7, $2)`,
-      job!.seq,
-      expires,
-    )
+    await t.run(`insert into jobs_worker (owner, expires_at, channel) values ('gone-host/1/1/x/1', $1, null)`, expires)
+    await t.run(`update jobs_job set owner = 'gone-host/1/1/x/1' where queue = 'stale-owner' and id = 'left' and state = 'waiting'`)
+    expect(await t.held()).toBe(1)
     const ran: number[] = []
     workers.push(work(t.db, q, (value) => void ran.push(value.n)))
-    await waitFor(async () => (await state('stale-lease', 'left')) === 'done', 'the job with a stale lease to run')
+    await waitFor(async () => (await state('stale-owner', 'left')) === 'done', 'the job with a stale owner to run')
     expect(ran).toEqual([1])
-    expect(await t.count('jobs_lease')).toBe(0)
+    expect(await t.held()).toBe(0)
   })
 
   test(`JOB-17 ${on} waiting jobs run in order of priority, then run_at, then add order`, async () => {

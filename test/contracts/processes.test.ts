@@ -48,7 +48,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const ended = (await t.job('crashes', 'poison'))!
     expect(ended.attempts).toBe(3)
     expect(ended.error).toMatch(/attempt 3 of 3 ended without an outcome: its worker process .* is gone/)
-    expect(await t.count('jobs_lease')).toBe(0)
+    expect(await t.held()).toBe(0)
   })
 
   test(`JOB-05 ${on} JOB-06 a run killed after a step finished runs again, and the finished step is not run again`, async () => {
@@ -96,7 +96,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
     for (let g = 0; g < 6; g++) expect(highs[`group:g${g}`]).toBe(1)
     // At least three processes took part: the limit is held by the database, not by one process.
     expect((await t.query('select pid from ran_by')).length).toBeGreaterThanOrEqual(3)
-    expect(await t.count('jobs_lease')).toBe(0)
+    expect(await t.held()).toBe(0)
   })
 
   test(`JOB-07 ${on} workers in several processes share a queue's concurrency: 4 processes of 4 slots under \`concurrency: 4\` each run at least 15% of the jobs, never more than 4 at once`, async () => {

@@ -61,7 +61,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
       // The worker goes on only once this watcher has seen where it is, so that no change slips by unseen.
       if (snapshot.state === 'running' && snapshot.progress === null) await signal(`think${snapshot.attempt}`)
       if (snapshot.state === 'running' && snapshot.progress !== null) {
-        channel ??= (await t.query<{ channel: string | null }>('select channel from jobs_lease'))[0]!.channel
+        channel ??= (
+          await t.query<{ channel: string | null }>(
+            `select w.channel from jobs_job j join jobs_worker w on w.owner = j.owner where j.id = 'w'`,
+          )
+        )[0]!.channel
         expect(await getJob(t.db, followed, 'w')).toMatchObject({ state: 'running', progress: { step: 'thinking' } })
         await signal(`finish${snapshot.attempt}`)
       }

@@ -105,7 +105,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
     expect(tookMs).toBeLessThan(30_000)
     // Every process took part: the rate is held by the database, not by one process.
     expect(files.filter((file) => readFileSync(file, 'utf8').length > 0).length).toBeGreaterThanOrEqual(3)
-    expect(await t.count('jobs_lease')).toBe(0)
+    expect(await t.held()).toBe(0)
   }, 90_000)
 
   test(`JOB-22 ${on} perGroup caps the starts of each group per window across processes, and is reached`, async () => {
@@ -216,7 +216,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await enqueueMany(t.db, queue, [{ value: { n: 1 }, id: 'a' }])
       // Claimed five times, each claim handing it back: the starts fill the window, and no claim comes for a second.
       await waitFor(async () => (await loggedStarts(t, 'handed-back')) === 5, 'the job to be claimed five times')
-      await waitFor(async () => (await t.count('jobs_lease')) === 0, 'the last claim to hand it back')
+      await waitFor(async () => (await t.held()) === 0, 'the last claim to hand it back')
       expect(attempts).toEqual([])
       const back = (await getJob(t.db, queue, 'a'))!
       expect(back).toMatchObject({ state: 'waiting', attempt: 0 })

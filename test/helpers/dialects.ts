@@ -33,8 +33,13 @@ export interface ContractDb {
   /** The job of `queue` with `id` as stored: state, attempts and error. */
   job(queue: string, id: string): Promise<{ state: string; attempts: number; error: string | null } | undefined>
   /** How many rows `table` holds. */
-  count(table: 'jobs_job' | 'jobs_step' | 'jobs_lease'): Promise<number>
+  count(table: 'jobs_job' | 'jobs_step' | 'jobs_worker'): Promise<number>
+  /** How many jobs name a worker (their `owner`): the runs holding a lease. */
+  held(): Promise<number>
 }
+
+/** Counts the jobs that name a worker: none once every run has ended. */
+const HELD = 'select count(*) as n from jobs_job where owner is not null'
 
 function sqliteDb(t: TestDb): ContractDb {
   const toSqlite = (sql: string) => sql.replace(/\$\d+/g, '?')
@@ -49,6 +54,7 @@ function sqliteDb(t: TestDb): ContractDb {
     job: async (queue, id) =>
       t.client.prepare('select state, attempts, error from jobs_job where queue = ? and id = ?').get(queue, id) as never,
     count: async (table) => t.client.prepare(`select count(*) as n from ${table}`).pluck().get() as number,
+    held: async () => t.client.prepare(HELD).pluck().get() as number,
   }
 }
 
@@ -64,6 +70,7 @@ function postgresDb(t: TestPgDb): ContractDb {
     job: async (queue, id) =>
       (await t.pool.query('select state, attempts, error from jobs_job where queue = $1 and id = $2', [queue, id])).rows[0],
     count: async (table) => Number((await t.pool.query(`select count(*) as n from ${table}`)).rows[0].n),
+    held: async () => Number((await t.pool.query(HELD)).rows[0].n),
   }
 }
 
@@ -114,6 +121,7 @@ export function eachContractDb(dialect: DialectName): { t: ContractDb; workers: 
     run: (sql, ...params) => now().run(sql, ...params),
     job: (queue, id) => now().job(queue, id),
     count: (table) => now().count(table),
+    held: () => now().held(),
   }
   return { t, workers }
 }
