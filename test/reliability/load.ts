@@ -94,7 +94,7 @@ export async function runAppLoad(options: LoadOptions): Promise<LoadResult> {
     problems.push(`${messages} app rows, but the app committed ${summary.samples.length} transactions`)
   if (appJobs !== messages) problems.push(`${appJobs} jobs for ${messages} app rows`)
   if (done !== options.backlog + appJobs) problems.push(`${done} jobs done of ${options.backlog + appJobs}`)
-  if (client.prepare(`select count(*) from jobs_lease`).pluck().get() !== 0) problems.push('leases are left')
+  if (client.prepare(`select count(*) from jobs_job where owner is not null`).pluck().get() !== 0) problems.push('jobs still name a worker')
   client.close()
   return {
     backlog: options.backlog,

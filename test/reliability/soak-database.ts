@@ -28,6 +28,7 @@ export interface SoakJobRow {
 export interface SoakSnapshot {
   jobs: SoakJobRow[]
   appRows: { id: string; total: number }[]
+  /** The jobs that still name a worker (their owner): a lease no end released. */
   leasesLeft: number
   stepsLeft: number
   /** SQLite's integrity_check ('ok' when sound); null on PostgreSQL, which has no such check. */
@@ -89,7 +90,7 @@ function openSqlite(): SoakDatabase {
       return {
         jobs,
         appRows: client.prepare(`select job_id as id, total from soak_result`).all() as { id: string; total: number }[],
-        leasesLeft: client.prepare(`select count(*) from jobs_lease`).pluck().get() as number,
+        leasesLeft: client.prepare(`select count(*) from jobs_job where owner is not null`).pluck().get() as number,
         stepsLeft: client.prepare(`select count(*) from jobs_step`).pluck().get() as number,
         integrity: (client.prepare(`pragma integrity_check`).pluck().all() as string[]).join('; '),
         counters: client
@@ -150,7 +151,7 @@ async function openPostgres(server: string = DEFAULT_PG_SERVER): Promise<SoakDat
       return {
         jobs,
         appRows: (await pool.query<{ id: string; total: number }>(`select job_id as id, total from soak_result`)).rows,
-        leasesLeft: await count(`select count(*) as n from jobs_lease`),
+        leasesLeft: await count(`select count(*) as n from jobs_job where owner is not null`),
         stepsLeft: await count(`select count(*) as n from jobs_step`),
         integrity: null,
         counters: row && row.waiting !== null ? Object.fromEntries(STATES.map((state) => [state, Number(row[state])])) : undefined,
