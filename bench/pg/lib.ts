@@ -70,6 +70,39 @@ export async function dropAll(server: string): Promise<void> {
   for (const name of [...created]) await dropDatabase(server, name).catch(() => undefined)
 }
 
+/**
+ * Turns autovacuum off on every table of the database at `url` (`autovacuum_enabled = false`, a storage
+ * parameter that every copy made from it keeps), so that no table gains planner statistics but from the
+ * run's own `VACUUM ANALYZE`, whatever the server's `autovacuum` setting. Answers how many tables it set.
+ */
+export async function holdAutovacuum(url: string): Promise<number> {
+  return onServer(url, async (client) => {
+    const { rows } = await client.query(
+      `select format('%I.%I', n.nspname, c.relname) as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+       where c.relkind in ('r', 'm') and n.nspname not in ('pg_catalog', 'information_schema') and n.nspname not like 'pg_toast%'`,
+    )
+    for (const row of rows as Array<{ name: string }>) await client.query(`alter table ${row.name} set (autovacuum_enabled = false)`)
+    return rows.length
+  })
+}
+
+/** How many tables of the database at `url` (outside the system's schemas) have planner statistics: rows in pg_statistic. */
+export async function tablesWithStatistics(url: string): Promise<number> {
+  return onServer(url, async (client) => {
+    const { rows } = await client.query(
+      `select count(distinct s.starelid)::int as n from pg_statistic s join pg_class c on c.oid = s.starelid
+       join pg_namespace n on n.oid = c.relnamespace
+       where n.nspname not in ('pg_catalog', 'information_schema') and n.nspname not like 'pg_toast%'`,
+    )
+    return (rows[0] as { n: number }).n
+  })
+}
+
+/** `VACUUM ANALYZE` of the whole database at `url`: its tables' statistics, which every copy made from it carries. */
+export async function vacuumAnalyze(url: string): Promise<void> {
+  await onServer(url, (client) => client.query('vacuum analyze'))
+}
+
 /** The app's own table in the "one job per app transaction" row, on PostgreSQL, written with Drizzle. */
 export const benchMessages = pgTable('bench_message', {
   id: serial('id').primaryKey(),

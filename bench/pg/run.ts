@@ -1,11 +1,15 @@
 /**
  * `npm run bench -- --pg`: drizzle-jobs on PostgreSQL beside graphile-worker 0.17.3 and pg-boss 10.4.2
- * (each installed in its own folder under bench/pg-peers/ on first use), all on one server (see
- * bench/pg/lib.ts for which), with the same job counts, the same no-op handler, the same concurrency and
- * the server's durability settings (synchronous_commit on). Each measurement runs in a fresh database (a
- * copy of a template filled beforehand, untimed) and a fresh process, repeated `--reps` times (default 3)
- * and reported as medians. Prints a Markdown table with ratios and the targets, and (for a whole run)
- * writes it with the machine's description to bench/RESULTS-pg.md.
+ * (each installed in its own folder under bench/pg-peers/ on first use), all on one server (see bench/pg/lib.ts for which), with the same
+ * job counts, the same no-op handler, the same concurrency and the server's durability settings
+ * (synchronous_commit on). Each measurement runs in a fresh database (a copy of a template filled
+ * beforehand, untimed) and a fresh process, repeated `--reps` times (default 3) and reported as medians.
+ * Prints a Markdown table with ratios and the targets, and (for a whole run) writes it with the machine's
+ * description to bench/RESULTS-pg.md.
+ *
+ * Every drain runs twice: on a copy of the template as its fill left it ("fresh", no table with
+ * statistics) and on a copy of it after `VACUUM ANALYZE` ("analyzed"); bench/pg/templates.ts says how
+ * no other statistics get in, and checks it.
  *
  *   npm run bench -- --pg                                   the whole run
  *   npm run bench -- --pg --only drain,pickup --subjects drizzle-jobs,graphile-worker --reps 1
@@ -17,13 +21,14 @@ import { writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { ROOT, runTask } from '../lib/child.js'
+import { ROOT } from '../lib/child.js'
 import { nowMs } from '../lib/clock.js'
-import { ensurePgPeer } from '../lib/install.js'
+import { ensurePgPeer, PG_PEER_DIRS } from '../lib/install.js'
 import { formatValue, Results } from '../lib/report.js'
 import type { EnqueueAppResult, EnqueueBatchResult, PickupResult, ProcessesResult, ProcessResult, ScaleResult } from '../lib/tasks.js'
-import { benchServer, createDatabase, databaseUrl, dropAll, dropDatabase, serverDescription, type PgFillResult } from './lib.js'
-import { PG_COUNTS, PG_HEADINGS, PG_ROWS, PG_SUBJECTS, renderPgTable, SMALL, type PgSubject } from './rows.js'
+import { benchServer, dropAll, serverDescription } from './lib.js'
+import { DRAIN_STATES, PG_COUNTS, PG_HEADINGS, PG_ROWS, PG_SUBJECTS, renderPgTable, SMALL, type PgSubject } from './rows.js'
+import { pgCopies } from './templates.js'
 
 const STAGES = ['drain', 'processes', 'pickup', 'enqueue', 'scale'] as const
 type Stage = (typeof STAGES)[number]
@@ -63,7 +68,7 @@ function log(line: string): void {
   console.log(`[${seconds} s] ${line}`)
 }
 
-for (const subject of subjects) if (subject !== 'drizzle-jobs') ensurePgPeer(subject, log)
+for (const subject of subjects) if (subject in PG_PEER_DIRS) ensurePgPeer(subject as keyof typeof PG_PEER_DIRS, log)
 const server = await benchServer()
 log(`server: ${server.source} (${await serverDescription(server.url)})`)
 
@@ -80,88 +85,31 @@ function fail(subject: PgSubject, what: string, error: unknown): void {
   log(`ERROR ${message}`)
 }
 
-/** Templates by subject: its schema alone, and its schema with the drain's jobs (and the warm-up's) waiting. */
-const templates = new Map<string, string>()
-
-async function template(subject: PgSubject, kind: 'schema' | 'drain' | 'scale'): Promise<{ name: string; lastId?: string } | undefined> {
-  const key = `${subject}/${kind}`
-  const known = templates.get(key)
-  if (known) return JSON.parse(known) as { name: string; lastId?: string }
-  try {
-    let made: { name: string; lastId?: string }
-    if (kind === 'schema') {
-      const name = await createDatabase(server.url, `${subject}_schema`)
-      await runTask(MODULES[subject], 'setup', { url: databaseUrl(server.url, name) })
-      made = { name }
-    } else {
-      const schema = await template(subject, 'schema')
-      if (!schema) return undefined
-      const name = await createDatabase(server.url, `${subject}_${kind}`, schema.name)
-      const count = kind === 'drain' ? PG_COUNTS.drain : PG_COUNTS.scaleWaiting
-      const filled = await runTask<PgFillResult>(
-        MODULES[subject],
-        'fill',
-        { url: databaseUrl(server.url, name), count, warm: PG_COUNTS.warmJobs },
-        { timeoutMs: 1_800_000 },
-      )
-      log(`${subject}: template of ${count.toLocaleString('en-US')} waiting jobs filled in ${(filled.ms / 1000).toFixed(1)} s`)
-      made = filled.lastId === undefined ? { name } : { name, lastId: filled.lastId }
-    }
-    templates.set(key, JSON.stringify(made))
-    return made
-  } catch (error) {
-    fail(subject, `${kind} template`, error)
-    return undefined
-  }
-}
-
-/** Runs one task in a child on a fresh copy of the subject's template; a failure is logged and kept for the notes. */
-async function measure<T>(
-  subject: PgSubject,
-  kind: 'schema' | 'drain' | 'scale',
-  task: string,
-  args: object,
-  what: string,
-  timeoutMs = 600_000,
-): Promise<T | undefined> {
-  const from = await template(subject, kind)
-  if (!from) return undefined
-  let name: string | undefined
-  try {
-    name = await createDatabase(server.url, subject, from.name)
-    return await runTask<T>(
-      MODULES[subject],
-      task,
-      { ...args, url: databaseUrl(server.url, name), ...(from.lastId === undefined ? {} : { lastId: from.lastId }) },
-      { timeoutMs },
-    )
-  } catch (error) {
-    fail(subject, what, error)
-    return undefined
-  } finally {
-    if (name) await dropDatabase(server.url, name).catch(() => undefined)
-  }
-}
+const { measure, remarks } = pgCopies({ server: server.url, modules: MODULES, log, fail })
 
 const rate = (value: number, unit: string): string => `${formatValue(value, unit === 'ms' ? 'ms' : 'jobs/s')} ${unit}`
+
+/** The cap of a drain: pg-boss's poll interval bounds its rate, the others stop after `drainCapMs`. */
+const capOf = (subject: PgSubject): number => (subject === 'pg-boss' ? PG_COUNTS.bossCapMs : PG_COUNTS.drainCapMs)
 
 async function drainStage(): Promise<void> {
   for (let rep = 0; rep < reps; rep++) {
     for (const slots of PG_COUNTS.slots) {
-      for (const subject of turn(PG_SUBJECTS, rep)) {
-        const capMs = subject === 'pg-boss' ? { capMs: PG_COUNTS.bossCapMs } : { capMs: PG_COUNTS.drainCapMs }
-        const r = await measure<ProcessResult>(
-          subject,
-          'drain',
-          'process',
-          { count: PG_COUNTS.drain, slots, ...capMs },
-          `drain at concurrency ${slots}`,
-        )
-        if (!r) continue
-        results.add(`drain-${slots}`, subject, { value: r.jobsPerSec, capped: r.capped })
-        log(
-          `drain concurrency ${slots} ${subject}: ${rate(r.jobsPerSec, 'jobs/s')} (${r.done} in ${r.elapsedMs.toFixed(0)} ms${r.capped ? ', capped' : ''})`,
-        )
+      for (const state of DRAIN_STATES) {
+        for (const subject of turn(PG_SUBJECTS, rep)) {
+          const r = await measure<ProcessResult>(
+            subject,
+            state,
+            'process',
+            { count: PG_COUNTS.drain, slots, capMs: capOf(subject) },
+            `drain at concurrency ${slots}`,
+          )
+          if (!r) continue
+          results.add(`drain-${slots}-${state}`, subject, { value: r.jobsPerSec, capped: r.capped })
+          log(
+            `drain concurrency ${slots}, ${state}, ${subject}: ${rate(r.jobsPerSec, 'jobs/s')} (${r.done} in ${r.elapsedMs.toFixed(0)} ms${r.capped ? ', capped' : ''})`,
+          )
+        }
       }
     }
   }
@@ -169,19 +117,20 @@ async function drainStage(): Promise<void> {
 
 async function processesStage(): Promise<void> {
   for (let rep = 0; rep < reps; rep++) {
-    for (const subject of turn(PG_SUBJECTS, rep)) {
-      const capMs = subject === 'pg-boss' ? { capMs: PG_COUNTS.bossCapMs } : {}
-      const args = { count: PG_COUNTS.drain, slots: PG_COUNTS.procSlots, procs: PG_COUNTS.procs, ...capMs }
-      const r = await measure<ProcessesResult>(subject, 'drain', 'processes', args, `${PG_COUNTS.procs} processes`)
-      if (!r) continue
-      results.add(`processes-${PG_COUNTS.procs}`, subject, {
-        value: r.jobsPerSec,
-        capped: r.capped,
-        detail: `per process ${r.perProcess.join('/')}`,
-      })
-      log(
-        `${PG_COUNTS.procs} processes ${subject}: ${rate(r.jobsPerSec, 'jobs/s')}, max ${r.maxConcurrent} running, per process ${r.perProcess.join('/')}${r.capped ? ', capped' : ''}`,
-      )
+    for (const state of DRAIN_STATES) {
+      for (const subject of turn(PG_SUBJECTS, rep)) {
+        const args = { count: PG_COUNTS.drain, slots: PG_COUNTS.procSlots, procs: PG_COUNTS.procs, capMs: capOf(subject) }
+        const r = await measure<ProcessesResult>(subject, state, 'processes', args, `${PG_COUNTS.procs} processes`)
+        if (!r) continue
+        results.add(`processes-${PG_COUNTS.procs}-${state}`, subject, {
+          value: r.jobsPerSec,
+          capped: r.capped,
+          detail: `per process ${r.perProcess.join('/')}`,
+        })
+        log(
+          `${PG_COUNTS.procs} processes, ${state}, ${subject}: ${rate(r.jobsPerSec, 'jobs/s')}, max ${r.maxConcurrent} running, per process ${r.perProcess.join('/')}${r.capped ? ', capped' : ''}`,
+        )
+      }
     }
   }
 }
@@ -313,7 +262,7 @@ const runs = [...results.rows()]
   )
   .join('\n')
 const output = [
-  '# PostgreSQL benchmark: drizzle-jobs, graphile-worker 0.17.3, pg-boss 10.4.2',
+  `# PostgreSQL benchmark: ${PG_SUBJECTS.map((subject) => PG_HEADINGS[subject]).join(', ')}`,
   '',
   description,
   '',
@@ -329,6 +278,7 @@ const output = [
   `| --- | ${PG_SUBJECTS.map(() => '---').join(' | ')} |`,
   runs,
   '',
+  ...(remarks.length > 0 ? ['### Statistics that appeared during a run', '', ...remarks.map((remark) => `- ${remark}`), ''] : []),
   ...(errors.length > 0 ? ['### Errors', '', ...errors.map((error) => `- ${error}`), ''] : []),
 ].join('\n')
 console.log(`\n${output}`)

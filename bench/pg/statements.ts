@@ -9,7 +9,7 @@
 import pg from 'pg'
 import { runTask } from '../lib/child.js'
 import { nowMs } from '../lib/clock.js'
-import { benchServer, createDatabase, databaseUrl, dropDatabase } from './lib.js'
+import { benchServer, createDatabase, databaseUrl, dropDatabase, vacuumAnalyze } from './lib.js'
 
 const count = Number(process.argv[2] ?? 2000)
 const slots = Number(process.argv[3] ?? 16)
@@ -46,6 +46,7 @@ const MODULE = new URL('../subjects/drizzle-jobs-pg.ts', import.meta.url).pathna
 try {
   await runTask(MODULE, 'setup', { url })
   await runTask(MODULE, 'fill', { url, count, warm: 100 })
+  await vacuumAnalyze(url)
   // The drain runs here, in this process, so that its queries are timed.
   const { tasks } = (await import('../subjects/drizzle-jobs-pg.js')) as {
     tasks: Record<string, (args: object, ctx: unknown) => Promise<{ jobsPerSec: number; elapsedMs: number }>>

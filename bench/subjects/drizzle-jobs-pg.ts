@@ -114,7 +114,6 @@ export const tasks: Record<string, Task> = {
     await addBatches(db, warmQueue, args.warm, 1000)
     const lastId = await addBatches(db, queue, args.count, 1000)
     const ms = nowMs() - t0
-    await pool.query('vacuum analyze')
     await pool.end()
     return lastId === undefined ? { ms } : { ms, lastId }
   },

@@ -115,11 +115,7 @@ export const tasks: Record<string, Task> = {
     const t0 = nowMs()
     await addBatches(args.url, WARM_QUEUE, args.warm, 1000)
     await addBatches(args.url, QUEUE, args.count, 1000)
-    const ms = nowMs() - t0
-    const client = await connect(args.url)
-    await client.query('vacuum analyze')
-    await client.end()
-    return { ms }
+    return { ms: nowMs() - t0 }
   },
 
   async 'enqueue-app'(args: PgEnqueueAppArgs): Promise<EnqueueAppResult> {
