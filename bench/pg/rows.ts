@@ -1,18 +1,19 @@
 /**
  * The rows of the PostgreSQL benchmark (`npm run bench -- --pg`): drizzle-jobs beside graphile-worker
- * 0.17.3 and pg-boss 10.4.2 on one server, what each row measures, and the targets, checked on the medians
- * of the same run. Every drain row is measured twice: on fresh copies of a template just filled (no
- * statistics) and on copies of it after `VACUUM ANALYZE`.
+ * 0.17.3, pg-boss 10.4.2 and BullMQ 6.7.6's PostgreSQL backend on one server, what each row measures,
+ * and the targets, checked on the medians of the same run. Every drain row is measured twice: on fresh
+ * copies of a template just filled (no statistics) and on copies of it after `VACUUM ANALYZE`.
  */
 import { formatRatio, formatValue, type Results, type Unit } from '../lib/report.js'
 
-export type PgSubject = 'drizzle-jobs' | 'graphile-worker' | 'pg-boss'
-export const PG_SUBJECTS: readonly PgSubject[] = ['drizzle-jobs', 'graphile-worker', 'pg-boss']
-export const PG_PEERS: readonly PgSubject[] = ['graphile-worker', 'pg-boss']
+export type PgSubject = 'drizzle-jobs' | 'graphile-worker' | 'pg-boss' | 'bullmq'
+export const PG_SUBJECTS: readonly PgSubject[] = ['drizzle-jobs', 'graphile-worker', 'pg-boss', 'bullmq']
+export const PG_PEERS: readonly PgSubject[] = ['graphile-worker', 'pg-boss', 'bullmq']
 export const PG_HEADINGS: Record<PgSubject, string> = {
   'drizzle-jobs': 'drizzle-jobs',
   'graphile-worker': 'graphile-worker 0.17.3',
   'pg-boss': 'pg-boss 10.4.2',
+  bullmq: 'BullMQ 6.7.6 (PostgreSQL)',
 }
 
 /**
@@ -92,6 +93,8 @@ const GRAPHILE_LISTENS = 'graphile-worker always LISTENs (its `pollInterval` onl
 const BOSS_CAPPED = `pg-boss waits out its poll interval (0.5 s) after every fetch, even with a backlog: a worker runs at most \`batchSize\` (= the concurrency) jobs per 0.5 s, so its drain stops after ${PG_COUNTS.bossCapMs / 1000} s and the rate is the jobs it ran then`
 const CAPPED = `the drain stopped after ${PG_COUNTS.drainCapMs / 1000} s (a whole drain at this rate would not fit the run's time): the rate is the jobs handled by then`
 const NO_AHEAD = 'no call answers how many jobs are ahead of a given one'
+const BULLMQ_NO_TX = "BullMQ's `Queue` adds on its own pool: an add cannot join the app's transaction"
+const BULLMQ_LISTENS = "BullMQ's PostgreSQL worker always waits on LISTEN between fetches: it has no polling-only mode"
 const DRIZZLE_ONLY = 'measured for drizzle-jobs only'
 const STATE_WORDS: Record<DrainState, string> = {
   fresh: 'fresh database (no statistics)',
@@ -119,7 +122,7 @@ function drainRows(): PgRowSpec[] {
         unit: 'jobs/s',
         better: 'higher',
         notes: { 'pg-boss': BOSS_CAPPED },
-        ...(key === 'drain-1' ? {} : { target: atLeast(row, 1.5, ['graphile-worker']) }),
+        ...(key === 'drain-1' ? {} : { target: atLeast(row, 1.5, ['graphile-worker', 'bullmq']) }),
       }
     }),
   )
@@ -131,6 +134,7 @@ export const PG_ROWS: readonly PgRowSpec[] = [
     figure: 'enqueue: one job per app transaction (app row + job)',
     unit: 'tx/s',
     better: 'higher',
+    na: { bullmq: BULLMQ_NO_TX },
     notes: { 'graphile-worker': GRAPHILE_TX, 'pg-boss': BOSS_TX },
   },
   {
@@ -138,6 +142,7 @@ export const PG_ROWS: readonly PgRowSpec[] = [
     figure: 'the same transaction without the job',
     unit: 'tx/s',
     better: 'higher',
+    na: { bullmq: BULLMQ_NO_TX },
     noRatio: true,
   },
   {
@@ -145,6 +150,7 @@ export const PG_ROWS: readonly PgRowSpec[] = [
     figure: 'enqueue: added cost of the job in the transaction',
     unit: 'µs',
     better: 'lower',
+    na: { bullmq: BULLMQ_NO_TX },
   },
   {
     key: 'enqueue-batch',
@@ -155,6 +161,7 @@ export const PG_ROWS: readonly PgRowSpec[] = [
       'drizzle-jobs': '`enqueueMany` of 1,000 a transaction',
       'graphile-worker': 'WorkerUtils `addJobs` of 1,000 a call',
       'pg-boss': '`insert()` of 1,000 a call',
+      bullmq: '`addBulk` of 1,000 a call',
     },
   },
   ...drainRows(),
@@ -191,7 +198,7 @@ export const PG_ROWS: readonly PgRowSpec[] = [
     figure: "pickup, same process, polling (drizzle: `listen: false, pollInterval: '50ms'`) (median)",
     unit: 'ms',
     better: 'lower',
-    na: { 'graphile-worker': GRAPHILE_LISTENS },
+    na: { 'graphile-worker': GRAPHILE_LISTENS, bullmq: BULLMQ_LISTENS },
     notes: { 'pg-boss': BOSS_POLLS },
   },
   {
@@ -199,7 +206,7 @@ export const PG_ROWS: readonly PgRowSpec[] = [
     figure: 'pickup, another process, polling (median)',
     unit: 'ms',
     better: 'lower',
-    na: { 'graphile-worker': GRAPHILE_LISTENS },
+    na: { 'graphile-worker': GRAPHILE_LISTENS, bullmq: BULLMQ_LISTENS },
     notes: { 'pg-boss': BOSS_POLLS },
   },
   {
@@ -207,7 +214,7 @@ export const PG_ROWS: readonly PgRowSpec[] = [
     figure: `drain ${n(PG_COUNTS.scaleDrain)} at concurrency ${PG_COUNTS.scaleSlots} with ${n(PG_COUNTS.scaleWaiting)} waiting`,
     unit: 'jobs/s',
     better: 'higher',
-    na: { 'graphile-worker': DRIZZLE_ONLY, 'pg-boss': DRIZZLE_ONLY },
+    na: { 'graphile-worker': DRIZZLE_ONLY, 'pg-boss': DRIZZLE_ONLY, bullmq: DRIZZLE_ONLY },
     noRatio: true,
     target: {
       text: '≥ 80% of the empty queue',
@@ -225,7 +232,7 @@ export const PG_ROWS: readonly PgRowSpec[] = [
     figure: `\`ahead\` of the last of ${n(PG_COUNTS.scaleWaiting)} waiting (getJob, median)`,
     unit: 'ms',
     better: 'lower',
-    na: { 'graphile-worker': NO_AHEAD, 'pg-boss': NO_AHEAD },
+    na: { 'graphile-worker': NO_AHEAD, 'pg-boss': NO_AHEAD, bullmq: NO_AHEAD },
     noRatio: true,
   },
 ]

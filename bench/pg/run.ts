@@ -1,6 +1,7 @@
 /**
  * `npm run bench -- --pg`: drizzle-jobs on PostgreSQL beside graphile-worker 0.17.3 and pg-boss 10.4.2
- * (each installed in its own folder under bench/pg-peers/ on first use), all on one server (see bench/pg/lib.ts for which), with the same
+ * (each installed in its own folder under bench/pg-peers/ on first use) and BullMQ 6.7.6 on its PostgreSQL
+ * backend (from the root's node_modules), all on one server (see bench/pg/lib.ts for which), with the same
  * job counts, the same no-op handler, the same concurrency and the server's durability settings
  * (synchronous_commit on). Each measurement runs in a fresh database (a copy of a template filled
  * beforehand, untimed) and a fresh process, repeated `--reps` times (default 3) and reported as medians.
@@ -37,6 +38,7 @@ const MODULES: Record<PgSubject, string> = {
   'drizzle-jobs': resolve(ROOT, 'bench/subjects/drizzle-jobs-pg.ts'),
   'graphile-worker': resolve(ROOT, 'bench/pg-peers/graphile-worker/graphile-worker.ts'),
   'pg-boss': resolve(ROOT, 'bench/pg-peers/pg-boss/pg-boss.ts'),
+  bullmq: resolve(ROOT, 'bench/subjects/bullmq-pg.ts'),
 }
 
 const { values: flags } = parseArgs({
@@ -141,6 +143,7 @@ async function pickupStage(): Promise<void> {
     { subject: 'drizzle-jobs', listen: false },
     { subject: 'graphile-worker', listen: true },
     { subject: 'pg-boss', listen: false },
+    { subject: 'bullmq', listen: true },
   ]
   for (let rep = 0; rep < reps; rep++) {
     for (const { subject, listen } of modes) {
@@ -168,9 +171,15 @@ async function pickupStage(): Promise<void> {
   }
 }
 
+/** Whether the row `key` is measured for `subject` (it is unless the row says why not). */
+function measured(key: string, subject: PgSubject): boolean {
+  return !PG_ROWS.find((row) => row.key === key)?.na?.[subject]
+}
+
 async function enqueueStage(): Promise<void> {
   for (let rep = 0; rep < reps; rep++) {
     for (const subject of turn(PG_SUBJECTS, rep)) {
+      if (!measured('enqueue-app', subject)) continue
       const r = await measure<EnqueueAppResult>(
         subject,
         'schema',
