@@ -25,6 +25,8 @@ import type {
   CountsRow,
   EndedWindow,
   ExpiredBy,
+  FlushAnswer,
+  FlushRequest,
   JobRow,
   LeaseParams,
   HeldRun,
@@ -129,6 +131,15 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   jobSetStateIfLeasedMany(
     end: Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy & { owner: string; runs: readonly RunEndOf[] },
   ): Result<K, Pick<JobRow, 'seq'>[]>
+  /**
+   * A worker's flush of one queue as one operation, where the driver can write it whole (PostgreSQL: one statement,
+   * one round trip, no transaction around it): its own ends, each behind the fence with its own next state, the steps
+   * of the jobs that ended, its claim of runnable jobs in claim order, its row renewed when it claimed, and one notice.
+   * A queue whose policy (a limit, a rate, a job that must run alone) needs the engine's general claim gets none, and
+   * the engine claims in a program of its own (engine/claim.ts). Absent where the engine's program is as cheap (SQLite:
+   * its transaction runs in-process, with no round trips).
+   */
+  jobFlush?(flush: FlushRequest): Result<K, FlushAnswer>
   /** Ends a run that names no worker, while it still names none; answers whether it landed. */
   jobSetStateIfUnleased(end: RunEndParams & { seq: number }): Result<K, boolean>
   jobGetState(seq: number): Result<K, JobState | undefined>

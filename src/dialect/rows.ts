@@ -148,6 +148,38 @@ export interface RunEndParams {
   abandoned: 0 | 1
 }
 
+/** One of a worker's own ends in a whole flush: its job, its attempt, and the job's next row values. */
+export interface FlushEnd extends RunEndParams {
+  seq: number
+  attempt: number
+}
+
+/** A worker's flush of one queue, written whole by a driver that can (Executor.jobFlush). */
+export interface FlushRequest {
+  queue: string
+  owner: string
+  now: number
+  /** The worker's own ends, each fenced by its run (the job running that attempt for `owner`). */
+  ends: readonly FlushEnd[]
+  /** How many runnable jobs to claim, in claim order: 0 for none. */
+  limit: number
+  /** Jobs the claim leaves alone (the ends' retries: their new state commits first, for watchers to see). */
+  passOver: readonly number[]
+  /** The worker's row to write when it claims, or null while it holds (engine/lease.ts). */
+  renewLease: WorkerLease | null
+}
+
+/** What a whole flush wrote. */
+export interface FlushAnswer {
+  /** Per end, whether it landed (false: its run had lost its lease). */
+  landed: boolean[]
+  /**
+   * The jobs claimed, in claim order; null when the queue's policy needs the engine's general claim (a limit, a rate,
+   * or a due job whose last run was abandoned, which runs alone): then it claimed nothing.
+   */
+  claimed: ClaimedJob[] | null
+}
+
 /** One run of several ended alike: its job, attempt, finish time and result. */
 export type RunEndOf = readonly [seq: number, attempt: number, finishedAt: number | null, result: string | null]
 

@@ -35,7 +35,7 @@
  * far apart (long runs) waits for none. A worker alone on its file leaves
  * no gap.
  */
-import { ask, type ClaimedJob, type Connection } from '../dialect/index.js'
+import { ask, type ClaimedJob, type Connection, type FlushAnswer, type FlushRequest } from '../dialect/index.js'
 import { claimJobs, type ClaimReport } from '../engine/claim.js'
 import { counting } from '../engine/counts.js'
 import type { QueueDefinition } from '../engine/definition.js'
@@ -191,6 +191,17 @@ export class Flusher {
     return flushing
   }
 
+  /**
+   * The driver's whole flush (Executor.jobFlush), where it has one and this flush may use it: not a worker's first,
+   * which stores its queue's limits, and only with the worker's own ends.
+   */
+  private wholeFlush(storing: boolean, ends: readonly RunEndRecord[]): ((flush: FlushRequest) => Promise<FlushAnswer>) | undefined {
+    const { executor } = this.worker.connection
+    if (!executor.jobFlush || storing) return undefined
+    if (ends.some((end) => end.owner !== this.worker.owner || (end.expiredBy ?? null) !== null)) return undefined
+    return async (flush) => executor.jobFlush!(flush)
+  }
+
   /** Resolves once no flush is under way. */
   async settled(): Promise<void> {
     while (this.current) await this.current
@@ -236,40 +247,62 @@ export class Flusher {
     const channel = progressChannelFor(connection)
     const renewLease = this.worker.lease.forClaim(now)
     const hold: ClaimReport = { waitMs: null, startBy: null }
+    // Ends written already, by a whole flush: the general program after it (a claim the queue's policy needs) writes none.
+    let endsWritten = false
+    let claimedWhole: ClaimedJob[] | null = null
     try {
       const began = performance.now()
-      const written = await connection.writeTimed(function* (db) {
-        const version = yield* ask(db.dataVersion())
-        // The first flush has nothing to compare with: the writes that made the queue are not contention.
-        othersWrote = self.versionAtLastFlush !== -1 && version !== self.versionAtLastFlush
-        self.versionAtLastFlush = version
-        if (storing) replaced = yield* storeLimits(db, queue, now)
-        return yield* counting(db, queue.name, function* (moved) {
-          landed = yield* recordEnds(db, ends, moved)
-          if (free <= 0) {
-            if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
-            return []
-          }
-          const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
-          const request = {
-            limit: free,
-            ahead: free - startable,
-            idle: runs.size === 0 && runs.aheadSize === 0,
-            owner: self.worker.owner,
-            now,
-            renewLease,
-            passOver,
-            clock: self.worker.clock,
-            held: runs.size + runs.aheadSize,
-            waitMs: self.waitMs,
-          }
-          const claimed = yield* claimJobs(db, queue, request, moved, hold)
-          // One notice for the transaction: other processes' watchers look again, and their workers too when runs ended.
-          if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
-          else if (claimed.length > 0) yield* ask(db.queueNotify(queue.name, 'claimed'))
-          return claimed
+      const whole = this.wholeFlush(storing, ends)
+      if (whole) {
+        const answer = await whole({
+          queue: queue.name,
+          owner: this.worker.owner,
+          now,
+          ends: ends.map((end) => ({ ...end.transition, seq: end.seq, attempt: end.attempt })),
+          limit: free,
+          passOver: ends.filter((end) => end.transition.state === 'scheduled').map((end) => end.seq),
+          renewLease,
         })
-      })
+        landed = answer.landed
+        endsWritten = true
+        claimedWhole = answer.claimed
+      }
+      const generalEnds = endsWritten ? [] : ends
+      const written =
+        claimedWhole !== null
+          ? { value: claimedWhole }
+          : await connection.writeTimed(function* (db) {
+              const version = yield* ask(db.dataVersion())
+              // The first flush has nothing to compare with: the writes that made the queue are not contention.
+              othersWrote = self.versionAtLastFlush !== -1 && version !== self.versionAtLastFlush
+              self.versionAtLastFlush = version
+              if (storing) replaced = yield* storeLimits(db, queue, now)
+              return yield* counting(db, queue.name, function* (moved) {
+                if (!endsWritten) landed = yield* recordEnds(db, generalEnds, moved)
+                if (free <= 0) {
+                  if (!endsWritten && landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
+                  return []
+                }
+                const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
+                const request = {
+                  limit: free,
+                  ahead: free - startable,
+                  idle: runs.size === 0 && runs.aheadSize === 0,
+                  owner: self.worker.owner,
+                  now,
+                  renewLease,
+                  passOver,
+                  clock: self.worker.clock,
+                  held: runs.size + runs.aheadSize,
+                  waitMs: self.waitMs,
+                }
+                const claimed = yield* claimJobs(db, queue, request, moved, hold)
+                // One notice for the transaction: other processes' watchers look again, and their workers too when runs ended.
+                if (!endsWritten && landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
+                else if (claimed.length > 0) yield* ask(db.queueNotify(queue.name, 'claimed'))
+                return claimed
+              })
+            })
       claimed = written.value
       if (claimed.length > 0 && renewLease) this.worker.lease.written(renewLease)
       this.lastWriteAt = performance.now()
@@ -285,9 +318,10 @@ export class Flusher {
         this.gapMs = Math.max(CONTENDED_GAP_MS, (this.othersRunning > 0 ? 1 : 2) * tookMs)
       }
     } catch (error) {
-      this.pendingEnds.unshift(...ends)
+      if (!endsWritten) this.pendingEnds.unshift(...ends)
       this.retryAfter(error)
-      return
+      if (!endsWritten) return
+      claimed = []
     }
     if (storing) {
       this.limitsStored = true

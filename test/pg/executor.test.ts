@@ -10,6 +10,7 @@ import { isOwnerGone } from '../../src/engine/owner.js'
 import { defineQueue } from '../../src/queue/define.js'
 import { pruneEnded, releaseAbandoned, releaseUnleased } from '../../src/worker/maintenance.js'
 import { eachFreshPgDb, POSTGRES_JS } from '../helpers/pg.js'
+import { waitFor } from '../helpers/wait.js'
 import { addJobs, claim, done, end, newJob, NOW, request, retried, store, workerLease } from './jobs.js'
 
 const t = eachFreshPgDb()
@@ -230,6 +231,88 @@ describe('claims and ends', () => {
       ask(db.jobSetStateIfLeased({ ...retried(NOW + 5_000), refund: 1, seq: b!, owner: 'owner-1', attempt: 1, expiredBy: null })),
     )
     expect(await stateOf(b!)).toMatchObject({ state: 'scheduled', attempts: 0, run_at_ms: NOW + 5_000, error: 'it threw' })
+  })
+
+  test('JOB-16 [postgres] jobFlush writes ends, each behind its own fence with its own next state, and claims the next jobs in claim order, in one statement', async () => {
+    const c = connection()
+    const seqs = await addJobs(
+      c,
+      ['a', 'b', 'c', 'd', 'e', 'f'].map((id, i) => newJob('replies', id, { priority: i < 3 ? 0 : 1 })),
+    )
+    const seq = (id: string) => seqs.get(id)!
+    await claim(c, replies, request('owner-1', 3))
+    await rows(`insert into jobs_step (job, name, answer) values ($1, 'kept', '1'), ($2, 'kept', '1')`, [seq('a'), seq('b')])
+    const heard: string[] = []
+    const listener = await t.pool.connect()
+    listener.on('notification', (notice) => heard.push(notice.payload ?? ''))
+    await listener.query('listen drizzle_jobs')
+    try {
+      const answer = await executor().jobFlush!({
+        queue: 'replies',
+        owner: 'owner-1',
+        now: NOW + 100,
+        ends: [
+          { ...done(NOW + 10, '{"n":1}'), seq: seq('a'), attempt: 1 },
+          { ...retried(NOW + 50, 'it threw'), seq: seq('b'), attempt: 1 },
+          // Its run lost the job: another attempt.
+          { ...done(NOW + 30, null), seq: seq('c'), attempt: 2 },
+        ],
+        limit: 2,
+        passOver: [seq('d')],
+        renewLease: workerLease('owner-1', { expiresAt: NOW + 60_000 }),
+      })
+      expect(answer.landed).toEqual([true, true, false])
+      // Claim order, with d passed over, and b (put back in this statement) not seen by its claim.
+      expect(answer.claimed?.map((job) => [job.id, job.attempts, job.claimedFrom])).toEqual([
+        ['e', 1, 'waiting'],
+        ['f', 1, 'waiting'],
+      ])
+      expect(await stateOf(seq('a'))).toMatchObject({ state: 'done', finished_at_ms: NOW + 10, result: { n: 1 } })
+      expect(await stateOf(seq('b'))).toMatchObject({ state: 'scheduled', attempts: 1, run_at_ms: NOW + 50, error: 'it threw' })
+      expect(await stateOf(seq('c'))).toMatchObject({ state: 'running', attempts: 1 })
+      expect((await rows<{ job: string }>(`select job from jobs_step order by job`)).map((row) => Number(row.job))).toEqual([seq('b')])
+      expect(
+        (await rows<{ id: string; owner: string }>(`select id, owner from jobs_job where owner is not null order by id`)).map(
+          (row) => `${row.id}:${row.owner}`,
+        ),
+      ).toEqual(['c:owner-1', 'e:owner-1', 'f:owner-1'])
+      expect(await rows(`select (extract(epoch from expires_at) * 1000)::float8 as ms from jobs_worker where owner = 'owner-1'`)).toEqual([
+        { ms: NOW + 60_000 },
+      ])
+      await waitFor(() => heard.length > 0 || undefined, 'the notice')
+      expect(heard).toEqual(['ended:replies'])
+    } finally {
+      listener.release()
+    }
+
+    // A queue whose policy needs the general claim (here a stored concurrency) gets none: its ends land all the same.
+    await store(c, defineQueue('replies', { concurrency: 10 }))
+    const limited = await executor().jobFlush!({
+      queue: 'replies',
+      owner: 'owner-1',
+      now: NOW + 200,
+      ends: [{ ...done(NOW + 150, null), seq: seq('e'), attempt: 1 }],
+      limit: 5,
+      passOver: [],
+      renewLease: null,
+    })
+    expect(limited).toEqual({ landed: [true], claimed: null })
+    expect(await stateOf(seq('d'))).toMatchObject({ state: 'waiting', attempts: 0 })
+
+    // A paused queue claims nothing, and needs no general claim to know it.
+    await c.write((db) => ask(db.queueSetPaused('replies', true)))
+    await rows(`update jobs_queue set concurrency = null where name = 'replies'`)
+    expect(
+      await executor().jobFlush!({
+        queue: 'replies',
+        owner: 'owner-1',
+        now: NOW + 300,
+        ends: [],
+        limit: 5,
+        passOver: [],
+        renewLease: null,
+      }),
+    ).toEqual({ landed: [], claimed: [] })
   })
 
   test('JOB-06 [postgres] a step is kept once, only while its run holds the lease', async () => {

@@ -5,7 +5,7 @@
  * client of a transaction), turning lists into JSON text and bounds into
  * times the server takes.
  */
-import type { Executor, ListingOrder, ListParams } from '../index.js'
+import type { ClaimedJob, Executor, ListingOrder, ListParams } from '../index.js'
 import { ADMIN_SQL } from './admin.js'
 import { FOLD, HAS_UNFOLDED } from './counts.js'
 import type { Queryable } from './driver.js'
@@ -118,6 +118,40 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
 
     jobSetStateIfLeased: (end) => some(q, SQL.endRun, end),
     jobSetStateIfLeasedMany: ({ runs, ...end }) => all(q, SQL.endRuns, { ...end, runs: JSON.stringify(runs) }),
+    async jobFlush(flush) {
+      const rows = await all(q, SQL.flush, {
+        queue: flush.queue,
+        owner: flush.owner,
+        now: flush.now,
+        ends: JSON.stringify(
+          flush.ends.map((end) => [
+            end.seq,
+            end.attempt,
+            end.state,
+            end.runAt,
+            end.finishedAt,
+            end.result,
+            end.error,
+            end.errorStack,
+            end.refund,
+            end.abandoned,
+          ]),
+        ),
+        limit: flush.limit,
+        passOver: JSON.stringify(flush.passOver),
+        leaseUntil: flush.renewLease?.expiresAt ?? null,
+        channel: flush.renewLease?.channel ?? null,
+      })
+      const ended = new Set<number>()
+      const claimed: ClaimedJob[] = []
+      let general = false
+      for (const { part, ...row } of rows) {
+        if (part === 'ended') ended.add(row.seq)
+        else if (part === 'claimed') claimed.push(row)
+        else if (part === 'general') general = true
+      }
+      return { landed: flush.ends.map((end) => ended.has(end.seq)), claimed: general ? null : claimed }
+    },
     jobSetStateIfUnleased: (end) => some(q, SQL.endUnleased, end),
     jobGetState: async (seq) => (await get(q, SQL.jobState, { seq }))?.state,
     stepDeleteMany: async (seqs) => void (await all(q, SQL.deleteSteps, { seqs: JSON.stringify(seqs) })),

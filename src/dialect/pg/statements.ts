@@ -67,6 +67,9 @@ type Window = { queue: string; now: number }
 type Seqs = { seqs: string }
 type EndParams = Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy
 
+/** A row of the flush statement's answer: an end that landed (its seq), a job claimed, that the general claim is needed, or the notice sent. */
+export type FlushRow = { part: 'ended' | 'claimed' | 'general' | 'notice' } & ClaimedJob
+
 export const SQL = {
   /** Which of the tables the migrations make are missing, and the database the connection is on (for a client whose options do not say). */
   schemaCheck: pgStatement<Record<never, never>, { missing: string | null; database: string; host: string; port: number }>(
@@ -310,6 +313,82 @@ export const SQL = {
     returning j.seq::float8 as seq`,
   ),
   deleteSteps: pgStatement<Seqs>('deleteSteps', `delete from jobs_step where ${inSeqs('job', '@seqs')}`),
+
+  /**
+   * A worker's flush of one queue as one statement (Executor.jobFlush): its own ends, each behind the fence and each
+   * with its own next state, then the steps of the jobs that ended, then its claim of up to @limit runnable jobs in
+   * claim order (SKIP LOCKED) but for @passOver, a renewal of its row when @leaseUntil is set and it claimed, and one
+   * notice. Where the queue's policy needs the general claim (its row holds a limit or a rate, or a due job's last
+   * run was abandoned) it claims nothing and answers a `general` row; a paused queue claims nothing. `@ends` is a JSON
+   * array of [seq, attempt, state, runAt, finishedAt, result, error, errorStack, refund, abandoned], result the JSON
+   * text of the result or null. Data-modifying CTEs all see the statement's snapshot: the claim never takes a job
+   * these ends just put back (and a job ended here is in @passOver when it could be).
+   */
+  flush: pgStatement<
+    {
+      queue: string
+      owner: string
+      now: number
+      ends: string
+      limit: number
+      passOver: string
+      leaseUntil: number | null
+      channel: string | null
+    },
+    FlushRow
+  >(
+    'flush',
+    `with ${fence(`select (e.row ->> 0)::bigint as seq, (e.row ->> 1)::int as attempt from jsonb_array_elements(@ends::jsonb) as e(row)`)},
+  ended as (
+    update jobs_job j set state = e.row ->> 2, run_at = coalesce(${at(`(e.row ->> 3)`)}, j.run_at),
+      finished_at = ${at(`(e.row ->> 4)`)}, result = (e.row ->> 5)::jsonb, error = e.row ->> 6, error_stack = e.row ->> 7,
+      attempts = j.attempts - (e.row ->> 8)::int, abandoned = (e.row ->> 9)::int <> 0, owner = null
+    from jsonb_array_elements(@ends::jsonb) as e(row)
+    where j.seq = (e.row ->> 0)::bigint and j.seq in (select seq from fenced)
+    returning j.seq, j.state
+  ),
+  dropped_steps as (
+    delete from jobs_step where job in (select seq from ended where ${ENDED})
+  ),
+  policy as materialized (
+    select coalesce(bool_or(q.paused), false) as paused,
+      coalesce(bool_or(q.concurrency is not null or q.concurrency_per_group is not null or q.rate_limit is not null), false)
+        or exists (select 1 from jobs_job where abandoned and ${DUE}) as general
+    from (select 1) one left join jobs_queue q on q.name = @queue::text
+  ),
+  candidates as materialized (
+    select seq, state from jobs_job
+    where ${DUE} and not (seq = any(array(select value::bigint from jsonb_array_elements_text(@passOver::jsonb))))
+      and not (select paused or general from policy)
+    order by ${CLAIM_ORDER} limit @limit::bigint
+    for update skip locked
+  ),
+  claimed as (
+    update jobs_job j set state = 'running', attempts = j.attempts + 1, owner = @owner::text
+    from candidates c where j.seq = c.seq
+    returning j.seq, j.id, j.grp, j.value, c.state as claimed_from, j.attempts, j.max_attempts, j.abandoned, j.priority, j.run_at
+  ),
+  renewed as (
+    insert into jobs_worker (owner, expires_at, channel)
+    select @owner::text, ${at('@leaseUntil')}, @channel::text where @leaseUntil::float8 is not null and exists (select 1 from claimed)
+    on conflict (owner) do update set expires_at = excluded.expires_at, channel = excluded.channel
+  ),
+  notice as (
+    select pg_notify('${NOTICE_CHANNEL}', k.kind || ':' || @queue::text) as sent
+    from (select case when exists (select 1 from ended) then 'ended' when exists (select 1 from claimed) then 'claimed' end as kind) k
+    where k.kind is not null
+  )
+  select 'ended' as part, seq::float8 as seq, null::text as id, null::text as grp, null::text as value, null::text as "claimedFrom",
+    null::int as attempts, null::int as "maxAttempts", null::int as abandoned
+  from ended
+  union all
+  (select 'claimed', seq::float8, id, grp, value::text, claimed_from, attempts, max_attempts, abandoned::int
+   from claimed order by priority, run_at, seq)
+  union all
+  select 'general', null, null, null, null, null, null, null, null from policy where general and not paused
+  union all
+  select 'notice', null, null, null, null, null, null, null, null from notice`,
+  ),
 
   /**
    * Renews the worker's row until @expiresAt, writing it where it is gone, in one statement that waits for nothing: a
