@@ -207,7 +207,7 @@ function withScheduleTable<T>(connection: Connection, call: () => T | Promise<T>
   const told = (error: unknown): never => {
     throw scheduleTableMissing(error) ?? error
   }
-  if (connection.kind === 'sync') {
+  if (connection.capabilities.synchronous) {
     try {
       return call()
     } catch (error) {

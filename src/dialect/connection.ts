@@ -18,12 +18,33 @@ export interface Timed<T> {
 }
 
 /**
+ * What a connection's database and driver can do: the protocol asks these, never which database it is, so that a
+ * driver added in a folder of its own says what it can do here and nothing outside its folder changes.
+ */
+export interface Capabilities {
+  /** The driver answers at once (better-sqlite3): calls answer values, where an asynchronous driver's answer promises. */
+  readonly synchronous: boolean
+  /**
+   * One writer at a time for the whole database (SQLite's write lock): a worker that finds other writers leaves a
+   * gap between its flushes, for them to take the lock.
+   */
+  readonly oneWriter: boolean
+  /**
+   * JSON is kept as the text written (SQLite's text columns; PostgreSQL's jsonb keeps its own form): a row a worker
+   * wrote may be handed to this process's watchers as a read would answer it, its result included.
+   */
+  readonly jsonAsText: boolean
+}
+
+/**
  * The engine's view of one database connection, whatever its dialect. Work that must see or leave one
  * state is a program (program.ts), which the connection runs in a transaction: at once on a synchronous
  * driver, awaiting each answer on an asynchronous one.
  */
 export interface Connection<K extends Kind = Kind> {
+  /** Whether the executor answers values or promises: the type of its answers. What the database can do is `capabilities`. */
   readonly kind: K
+  readonly capabilities: Capabilities
   readonly executor: Executor<K>
   /** Names the database, so that every connection of this process to it shares wake-ups. */
   readonly key: string

@@ -122,8 +122,8 @@ export function jobEvents<Q extends QueueRef>(
     headers.set('x-accel-buffering', 'no')
     return new Response(eventStream(watching, serialize, retryMs, heartbeatMs, stop), { status: 200, headers })
   }
-  if (connectionOf(db).kind === 'sync') return respond(watching)
-  // On PostgreSQL the job is read as the watch starts: its first snapshot says whether there is one.
+  if (connectionOf(db).capabilities.synchronous) return respond(watching)
+  // On an asynchronous driver the job is read as the watch starts: its first snapshot says whether there is one.
   const started = watching
   return started.next().then(
     (first) => respond(first.done ? started : startingWith(first.value, started)),

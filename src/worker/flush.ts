@@ -137,7 +137,7 @@ export class Flusher {
   private aheadWanted(): number {
     if (this.runMs === null || this.flushMs === null) return 0
     return Math.min(
-      MAX_CLAIM_AHEAD[this.worker.connection.kind],
+      MAX_CLAIM_AHEAD[this.worker.connection.capabilities.synchronous ? 'synchronous' : 'asynchronous'],
       Math.round((this.worker.slots * this.flushMs) / Math.max(this.runMs, MIN_RUN_MS)),
     )
   }
@@ -308,9 +308,9 @@ export class Flusher {
       this.lastWriteAt = performance.now()
       const tookMs = this.lastWriteAt - began
       this.flushMs = this.flushMs === null ? tookMs : this.flushMs + AVERAGE_WEIGHT * (tookMs - this.flushMs)
-      // Contended: another connection wrote to the SQLite file since our last flush (PostgreSQL's many writers
-      // each wait only for the rows they touch, and its data version moves with every flush).
-      if (othersWrote && connection.kind === 'sync') {
+      // Contended: another connection wrote to a database of one writer since our last flush (where writers write at
+      // once, each waits only for the rows it touches, and the data version may move with every flush).
+      if (othersWrote && connection.capabilities.oneWriter) {
         this.contendedUntil = performance.now() + CONTENDED_SPELL_MS
         if (hold.othersRunning !== undefined) this.othersRunning = hold.othersRunning
         // While other workers of the queue run jobs, most of the other writes are theirs: a gap of the write's time
@@ -334,7 +334,7 @@ export class Flusher {
         queue.name,
         'ended',
         ends.map((end) => end.seq),
-        endedRows(ends, landed, connection.kind === 'sync'),
+        endedRows(ends, landed, connection.capabilities.jsonAsText),
       )
     if (claimed.length > 0)
       jobsChanged(

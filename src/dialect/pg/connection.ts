@@ -131,6 +131,7 @@ function open(driver: PgDriver): PgConnection {
   const notices = noticesOf(driver)
   return {
     kind: 'async',
+    capabilities: { synchronous: false, oneWriter: false, jsonAsText: false },
     driver,
     executor: { ...executor, dataVersion: async () => notices.version() },
     get key() {

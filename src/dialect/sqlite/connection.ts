@@ -98,6 +98,7 @@ function open(client: Database.Database): SqliteConnection {
   const executor = sqliteExecutor(client, sql)
   return {
     kind: 'sync',
+    capabilities: { synchronous: true, oneWriter: true, jsonAsText: true },
     client,
     executor,
     key: file,
