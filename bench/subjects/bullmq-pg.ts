@@ -3,15 +3,16 @@
  * root's node_modules (the same package the SQLite benchmark drives on Redis), set up as its typings show:
  * `runMigrations()` on a client of its own into the fresh database, then `Queue` and `Worker` bound to the
  * backend with `withBackend(createPostgresBackend)` and given a `{ connectionString, max }` connection, each
- * owning its pool (and a worker a LISTEN client besides). The worker's pool holds max(10, concurrency + 2) connections, as graphile-worker's
- * does (with node-postgres's default 10 a worker at concurrency 64 waits for connections); every other option
- * is at its default (30 s lock renewed at half, stalled checks every 30 s, completed jobs kept). A worker
- * claims one job a slot: each end is one statement that completes the job and fetches the next.
+ * owning its pool (and a worker a LISTEN client besides). The worker's pool holds max(10, concurrency + 2)
+ * connections, as graphile-worker's does (with node-postgres's default 10 a worker at concurrency 64 waits
+ * for connections); every other option is at its default (30 s lock renewed at half, stalled checks
+ * every 30 s, completed jobs kept). A worker claims one job a slot: each end is one statement that
+ * completes the job and fetches the next.
  *
- * Jobs are added with `addBulk` (one statement a call), on the queue's own pool: an add cannot join the
- * app's transaction, so the per-transaction rows say n/a. A drain's clock runs from the worker's
- * construction (it starts on its own) to the `completed` event of the last job, which BullMQ emits once
- * the job is recorded completed.
+ * Jobs are added with `addBulk` (one statement a call), on the queue's own pool: an add cannot join the app's
+ * transaction, so the per-transaction rows say n/a. A drain's clock runs from the worker's construction (it
+ * starts on its own) to the `completed` event of the last job, which BullMQ emits once the job is recorded
+ * completed.
  */
 import { createPostgresBackend, runMigrations, withBackend } from 'bullmq'
 import { spawnTask, type Ctx, type Task } from '../lib/child.js'
