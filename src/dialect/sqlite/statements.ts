@@ -307,15 +307,13 @@ export const SQL = {
  * there. A connection that may write drops them before it prepares (the install then makes the new ones).
  */
 const OBSOLETE_TRIGGERS = ['jobs_job_protocol_v1'] as const
+const TRIGGER_PRESENT = statement<[name: string], 1>(`select 1 from sqlite_master where type = 'trigger' and name = ?`, { pluck: true })
 
 /** Drops OBSOLETE_TRIGGERS where they are present; a read-only connection leaves them. @internal */
 export function dropObsoleteTriggers(client: Database.Database): void {
   if (client.readonly) return
-  const present = client
-    .prepare(`select name from sqlite_master where type = 'trigger' and name in (${OBSOLETE_TRIGGERS.map(() => '?').join(', ')})`)
-    .pluck()
-    .all(...OBSOLETE_TRIGGERS) as string[]
-  for (const name of present) client.exec(`drop trigger if exists ${name}`)
+  const { present } = prepareAll(client, { present: TRIGGER_PRESENT })
+  for (const name of OBSOLETE_TRIGGERS) if (present.get(name) !== undefined) client.exec(`drop trigger if exists ${name}`)
 }
 
 /** How many triggers the engine installs; fewer present means some are to be created. */
