@@ -28,7 +28,7 @@ import type {
   WorkerLease,
 } from '../index.js'
 import { pgStatement, type JobRow, type StepRow } from './statement.js'
-import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, fence, inSeqs, ms, ONE_RUN, RUNNABLE } from './terms.js'
+import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, fence, inSeqs, ms, ONE_RUN, RUNNABLE, runningFor } from './terms.js'
 import { kept, UNFOLDED } from './counts.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
@@ -338,13 +338,12 @@ export const SQL = {
     FlushRow
   >(
     'flush',
-    `with ${fence(`select (e.row ->> 0)::bigint as seq, (e.row ->> 1)::int as attempt from jsonb_array_elements(@ends::jsonb) as e(row)`)},
-  ended as (
+    `with ended as (
     update jobs_job j set state = e.row ->> 2, run_at = coalesce(${at(`(e.row ->> 3)`)}, j.run_at),
       finished_at = ${at(`(e.row ->> 4)`)}, result = (e.row ->> 5)::jsonb, error = e.row ->> 6, error_stack = e.row ->> 7,
       attempts = j.attempts - (e.row ->> 8)::int, abandoned = (e.row ->> 9)::int <> 0, owner = null
     from jsonb_array_elements(@ends::jsonb) as e(row)
-    where j.seq = (e.row ->> 0)::bigint and j.seq in (select seq from fenced)
+    where j.seq = (e.row ->> 0)::bigint and ${runningFor('j', '(e.row ->> 1)::int')}
     returning j.seq, j.state
   ),
   dropped_steps as (

@@ -63,7 +63,7 @@ export function fence(runs: string, options: { rescue?: boolean } = {}): string 
   const jobs = `fence_runs as materialized (${runs}),
   fence_jobs as materialized (
     select j.seq from jobs_job j join fence_runs r on j.seq = r.seq
-    where j.state = 'running' and j.owner = @owner::text and j.attempts = r.attempt
+    where ${runningFor('j', 'r.attempt')}
     order by j.seq for no key update of j
   )`
   if (!options.rescue)
@@ -79,6 +79,16 @@ export function fence(runs: string, options: { rescue?: boolean } = {}): string 
     select seq from fence_jobs
     where @expiredBy::float8 is null or coalesce((select expires_at <= ${at('@expiredBy')} from fence_worker), true)
   )`
+}
+
+/**
+ * The fence's test of one job row `j`: it is running attempt `attempt` for the worker @owner. Every column it tests is
+ * the job row's own, so an UPDATE of `j` whose WHERE holds it needs no lock taken before: under READ COMMITTED an
+ * update that waited for another transaction's write re-checks its WHERE on the newest version of the row. A worker's
+ * own ends (the whole flush) are written so; a rescue, whose fence also tests the worker's row, takes `fence`'s locks.
+ */
+export function runningFor(j: string, attempt: string): string {
+  return `${j}.state = 'running' and ${j}.owner = @owner::text and ${j}.attempts = ${attempt}`
 }
 
 /** `fence`'s runs for one run: @seq at @attempt. */
