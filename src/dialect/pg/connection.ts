@@ -4,7 +4,7 @@
  * transactions its programs run in, and the schema check done once for it.
  */
 import { JobsError } from '../../errors.js'
-import { drizzleHandleOf, type PgDatabase } from '../drizzle.js'
+import { drizzleHandleOf, type DrizzleHandle, type PgDatabase } from '../drizzle.js'
 import { runAsync, type ChangeKind, type Connection, type ProgressNotices, type Work } from '../index.js'
 import { Lane, pgDriverOf, type PgDatabaseName, type PgDriver, type PgPoolDriver, type Queryable } from './driver.js'
 import { pgExecutor } from './executor.js'
@@ -30,6 +30,13 @@ const transactions = new WeakMap<object, PgConnection>()
  * The connection behind `db`, a Drizzle PostgreSQL database or transaction, kept for its driver's client. It
  * does no I/O: the first write or read checks the schema. Throws INVALID_OPTION for anything else. @internal
  */
+/** The PostgreSQL driver of the engine, on node-postgres and postgres.js (driver.ts tells them apart). @internal */
+export const pgDriver = {
+  dialect: 'pg',
+  takes: (handle: DrizzleHandle) => handle.dialect === 'pg' && pgDriverOf(handle.client, handle.inTransaction) !== null,
+  connectionOf: (db: unknown) => pgConnectionOf(db),
+} as const
+
 export function pgConnectionOf(db: unknown): PgConnection {
   const handle = drizzleHandleOf(db)
   if (handle?.dialect !== 'pg') {

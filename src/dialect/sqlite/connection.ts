@@ -6,7 +6,7 @@
 import { basename, resolve } from 'node:path'
 import type Database from 'better-sqlite3'
 import { JobsError } from '../../errors.js'
-import { drizzleHandleOf, type SyncDatabase } from '../drizzle.js'
+import { drizzleHandleOf, type DrizzleHandle, type SyncDatabase } from '../drizzle.js'
 import { runSync, type Connection, type Timed, type Work } from '../index.js'
 import { sqliteExecutor } from './executor.js'
 import { prepareAll } from './statement.js'
@@ -41,6 +41,13 @@ const connections = new WeakMap<Database.Database, SqliteConnection>()
 let anonymousDatabases = 0
 
 /** The connection behind a Drizzle handle, checked and prepared on first use. */
+/** The SQLite driver of the engine, on better-sqlite3. @internal */
+export const sqliteDriver = {
+  dialect: 'sqlite',
+  takes: (handle: DrizzleHandle) => handle.dialect === 'sqlite' && isBetterSqlite3(handle.client),
+  connectionOf: (db: unknown) => connectionOf(db),
+} as const
+
 export function connectionOf(db: unknown): SqliteConnection {
   const client = clientOf(db)
   let connection = connections.get(client)
