@@ -1,0 +1,1124 @@
+/**
+ * Every request of the Executor (src/dialect/executor.ts), once, on every driver: better-sqlite3, node-postgres,
+ * and postgres.js 3 and 4, each test named with its driver (`JOB-16 [sqlite] …`, `JOB-16 [postgres.js 4] …`).
+ * Requests run as the engine runs them (claimJobs, recordEnds, releaseAbandoned, releaseUnleased, counting,
+ * storeLimits), and the rows they leave are read back with plain SQL. Where the dialects differ by design (the data
+ * version, counts kept apart, a rate's clock, the whole flush), each is held to its own documented behaviour.
+ * What only PostgreSQL can show (plans, lock waits, SKIP LOCKED across pools) stays in test/pg/executor.test.ts.
+ */
+import { describe, expect, test } from 'vitest'
+import { ask, type AdminJobRow, type ListingOrder, type ListParams, type NewJob } from '../../src/dialect/index.js'
+import { claimJobs } from '../../src/engine/claim.js'
+import { counting, noShift, shift, writeShift } from '../../src/engine/counts.js'
+import { isOwnerGone } from '../../src/engine/owner.js'
+import { recordEnds } from '../../src/engine/record.js'
+import { defineQueue } from '../../src/queue/define.js'
+import { pruneEnded, releaseAbandoned, releaseUnleased } from '../../src/worker/maintenance.js'
+import { waitFor } from '../helpers/wait.js'
+import { addJobs, claim, done, DRIVERS, eachDriverDb, end, json, newJob, NOW, request, retried, store, workerLease } from './driver.js'
+
+const replies = defineQueue('replies', { attempts: 3, backoff: { initial: '1s', max: '1m' } })
+
+describe.each(DRIVERS)('%s', (driver) => {
+  const d = eachDriverDb(driver)
+  const on = `[${driver}]`
+  const c = () => d.connection
+  const db = () => d.executor
+  /** Ends a job as another program would, with plain SQL, at `at`. */
+  const endPlain = (id: string, state: string, at: number) =>
+    d.rows(`update jobs_job set state = $1, finished_at = ${d.time('$2')} where id = $3`, state, at, id)
+
+  describe('adding jobs', () => {
+    test(`JOB-03 ${on} jobInsert adds a job once per id, and jobExists finds it`, async () => {
+      expect(await c().write((tx) => ask(tx.jobInsert(newJob('replies', 'a', { grp: 'g', priority: -3 }))))).toBe(true)
+      expect(await c().write((tx) => ask(tx.jobInsert(newJob('replies', 'a', { value: '{"other":true}' }))))).toBe(false)
+      expect(await db().jobExists('replies', 'a')).toBe(true)
+      expect(await db().jobExists('replies', 'b')).toBe(false)
+      expect(await db().jobExists('other', 'a')).toBe(false)
+      const [row] = await d.rows<Record<string, unknown>>(
+        `select queue, id, grp, value, state, cast(priority as integer) as priority, attempts, max_attempts,
+          ${d.ms('created_at')} as created, ${d.ms('run_at')} as "runAt", owner from jobs_job`,
+      )
+      expect({ ...row, value: json(row!.value) }).toEqual({
+        queue: 'replies',
+        id: 'a',
+        grp: 'g',
+        value: { id: 'a' },
+        state: 'waiting',
+        priority: -3,
+        attempts: 0,
+        max_attempts: 3,
+        created: NOW,
+        runAt: NOW,
+        owner: null,
+      })
+    })
+
+    test(`JOB-13 ${on} jobInsertIfRoom refuses a job past maxWaiting, counting waiting and scheduled jobs only; queueWaitingCount`, async () => {
+      // As enqueue adds: the insert, then its count, in one transaction.
+      const insert = (job: NewJob) =>
+        c().write(function* (tx) {
+          const added = yield* ask(tx.jobInsertIfRoom(job))
+          if (added) {
+            const moved = noShift()
+            shift(moved, null, job.state)
+            yield* writeShift(tx, job.queue, moved)
+          }
+          return added
+        })
+      const room = (id: string, fields: Partial<NewJob> = {}) => insert(newJob('replies', id, { maxWaiting: 2, ...fields }))
+      expect(await room('a')).toBe(true)
+      expect(await room('b', { runAt: NOW + 60_000 })).toBe(true)
+      expect(await room('c')).toBe(false)
+      expect(await db().jobExists('replies', 'c')).toBe(false)
+      expect(await db().queueWaitingCount('replies')).toBe(2)
+      // Another queue has room of its own; an ended job holds no place.
+      expect(await insert(newJob('other', 'c', { maxWaiting: 2 }))).toBe(true)
+      await endPlain('a', 'done', NOW)
+      expect(await db().queueWaitingCount('replies')).toBe(1)
+      expect(await room('c')).toBe(true)
+      // A taken id answers false as a full queue does: the caller tells them apart with jobExists.
+      expect(await room('c')).toBe(false)
+      expect((await db().queueWaitingCount('nothing')) ?? 0).toBe(0)
+    })
+
+    test(`JOB-03 ${on} jobInsertMany adds a batch in order, but for ids taken or repeated, and answers the ids it added`, async () => {
+      await addJobs(c(), [newJob('replies', 'job-7'), newJob('replies', 'job-150')])
+      const ids = Array.from({ length: 250 }, (_, i) => `job-${i}`)
+      const batch = [...ids, 'job-3'].map(
+        (id, i) =>
+          [id, i % 2 ? 'g' : null, JSON.stringify({ i }), i === 5 ? 'scheduled' : 'waiting', i % 3, NOW + (i === 5 ? 60_000 : 0)] as const,
+      )
+      const added = await c().write((tx) => ask(tx.jobInsertMany({ queue: 'replies', maxAttempts: 4, now: NOW, jobs: batch })))
+      const expected = ids.filter((id) => id !== 'job-7' && id !== 'job-150')
+      expect(added).toEqual(expected)
+      const stored = await d.rows<{
+        id: string
+        grp: string | null
+        value: unknown
+        state: string
+        priority: number
+        max_attempts: number
+      }>(
+        `select id, grp, value, state, cast(priority as integer) as priority, max_attempts from jobs_job
+        where queue = 'replies' order by seq`,
+      )
+      expect(stored.map((row) => row.id)).toEqual(['job-7', 'job-150', ...expected])
+      expect(stored.find((row) => row.id === 'job-5')).toMatchObject({ grp: 'g', state: 'scheduled', priority: 2, max_attempts: 4 })
+      expect(json(stored.find((row) => row.id === 'job-5')!.value)).toEqual({ i: 5 })
+      expect(
+        await c().write((tx) => ask(tx.jobInsertMany({ queue: 'replies', maxAttempts: 4, now: NOW, jobs: batch.slice(0, 3) }))),
+      ).toEqual([])
+    })
+  })
+
+  describe('counts, notices and the data version', () => {
+    test(`${on} queueShiftCounts creates the queue's row on its first job and writes the engine's moves as the dialect counts them`, async () => {
+      const moved = { queue: 'replies', waiting: 3, scheduled: 1, running: 0, done: 0, failed: 0, canceled: 0 }
+      await c().write((tx) => ask(tx.queueShiftCounts(moved)))
+      await c().write((tx) => ask(tx.queueShiftCounts({ ...moved, waiting: -1, running: 1 })))
+      const counters = await d.rows(
+        `select name, cast(paused as integer) as paused, cast(waiting as integer) as waiting,
+          cast(scheduled as integer) as scheduled, cast(running as integer) as running from jobs_queue`,
+      )
+      // SQLite keeps the counters in the row; PostgreSQL's triggers count every write, and the row only is made.
+      expect(counters).toEqual([
+        d.dialect === 'sqlite'
+          ? { name: 'replies', paused: 0, waiting: 2, scheduled: 2, running: 1 }
+          : { name: 'replies', paused: 0, waiting: 0, scheduled: 0, running: 0 },
+      ])
+    })
+
+    test(`JOB-18 ${on} queueHasUnfolded and queueFoldCounts: counts kept apart on PostgreSQL only, folded into the row`, async () => {
+      await addJobs(c(), [newJob('replies', 'a'), newJob('replies', 'b')])
+      await d.rows(`insert into jobs_job (queue, id, state) values ('replies', 'plain', 'waiting')`)
+      const counters = () =>
+        d.rows(`select cast(waiting as integer) as waiting from jobs_queue where name = 'replies'`).then((rows) => rows[0])
+      if (d.dialect === 'sqlite') {
+        expect(await db().queueHasUnfolded('replies')).toBe(false)
+        expect(await db().queueFoldCounts('replies')).toBe(0)
+        expect(await counters()).toEqual({ waiting: 3 })
+      } else {
+        expect(await db().queueHasUnfolded('replies')).toBe(true)
+        expect(await db().queueHasUnfolded('other')).toBe(false)
+        expect(await counters()).toEqual({ waiting: 0 })
+        expect(await db().queueFoldCounts('replies')).toBeGreaterThan(0)
+        expect(await db().queueHasUnfolded('replies')).toBe(false)
+        expect(await counters()).toEqual({ waiting: 3 })
+        expect(await db().queueFoldCounts('replies')).toBe(0)
+      }
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 3 })
+    })
+
+    test(`${on} queueNotify tells listeners once its transaction commits on PostgreSQL; SQLite tells nothing`, async () => {
+      if (d.dialect === 'sqlite') {
+        expect(await c().write((tx) => ask(tx.queueNotify('replies', 'added')))).toBeUndefined()
+        await expect(d.listen()).rejects.toThrow(/poll/)
+        return
+      }
+      const listener = await d.listen()
+      try {
+        await c().write(function* (tx) {
+          yield* ask(tx.queueNotify('replies', 'added'))
+          yield* ask(tx.queueNotify('other', 'ended'))
+        })
+        await waitFor(() => listener.heard.length >= 2 || undefined, 'the notices')
+        expect(listener.heard).toEqual(['added:replies', 'ended:other'])
+      } finally {
+        listener.stop()
+      }
+    })
+
+    test(`${on} dataVersion: SQLite's moves when another connection commits, PostgreSQL's on every look`, async () => {
+      const first = await db().dataVersion()
+      if (d.dialect === 'sqlite') {
+        await addJobs(c(), [newJob('replies', 'mine')])
+        expect(await db().dataVersion(), "this connection's own commit").toBe(first)
+        await addJobs(d.other(), [newJob('replies', 'theirs')])
+        expect(await db().dataVersion()).not.toBe(first)
+      } else {
+        expect(await db().dataVersion()).not.toBe(first)
+      }
+    })
+  })
+
+  describe('claims', () => {
+    test(`JOB-17 ${on} a claim takes due runnable jobs in priority, run_at, seq order, counts the attempt and names its worker, whose row it writes`, async () => {
+      const seqs = await addJobs(c(), [
+        newJob('replies', 'late', { runAt: NOW - 1_000 }),
+        newJob('replies', 'urgent', { priority: -5, runAt: NOW - 10 }),
+        newJob('replies', 'early', { runAt: NOW - 5_000 }),
+        newJob('replies', 'same-time-1', { runAt: NOW - 1_000 }),
+        newJob('replies', 'future', { runAt: NOW + 60_000 }),
+        newJob('replies', 'due-scheduled', { runAt: NOW - 2_000, state: 'scheduled' }),
+        newJob('other', 'elsewhere'),
+      ])
+      const claimed = await claim(c(), replies, request('owner-1', 4, { renewLease: workerLease('owner-1', { channel: 'chan' }) }))
+      expect(claimed.map((job) => job.id)).toEqual(['urgent', 'early', 'due-scheduled', 'late'])
+      expect({ ...claimed[0], value: json(claimed[0]!.value) }).toEqual({
+        seq: seqs.get('urgent'),
+        id: 'urgent',
+        grp: null,
+        value: { id: 'urgent' },
+        attempts: 1,
+        maxAttempts: 3,
+        abandoned: 0,
+        claimedFrom: 'waiting',
+      })
+      expect(claimed[2]!.claimedFrom).toBe('scheduled')
+      expect(await d.owned()).toEqual(['due-scheduled:owner-1', 'early:owner-1', 'late:owner-1', 'urgent:owner-1'])
+      expect(await d.job(seqs.get('urgent')!)).toMatchObject({ state: 'running', attempts: 1 })
+      expect(await d.workers()).toEqual([{ owner: 'owner-1', expires: NOW + 30_000, channel: 'chan' }])
+      // The rest, then nothing: the job due later is not due yet.
+      expect((await claim(c(), replies, request('owner-1', 10))).map((job) => job.id)).toEqual(['same-time-1'])
+      expect(await claim(c(), replies, request('owner-1', 10))).toEqual([])
+      expect((await claim(c(), replies, request('owner-1', 10, { now: NOW + 60_000 }))).map((job) => job.id)).toEqual(['future'])
+      expect(await db().jobGetState(seqs.get('elsewhere')!)).toBe('waiting')
+      expect(await db().jobGetState(123_456)).toBeUndefined()
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 0, scheduled: 0, running: 6 })
+    })
+
+    test(`JOB-04 ${on} a claim renews its worker's row only when asked; a claim of nothing writes no row`, async () => {
+      await addJobs(c(), [newJob('replies', 'a'), newJob('replies', 'b')])
+      expect(await claim(c(), replies, request('owner-1', 1, { renewLease: null }))).toHaveLength(1)
+      expect(await d.workers()).toEqual([])
+      expect(
+        await claim(c(), replies, request('owner-2', 1, { renewLease: workerLease('owner-2', { expiresAt: NOW + 7_000 }) })),
+      ).toHaveLength(1)
+      expect(await claim(c(), replies, request('owner-3', 1))).toEqual([])
+      expect(await d.workers()).toEqual([{ owner: 'owner-2', expires: NOW + 7_000, channel: null }])
+      expect(await d.owned()).toEqual(['a:owner-1', 'b:owner-2'])
+    })
+
+    test(`JOB-17 ${on} a claim passes over the jobs its transaction ended, taking the next ones in order`, async () => {
+      const seqs = await addJobs(
+        c(),
+        ['a', 'b', 'c', 'd'].map((id) => newJob('replies', id)),
+      )
+      const passOver = new Set([seqs.get('a')!, seqs.get('c')!])
+      expect((await claim(c(), replies, request('owner-1', 2, { passOver }))).map((job) => job.id)).toEqual(['b', 'd'])
+      expect((await claim(c(), replies, request('owner-1', 5, { passOver }))).map((job) => job.id)).toEqual([])
+      expect((await claim(c(), replies, request('owner-1', 5))).map((job) => job.id)).toEqual(['a', 'c'])
+    })
+
+    test(`JOB-07 ${on} a per-group cap leaves out groups at it, counting the jobs the claim takes`, async () => {
+      const grouped = defineQueue('replies', { concurrency: { total: 10, perGroup: 1 } })
+      await store(c(), grouped)
+      const seqs = await addJobs(c(), [
+        newJob('replies', 'a1', { grp: 'a', runAt: NOW - 5 }),
+        newJob('replies', 'a2', { grp: 'a', runAt: NOW - 4 }),
+        newJob('replies', 'b1', { grp: 'b', runAt: NOW - 3 }),
+        newJob('replies', 'free1', { runAt: NOW - 2 }),
+        newJob('replies', 'free2', { runAt: NOW - 1 }),
+      ])
+      expect((await claim(c(), grouped, request('owner-1', 10))).map((job) => job.id)).toEqual(['a1', 'b1', 'free1', 'free2'])
+      expect((await db().jobCountRunningByGroup('replies')).sort((x, y) => x.grp.localeCompare(y.grp))).toEqual([
+        { grp: 'a', running: 1 },
+        { grp: 'b', running: 1 },
+      ])
+      expect(await claim(c(), grouped, request('owner-1', 10))).toEqual([])
+      expect(
+        await c().write((tx) => ask(tx.jobGetAvailableByGroup({ queue: 'replies', now: NOW, perGroup: 2, limit: 10, skipAbandoned: 0 }))),
+      ).toEqual([{ seq: seqs.get('a2'), grp: 'a' }])
+      expect(
+        await c().write((tx) => ask(tx.jobGetAvailableByGroup({ queue: 'replies', now: NOW, perGroup: 1, limit: 10, skipAbandoned: 0 }))),
+      ).toEqual([])
+      expect(await c().write((tx) => ask(tx.jobGetAvailableOne(seqs.get('a2')!)))).toMatchObject({ id: 'a2', attempts: 1, grp: 'a' })
+      expect(await c().write((tx) => ask(tx.jobGetAvailableOne(seqs.get('a1')!))), 'a running job').toBeUndefined()
+      expect(await c().write((tx) => ask(tx.jobSetRunningMany([seqs.get('a2')!, seqs.get('a1')!], 'owner-2')))).toBe(1)
+      expect(await d.owned()).toEqual(['a1:owner-1', 'a2:owner-2', 'b1:owner-1', 'free1:owner-1', 'free2:owner-1'])
+    })
+
+    test(`JOB-05 ${on} a job whose last run was abandoned runs alone: only an idle worker takes it, and takes nothing else`, async () => {
+      const seqs = await addJobs(c(), [newJob('replies', 'crashed', { runAt: NOW - 10 }), newJob('replies', 'b'), newJob('replies', 'c')])
+      await d.rows(`update jobs_job set abandoned = ${d.dialect === 'sqlite' ? 1 : 'true'} where id = 'crashed'`)
+      expect(await c().write((tx) => ask(tx.jobGetFirstAbandoned({ queue: 'replies', now: NOW - 11 })))).toBeUndefined()
+      expect(await c().write((tx) => ask(tx.jobGetFirstAbandoned({ queue: 'replies', now: NOW })))).toMatchObject({
+        seq: seqs.get('crashed'),
+        abandoned: 1,
+        attempts: 1,
+        runAt: NOW - 10,
+      })
+      expect(
+        (await c().write((tx) => ask(tx.jobGetAvailable({ queue: 'replies', now: NOW, limit: 10 }, true)))).map((job) => job.id),
+      ).toEqual(['b', 'c'])
+      expect(
+        (await c().write((tx) => ask(tx.jobGetAvailable({ queue: 'replies', now: NOW, limit: 10 }, false)))).map((job) => job.id),
+      ).toEqual(['crashed', 'b', 'c'])
+      // A busy worker passes over it; an idle one takes it alone.
+      expect((await claim(c(), replies, request('busy', 1, { idle: false }))).map((job) => job.id)).toEqual(['b'])
+      const alone = await claim(c(), replies, request('idle', 5))
+      expect(alone.map((job) => [job.id, job.abandoned])).toEqual([['crashed', 1]])
+      expect((await claim(c(), replies, request('idle', 5))).map((job) => job.id)).toEqual(['c'])
+    })
+
+    test(`JOB-19 ${on} a paused queue claims nothing; queueClaimable and queueClaimLimits say so`, async () => {
+      await addJobs(c(), [newJob('replies', 'a')])
+      await c().write((tx) => ask(tx.queueSetPaused('replies', true)))
+      expect(await db().queueClaimable('replies')).toMatchObject({ paused: 1 })
+      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0)))).toMatchObject({ paused: 1 })
+      expect(await claim(c(), replies, request('owner-1', 5))).toEqual([])
+      await c().write((tx) => ask(tx.queueSetPaused('replies', false)))
+      expect(await claim(c(), replies, request('owner-1', 5))).toHaveLength(1)
+    })
+  })
+
+  describe('ends', () => {
+    test(`JOB-16 ${on} an end with a lost lease writes nothing; the end that holds it clears the owner and drops the steps`, async () => {
+      const seq = (await addJobs(c(), [newJob('replies', 'a')])).get('a')!
+      await claim(c(), replies, request('owner-1', 1))
+      expect(
+        await c().write((tx) => ask(tx.stepSetIfLeased({ seq, owner: 'owner-1', attempt: 1, name: 'history', answer: '[1,2]' }))),
+      ).toBe(true)
+      const record = { seq, owner: 'owner-1', attempt: 1, transition: done(NOW + 1_500, '{"text":"hi"}') }
+      expect(await end(c(), 'replies', [{ ...record, owner: 'owner-2' }])).toEqual([false])
+      expect(await end(c(), 'replies', [{ ...record, attempt: 2 }])).toEqual([false])
+      expect(await d.job(seq)).toMatchObject({ state: 'running', owner: 'owner-1', finishedAt: null, result: null })
+      expect(json(await db().stepGet(seq, 'history'))).toEqual([1, 2])
+
+      expect(await end(c(), 'replies', [record])).toEqual([true])
+      expect(await d.job(seq)).toEqual({
+        state: 'done',
+        attempts: 1,
+        owner: null,
+        error: null,
+        runAt: NOW,
+        finishedAt: NOW + 1_500,
+        result: { text: 'hi' },
+        abandoned: 0,
+      })
+      // JOB-14: the steps ended with the job.
+      expect(await d.rows(`select * from jobs_step`)).toEqual([])
+      // An end that already landed does not land again.
+      expect(await end(c(), 'replies', [record])).toEqual([false])
+      expect(await db().queueGetCounts('replies')).toMatchObject({ running: 0, done: 1 })
+    })
+
+    test(`JOB-16 ${on} several ends of one owner land in one statement, each fenced by its own attempt; a retry's refund`, async () => {
+      const seqs = await addJobs(
+        c(),
+        ['a', 'b', 'c'].map((id) => newJob('replies', id)),
+      )
+      await claim(c(), replies, request('owner-1', 3))
+      const [a, b, cc] = ['a', 'b', 'c'].map((id) => seqs.get(id)!)
+      // Straight through the request, as recordEnds asks it for ends alike (counting them is the caller's: here, none).
+      const ended = await c().write((tx) =>
+        ask(
+          tx.jobSetStateIfLeasedMany({
+            ...done(),
+            owner: 'owner-1',
+            expiredBy: null,
+            runs: [
+              [a!, 1, NOW + 10, '{"n":1}'],
+              [b!, 2, NOW + 20, '{"n":2}'],
+            ],
+          }),
+        ),
+      )
+      expect(ended).toEqual([{ seq: a }])
+      expect(await end(c(), 'replies', [{ seq: cc!, owner: 'owner-1', attempt: 1, transition: done(NOW + 30, null) }])).toEqual([true])
+      expect(await d.job(a!)).toMatchObject({ state: 'done', finishedAt: NOW + 10, result: { n: 1 }, owner: null })
+      expect(await d.job(b!)).toMatchObject({ state: 'running', finishedAt: null, result: null, owner: 'owner-1' })
+      expect(await d.job(cc!)).toMatchObject({ state: 'done', finishedAt: NOW + 30, result: null })
+      // Several alike through recordEnds: another owner's and a lost attempt's land not.
+      await addJobs(c(), [newJob('replies', 'd'), newJob('replies', 'e')])
+      await claim(c(), replies, request('owner-1', 2))
+      const more = await d.rows<{ seq: number }>(`select cast(seq as integer) as seq from jobs_job where id in ('d', 'e') order by seq`)
+      const landed = await end(c(), 'replies', [
+        { seq: more[0]!.seq, owner: 'owner-1', attempt: 1, transition: done(NOW + 40, '1') },
+        { seq: more[1]!.seq, owner: 'owner-1', attempt: 1, transition: done(NOW + 50, '2') },
+        { seq: b!, owner: 'owner-1', attempt: 2, transition: done(NOW + 60, '3') },
+      ])
+      expect(landed).toEqual([true, true, false])
+      expect(await d.job(more[1]!.seq)).toMatchObject({ state: 'done', finishedAt: NOW + 50, result: 2 })
+
+      // A retry writes its run_at, error and stack; a snooze gives its attempt back.
+      expect(
+        await c().write((tx) =>
+          ask(tx.jobSetStateIfLeased({ ...retried(NOW + 5_000), refund: 1, seq: b!, owner: 'owner-1', attempt: 1, expiredBy: null })),
+        ),
+      ).toBe(true)
+      expect(await d.job(b!)).toMatchObject({ state: 'scheduled', attempts: 0, runAt: NOW + 5_000, error: 'it threw', owner: null })
+      const [stack] = await d.rows<{ error_stack: string }>(`select error_stack from jobs_job where seq = $1`, b)
+      expect(stack!.error_stack).toMatch(/^Error: it threw/)
+    })
+
+    test(`JOB-18 ${on} running jobs that name no worker are found and ended, only while they still name none`, async () => {
+      const seqs = await addJobs(
+        c(),
+        ['a', 'b'].map((id) => newJob('replies', id)),
+      )
+      await claim(c(), replies, request('owner-1', 2))
+      expect(await db().jobCountUnleased('replies')).toBe(0)
+      await d.rows(`update jobs_job set owner = null where id = 'a'`)
+      expect(await db().jobCountUnleased('replies')).toBe(1)
+      expect(await db().jobCountUnleased('other')).toBe(0)
+      const unleased = await db().jobGetUnleased({ queue: 'replies', limit: 10 })
+      expect(unleased).toEqual([{ seq: seqs.get('a'), attempts: 1, maxAttempts: 3 }])
+      // A run that names its worker is not ended as unleased.
+      expect(await c().write((tx) => ask(tx.jobSetStateIfUnleased({ ...done(), seq: seqs.get('b')! })))).toBe(false)
+      expect(await c().write((tx) => releaseUnleased(tx, replies, unleased, NOW))).toEqual([seqs.get('a')])
+      expect(await d.job(seqs.get('a')!)).toMatchObject({ state: 'scheduled', abandoned: 0, owner: null })
+      expect((await d.job(seqs.get('a')!)).error).toMatch(/with no lease/)
+      expect(await db().jobCountUnleased('replies')).toBe(0)
+      // Ended once: a second end finds it no longer running.
+      expect(await c().write((tx) => ask(tx.jobSetStateIfUnleased({ ...done(), seq: seqs.get('a')! })))).toBe(false)
+      expect(await db().queueGetCounts('replies')).toMatchObject({ running: 1, scheduled: 1 })
+    })
+
+    if (driver === 'sqlite') {
+      test(`JOB-16 ${on} has no whole flush, as designed: the engine's program in its transaction is as cheap in-process`, () => {
+        expect(d.executor.jobFlush).toBeUndefined()
+        expect('jobFlush' in d.executor).toBe(false)
+      })
+    } else {
+      test(`JOB-16 ${on} the driver writes a whole flush in one statement: ends each behind its own fence with its own next state, the dropped steps, the claim in claim order, the row's renewal and one notice`, async () => {
+        const seqs = await addJobs(
+          c(),
+          ['a', 'b', 'c', 'd', 'e', 'f'].map((id, i) => newJob('replies', id, { priority: i < 3 ? 0 : 1 })),
+        )
+        const seq = (id: string) => seqs.get(id)!
+        await claim(c(), replies, request('owner-1', 3))
+        await d.rows(`insert into jobs_step (job, name, answer) values ($1, 'kept', '1'), ($2, 'kept', '1')`, seq('a'), seq('b'))
+        const flush = db().jobFlush!
+        const listener = await d.listen()
+        try {
+          const answer = await flush({
+            queue: 'replies',
+            owner: 'owner-1',
+            now: NOW + 100,
+            ends: [
+              { ...done(NOW + 10, '{"n":1}'), seq: seq('a'), attempt: 1 },
+              { ...retried(NOW + 50, 'it threw'), seq: seq('b'), attempt: 1 },
+              // Its run lost the job: another attempt.
+              { ...done(NOW + 30, null), seq: seq('c'), attempt: 2 },
+            ],
+            limit: 2,
+            passOver: [seq('d')],
+            renewLease: workerLease('owner-1', { expiresAt: NOW + 60_000, channel: 'chan' }),
+          })
+          expect(answer.landed).toEqual([true, true, false])
+          // Claim order, with d passed over, and b (put back in this statement) not seen by its claim.
+          expect(answer.claimed?.map((job) => [job.id, job.attempts, job.claimedFrom])).toEqual([
+            ['e', 1, 'waiting'],
+            ['f', 1, 'waiting'],
+          ])
+          expect(await d.job(seq('a'))).toMatchObject({ state: 'done', finishedAt: NOW + 10, result: { n: 1 } })
+          expect(await d.job(seq('b'))).toMatchObject({ state: 'scheduled', attempts: 1, runAt: NOW + 50, error: 'it threw' })
+          expect(await d.job(seq('c'))).toMatchObject({ state: 'running', attempts: 1 })
+          expect(await d.rows(`select cast(job as integer) as job from jobs_step order by job`)).toEqual([{ job: seq('b') }])
+          expect(await d.owned()).toEqual(['c:owner-1', 'e:owner-1', 'f:owner-1'])
+          expect(await d.workers()).toEqual([{ owner: 'owner-1', expires: NOW + 60_000, channel: 'chan' }])
+          await waitFor(() => listener.heard.length > 0 || undefined, 'the notice')
+          expect(listener.heard).toEqual(['ended:replies'])
+        } finally {
+          listener.stop()
+        }
+
+        // A queue whose policy needs the general claim (here a stored concurrency) gets none: its ends land all the same.
+        await store(c(), defineQueue('replies', { concurrency: 10 }))
+        expect(
+          await flush({
+            queue: 'replies',
+            owner: 'owner-1',
+            now: NOW + 200,
+            ends: [{ ...done(NOW + 150, null), seq: seq('e'), attempt: 1 }],
+            limit: 5,
+            passOver: [],
+            renewLease: null,
+          }),
+        ).toEqual({ landed: [true], claimed: null })
+        expect(await d.job(seq('d'))).toMatchObject({ state: 'waiting', attempts: 0 })
+        // A paused queue claims nothing, and needs no general claim to know it.
+        await c().write((tx) => ask(tx.queueSetPaused('replies', true)))
+        await d.rows(`update jobs_queue set concurrency = null where name = 'replies'`)
+        expect(
+          await flush({ queue: 'replies', owner: 'owner-1', now: NOW + 300, ends: [], limit: 5, passOver: [], renewLease: null }),
+        ).toEqual({
+          landed: [],
+          claimed: [],
+        })
+      })
+    }
+  })
+
+  describe('leases', () => {
+    test(`JOB-05 ${on} one row per worker: workerRenew writes it and answers the runs the worker holds; workerDelete, jobListHeld, jobRunningOwners and leaseGet`, async () => {
+      const seqs = await addJobs(
+        c(),
+        ['a', 'b', 'c'].map((id) => newJob('replies', id)),
+      )
+      await claim(c(), replies, request('owner-1', 2))
+      await claim(c(), replies, request('owner-2', 1))
+      const [a, b, cc] = ['a', 'b', 'c'].map((id) => seqs.get(id)!)
+      const renewed = await db().workerRenew({ owner: 'owner-1', expiresAt: NOW + 99_000, channel: 'chan' })
+      expect([...renewed].sort((x, y) => x.job - y.job)).toEqual([
+        { job: a, attempt: 1 },
+        { job: b, attempt: 1 },
+      ])
+      // A worker with no row yet gets one; it holds no runs.
+      expect(await db().workerRenew({ owner: 'owner-3', expiresAt: NOW + 5_000, channel: null })).toEqual([])
+      expect(await d.workers()).toEqual([
+        { owner: 'owner-1', expires: NOW + 99_000, channel: 'chan' },
+        { owner: 'owner-2', expires: NOW + 30_000, channel: null },
+        { owner: 'owner-3', expires: NOW + 5_000, channel: null },
+      ])
+      expect(await db().jobListHeld('owner-2')).toEqual([{ job: cc, attempt: 1 }])
+      expect(await db().jobListHeld('nobody')).toEqual([])
+      expect(await db().leaseGet(a!)).toEqual({ owner: 'owner-1', attempt: 1, expiresAt: NOW + 99_000 })
+      expect(await db().leaseGet(cc!)).toEqual({ owner: 'owner-2', attempt: 1, expiresAt: NOW + 30_000 })
+      expect(await db().leaseGet(123_456)).toBeUndefined()
+      expect([...(await db().jobRunningOwners('replies'))].sort()).toEqual(['owner-1', 'owner-2'])
+      expect(await db().jobRunningOwners('other')).toEqual([])
+
+      // A worker's row gone: its runs still name it, with no expiry.
+      await c().write((tx) => ask(tx.workerDelete('owner-2')))
+      await c().write((tx) => ask(tx.workerDelete('owner-3')))
+      expect((await d.workers()).map((row) => row.owner)).toEqual(['owner-1'])
+      expect(await db().leaseGet(cc!)).toEqual({ owner: 'owner-2', attempt: 1, expiresAt: null })
+      // A running job that names no worker has no lease, and no worker runs it.
+      await d.rows(`update jobs_job set owner = null where seq = $1`, b)
+      expect(await db().leaseGet(b!)).toBeUndefined()
+      expect(await db().jobListHeld('owner-1')).toEqual([{ job: a, attempt: 1 }])
+      // A cancel clears the worker of its job: its run holds it no more.
+      expect(await c().write((tx) => ask(tx.jobCancel(a!, NOW)))).toBe(true)
+      expect(await db().leaseGet(a!)).toBeUndefined()
+      expect(await db().jobRunningOwners('replies')).toEqual(['owner-2'])
+      expect(await db().workerRenew({ owner: 'owner-1', expiresAt: NOW + 99_000, channel: null })).toEqual([])
+    })
+
+    test(`JOB-15 ${on} workerHasExpired and workerDeleteExpired: the rows of workers expired and holding no run go; a row that holds, or whose worker runs a job, stays`, async () => {
+      const seq = (await addJobs(c(), [newJob('replies', 'a')])).get('a')!
+      await claim(c(), replies, request('running', 1, { renewLease: workerLease('running', { expiresAt: NOW + 1_000 }) }))
+      await db().workerRenew({ owner: 'idle', expiresAt: NOW + 1_000, channel: null })
+      await db().workerRenew({ owner: 'fresh', expiresAt: NOW + 60_000, channel: null })
+      expect(await db().workerHasExpired(NOW + 1_000 - 1)).toBe(false)
+      expect(await db().workerHasExpired(NOW + 5_000)).toBe(true)
+      expect(await c().write((tx) => ask(tx.workerDeleteExpired(NOW + 5_000)))).toBe(1)
+      expect((await d.workers()).map((row) => row.owner)).toEqual(['fresh', 'running'])
+      expect(await db().workerHasExpired(NOW + 5_000)).toBe(false)
+      // Once its run is taken back, the expired worker's row goes too.
+      expect(await end(c(), 'replies', [{ seq, owner: 'running', attempt: 1, transition: done(), expiredBy: NOW + 5_000 }])).toEqual([true])
+      expect(await db().workerHasExpired(NOW + 5_000)).toBe(true)
+      expect(await c().write((tx) => ask(tx.workerDeleteExpired(NOW + 5_000)))).toBe(1)
+      expect(await c().write((tx) => ask(tx.workerDeleteExpired(Infinity)))).toBe(1)
+      expect(await d.workers()).toEqual([])
+    })
+
+    test(`JOB-16 ${on} leaseRenewIfHeld renews the row of a run that holds its job, writing it where it is gone; a run that lost its job renews nothing`, async () => {
+      const seqs = await addJobs(
+        c(),
+        ['a', 'b'].map((id) => newJob('replies', id)),
+      )
+      const [a, b] = [seqs.get('a')!, seqs.get('b')!]
+      await claim(c(), replies, request('owner-1', 1))
+      await claim(c(), replies, request('owner-2', 1, { renewLease: workerLease('owner-2', { channel: 'chan' }) }))
+      expect(await db().leaseRenewIfHeld({ seq: b, owner: 'owner-2', attempt: 1, expiresAt: NOW + 50_000 })).toBe(true)
+      // Another worker, another attempt, a job it does not run: no row of theirs is written.
+      expect(await db().leaseRenewIfHeld({ seq: b, owner: 'owner-1', attempt: 1, expiresAt: NOW + 90_000 })).toBe(false)
+      expect(await db().leaseRenewIfHeld({ seq: b, owner: 'owner-2', attempt: 2, expiresAt: NOW + 90_000 })).toBe(false)
+      expect(await db().leaseRenewIfHeld({ seq: a, owner: 'owner-3', attempt: 1, expiresAt: NOW + 90_000 })).toBe(false)
+      expect(await d.workers()).toEqual([
+        { owner: 'owner-1', expires: NOW + 30_000, channel: null },
+        { owner: 'owner-2', expires: NOW + 50_000, channel: 'chan' },
+      ])
+      await c().write((tx) => ask(tx.workerDelete('owner-1')))
+      expect(await db().leaseRenewIfHeld({ seq: a, owner: 'owner-1', attempt: 1, expiresAt: NOW + 60_000 })).toBe(true)
+      expect(await d.workers()).toEqual([
+        { owner: 'owner-1', expires: NOW + 60_000, channel: null },
+        { owner: 'owner-2', expires: NOW + 50_000, channel: 'chan' },
+      ])
+      // A canceled run renews nothing.
+      await c().write((tx) => ask(tx.jobCancel(b, NOW)))
+      expect(await db().leaseRenewIfHeld({ seq: b, owner: 'owner-2', attempt: 1, expiresAt: NOW + 70_000 })).toBe(false)
+    })
+
+    test(`JOB-05 ${on} runs whose worker's row expired or is gone, or whose worker is dead, are taken back, never the asking worker's own`, async () => {
+      const seqs = await addJobs(
+        c(),
+        ['a', 'b', 'c', 'd', 'e', 'f'].map((id) => newJob('replies', id)),
+      )
+      await claim(c(), replies, request('expired', 1, { renewLease: workerLease('expired', { expiresAt: NOW + 1_000 }) }))
+      await claim(c(), replies, request('dead', 1))
+      await claim(c(), replies, request('rowless', 1, { renewLease: null }))
+      await claim(c(), replies, request('alive', 1))
+      await claim(c(), replies, request('self', 1, { renewLease: workerLease('self', { expiresAt: NOW + 1_000 }) }))
+      await claim(c(), replies, request('unowned', 1))
+      await d.rows(`update jobs_job set owner = null where id = 'f'`)
+      const find = (deadOwners: string[], limit = 10, queue = 'replies') =>
+        db().leaseGetAbandoned({ queue, self: 'self', now: NOW + 5_000, deadOwners, limit })
+      const found = await find(['dead'])
+      expect([...found].sort((x, y) => x.seq - y.seq)).toEqual([
+        { seq: seqs.get('a'), owner: 'expired', attempt: 1, expiresAt: NOW + 1_000, attempts: 1, maxAttempts: 3 },
+        { seq: seqs.get('b'), owner: 'dead', attempt: 1, expiresAt: NOW + 30_000, attempts: 1, maxAttempts: 3 },
+        { seq: seqs.get('c'), owner: 'rowless', attempt: 1, expiresAt: null, attempts: 1, maxAttempts: 3 },
+      ])
+      expect((await find([])).map((lease) => lease.owner).sort()).toEqual(['expired', 'rowless'])
+      expect(await find([], 1)).toHaveLength(1)
+      expect(await find(['dead'], 10, 'other')).toEqual([])
+      expect(isOwnerGone('dead')).toBe(false)
+
+      const released = await c().write((tx) => releaseAbandoned(tx, replies, found, NOW + 5_000))
+      expect([...released].sort()).toEqual([seqs.get('a'), seqs.get('b'), seqs.get('c')].sort())
+      const a = await d.job(seqs.get('a')!)
+      expect(a).toMatchObject({ state: 'scheduled', abandoned: 1, owner: null })
+      expect(a.error).toMatch(/its lease expired/)
+      expect((await d.job(seqs.get('b')!)).error).toMatch(/is gone/)
+      expect(await db().leaseGet(seqs.get('a')!)).toBeUndefined()
+      expect(await d.owned()).toEqual(['d:alive', 'e:self'])
+      expect(await db().queueGetCounts('replies')).toMatchObject({ running: 3, scheduled: 3 })
+    })
+
+    describe("the expiry rule: a run whose worker's row expired, but that nobody took, still holds its job", () => {
+      /** A run of owner-1 whose row expired at NOW + 1 s, and the rescue of it that a worker reading it at NOW + 5 s writes. */
+      async function expiredRun() {
+        const seq = (await addJobs(c(), [newJob('replies', 'a')])).get('a')!
+        await claim(c(), replies, request('owner-1', 1, { renewLease: workerLease('owner-1', { expiresAt: NOW + 1_000 }) }))
+        const rescue = (expiredBy: number | null) =>
+          c().write((tx) => ask(tx.jobSetStateIfLeased({ ...retried(NOW + 9_000), seq, owner: 'owner-1', attempt: 1, expiredBy })))
+        return { seq, rescue }
+      }
+
+      test(`JOB-16 ${on} its own steps and end land after its row expired`, async () => {
+        const { seq } = await expiredRun()
+        expect(await c().write((tx) => ask(tx.stepSetIfLeased({ seq, owner: 'owner-1', attempt: 1, name: 's', answer: '1' })))).toBe(true)
+        expect(await end(c(), 'replies', [{ seq, owner: 'owner-1', attempt: 1, transition: done() }])).toEqual([true])
+        expect(await d.job(seq)).toMatchObject({ state: 'done', owner: null })
+      })
+
+      test(`JOB-05 ${on} a rescue takes it while the row is still the expired one it read, or is gone`, async () => {
+        const { seq, rescue } = await expiredRun()
+        expect(await rescue(NOW + 500), 'read before the row expired').toBe(false)
+        expect(await rescue(NOW + 5_000)).toBe(true)
+        expect(await d.job(seq)).toMatchObject({ state: 'scheduled', error: 'it threw', owner: null })
+
+        const b = (await addJobs(c(), [newJob('replies', 'b')])).get('b')!
+        await claim(c(), replies, request('owner-2', 1))
+        await c().write((tx) => ask(tx.workerDelete('owner-2')))
+        expect(
+          await c().write((tx) => ask(tx.jobSetStateIfLeased({ ...retried(NOW), seq: b, owner: 'owner-2', attempt: 1, expiredBy: NOW }))),
+        ).toBe(true)
+      })
+
+      test(`JOB-05 ${on} a renewal after the rescuer read the row expired makes the rescue change nothing; a dead owner is taken whatever its row says`, async () => {
+        const { seq, rescue } = await expiredRun()
+        // The run's renewal before a step, then the worker's.
+        expect(await db().leaseRenewIfHeld({ seq, owner: 'owner-1', attempt: 1, expiresAt: NOW + 40_000 })).toBe(true)
+        expect(await rescue(NOW + 5_000)).toBe(false)
+        await db().workerRenew({ owner: 'owner-1', expiresAt: NOW + 40_000, channel: null })
+        expect(await rescue(NOW + 5_000)).toBe(false)
+        expect(await d.job(seq)).toMatchObject({ state: 'running', attempts: 1, error: null, owner: 'owner-1' })
+        expect(await db().jobListHeld('owner-1')).toEqual([{ job: seq, attempt: 1 }])
+        // A worker known dead (its process gone from this host) renews nothing more: its runs are taken at once.
+        expect(await rescue(null)).toBe(true)
+        expect(await db().jobListHeld('owner-1')).toEqual([])
+      })
+    })
+  })
+
+  describe('steps and pruning', () => {
+    test(`JOB-06 ${on} a step is kept once, only while its run holds the lease`, async () => {
+      const seq = (await addJobs(c(), [newJob('replies', 'a')])).get('a')!
+      const write = (fields: { owner?: string; attempt?: number; name?: string; answer?: string | null }) =>
+        c().write((tx) => ask(tx.stepSetIfLeased({ seq, owner: 'owner-1', attempt: 1, name: 'step', answer: '"x"', ...fields })))
+      expect(await write({}), 'no lease yet').toBe(false)
+      await claim(c(), replies, request('owner-1', 1))
+      expect(await write({ owner: 'owner-2' })).toBe(false)
+      expect(await write({ attempt: 2 })).toBe(false)
+      expect(await write({ name: 'second' })).toBe(true)
+      expect(await write({ name: 'first', answer: '{"a":[1,{"b":null}]}' })).toBe(true)
+      expect(await write({ name: 'first', answer: '"again"' }), 'a kept step is not replaced').toBe(false)
+      expect(await write({ name: 'nothing', answer: null })).toBe(true)
+      expect(json(await db().stepGet(seq, 'first'))).toEqual({ a: [1, { b: null }] })
+      expect(await db().stepGet(seq, 'nothing')).toBeNull()
+      expect(await db().stepGet(seq, 'missing')).toBeUndefined()
+      expect((await db().stepList(seq)).map((step) => [step.name, step.answer === null ? null : json(step.answer)])).toEqual([
+        ['second', 'x'],
+        ['first', { a: [1, { b: null }] }],
+        ['nothing', null],
+      ])
+      // Two steps kept by one transaction come back in the order they were kept, not by name.
+      await c().write(function* (tx) {
+        yield* ask(tx.stepSetIfLeased({ seq, owner: 'owner-1', attempt: 1, name: 'zeta', answer: '1' }))
+        yield* ask(tx.stepSetIfLeased({ seq, owner: 'owner-1', attempt: 1, name: 'alpha', answer: '2' }))
+      })
+      expect((await db().stepList(seq)).map((step) => step.name)).toEqual(['second', 'first', 'nothing', 'zeta', 'alpha'])
+      await c().write((tx) => ask(tx.stepDeleteMany([seq])))
+      expect(await db().stepList(seq)).toEqual([])
+    })
+
+    test(`JOB-14 ${on} jobHasPrunable and jobDeleteEnded delete ended jobs past retention, with their steps`, async () => {
+      const seqs = await addJobs(
+        c(),
+        ['old', 'new', 'failed', 'waiting'].map((id) => newJob('replies', id)),
+      )
+      await endPlain('old', 'done', NOW - 2 * 86_400_000)
+      await endPlain('new', 'done', NOW)
+      await endPlain('failed', 'failed', NOW - 2 * 86_400_000)
+      await d.rows(`insert into jobs_step (job, name, answer) values ($1, 'kept', '1')`, seqs.get('old'))
+      expect(await db().jobHasPrunable({ queue: 'replies', state: 'done', before: NOW - 86_400_000 })).toBe(true)
+      expect(await db().jobHasPrunable({ queue: 'replies', state: 'canceled', before: NOW })).toBe(false)
+      expect(await db().jobHasPrunable({ queue: 'other', state: 'done', before: NOW })).toBe(false)
+      // A retention of a million years reaches before the first time PostgreSQL holds: nothing, and no error.
+      expect(await db().jobHasPrunable({ queue: 'replies', state: 'done', before: NOW - 1e6 * 365 * 86_400_000 })).toBe(false)
+      expect(await c().write((tx) => ask(tx.jobDeleteEnded({ queue: 'replies', state: 'done', before: NOW, limit: 10 })))).toBe(1)
+      // pruneEnded walks every ended state with the queue's retention (failed: 7 days by default).
+      expect(await c().write((tx) => pruneEnded(tx, defineQueue('replies', { retention: { failed: '1d' } }), NOW))).toBe(1)
+      expect((await d.rows<{ id: string }>(`select id from jobs_job order by id`)).map((row) => row.id)).toEqual(['new', 'waiting'])
+      expect(await d.rows(`select * from jobs_step`)).toEqual([])
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 1, done: 1, failed: 0 })
+    })
+  })
+
+  describe('reading jobs', () => {
+    test(`JOB-11 ${on} jobGetSnapshot and jobGetSnapshots read a job with its lease, its result only once ended`, async () => {
+      const seqs = await addJobs(c(), [newJob('replies', 'a', { grp: 'g', priority: 3 }), newJob('replies', 'b')])
+      const [a, b] = [seqs.get('a')!, seqs.get('b')!]
+      await claim(c(), replies, request('owner-1', 2, { renewLease: workerLease('owner-1', { channel: 'chan' }) }))
+      await d.rows(`update jobs_job set result = '{"early":1}' where seq = $1`, a)
+      expect(await db().jobGetSnapshot('replies', 'a')).toEqual({
+        seq: a,
+        queue: 'replies',
+        id: 'a',
+        grp: 'g',
+        state: 'running',
+        priority: 3,
+        runAt: NOW,
+        attempts: 1,
+        maxAttempts: 3,
+        createdAt: NOW,
+        finishedAt: null,
+        error: null,
+        result: null,
+        owner: 'owner-1',
+        leaseAttempt: 1,
+        channel: 'chan',
+        rateLimit: null,
+        ratePer: null,
+        ratePerGroup: null,
+        rateStarts: null,
+        rateNow: null,
+      })
+      await end(c(), 'replies', [{ seq: b, owner: 'owner-1', attempt: 1, transition: done(NOW + 7, '[1,"two"]') }])
+      const both = await db().jobGetSnapshots([a, b, 999_999])
+      expect([...both].sort((x, y) => x.seq - y.seq).map((row) => [row.state, json(row.result), row.finishedAt, row.owner])).toEqual([
+        ['running', null, null, 'owner-1'],
+        ['done', [1, 'two'], NOW + 7, null],
+      ])
+      expect(await db().jobGetSnapshot('replies', 'missing')).toBeUndefined()
+      // A run whose worker has no row still names its worker and attempt; it has no channel. A job that is not running
+      // names no worker, whatever another program left in its owner.
+      await c().write((tx) => ask(tx.workerDelete('owner-1')))
+      expect(await db().jobGetSnapshot('replies', 'a')).toMatchObject({ owner: 'owner-1', leaseAttempt: 1, channel: null })
+      await d.rows(`update jobs_job set owner = 'owner-1' where seq = $1`, b)
+      expect(await db().jobGetSnapshot('replies', 'b')).toMatchObject({ state: 'done', owner: null, leaseAttempt: null })
+    })
+
+    test(`JOB-17 ${on} jobCountAhead and jobPlacesInLine count the jobs before each in claim order, as computed by hand`, async () => {
+      // A deterministic mix: priorities, run_at (some shared), scheduled jobs due and not, and jobs not runnable.
+      const jobs = Array.from({ length: 40 }, (_, i) => {
+        const priority = [0, 1, -1, 0, 2][i % 5]!
+        const runAt = NOW - 10_000 + ((i * 7) % 6) * 1_000 + (i % 9 === 0 ? 20_000 : 0)
+        return newJob('replies', `j${i}`, { priority, runAt, state: runAt > NOW || i % 4 === 0 ? 'scheduled' : 'waiting' })
+      })
+      const seqs = await addJobs(c(), [...jobs, newJob('other', 'elsewhere', { priority: -10 })])
+      await d.rows(`update jobs_job set state = 'running' where id in ('j3', 'j13')`)
+      await endPlain('j23', 'done', NOW)
+      const runnable = jobs
+        .map((job) => ({ ...job, seq: seqs.get(job.id)! }))
+        .filter((job) => !['j3', 'j13', 'j23'].includes(job.id) && job.runAt <= NOW)
+        .sort((x, y) => x.priority - y.priority || x.runAt - y.runAt || x.seq - y.seq)
+      expect(runnable.length).toBeGreaterThan(20)
+      for (const [place, job] of runnable.entries()) {
+        const at = { queue: 'replies', priority: job.priority, runAt: job.runAt, seq: job.seq, now: NOW }
+        expect(await db().jobCountAhead({ ...at, limit: 10_000 }), job.id).toBe(place)
+        expect(await db().jobCountAhead({ ...at, limit: 5 })).toBe(Math.min(place, 5))
+      }
+      const asked = [runnable[0]!, runnable[4]!, runnable[17]!, runnable[runnable.length - 1]!]
+      const places = await c().read((tx) =>
+        ask(tx.jobPlacesInLine({ queue: 'replies', now: NOW, limit: 10_000 }, new Set(asked.map((job) => job.seq)))),
+      )
+      expect(places).toEqual(
+        new Map([
+          [asked[0]!.seq, 0],
+          [asked[1]!.seq, 4],
+          [asked[2]!.seq, 17],
+          [asked[3]!.seq, runnable.length - 1],
+        ]),
+      )
+      // Those not met within the limit are given the place the walk stopped at; a job not runnable is never met.
+      const notRunnable = seqs.get('j3')!
+      expect(
+        await db().jobPlacesInLine({ queue: 'replies', now: NOW, limit: 10 }, new Set([asked[1]!.seq, asked[2]!.seq, notRunnable])),
+      ).toEqual(
+        new Map([
+          [asked[1]!.seq, 4],
+          [asked[2]!.seq, 10],
+          [notRunnable, 10],
+        ]),
+      )
+      expect(await db().jobPlacesInLine({ queue: 'nothing', now: NOW, limit: 10 }, new Set([1, 2]))).toEqual(
+        new Map([
+          [1, 0],
+          [2, 0],
+        ]),
+      )
+    })
+  })
+
+  describe('the admin API', () => {
+    /** Every page of a listing, walked by keyset as admin/list.ts walks it, `size` jobs at a time. */
+    async function walk(order: ListingOrder, filters: Pick<ListParams, 'queue' | 'state' | 'grp'>, size: number): Promise<string[]> {
+      const first: Record<ListingOrder, ListParams['k1'][]> = {
+        waiting: [-Infinity, -Infinity, -Infinity],
+        scheduled: [-Infinity, -Infinity],
+        ended: [Buffer.alloc(0), Infinity],
+        running: [Infinity],
+        newest: [Infinity],
+      }
+      const next = (row: AdminJobRow): ListParams['k1'][] => {
+        if (order === 'waiting') return [row.priority, row.runAt, row.seq]
+        if (order === 'scheduled') return [row.runAt, row.seq]
+        if (order === 'ended') return [row.finishedAt ?? 0, row.seq]
+        return [row.seq]
+      }
+      const ids: string[] = []
+      let keys = first[order]
+      for (let pages = 0; pages < 100; pages++) {
+        const page = await db().jobList(order, { ...filters, limit: size, k1: keys[0]!, k2: keys[1], k3: keys[2] })
+        ids.push(...page.map((row) => row.id))
+        if (page.length < size) return ids
+        keys = next(page[page.length - 1]!)
+      }
+      throw new Error('the listing did not end')
+    }
+
+    test(`${on} listings page by keyset in the order of each state, filtered by group; jobFind, jobGetRecord, jobListOfQueue`, async () => {
+      const seqs = await addJobs(c(), [
+        newJob('replies', 'w1', { priority: 1, runAt: NOW - 100 }),
+        newJob('replies', 'w2', { priority: 0, runAt: NOW - 50, grp: 'g' }),
+        newJob('replies', 'w3', { priority: 0, runAt: NOW - 50 }),
+        newJob('replies', 'w4', { priority: 0, runAt: NOW - 200, grp: 'g' }),
+        newJob('replies', 'w5', { priority: -1, runAt: NOW }),
+        newJob('replies', 's1', { runAt: NOW + 3_000 }),
+        newJob('replies', 's2', { runAt: NOW + 1_000, grp: 'g' }),
+        newJob('replies', 's3', { runAt: NOW + 1_000 }),
+        newJob('replies', 'r1'),
+        newJob('replies', 'r2'),
+        newJob('replies', 'd1'),
+        newJob('replies', 'd2'),
+        newJob('replies', 'd3'),
+        newJob('other', 'o1'),
+      ])
+      await d.rows(`update jobs_job set state = 'running', attempts = 1, owner = 'o' where id = 'r1'`)
+      // A running job that names no worker is listed too: it holds a place until a worker ends it (JOB-18).
+      await d.rows(`update jobs_job set state = 'running' where id = 'r2'`)
+      await endPlain('d1', 'done', NOW + 5)
+      await endPlain('d2', 'done', NOW + 9)
+      await endPlain('d3', 'done', NOW + 5)
+      const all = { queue: 'replies', grp: null }
+      for (const size of [1, 2, 50]) {
+        expect(await walk('waiting', { ...all, state: 'waiting' }, size)).toEqual(['w5', 'w4', 'w2', 'w3', 'w1'])
+        expect(await walk('scheduled', { ...all, state: 'scheduled' }, size)).toEqual(['s2', 's3', 's1'])
+        expect(await walk('running', { ...all, state: 'running' }, size)).toEqual(['r2', 'r1'])
+        expect(await walk('ended', { ...all, state: 'done' }, size)).toEqual(['d2', 'd3', 'd1'])
+        expect(await walk('newest', { queue: null, state: null, grp: null }, size)).toEqual([...seqs.keys()].reverse())
+      }
+      expect(await walk('waiting', { queue: 'replies', state: 'waiting', grp: 'g' }, 1)).toEqual(['w4', 'w2'])
+      expect(await walk('scheduled', { queue: 'replies', state: 'scheduled', grp: 'g' }, 1)).toEqual(['s2'])
+      expect(await walk('newest', { queue: 'replies', state: 'waiting', grp: null }, 2)).toEqual(['w5', 'w4', 'w3', 'w2', 'w1'])
+      expect(await walk('newest', { queue: 'other', state: null, grp: null }, 2)).toEqual(['o1'])
+      // A key that only SQLite stores (a text) sorts after every number, as SQLite sorts it.
+      expect(await db().jobList('waiting', { queue: 'replies', state: 'waiting', grp: null, limit: 10, k1: 'text', k2: 0, k3: 0 })).toEqual(
+        [],
+      )
+
+      const record = await db().jobGetRecord('replies', 'd2')
+      expect({ ...record, value: json(record!.value) }).toEqual({
+        seq: seqs.get('d2'),
+        queue: 'replies',
+        id: 'd2',
+        grp: null,
+        value: { id: 'd2' },
+        state: 'done',
+        priority: 0,
+        attempts: 0,
+        maxAttempts: 3,
+        runAt: NOW,
+        createdAt: NOW,
+        finishedAt: NOW + 9,
+        error: null,
+        errorStack: null,
+        result: null,
+      })
+      expect(await db().jobGetRecord('replies', 'nope')).toBeUndefined()
+      expect(await db().jobFind('replies', 'd2')).toEqual({ seq: seqs.get('d2'), state: 'done' })
+      expect(await db().jobFind('replies', 'nope')).toBeUndefined()
+      expect((await db().jobListOfQueue('replies')).map((row) => row.id)).toEqual([...seqs.keys()].filter((id) => id !== 'o1'))
+    })
+
+    test(`JOB-18 ${on} counts by state, of one queue and of all, a queue written with plain SQL and a queue only paused included`, async () => {
+      await addJobs(c(), [newJob('replies', 'a'), newJob('replies', 'b', { runAt: NOW + 1 }), newJob('replies', 'c')])
+      await endPlain('c', 'failed', NOW)
+      await d.rows(`insert into jobs_job (queue, id, state) values ('plain', 'x', 'waiting'), ('plain', 'y', 'canceled')`)
+      await c().write((tx) => ask(tx.queueSetPaused('paused-only', true)))
+      const none = { paused: 0, waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }
+      expect(await db().queueGetCounts('replies')).toEqual({ ...none, name: 'replies', waiting: 1, scheduled: 1, failed: 1 })
+      expect(await db().queueGetCounts('plain')).toEqual({ ...none, name: 'plain', waiting: 1, canceled: 1 })
+      expect(await db().queueGetCounts('paused-only')).toEqual({ ...none, name: 'paused-only', paused: 1 })
+      expect(await db().queueGetCounts('nothing')).toBeUndefined()
+      expect(await db().queueNames()).toEqual(['paused-only', 'plain', 'replies'])
+      expect((await db().queueGetCountsAll()).map((row) => [row.name, row.paused, row.waiting, row.failed, row.canceled])).toEqual([
+        ['paused-only', 1, 0, 0, 0],
+        ['plain', 0, 1, 0, 1],
+        ['replies', 0, 1, 1, 0],
+      ])
+    })
+
+    test(`JOB-16 ${on} cancel ends a job that has not ended; retry puts a failed or canceled one back with fresh attempts; jobGetOutcome`, async () => {
+      const seqs = await addJobs(c(), [newJob('replies', 'a'), newJob('replies', 'b')])
+      const [a, b] = [seqs.get('a')!, seqs.get('b')!]
+      await claim(c(), replies, request('owner-1', 1))
+      expect(await db().jobListHeld('owner-1')).toEqual([{ job: a, attempt: 1 }])
+      expect(await c().write((tx) => ask(tx.jobCancel(a, NOW + 1)))).toBe(true)
+      // The canceled run holds its job no more: its fence fails.
+      expect(await db().jobListHeld('owner-1')).toEqual([])
+      expect(await d.job(a)).toMatchObject({ state: 'canceled', owner: null, finishedAt: NOW + 1 })
+      expect(await end(c(), 'replies', [{ seq: a, owner: 'owner-1', attempt: 1, transition: done() }])).toEqual([false])
+      expect(await c().write((tx) => ask(tx.jobCancel(a, NOW + 2)))).toBe(false)
+      expect(await db().jobGetOutcome(a)).toEqual({ state: 'canceled', error: null })
+      expect(await c().write((tx) => ask(tx.jobRetry(b, NOW + 3))), 'a waiting job is not retried').toBe(false)
+      await d.rows(`update jobs_job set error = 'gone', result = '1' where seq = $1`, a)
+      expect(await c().write((tx) => ask(tx.jobRetry(a, NOW + 4)))).toBe(true)
+      expect(await d.job(a)).toMatchObject({ state: 'waiting', attempts: 0, runAt: NOW + 4, finishedAt: null, error: null, result: null })
+      expect(await db().jobGetOutcome(999_999)).toBeUndefined()
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 2, running: 0, canceled: 0 })
+    })
+
+    test(`${on} ended counts per window and per bucket, and the earliest runnable time`, async () => {
+      await addJobs(
+        c(),
+        ['a', 'b', 'c', 'd'].map((id, i) => newJob('replies', id, { priority: i % 2, runAt: NOW + 1_000 * (4 - i) })),
+      )
+      await endPlain('a', 'done', NOW + 100)
+      await endPlain('b', 'done', NOW + 1_100)
+      await endPlain('c', 'done', NOW + 1_500)
+      const window = { queue: 'replies', state: 'done' as const, since: NOW, until: NOW + 1_500 }
+      expect(await db().jobCountEnded(window)).toBe(2)
+      expect(await db().jobCountEnded({ ...window, since: -Infinity, until: Infinity })).toBe(3)
+      expect(await db().jobCountEnded({ ...window, state: 'failed' })).toBe(0)
+      expect(
+        [...(await db().jobCountEndedPerBucket({ ...window, until: NOW + 2_000, bucketMs: 1_000 }))].sort((x, y) => x.bucket - y.bucket),
+      ).toEqual([
+        { bucket: Math.floor((NOW + 100) / 1_000), count: 1 },
+        { bucket: Math.floor((NOW + 1_100) / 1_000), count: 2 },
+      ])
+      expect(await db().jobEarliestRunnable('replies')).toBe(NOW + 1_000)
+      await addJobs(c(), [newJob('replies', 'e', { priority: 7, runAt: NOW - 1 })])
+      expect(await db().jobEarliestRunnable('replies')).toBe(NOW - 1)
+      expect(await db().jobEarliestRunnable('nothing')).toBeNull()
+    })
+  })
+
+  describe('queues: limits, rates, what a worker reads before it claims', () => {
+    test(`JOB-19 ${on} queueClaimable counts running jobs and says whether jobs wait or are scheduled, and when the next scheduled one is due`, async () => {
+      const empty = await db().queueClaimable('replies')
+      // SQLite reads the queue's row, which a queue gets with its first job; PostgreSQL answers for any queue.
+      if (d.dialect === 'sqlite') expect(empty).toBeUndefined()
+      else expect(empty).toEqual({ paused: 0, concurrency: null, running: 0, waiting: 0, scheduled: 0, nextScheduled: null })
+      // Due or not by the server's clock on PostgreSQL: these two are due in an hour and in a minute.
+      const soon = Date.now() + 60_000
+      await addJobs(c(), [
+        newJob('replies', 'a'),
+        newJob('replies', 'b'),
+        newJob('replies', 'later', { runAt: soon + 3_600_000 }),
+        newJob('replies', 'soon', { runAt: soon }),
+      ])
+      await store(c(), defineQueue('replies', { concurrency: 3 }))
+      await claim(c(), replies, request('owner-1', 1))
+      // SQLite answers its counters; PostgreSQL whether there are any (1 or 0), read from the jobs.
+      const many = (n: number) => (d.dialect === 'sqlite' ? n : Math.min(n, 1))
+      expect(await db().queueClaimable('replies')).toEqual({
+        paused: 0,
+        concurrency: 3,
+        running: 1,
+        waiting: 1,
+        scheduled: many(2),
+        nextScheduled: soon,
+      })
+      await claim(c(), replies, request('owner-1', 1))
+      expect(await db().queueClaimable('replies')).toMatchObject({ running: 2, waiting: 0, scheduled: many(2), nextScheduled: soon })
+      // A scheduled job whose time has come counts as scheduled on SQLite, as due on PostgreSQL; either way it is the next one.
+      await addJobs(c(), [newJob('replies', 'overdue', { runAt: NOW - 1, state: 'scheduled' })])
+      expect(await db().queueClaimable('replies')).toMatchObject({
+        running: 2,
+        waiting: d.dialect === 'sqlite' ? 0 : 1,
+        scheduled: many(3),
+        nextScheduled: NOW - 1,
+      })
+      // Jobs written with plain SQL are counted: by the triggers on SQLite, from the jobs on PostgreSQL.
+      await d.rows(`insert into jobs_job (queue, id) values ('plain', 'x')`)
+      expect(await db().queueClaimable('plain')).toEqual({
+        paused: 0,
+        concurrency: null,
+        running: 0,
+        waiting: 1,
+        scheduled: 0,
+        nextScheduled: null,
+      })
+    })
+
+    test(`JOB-19 ${on} stored limits replace each other, the last stored wins, and the claim reads them`, async () => {
+      expect(await db().queueLimitsGet('replies')).toBeUndefined()
+      expect(await store(c(), defineQueue('replies', { concurrency: { total: 4, perGroup: 2 } }))).toBeNull()
+      const noRate = { rateLimit: null, ratePer: null, ratePerGroup: null }
+      expect(await db().queueLimitsGet('replies')).toEqual({ concurrency: 4, perGroup: 2, setAt: NOW, ...noRate })
+      expect(await store(c(), defineQueue('replies', { concurrency: 1 }), NOW + 1)).toMatch(/total: 4, perGroup: 2.*total: 1/)
+      expect(await db().queueLimitsGet('replies')).toEqual({ concurrency: 1, perGroup: null, setAt: NOW + 1, ...noRate })
+      // Straight through the request: a later store replaces every limit.
+      await c().write((tx) =>
+        ask(
+          tx.queueLimitsSet({ queue: 'replies', total: 2, perGroup: null, now: NOW + 2, rateLimit: 5, ratePer: 1_000, ratePerGroup: null }),
+        ),
+      )
+      expect(await db().queueLimitsGet('replies')).toEqual({
+        concurrency: 2,
+        perGroup: null,
+        setAt: NOW + 2,
+        rateLimit: 5,
+        ratePer: 1_000,
+        ratePerGroup: null,
+      })
+      await store(c(), defineQueue('replies', { concurrency: 1 }), NOW + 3)
+      await addJobs(
+        c(),
+        ['a', 'b'].map((id) => newJob('replies', id)),
+      )
+      // The claiming process's definition says no limit; the stored limit holds.
+      expect(await claim(c(), replies, request('owner-1', 5))).toHaveLength(1)
+      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0)))).toMatchObject({
+        paused: 0,
+        running: 1,
+        concurrency: 1,
+        perGroup: null,
+        rateLimit: null,
+      })
+      expect(await claim(c(), replies, request('owner-1', 5))).toEqual([])
+      expect(await c().write((tx) => ask(tx.queueClaimLimits('nothing', 0)))).toBeUndefined()
+    })
+
+    test(`JOB-07 ${on} queueClaimLimits counts the runs this transaction ended as free, so a worker may claim the slots its own ends freed`, async () => {
+      const limited = defineQueue('replies', { concurrency: 2 })
+      await store(c(), limited)
+      const seqs = await addJobs(
+        c(),
+        ['a', 'b', 'c', 'd'].map((id) => newJob('replies', id)),
+      )
+      await claim(c(), limited, request('owner-1', 5))
+      const records = ['a', 'b'].map((id) => ({ seq: seqs.get(id)!, owner: 'owner-1', attempt: 1, transition: done() }))
+      // One flush: the ends, then the claim, in one transaction.
+      const claimed = await c().write((tx) =>
+        counting(tx, 'replies', function* (moved) {
+          yield* recordEnds(tx, records, moved)
+          const limits = yield* ask(tx.queueClaimLimits('replies', Math.max(0, -moved.running)))
+          expect(limits).toMatchObject({ running: 0, concurrency: 2 })
+          return yield* claimJobs(tx, limited, request('owner-1', 5), moved)
+        }),
+      )
+      expect(claimed.map((job) => job.id)).toEqual(['c', 'd'])
+      expect(await db().queueGetCounts('replies')).toMatchObject({ running: 2, done: 2 })
+    })
+
+    test(`JOB-07 ${on} a claim under a concurrency writes back the workers waiting for their share (queueClaimWaitersSet), read with queueClaimLimits`, async () => {
+      const limited = defineQueue('replies', { concurrency: 2 })
+      await store(c(), limited)
+      await addJobs(
+        c(),
+        ['a', 'b', 'c', 'd'].map((id) => newJob('replies', id)),
+      )
+      // owner-1 holds both slots; owner-2 wants some and gets none: it waits, and says so in the queue's row.
+      expect(await claim(c(), limited, request('owner-1', 2, { held: 0 }))).toHaveLength(2)
+      expect(await claim(c(), limited, request('owner-2', 2, { held: 0 }))).toEqual([])
+      const limits = await c().write((tx) => ask(tx.queueClaimLimits('replies', 0)))
+      expect(JSON.stringify(json(limits!.claimWaiters))).toMatch(/owner-2/)
+      await c().write((tx) => ask(tx.queueClaimWaitersSet('replies', null)))
+      expect((await c().write((tx) => ask(tx.queueClaimLimits('replies', 0))))!.claimWaiters ?? null).toBeNull()
+    })
+
+    test(`JOB-22 ${on} a stored rate is read by the claim with the log of starts it writes back; PostgreSQL's rateNow is the server's clock, SQLite's null`, async () => {
+      const rated = defineQueue('replies', { rate: { limit: 2, per: '1m', perGroup: 1 } })
+      expect(await store(c(), rated)).toBeNull()
+      expect(await db().queueLimitsGet('replies')).toEqual({
+        concurrency: null,
+        perGroup: null,
+        setAt: NOW,
+        rateLimit: 2,
+        ratePer: 60_000,
+        ratePerGroup: 1,
+      })
+      await addJobs(
+        c(),
+        ['a', 'b', 'c'].map((id) => newJob('replies', id, { grp: id === 'c' ? 'g2' : 'g1' })),
+      )
+      const before = Date.now()
+      const clock = d.dialect === 'sqlite' ? NOW : before
+      // b is passed over: its group started a run in this window already.
+      expect((await claim(c(), rated, request('owner-1', 5))).map((job) => job.id)).toEqual(['a', 'c'])
+      const [row] = await d.rows<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'replies'`)
+      const starts = json(row!.starts) as { starts: number[]; groups: Record<string, number[]> }
+      expect(starts.starts).toHaveLength(2)
+      expect(Object.keys(starts.groups).sort()).toEqual(['g1', 'g2'])
+      expect(starts.starts[0]).toBeGreaterThanOrEqual(clock - 5_000)
+      expect(await claim(c(), rated, request('owner-1', 5))).toEqual([])
+      const limits = await c().write((tx) => ask(tx.queueClaimLimits('replies', 0)))
+      expect(limits).toMatchObject({ rateLimit: 2, ratePer: 60_000, ratePerGroup: 1 })
+      expect(json(limits!.rateStarts)).toEqual(starts)
+      if (d.dialect === 'sqlite') expect(limits!.rateNow).toBeNull()
+      else expect(Math.abs(limits!.rateNow! - Date.now())).toBeLessThan(5_000)
+      // Straight through the request: a log written back is what the next claim reads.
+      await c().write((tx) => ask(tx.queueRateStartsSet('replies', JSON.stringify({ starts: [], groups: {} }))))
+      expect(json((await c().write((tx) => ask(tx.queueClaimLimits('replies', 0))))!.rateStarts)).toEqual({ starts: [], groups: {} })
+      expect((await claim(c(), rated, request('owner-1', 5))).map((job) => job.id)).toEqual(['b'])
+    })
+  })
+})
