@@ -7,7 +7,7 @@ import { basename, resolve } from 'node:path'
 import type Database from 'better-sqlite3'
 import { JobsError } from '../../errors.js'
 import { drizzleHandleOf, type DrizzleHandle, type SyncDatabase } from '../drizzle.js'
-import { runSync, type Connection, type Timed, type Work } from '../index.js'
+import { runSync, type Connection, type Work } from '../index.js'
 import { sqliteExecutor } from './executor.js'
 import { prepareAll } from './statement.js'
 import {
@@ -19,7 +19,6 @@ import {
   prepareStatements,
   type Statements,
 } from './statements.js'
-import { writeLockTaker } from './write-lock.js'
 
 export type { SyncDatabase }
 
@@ -98,26 +97,12 @@ function open(client: Database.Database): SqliteConnection {
   }
   const transaction = client.transaction((work: () => unknown) => work())
   const file = client.memory || !client.name ? `memory:${++anonymousDatabases}` : resolve(client.name)
-  const beginImmediate = writeLockTaker(client)
+  const begin = client.prepare('begin immediate')
   const commit = client.prepare('commit')
   const rollback = client.prepare('rollback')
   const inTransaction = () => client.inTransaction
   const triggers = new TriggerInstall(client)
   const executor = sqliteExecutor(client, sql)
-  /** Runs `work` in a write transaction of its own, timing how long the write lock took. */
-  function writeAlone<T>(work: Work<'sync', T>): Timed<T> {
-    const asked = performance.now()
-    beginImmediate()
-    const lockWaitMs = performance.now() - asked
-    try {
-      const value = runSync(work(executor))
-      commit.run()
-      return { value, lockWaitMs }
-    } catch (error) {
-      if (client.inTransaction) rollback.run()
-      throw error
-    }
-  }
   return {
     kind: 'sync',
     capabilities: { synchronous: true, oneWriter: true, jsonAsText: true },
@@ -128,8 +113,7 @@ function open(client: Database.Database): SqliteConnection {
     inTransaction,
     write<T>(work: Work<'sync', T>) {
       triggers.ensure()
-      if (client.inTransaction) return transaction(() => runSync(work(executor))) as T
-      return writeAlone(work).value
+      return transaction.immediate(() => runSync(work(executor))) as T
     },
     join<T>(work: Work<'sync', T>) {
       triggers.ensure()
@@ -137,7 +121,17 @@ function open(client: Database.Database): SqliteConnection {
     },
     writeTimed<T>(work: Work<'sync', T>) {
       triggers.ensure()
-      return writeAlone(work)
+      const asked = performance.now()
+      begin.run()
+      const lockWaitMs = performance.now() - asked
+      try {
+        const value = runSync(work(executor))
+        commit.run()
+        return { value, lockWaitMs }
+      } catch (error) {
+        if (client.inTransaction) rollback.run()
+        throw error
+      }
     },
     read: <T>(work: Work<'sync', T>) =>
       client.inTransaction ? runSync(work(executor)) : (transaction.deferred(() => runSync(work(executor))) as T),
