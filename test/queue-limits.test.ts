@@ -194,25 +194,25 @@ test("JOB-19 drain stores its definition's limits as a worker's start does, and 
   release()
 })
 
-test('JOB-13 tables migrated before the limits were stored are refused with SCHEMA_MISSING naming the missing column, until the new migration runs', () => {
+test('JOB-13 tables migrated before the latest migration are refused with SCHEMA_MISSING naming what is missing, until it runs', () => {
   const apply = (client: { exec(sql: string): unknown }, file: string) => {
     for (const statement of readFileSync(join(MIGRATIONS, file), 'utf8').split('--> statement-breakpoint')) client.exec(statement)
   }
   const files = readdirSync(MIGRATIONS)
     .filter((file) => file.endsWith('.sql'))
     .sort()
-  const limitsAt = files.findIndex((file) => file.endsWith('_queue_limits.sql'))
-  expect(limitsAt).toBeGreaterThan(0)
+  const latestAt = files.length - 1
+  expect(files[latestAt]).toMatch(/_lease_per_worker\.sql$/)
   const opened = openDb(join(tempDir(), 'old.db'))
-  for (const file of files.slice(0, limitsAt)) apply(opened.client, file)
+  for (const file of files.slice(0, latestAt)) apply(opened.client, file)
   const queue = defineQueue('upgraded', { concurrency: 2 })
   expect(() => enqueue(opened.db, queue, null)).toThrow(
     expect.objectContaining({
       code: 'SCHEMA_MISSING',
-      message: expect.stringMatching(/jobs_queue has no claim_waiters column.*drizzle-kit migrate/),
+      message: expect.stringMatching(/^table jobs_worker is missing: .*drizzle-kit migrate/),
     }),
   )
-  for (const file of files.slice(limitsAt)) apply(opened.client, file)
+  for (const file of files.slice(latestAt)) apply(opened.client, file)
   expect(enqueue(opened.db, queue, null).added).toBe(true)
   opened.client.close()
 })
