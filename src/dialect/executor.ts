@@ -133,7 +133,7 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   ): Result<K, Pick<JobRow, 'seq'>[]>
   /**
    * A worker's flush of one queue as one operation, where the driver can write it whole (PostgreSQL: one statement,
-   * one round trip, no transaction around it): its own ends, each behind the fence with its own next state, the steps
+   * in a transaction of its own): its own ends, each behind the fence with its own next state, the steps
    * of the jobs that ended, its claim of runnable jobs in claim order, its row renewed when it claimed, and one notice.
    * A queue whose policy (a limit, a rate, a job that must run alone) needs the engine's general claim gets none, and
    * the engine claims in a program of its own (engine/claim.ts). Absent where the engine's program is as cheap (SQLite:

@@ -193,13 +193,16 @@ export class Flusher {
 
   /**
    * The driver's whole flush (Executor.jobFlush), where it has one and this flush may use it: not a worker's first,
-   * which stores its queue's limits, and only with the worker's own ends.
+   * which stores its queue's limits, and only with the worker's own ends. It runs in a transaction of its own, not
+   * as a statement alone: a connection lost after the statement was sent leaves a lone statement's outcome unknown,
+   * and jobs it claimed would stay running under this worker's name with no run; a transaction that fails before
+   * its commit writes nothing (the commit alone is left unknown, as for every flush).
    */
   private wholeFlush(storing: boolean, ends: readonly RunEndRecord[]): ((flush: FlushRequest) => Promise<FlushAnswer>) | undefined {
-    const { executor } = this.worker.connection
-    if (!executor.jobFlush || storing) return undefined
+    const { connection } = this.worker
+    if (!connection.executor.jobFlush || storing) return undefined
     if (ends.some((end) => end.owner !== this.worker.owner || (end.expiredBy ?? null) !== null)) return undefined
-    return async (flush) => executor.jobFlush!(flush)
+    return async (flush) => (await connection.writeTimed((db) => ask(db.jobFlush!(flush)))).value
   }
 
   /** Resolves once no flush is under way. */
