@@ -407,6 +407,28 @@ describe.each(DRIVERS)('%s', (driver) => {
     })
 
     if (driver === 'sqlite') {
+      test(`JOB-03 ${on} has no whole add, as designed: enqueue's requests are as cheap in-process`, () => {
+        expect('jobAdd' in d.executor).toBe(false)
+      })
+    } else {
+      test(`JOB-03 ${on} the driver writes a whole add in one statement: once per id, under maxWaiting, the queue's row made on its first job, and one notice`, async () => {
+        const listener = await d.listen()
+        try {
+          expect(await c().write((tx) => ask(tx.jobAdd!(newJob('fresh', 'a'))))).toBe(true)
+          expect(await c().write((tx) => ask(tx.jobAdd!(newJob('fresh', 'a', { value: '{"other":true}' }))))).toBe(false)
+          expect(await c().write((tx) => ask(tx.jobAdd!(newJob('fresh', 'b', { maxWaiting: 1 }))))).toBe(false)
+          expect(await db().jobExists('fresh', 'b')).toBe(false)
+          expect(await d.rows(`select name from jobs_queue`)).toEqual([{ name: 'fresh' }])
+          expect(json((await d.rows<{ value: unknown }>(`select value from jobs_job where id = 'a'`))[0]!.value)).toEqual({ id: 'a' })
+          await waitFor(() => listener.heard.length >= 1 || undefined, 'the notice')
+          expect(listener.heard).toEqual(['added:fresh'])
+        } finally {
+          listener.stop()
+        }
+      })
+    }
+
+    if (driver === 'sqlite') {
       test(`JOB-16 ${on} has no whole flush, as designed: the engine's program in its transaction is as cheap in-process`, () => {
         expect(d.executor.jobFlush).toBeUndefined()
         expect('jobFlush' in d.executor).toBe(false)

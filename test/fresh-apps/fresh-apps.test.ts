@@ -162,7 +162,7 @@ async function saysWhichDriver(app: string, database: string, driver: string): P
   expect(refused.stderr).toContain(`npm install ${driver}`)
 }
 
-test('a fresh SQLite app: npm install drizzle-jobs drizzle-orm better-sqlite3, then the README on drizzle-orm 0.45 and 1.0', async () => {
+test.concurrent('a fresh SQLite app: npm install drizzle-jobs drizzle-orm better-sqlite3, then the README on drizzle-orm 0.45 and 1.0', async () => {
   const app = await newApp('sqlite', 'better-sqlite3', ['@types/better-sqlite3'])
   console.log(`SQLite app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', 'better-sqlite3'])}`)
   await adopt(app, 'app.db', {})
@@ -177,7 +177,7 @@ for (const [dialect, driver, types] of [
   ['pg', 'pg', ['@types/pg']],
   ['postgres', 'postgres', []],
 ] as const) {
-  test(`a fresh PostgreSQL app on ${driver}: npm install drizzle-jobs drizzle-orm ${driver}, then the README on drizzle-orm 0.45 and 1.0`, async () => {
+  test.concurrent(`a fresh PostgreSQL app on ${driver}: npm install drizzle-jobs drizzle-orm ${driver}, then the README on drizzle-orm 0.45 and 1.0`, async () => {
     const app = await newApp(dialect, driver, [...types])
     console.log(`PostgreSQL app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
     for (const stage of ['0.45', '1.0']) {

@@ -79,6 +79,7 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     queueFoldCounts: async (queue) => (await one(q, FOLD, { queue })).rows,
 
     jobInsertIfRoom: (job) => some(q, SQL.insertJobIfRoom, job),
+    jobAdd: async (job) => (await one(q, SQL.addJob, job)).added === 1,
     jobInsert: (job) => some(q, SQL.insertJob, job),
     jobInsertMany: async ({ jobs, ...batch }) =>
       (await all(q, SQL.insertJobs, { ...batch, jobs: JSON.stringify(jobs) })).map((row) => row.id),
