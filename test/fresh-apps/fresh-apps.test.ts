@@ -13,7 +13,7 @@
  * serve the packages).
  */
 import { execFile, spawn } from 'node:child_process'
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterAll, beforeAll, expect, test } from 'vitest'
@@ -25,10 +25,23 @@ const APPS = join(import.meta.dirname, 'apps')
 /** Outside the repository, so that an app resolves nothing from the repository's node_modules. */
 const scratch = mkdtempSync(join(tmpdir(), 'drizzle-jobs-fresh-apps-'))
 let tarball: string
+/**
+ * better-sqlite3's install (prebuild-install) takes a prebuilt binary from a folder its env variable names before it
+ * downloads one, which npm cannot here, or compiles one: the binary the repository's own install compiled, of the
+ * same version, is put there as the prebuilt one, as on a machine that built it before. An app that npm gives another
+ * version of better-sqlite3 compiles its own.
+ */
+const prebuilds = join(scratch, 'prebuilds')
+const PREBUILDS_ENV = { npm_config_better_sqlite3_local_prebuilds: prebuilds }
 
 beforeAll(async () => {
   const packed = await run(ROOT, 'npm', ['pack', '--ignore-scripts', '--pack-destination', scratch, '--json'])
   tarball = join(scratch, (JSON.parse(packed.stdout) as [{ filename: string }])[0].filename)
+  const betterSqlite3 = join(ROOT, 'node_modules', 'better-sqlite3')
+  const { version } = JSON.parse(readFileSync(join(betterSqlite3, 'package.json'), 'utf8')) as { version: string }
+  mkdirSync(prebuilds)
+  const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`
+  await run(betterSqlite3, 'tar', ['-czf', join(prebuilds, name), 'build/Release/better_sqlite3.node'])
 }, 120_000)
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
 
@@ -67,8 +80,10 @@ async function newApp(dialect: Dialect, driver: string, types: string[]): Promis
   const app = join(scratch, `${dialect}-app`)
   mkdirSync(join(app, 'src'), { recursive: true })
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: `fresh-${dialect}-app`, private: true, type: 'module' }, null, 2))
-  await run(app, 'npm', ['install', '--no-audit', '--no-fund', tarball, 'drizzle-orm', driver])
-  await run(app, 'npm', ['install', '--no-audit', '--no-fund', '--save-dev', 'drizzle-kit', 'typescript', '@types/node', ...types])
+  await run(app, 'npm', ['install', '--no-audit', '--no-fund', tarball, 'drizzle-orm', driver], { env: PREBUILDS_ENV })
+  await run(app, 'npm', ['install', '--no-audit', '--no-fund', '--save-dev', 'drizzle-kit', 'typescript', '@types/node', ...types], {
+    env: PREBUILDS_ENV,
+  })
   writeFileSync(
     join(app, 'tsconfig.json'),
     JSON.stringify(
@@ -168,7 +183,9 @@ test.concurrent('a fresh SQLite app: npm install drizzle-jobs drizzle-orm better
   await adopt(app, 'app.db', {})
   await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
 
-  await run(app, 'npm', ['install', '--no-audit', '--no-fund', `drizzle-orm@${DRIZZLE_1}`, `drizzle-kit@${DRIZZLE_1}`])
+  await run(app, 'npm', ['install', '--no-audit', '--no-fund', `drizzle-orm@${DRIZZLE_1}`, `drizzle-kit@${DRIZZLE_1}`], {
+    env: PREBUILDS_ENV,
+  })
   console.log(`SQLite app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', 'better-sqlite3'])}`)
   await adopt(app, 'app.db', {})
 }, 900_000)

@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { promisify } from 'node:util'
 import type { TestProject } from 'vitest/node'
+import { onServer } from './pg-database.js'
 
 /** What the test files are given: a server's URL, or why there is none. */
 export type PgServer = { url: string } | { unavailable: string }
@@ -29,6 +30,9 @@ declare module 'vitest' {
 export const NO_SERVER =
   'the PostgreSQL tests need a server: set DATABASE_URL=postgres://user@host:port/db, or install PostgreSQL (apt-get install postgresql) so that they start their own with initdb'
 
+/** The name's prefix of the migrated databases that fresh test databases copy (pg.ts), dropped at the run's end. */
+export const TEMPLATE_PREFIX = 'drizzle_jobs_template_'
+
 const SYSTEM_USER = 'postgres'
 /** util-linux's runuser, in sbin, which a root shell's PATH may lack. */
 const RUNUSER = ['/usr/sbin/runuser', '/sbin/runuser'].find((path) => existsSync(path)) ?? 'runuser'
@@ -37,7 +41,7 @@ export default async function setup(project: TestProject): Promise<() => void> {
   const given = process.env.DATABASE_URL
   if (given) {
     project.provide('pgServer', { url: given })
-    return () => {}
+    return () => dropTemplates(given, process.pid)
   }
   const cluster = await startPrivateCluster()
   project.provide('pgServer', 'url' in cluster ? { url: cluster.url } : { unavailable: cluster.unavailable })
@@ -175,5 +179,19 @@ async function startCluster(bin: Binaries): Promise<PrivateCluster | { unavailab
         }
       },
     }
+  }
+}
+
+/** Drops the migrated templates the run's files made on `server` (pg.ts); a server that no longer answers keeps them. */
+async function dropTemplates(server: string, run: number): Promise<void> {
+  try {
+    await onServer(server, async (client) => {
+      const { rows } = await client.query<{ datname: string }>(`select datname from pg_database where datname like $1`, [
+        `${TEMPLATE_PREFIX}${run}\\_%`,
+      ])
+      for (const { datname } of rows) await client.query(`drop database if exists "${datname}" with (force)`)
+    })
+  } catch {
+    // Left for the next run's end.
   }
 }
