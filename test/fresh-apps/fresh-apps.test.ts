@@ -80,10 +80,15 @@ async function newApp(dialect: Dialect, driver: string, types: string[]): Promis
   const app = join(scratch, `${dialect}-app`)
   mkdirSync(join(app, 'src'), { recursive: true })
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: `fresh-${dialect}-app`, private: true, type: 'module' }, null, 2))
-  await run(app, 'npm', ['install', '--no-audit', '--no-fund', tarball, 'drizzle-orm', driver], { env: PREBUILDS_ENV })
-  await run(app, 'npm', ['install', '--no-audit', '--no-fund', '--save-dev', 'drizzle-kit', 'typescript', '@types/node', ...types], {
-    env: PREBUILDS_ENV,
-  })
+  await run(app, 'npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, 'drizzle-orm', driver], { env: PREBUILDS_ENV })
+  await run(
+    app,
+    'npm',
+    ['install', '--no-audit', '--no-fund', '--prefer-offline', '--save-dev', 'drizzle-kit', 'typescript', '@types/node', ...types],
+    {
+      env: PREBUILDS_ENV,
+    },
+  )
   writeFileSync(
     join(app, 'tsconfig.json'),
     JSON.stringify(
@@ -183,9 +188,14 @@ test.concurrent('a fresh SQLite app: npm install drizzle-jobs drizzle-orm better
   await adopt(app, 'app.db', {})
   await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
 
-  await run(app, 'npm', ['install', '--no-audit', '--no-fund', `drizzle-orm@${DRIZZLE_1}`, `drizzle-kit@${DRIZZLE_1}`], {
-    env: PREBUILDS_ENV,
-  })
+  await run(
+    app,
+    'npm',
+    ['install', '--no-audit', '--no-fund', '--prefer-offline', `drizzle-orm@${DRIZZLE_1}`, `drizzle-kit@${DRIZZLE_1}`],
+    {
+      env: PREBUILDS_ENV,
+    },
+  )
   console.log(`SQLite app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', 'better-sqlite3'])}`)
   await adopt(app, 'app.db', {})
 }, 900_000)
@@ -199,7 +209,14 @@ for (const [dialect, driver, types] of [
     console.log(`PostgreSQL app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
     for (const stage of ['0.45', '1.0']) {
       if (stage === '1.0') {
-        await run(app, 'npm', ['install', '--no-audit', '--no-fund', `drizzle-orm@${DRIZZLE_1}`, `drizzle-kit@${DRIZZLE_1}`])
+        await run(app, 'npm', [
+          'install',
+          '--no-audit',
+          '--no-fund',
+          '--prefer-offline',
+          `drizzle-orm@${DRIZZLE_1}`,
+          `drizzle-kit@${DRIZZLE_1}`,
+        ])
         console.log(`PostgreSQL app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
       }
       const database = await freshPgDb({ migrate: false })
