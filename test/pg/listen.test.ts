@@ -4,7 +4,7 @@
  * connection that is killed is made anew, and what was added meanwhile is found.
  */
 import { afterEach, expect, test } from 'vitest'
-import { enqueue, watch, work, type Worker } from '../../src/index.js'
+import { defineQueue, enqueue, watch, work, type Worker } from '../../src/index.js'
 import { crashes } from '../fixtures/contract-queues.js'
 import { eachFreshPgDb } from '../helpers/pg.js'
 import { killChildren, startFixture } from '../helpers/processes.js'
@@ -81,8 +81,9 @@ test('JOB-18 [postgres] a watch sees a change that another program wrote with pl
   const following = (async () => {
     for await (const job of watch(t.db, crashes, 'quiet')) states.push(job.state)
   })()
-  // A worker elsewhere on this database listens, as in an app: the notices alone would never tell of this write.
-  workers.push(work(t.db, crashes, () => {}, { pollInterval: '1h' }))
+  // A worker elsewhere on this database listens, as in an app: the notices alone would never tell of this write. It
+  // works another queue: a worker of this one could run the job to its end before the write, and the watch would end.
+  workers.push(work(t.db, defineQueue('listening-elsewhere'), () => {}, { pollInterval: '1h' }))
   await waitFor(() => states.length > 0, 'the first snapshot')
   await t.pool.query(`update jobs_job set state = 'canceled', finished_at = now() where id = 'quiet'`)
   const written = performance.now()
