@@ -172,6 +172,9 @@ class Sender {
 /** How the line that goes with an ask, on the channel of values, begins: `ask<TAB>KEY<TAB>TOKEN`. */
 const ASK_LINE = 'ask\t'
 
+/** The token of an ask not sent yet: no ask line carries it. */
+const ASK_DUE = ''
+
 /** How many of the last payloads a line may join: a line that fits none of them starts a new one. */
 const PACK_LOOKBACK = 8
 
@@ -208,7 +211,11 @@ interface Followed {
   readonly listeners: Set<Listener>
   /** Asked for since the listening was last in place. */
   asked: boolean
-  /** The token of this process's last ask for the run, until its line comes back: values before it are older than the answer. */
+  /**
+   * The token of this process's last ask for the run, until its line comes back: values before it are older than the
+   * answer. ASK_DUE while an ask is yet to be sent on a listening in place: what arrives then was committed before the
+   * ask, so it is older than the answer too.
+   */
   askToken: string | null
 }
 
@@ -241,7 +248,9 @@ class Receiver {
     const keyJson = JSON.stringify(key)
     let run = this.followed.get(keyJson)
     if (!run) {
-      this.followed.set(keyJson, (run = { keyJson, n: 0, value: undefined, listeners: new Set(), asked: false, askToken: null }))
+      // Where the listening is in place, a value can come before this run's ask goes: an older one than the answer.
+      const askToken = this.listening ? ASK_DUE : null
+      this.followed.set(keyJson, (run = { keyJson, n: 0, value: undefined, listeners: new Set(), asked: false, askToken }))
       if (this.listening) this.askSoon()
     }
     run.listeners.add(listener)
@@ -267,7 +276,10 @@ class Receiver {
       () => {
         // In place, at first or after a loss: every run followed is asked for, since values may have been missed.
         this.listening = true
-        for (const run of this.followed.values()) run.asked = false
+        for (const run of this.followed.values()) {
+          run.asked = false
+          run.askToken = ASK_DUE
+        }
         this.askSoon()
       },
       () => (this.listening = false),
@@ -285,7 +297,8 @@ class Receiver {
     const run = this.followed.get(line.slice(first + 1, second))
     if (!run) return
     if (line.startsWith(ASK_LINE)) {
-      if (line.slice(second + 1) === run.askToken) run.askToken = null
+      const token = line.slice(second + 1)
+      if (token !== ASK_DUE && token === run.askToken) run.askToken = null
       return
     }
     // Sent before this process's ask: older than the answer to come.
