@@ -1,17 +1,81 @@
 /**
  * The rows and parameters of the requests the engine makes of a database
- * (executor.ts), whatever its dialect: each table's row type taken from the
- * Drizzle schema, and the parts of them each request reads or writes.
+ * (executor.ts), whatever its dialect: each table's row as the protocol reads
+ * it, and the parts of them each request reads or writes. A dialect's
+ * statements read its columns as these types: times as whole ms since the
+ * epoch, flags as 0 or 1, JSON as its text. Each dialect's Drizzle schema has
+ * every column named here (test/drivers/rows.types.test.ts checks it).
  */
-import type { InferSelectModel } from 'drizzle-orm'
-import type { jobsJob, jobsQueue, jobsStep, jobsWorker } from '../schema/index.js'
 import type { EndedState, JobState } from '../types.js'
 
-/** A row of each table, its columns named as the schema names them. */
-export type JobRow = InferSelectModel<typeof jobsJob>
-export type QueueRow = InferSelectModel<typeof jobsQueue>
-export type StepRow = InferSelectModel<typeof jobsStep>
-export type WorkerRow = InferSelectModel<typeof jobsWorker>
+/** A time in whole ms since the epoch: SQLite's integer as stored; PostgreSQL's timestamptz, rounded to the ms. */
+export type EpochMs = number
+
+/** A flag, 1 when set, else 0: SQLite's integer as stored; PostgreSQL's boolean, read as 0 or 1. */
+export type Flag = number
+
+/** JSON as text: SQLite's as written; PostgreSQL's jsonb in its own form (Capabilities.jsonAsText), cast to text so no driver parses it. */
+export type JsonText = string
+
+/** A `jobs_job` row. SQLite's `engine_writes` (how its counting triggers tell the engine's writes from others') is that dialect's own. */
+export interface JobRow {
+  /** The add order: SQLite's integer key; PostgreSQL's bigint identity, read as a number. */
+  seq: number
+  queue: string
+  id: string
+  grp: string | null
+  value: JsonText
+  state: JobState
+  /** Lower runs first: any safe integer (a bigint on PostgreSQL, read as a number). */
+  priority: number
+  attempts: number
+  maxAttempts: number
+  runAt: EpochMs
+  createdAt: EpochMs
+  finishedAt: EpochMs | null
+  error: string | null
+  result: JsonText | null
+  errorStack: string | null
+  /** The worker running the job, null unless it runs. */
+  owner: string | null
+  abandoned: Flag
+}
+
+/** A `jobs_queue` row: its pause flag, its limits and rate (null: none), and its counts by state. */
+export interface QueueRow {
+  name: string
+  paused: Flag
+  concurrency: number | null
+  concurrencyPerGroup: number | null
+  limitsSetAt: EpochMs | null
+  rateLimit: number | null
+  /** The rate's window in ms (a bigint on PostgreSQL, read as a number). */
+  ratePer: number | null
+  ratePerGroup: number | null
+  rateStarts: JsonText | null
+  claimWaiters: JsonText | null
+  /** Jobs per state: on PostgreSQL, those folded into the row so far (pg/counts.ts: reads add the rest). */
+  waiting: number
+  scheduled: number
+  running: number
+  done: number
+  failed: number
+  canceled: number
+}
+
+/** A `jobs_step` row. PostgreSQL's `seq` (the order of a job's steps there) is that dialect's own. */
+export interface StepRow {
+  job: number
+  name: string
+  answer: JsonText | null
+}
+
+/** A `jobs_worker` row: a worker's lease on every job it runs. */
+export interface WorkerRow {
+  owner: string
+  expiresAt: EpochMs
+  channel: string | null
+}
 
 /** A run a worker holds: its job and the attempt it runs. */
 export interface HeldRun {
