@@ -64,13 +64,19 @@ export const MAX_TIMER_MS = 2 ** 31 - 1
 
 /** How long to wait before trying a write again after SQLite said busy. */
 export const BUSY_RETRY_MS = 5
+/**
+ * A worker's flush that found SQLite's write lock held tries again after this long (a Node timer's least), for up
+ * to LOCK_QUICK_TRIES tries in a row: another worker's flush holds the lock for about a ms. Then every BUSY_RETRY_MS.
+ */
+export const LOCK_RETRY_MS = 1
+export const LOCK_QUICK_TRIES = 8
 /** A step's read or write, or a lease renewal, that met a busy database or a lost connection is tried again after this long, doubling each time... */
 export const BUSY_BACKOFF_FIRST_MS = 10
 /** ...up to this long between tries. */
 export const BUSY_BACKOFF_MAX_MS = 1_000
 /** After another connection wrote to a SQLite file, a worker's flushes leave a gap for this long... */
 export const CONTENDED_SPELL_MS = 1_000
-/** ...once or twice as long as its last flush held and waited for the lock, and at least this many ms (worker/flush.ts). */
+/** ...once or twice as long as its last flush held the lock, and at least this many ms (worker/flush.ts). */
 export const CONTENDED_GAP_MS = 2
 /**
  * The most jobs a worker claims ahead of its free slots, to start as runs end (worker/flush.ts), by whether its

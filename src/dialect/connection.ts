@@ -1,6 +1,6 @@
 /**
  * A database connection as the engine sees it, whatever its dialect. Every write goes through `write`,
- * `join` or `writeTimed`, which first make the database ready for writes once (whatever the dialect keeps
+ * `join` or `tryWrite`, which first make the database ready for writes once (whatever the dialect keeps
  * right for other writers: SQLite's counting triggers); `read` never writes, so a read-only connection
  * serves readers.
  */
@@ -10,12 +10,6 @@ import type { Program } from './program.js'
 
 /** The work of one transaction: a program, given the executor of that transaction. */
 export type Work<K extends Kind, T> = (db: Executor<K>) => Program<T>
-
-/** What a write answers, with how long taking the write lock took, in ms: more than a moment means another writer held it. */
-export interface Timed<T> {
-  value: T
-  lockWaitMs: number
-}
 
 /**
  * What a connection's database and driver can do: the protocol asks these, never which database it is, so that a
@@ -56,8 +50,13 @@ export interface Connection<K extends Kind = Kind> {
   write<T>(work: Work<K, T>): Result<K, T>
   /** Runs `work` in the transaction under way, with no savepoint: for work whose only write that may fail comes first. */
   join<T>(work: Work<K, T>): Result<K, T>
-  /** Runs `work` in a write transaction of its own (the connection must not be in one), timing how long the write lock took. */
-  writeTimed<T>(work: Work<K, T>): Result<K, Timed<T>>
+  /**
+   * Runs `work` in a write transaction of its own (the connection must not be in one), now or not at all: where the
+   * database has one writer at a time and another connection holds its lock, throws the busy error (`isBusy`) at
+   * once instead of waiting for the lock, so that the caller tries again on a timer of its own and its process runs
+   * meanwhile. The connection's own wait for the lock (the app's) is left as it was.
+   */
+  tryWrite<T>(work: Work<K, T>): Result<K, T>
   /** Runs `work`'s reads in one read transaction, so that they all see one state; in the one under way, if any. */
   read<T>(work: Work<K, T>): Result<K, T>
   /** Whether an error is the database saying another connection holds a lock: the work is retried later, never surfaced. */

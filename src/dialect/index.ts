@@ -6,7 +6,7 @@
  * statements and type conversions.
  */
 export type { Executor, Kind, Result } from './executor.js'
-export type { Connection, ProgressNotices, Timed, Work } from './connection.js'
+export type { Connection, ProgressNotices, Work } from './connection.js'
 export type * from './rows.js'
 export type * from './schedules.js'
 export type { Program } from './program.js'

@@ -151,11 +151,10 @@ function open(driver: PgDriver): PgConnection {
     write,
     join,
     /**
-     * A write of its own, timed at 0: PostgreSQL has no one write lock that writers queue for, as SQLite's, so
-     * there is no wait to measure; a claim of a limited queue waits on its queue's row, which is not
-     * contention a gap between flushes would ease.
+     * A write of its own: PostgreSQL has no one write lock that writers queue for, as SQLite's, so there is nothing to
+     * refuse at once; a claim of a limited queue waits on its queue's row, for as long as another claim holds it.
      */
-    writeTimed: async (work) => ({ value: await write(work), lockWaitMs: 0 }),
+    tryWrite: write,
     read,
     isBusy: isPgBusy,
     listen: (onChange) => notices.listen(onChange),

@@ -103,6 +103,23 @@ function open(client: Database.Database): SqliteConnection {
   const inTransaction = () => client.inTransaction
   const triggers = new TriggerInstall(client)
   const executor = sqliteExecutor(client, sql)
+  /**
+   * Takes the write lock now, or throws SQLITE_BUSY: SQLite's busy handler would sleep 1, 2, 5, 10 … ms between
+   * tries, blocking the process, while another worker's flush holds the lock for a ms or so. The busy timeout is the
+   * connection's, shared with the app's own transactions: it is set to 0 for the begin alone and set back before
+   * anything else runs. `pragma()` prepares its statement anew at each call, which is what makes it act: a
+   * prepared busy_timeout pragma takes effect when it is prepared, not when it runs.
+   */
+  function beginAtOnce(): void {
+    const timeoutMs = client.pragma('busy_timeout', { simple: true }) as number
+    if (timeoutMs === 0) return void begin.run()
+    client.pragma('busy_timeout = 0')
+    try {
+      begin.run()
+    } finally {
+      client.pragma(`busy_timeout = ${timeoutMs}`)
+    }
+  }
   return {
     kind: 'sync',
     capabilities: { synchronous: true, oneWriter: true, jsonAsText: true },
@@ -119,15 +136,13 @@ function open(client: Database.Database): SqliteConnection {
       triggers.ensure()
       return runSync(work(executor))
     },
-    writeTimed<T>(work: Work<'sync', T>) {
+    tryWrite<T>(work: Work<'sync', T>) {
       triggers.ensure()
-      const asked = performance.now()
-      begin.run()
-      const lockWaitMs = performance.now() - asked
+      beginAtOnce()
       try {
         const value = runSync(work(executor))
         commit.run()
-        return { value, lockWaitMs }
+        return value
       } catch (error) {
         if (client.inTransaction) rollback.run()
         throw error
@@ -161,7 +176,7 @@ function checkSchema(client: Database.Database): void {
 /**
  * The triggers that keep the queue counters right for other writers and fail the rows that break the
  * table protocol (statements.ts), installed before a connection's first write (Connection.write, join,
- * writeTimed); readers never install them. Where they were missing the install recounts, so counts are
+ * tryWrite); readers never install them. Where they were missing the install recounts, so counts are
  * right even if jobs were written before. The install is idempotent and versioned: each trigger's name
  * carries its version, and the install drops the older ones. A read-only connection installs nothing.
  *
