@@ -27,6 +27,8 @@ import {
   type Queue,
   type QueueRef,
   type Run,
+  type AnswerOf,
+  type Database as AnyDatabase,
   type SyncDatabase,
   type PgDatabase,
   type QueueCounts,
@@ -294,6 +296,19 @@ describe('types', () => {
       expectTypeOf(prune(db, { before: 0 })).toEqualTypeOf<number>()
       expectTypeOf(jobEvents(db, replies, 'a')).toEqualTypeOf<Response>()
     })
+  })
+
+  test('a handle typed as either database answers either: a value or a promise (AnswerOf)', () => {
+    const compileOnly = (db: AnyDatabase) => {
+      expectTypeOf(enqueue(db, replies, { messageId: 1 })).toEqualTypeOf<Enqueued | Promise<Enqueued>>()
+      expectTypeOf(cancel(db, replies, 'a')).toEqualTypeOf<boolean | Promise<boolean>>()
+      expectTypeOf(queueCounts(db)).toEqualTypeOf<QueueCounts[] | Promise<QueueCounts[]>>()
+      expectTypeOf<AnswerOf<SyncDatabase, number>>().toEqualTypeOf<number>()
+      expectTypeOf<AnswerOf<PgDatabase, number>>().toEqualTypeOf<Promise<number>>()
+      expectTypeOf<AnswerOf<BetterSQLite3Database, number>>().toEqualTypeOf<number>()
+      expectTypeOf<AnswerOf<NodePgDatabase, number>>().toEqualTypeOf<Promise<number>>()
+    }
+    expectTypeOf(compileOnly).toBeFunction()
   })
 })
 

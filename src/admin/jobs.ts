@@ -2,7 +2,7 @@
  * Acting on one job: cancel it, or run a failed or canceled one again.
  * Each call is one short write transaction.
  */
-import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, type AnswerOf, type Database } from '../dialect/open.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
@@ -27,10 +27,8 @@ import { andThen, ask, type Executor, type Program } from '../dialect/index.js'
  * @example
  * if (!cancel(db, replies, `reply:${messageId}`)) console.log('it had already ended')
  */
-export function cancel(db: SyncDatabase, queue: QueueRef, id: string): boolean
-export function cancel(db: PgDatabase, queue: QueueRef, id: string): Promise<boolean>
-export function cancel(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): boolean | Promise<boolean>
-export function cancel(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): boolean | Promise<boolean> {
+export function cancel<D extends Database>(db: D, queue: QueueRef, id: string): AnswerOf<D, boolean>
+export function cancel(db: Database, queue: QueueRef, id: string): boolean | Promise<boolean> {
   const connection = connectionOf(db)
   return answer(connection, () => {
     const name = queueNameOf(queue)
@@ -63,10 +61,8 @@ export function cancel(db: SyncDatabase | PgDatabase, queue: QueueRef, id: strin
  * @example
  * for (const job of listJobs(db, { queue: replies, state: 'failed' }).jobs) retryJob(db, replies, job.id)
  */
-export function retryJob(db: SyncDatabase, queue: QueueRef, id: string): boolean
-export function retryJob(db: PgDatabase, queue: QueueRef, id: string): Promise<boolean>
-export function retryJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): boolean | Promise<boolean>
-export function retryJob(db: SyncDatabase | PgDatabase, queue: QueueRef, id: string): boolean | Promise<boolean> {
+export function retryJob<D extends Database>(db: D, queue: QueueRef, id: string): AnswerOf<D, boolean>
+export function retryJob(db: Database, queue: QueueRef, id: string): boolean | Promise<boolean> {
   const connection = connectionOf(db)
   return answer(connection, () => {
     const name = queueNameOf(queue)

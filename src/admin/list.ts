@@ -1,5 +1,5 @@
 /** Reading jobs for operators: a keyset-paginated listing, and one job in full. */
-import { answer, connectionOf, runOn, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, runOn, type AnswerOf, type Database } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { lookupText } from '../lookup.js'
@@ -78,10 +78,8 @@ type Listing = ListingOrder
  *   cursor = page.next ?? undefined
  * } while (cursor)
  */
-export function listJobs(db: SyncDatabase, options?: ListJobsOptions): JobPage
-export function listJobs(db: PgDatabase, options?: ListJobsOptions): Promise<JobPage>
-export function listJobs(db: SyncDatabase | PgDatabase, options?: ListJobsOptions): JobPage | Promise<JobPage>
-export function listJobs(db: SyncDatabase | PgDatabase, options: ListJobsOptions = {}): JobPage | Promise<JobPage> {
+export function listJobs<D extends Database>(db: D, options?: ListJobsOptions): AnswerOf<D, JobPage>
+export function listJobs(db: Database, options: ListJobsOptions = {}): JobPage | Promise<JobPage> {
   const connection = connectionOf(db)
   return answer(connection, () => listWith(connection, options))
 }
@@ -129,18 +127,8 @@ function listWith(connection: Connection, options: ListJobsOptions): JobPage | P
  * const job = inspectJob(db, replies, 'reply:42')
  * if (job?.state === 'failed') console.error(job.errorStack ?? job.error)
  */
-export function inspectJob(db: SyncDatabase, queue: QueueRef, id: string): JobDetail | undefined
-export function inspectJob(db: PgDatabase, queue: QueueRef, id: string): Promise<JobDetail | undefined>
-export function inspectJob(
-  db: SyncDatabase | PgDatabase,
-  queue: QueueRef,
-  id: string,
-): JobDetail | undefined | Promise<JobDetail | undefined>
-export function inspectJob(
-  db: SyncDatabase | PgDatabase,
-  queue: QueueRef,
-  id: string,
-): JobDetail | undefined | Promise<JobDetail | undefined> {
+export function inspectJob<D extends Database>(db: D, queue: QueueRef, id: string): AnswerOf<D, JobDetail | undefined>
+export function inspectJob(db: Database, queue: QueueRef, id: string): JobDetail | undefined | Promise<JobDetail | undefined> {
   const connection = connectionOf(db)
   return answer(connection, () => {
     const name = queueNameOf(queue)

@@ -1,5 +1,5 @@
 /** Deleting ended jobs, as an operator asks, beside the pruning workers do by `retention`. */
-import { answer, connectionOf, runOn, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, runOn, type AnswerOf, type Database } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { PRUNE_BATCH_SIZE } from '../limits.js'
@@ -36,10 +36,8 @@ const PRUNE_OPTIONS = new Set(['before', 'queue', 'states'])
  * @example
  * prune(db, { before: Date.now() - 24 * 60 * 60_000, states: ['done'] })
  */
-export function prune(db: SyncDatabase, options: PruneOptions): number
-export function prune(db: PgDatabase, options: PruneOptions): Promise<number>
-export function prune(db: SyncDatabase | PgDatabase, options: PruneOptions): number | Promise<number>
-export function prune(db: SyncDatabase | PgDatabase, options: PruneOptions): number | Promise<number> {
+export function prune<D extends Database>(db: D, options: PruneOptions): AnswerOf<D, number>
+export function prune(db: Database, options: PruneOptions): number | Promise<number> {
   const connection = connectionOf(db)
   return answer(connection, () => pruneWith(connection, options))
 }

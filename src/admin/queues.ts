@@ -1,5 +1,5 @@
 /** Pausing and resuming queues, and their counts by state. */
-import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, type AnswerOf, type Database } from '../dialect/open.js'
 import { jobsChanged } from '../engine/wake.js'
 import { sqlLiteral } from '../stored.js'
 import { andThen, ask, type CountsRow, type Executor, type ScheduleRow } from '../dialect/index.js'
@@ -33,10 +33,8 @@ export interface QueueCounts {
  * pauseQueue(db, replies)   // the model is down
  * resumeQueue(db, replies)  // it is back
  */
-export function pauseQueue(db: SyncDatabase, queue: QueueRef): void
-export function pauseQueue(db: PgDatabase, queue: QueueRef): Promise<void>
-export function pauseQueue(db: SyncDatabase | PgDatabase, queue: QueueRef): void | Promise<void>
-export function pauseQueue(db: SyncDatabase | PgDatabase, queue: QueueRef): void | Promise<void> {
+export function pauseQueue<D extends Database>(db: D, queue: QueueRef): AnswerOf<D, void>
+export function pauseQueue(db: Database, queue: QueueRef): void | Promise<void> {
   return setPaused(db, queue, true)
 }
 
@@ -46,14 +44,12 @@ export function pauseQueue(db: SyncDatabase | PgDatabase, queue: QueueRef): void
  *
  * Throws as {@link pauseQueue} does.
  */
-export function resumeQueue(db: SyncDatabase, queue: QueueRef): void
-export function resumeQueue(db: PgDatabase, queue: QueueRef): Promise<void>
-export function resumeQueue(db: SyncDatabase | PgDatabase, queue: QueueRef): void | Promise<void>
-export function resumeQueue(db: SyncDatabase | PgDatabase, queue: QueueRef): void | Promise<void> {
+export function resumeQueue<D extends Database>(db: D, queue: QueueRef): AnswerOf<D, void>
+export function resumeQueue(db: Database, queue: QueueRef): void | Promise<void> {
   return setPaused(db, queue, false)
 }
 
-function setPaused(db: SyncDatabase | PgDatabase, queue: QueueRef, paused: boolean): void | Promise<void> {
+function setPaused(db: Database, queue: QueueRef, paused: boolean): void | Promise<void> {
   const connection = connectionOf(db)
   return answer(connection, () => {
     const name = queueNameOf(queue)
@@ -82,16 +78,9 @@ function setPaused(db: SyncDatabase | PgDatabase, queue: QueueRef, paused: boole
  * const { waiting, running, failed } = queueCounts(db, replies)
  * for (const counts of queueCounts(db)) console.log(counts.queue, counts.waiting)
  */
-export function queueCounts(db: SyncDatabase, queue: QueueRef): QueueCounts
-export function queueCounts(db: SyncDatabase): QueueCounts[]
-export function queueCounts(db: PgDatabase, queue: QueueRef): Promise<QueueCounts>
-export function queueCounts(db: SyncDatabase | PgDatabase, queue: QueueRef): QueueCounts | Promise<QueueCounts>
-export function queueCounts(db: PgDatabase): Promise<QueueCounts[]>
-export function queueCounts(db: SyncDatabase | PgDatabase): QueueCounts[] | Promise<QueueCounts[]>
-export function queueCounts(
-  db: SyncDatabase | PgDatabase,
-  queue?: QueueRef,
-): QueueCounts | QueueCounts[] | Promise<QueueCounts | QueueCounts[]> {
+export function queueCounts<D extends Database>(db: D, queue: QueueRef): AnswerOf<D, QueueCounts>
+export function queueCounts<D extends Database>(db: D): AnswerOf<D, QueueCounts[]>
+export function queueCounts(db: Database, queue?: QueueRef): QueueCounts | QueueCounts[] | Promise<QueueCounts | QueueCounts[]> {
   const connection = connectionOf(db)
   return answer(connection, (): QueueCounts | QueueCounts[] | Promise<QueueCounts | QueueCounts[]> => {
     const name = queue === undefined ? undefined : queueNameOf(queue)

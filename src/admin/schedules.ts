@@ -3,7 +3,7 @@
  * `unschedule`, list them with `listSchedules`. Any running worker of the
  * queue adds the job of each due slot (engine/schedules.ts).
  */
-import { answer, connectionOf, runOn, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, runOn, type AnswerOf, type Database } from '../dialect/open.js'
 import { andThen, ask, type Connection, type Program, type ScheduleRow } from '../dialect/index.js'
 import { describe, toMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
@@ -82,20 +82,13 @@ const SCHEDULE_OPTIONS = new Set(['cron', 'tz', 'value', 'backfill'])
  * @example
  * schedule(db, digests, 'daily-digest', { cron: '0 8 * * *', tz: 'Europe/Paris', value: { kind: 'daily' } })
  */
-export function schedule<T>(db: SyncDatabase, queue: Queue<T>, name: string, options: ScheduleOptions<NoInfer<T>>): boolean
-export function schedule<T>(db: PgDatabase, queue: Queue<T>, name: string, options: ScheduleOptions<NoInfer<T>>): Promise<boolean>
-export function schedule<T>(
-  db: SyncDatabase | PgDatabase,
+export function schedule<T, D extends Database = Database>(
+  db: D,
   queue: Queue<T>,
   name: string,
   options: ScheduleOptions<NoInfer<T>>,
-): boolean | Promise<boolean>
-export function schedule<T>(
-  db: SyncDatabase | PgDatabase,
-  queue: Queue<T>,
-  name: string,
-  options: ScheduleOptions<NoInfer<T>>,
-): boolean | Promise<boolean> {
+): AnswerOf<D, boolean>
+export function schedule<T>(db: Database, queue: Queue<T>, name: string, options: ScheduleOptions<NoInfer<T>>): boolean | Promise<boolean> {
   const connection = connectionOf(db)
   return withScheduleTable(connection, () => {
     const definition = checkQueue(queue)
@@ -131,10 +124,8 @@ export function schedule<T>(
  * @example
  * unschedule(db, digests, 'daily-digest')
  */
-export function unschedule(db: SyncDatabase, queue: QueueRef, name: string): boolean
-export function unschedule(db: PgDatabase, queue: QueueRef, name: string): Promise<boolean>
-export function unschedule(db: SyncDatabase | PgDatabase, queue: QueueRef, name: string): boolean | Promise<boolean>
-export function unschedule(db: SyncDatabase | PgDatabase, queue: QueueRef, name: string): boolean | Promise<boolean> {
+export function unschedule<D extends Database>(db: D, queue: QueueRef, name: string): AnswerOf<D, boolean>
+export function unschedule(db: Database, queue: QueueRef, name: string): boolean | Promise<boolean> {
   const connection = connectionOf(db)
   return withScheduleTable(connection, () => {
     const queueName = queueNameOf(queue)
@@ -157,10 +148,8 @@ export function unschedule(db: SyncDatabase | PgDatabase, queue: QueueRef, name:
  * @example
  * for (const s of listSchedules(db, digests)) console.log(s.name, s.nextAt.toISOString(), s.lastJob?.state)
  */
-export function listSchedules(db: SyncDatabase, queue?: QueueRef): ScheduleInfo[]
-export function listSchedules(db: PgDatabase, queue?: QueueRef): Promise<ScheduleInfo[]>
-export function listSchedules(db: SyncDatabase | PgDatabase, queue?: QueueRef): ScheduleInfo[] | Promise<ScheduleInfo[]>
-export function listSchedules(db: SyncDatabase | PgDatabase, queue?: QueueRef): ScheduleInfo[] | Promise<ScheduleInfo[]> {
+export function listSchedules<D extends Database>(db: D, queue?: QueueRef): AnswerOf<D, ScheduleInfo[]>
+export function listSchedules(db: Database, queue?: QueueRef): ScheduleInfo[] | Promise<ScheduleInfo[]> {
   const connection = connectionOf(db)
   return withScheduleTable(connection, () => readSchedules(connection, queue === undefined ? null : queueNameOf(queue)))
 }

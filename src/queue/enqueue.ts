@@ -1,6 +1,6 @@
 import { ask, type Executor, type Program } from '../dialect/index.js'
 import { andThen } from '../dialect/index.js'
-import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, type AnswerOf, type Database } from '../dialect/open.js'
 import { toMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
@@ -60,20 +60,13 @@ export interface EnqueueItem<T> extends EnqueueOptions {
  *   await enqueue(tx, replies, { messageId: msg.id }, { id: `reply:${msg.id}` })
  * })
  */
-export function enqueue<T>(tx: SyncDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued
-export function enqueue<T>(tx: PgDatabase, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Promise<Enqueued>
-export function enqueue<T>(
-  tx: SyncDatabase | PgDatabase,
+export function enqueue<T, D extends Database = Database>(
+  tx: D,
   queue: Queue<T>,
   value: NoInfer<T>,
   options?: EnqueueOptions,
-): Enqueued | Promise<Enqueued>
-export function enqueue<T>(
-  tx: SyncDatabase | PgDatabase,
-  queue: Queue<T>,
-  value: NoInfer<T>,
-  options?: EnqueueOptions,
-): Enqueued | Promise<Enqueued> {
+): AnswerOf<D, Enqueued>
+export function enqueue<T>(tx: Database, queue: Queue<T>, value: NoInfer<T>, options?: EnqueueOptions): Enqueued | Promise<Enqueued> {
   const connection = connectionOf(tx)
   return answer(connection, () => {
     checkQueue(queue)
@@ -98,15 +91,13 @@ export function enqueue<T>(
  * Throws as {@link enqueue} does; QUEUE_FULL when the batch would take the
  * queue past `maxWaiting`.
  */
-export function enqueueMany<T>(tx: SyncDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Enqueued[]
-export function enqueueMany<T>(tx: PgDatabase, queue: Queue<T>, items: ReadonlyArray<EnqueueItem<NoInfer<T>>>): Promise<Enqueued[]>
-export function enqueueMany<T>(
-  tx: SyncDatabase | PgDatabase,
+export function enqueueMany<T, D extends Database = Database>(
+  tx: D,
   queue: Queue<T>,
   items: ReadonlyArray<EnqueueItem<NoInfer<T>>>,
-): Enqueued[] | Promise<Enqueued[]>
+): AnswerOf<D, Enqueued[]>
 export function enqueueMany<T>(
-  tx: SyncDatabase | PgDatabase,
+  tx: Database,
   queue: Queue<T>,
   items: ReadonlyArray<EnqueueItem<NoInfer<T>>>,
 ): Enqueued[] | Promise<Enqueued[]> {

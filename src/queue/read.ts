@@ -2,7 +2,7 @@
  * Reading jobs as snapshots: the row, `ahead` for a waiting job, and the
  * running attempt's live progress.
  */
-import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, type AnswerOf, type Database } from '../dialect/open.js'
 import { andThen, ask, type Connection, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
 import { lookupText } from '../lookup.js'
 import { MAX_AHEAD } from '../limits.js'
@@ -40,15 +40,13 @@ import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
  * const job = getJob(db, replies, `reply:${messageId}`)
  * if (job?.state === 'failed') console.log(job.error)
  */
-export function getJob<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string): JobSnapshot<ResultOf<Q>> | undefined
-export function getJob<Q extends QueueRef>(db: PgDatabase, queue: Q, id: string): Promise<JobSnapshot<ResultOf<Q>> | undefined>
-export function getJob<Q extends QueueRef>(
-  db: SyncDatabase | PgDatabase,
+export function getJob<Q extends QueueRef, D extends Database = Database>(
+  db: D,
   queue: Q,
   id: string,
-): JobSnapshot<ResultOf<Q>> | undefined | Promise<JobSnapshot<ResultOf<Q>> | undefined>
+): AnswerOf<D, JobSnapshot<ResultOf<Q>> | undefined>
 export function getJob<Q extends QueueRef>(
-  db: SyncDatabase | PgDatabase,
+  db: Database,
   queue: Q,
   id: string,
 ): JobSnapshot<ResultOf<Q>> | undefined | Promise<JobSnapshot<ResultOf<Q>> | undefined> {

@@ -4,7 +4,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { toRecord, type JobRecord } from '../admin/list.js'
 import { queueNameOf } from '../queue/ref.js'
 import { andThen, type Connection } from '../dialect/index.js'
-import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, type AnswerOf, type Database } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import type { Queue } from '../queue/define.js'
@@ -42,15 +42,13 @@ const MATCH_KEYS = new Set(['value', 'id', 'group', 'state'])
  * await app.request('/messages', { method: 'POST', body: 'hi' })
  * assertEnqueued(db, replies, { value: { messageId: 1 } })
  */
-export function assertEnqueued<T>(db: SyncDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): JobRecord
-export function assertEnqueued<T>(db: PgDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): Promise<JobRecord>
-export function assertEnqueued<T>(
-  db: SyncDatabase | PgDatabase,
+export function assertEnqueued<T, D extends Database = Database>(
+  db: D,
   queue: Queue<T> | string,
   match?: EnqueuedMatch<NoInfer<T>>,
-): JobRecord | Promise<JobRecord>
+): AnswerOf<D, JobRecord>
 export function assertEnqueued<T>(
-  db: SyncDatabase | PgDatabase,
+  db: Database,
   queue: Queue<T> | string,
   match: EnqueuedMatch<NoInfer<T>> = {},
 ): JobRecord | Promise<JobRecord> {
@@ -76,18 +74,12 @@ export function assertEnqueued<T>(
  * @example
  * refuteEnqueued(db, replies, { value: { messageId: 2 } })
  */
-export function refuteEnqueued<T>(db: SyncDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): void
-export function refuteEnqueued<T>(db: PgDatabase, queue: Queue<T> | string, match?: EnqueuedMatch<NoInfer<T>>): Promise<void>
-export function refuteEnqueued<T>(
-  db: SyncDatabase | PgDatabase,
+export function refuteEnqueued<T, D extends Database = Database>(
+  db: D,
   queue: Queue<T> | string,
   match?: EnqueuedMatch<NoInfer<T>>,
-): void | Promise<void>
-export function refuteEnqueued<T>(
-  db: SyncDatabase | PgDatabase,
-  queue: Queue<T> | string,
-  match: EnqueuedMatch<NoInfer<T>> = {},
-): void | Promise<void> {
+): AnswerOf<D, void>
+export function refuteEnqueued<T>(db: Database, queue: Queue<T> | string, match: EnqueuedMatch<NoInfer<T>> = {}): void | Promise<void> {
   return findMatching(db, queue, match, refuteEnqueued, ({ name, matching }) => {
     if (matching.length === 0) return
     throw new AssertionError({
@@ -108,7 +100,7 @@ interface Found {
 
 /** Reads the queue's jobs and hands `check` those that match; answers what `check` does, at once or as a promise as the database answers. */
 function findMatching<U>(
-  db: SyncDatabase | PgDatabase,
+  db: Database,
   queue: Queue | string,
   match: EnqueuedMatch,
   caller: { name: string },

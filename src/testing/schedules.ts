@@ -1,6 +1,6 @@
 /** Firing a schedule's next slot in a test, without waiting for it. */
 import { andThen } from '../dialect/index.js'
-import { answer, connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { answer, connectionOf, type AnswerOf, type Database } from '../dialect/open.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { checkQueue, type Queue } from '../queue/define.js'
@@ -23,10 +23,8 @@ import type { Enqueued } from '../types.js'
  * const { id } = runSchedule(db, digests, 'daily-digest')
  * drain(db, digests, sendDigest)
  */
-export function runSchedule(db: SyncDatabase, queue: Queue, name: string): Enqueued
-export function runSchedule(db: PgDatabase, queue: Queue, name: string): Promise<Enqueued>
-export function runSchedule(db: SyncDatabase | PgDatabase, queue: Queue, name: string): Enqueued | Promise<Enqueued>
-export function runSchedule(db: SyncDatabase | PgDatabase, queue: Queue, name: string): Enqueued | Promise<Enqueued> {
+export function runSchedule<D extends Database>(db: D, queue: Queue, name: string): AnswerOf<D, Enqueued>
+export function runSchedule(db: Database, queue: Queue, name: string): Enqueued | Promise<Enqueued> {
   const connection = connectionOf(db)
   return answer(connection, () => {
     const definition = checkQueue(queue)
