@@ -41,8 +41,11 @@ export interface JobRow {
   abandoned: Flag
 }
 
-/** A `jobs_queue` row: its pause flag, its limits and rate (null: none), and its counts by state. */
-export interface QueueRow {
+/**
+ * A `jobs_queue` row: its pause flag, its limits and rate (null: none), and its jobs per state (on PostgreSQL, those
+ * folded into the row so far: pg/counts.ts, whose reads add the rest).
+ */
+export interface QueueRow extends StateCounts {
   name: string
   paused: Flag
   concurrency: number | null
@@ -54,13 +57,6 @@ export interface QueueRow {
   ratePerGroup: number | null
   rateStarts: JsonText | null
   claimWaiters: JsonText | null
-  /** Jobs per state: on PostgreSQL, those folded into the row so far (pg/counts.ts: reads add the rest). */
-  waiting: number
-  scheduled: number
-  running: number
-  done: number
-  failed: number
-  canceled: number
 }
 
 /** A `jobs_step` row. PostgreSQL's `seq` (the order of a job's steps there) is that dialect's own. */
