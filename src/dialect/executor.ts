@@ -75,15 +75,13 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** Folds a queue's counts kept apart into its row, unless another transaction is folding them; answers how many changes it folded. */
   queueFoldCounts(queue: string): Result<K, number>
 
-  /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled; answers whether it did. */
-  jobInsertIfRoom(job: NewJob): Result<K, boolean>
   /**
-   * Adds one job as `enqueue` does, where the driver writes it whole (PostgreSQL: one statement, one round trip in
-   * the app's transaction): unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled, with
-   * the queue's row made on its first job and the workers told; answers whether it added it. Absent where the
-   * engine's requests are as cheap (SQLite, in-process): there it adds (jobInsertIfRoom), counts and tells.
+   * Adds one job as `enqueue` does, whole, in the transaction under way: unless its id is taken or the queue holds
+   * `maxWaiting` jobs waiting or scheduled, with its count, the queue's row made on its first job, and the workers
+   * told; answers whether it added it. PostgreSQL: one statement, one round trip in the app's transaction. SQLite:
+   * the insert and the counters' update, in-process.
    */
-  jobAdd?(job: NewJob): Result<K, boolean>
+  jobAdd(job: NewJob): Result<K, boolean>
   /** Adds one job unless its id is taken; answers whether it did. */
   jobInsert(job: NewJob): Result<K, boolean>
   /**

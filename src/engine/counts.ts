@@ -2,10 +2,11 @@
  * How a queue's counts by state stay right: the whole rule, in one place.
  *
  * On SQLite, the counters live in `jobs_queue`'s row:
- * - The engine's own adds, claims and ends (enqueue, a worker's or drain's
- *   flush, a rescue) bump the row's `engine_writes` in the statement that
- *   writes it, and count what they moved here (`shift`), written once per
- *   transaction by `counting` or `writeShift`, in that transaction.
+ * - The engine's own adds, claims and ends (enqueueMany, a worker's or
+ *   drain's flush, a rescue) bump the row's `engine_writes` in the statement
+ *   that writes it, and count what they moved here (`shift`), written once
+ *   per transaction by `counting` or `writeShift`, in that transaction.
+ *   `enqueue`'s one job is counted by the driver's whole add (Executor.jobAdd).
  * - Every other write to `jobs_job` (the admin API's cancel, retry and
  *   prune, another program's plain SQL) leaves `engine_writes` as it was,
  *   and the triggers (COUNTER_TRIGGERS in dialect/sqlite/statements.ts) count it. A

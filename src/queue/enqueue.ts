@@ -125,18 +125,9 @@ export function enqueueMany<T>(
 
 /** Adds one job unless its id is taken; throws QUEUE_FULL, having written nothing, when the queue is full. */
 function* addJob(db: Executor, queue: Queue, row: NewJob): Program<boolean> {
-  const whole = db.jobAdd !== undefined
-  if (!(yield* ask(whole ? db.jobAdd!(row) : db.jobInsertIfRoom(row)))) {
-    if (yield* ask(db.jobExists(queue.name, row.id))) return false
-    throw queueFull(queue)
-  }
-  // The driver's whole add made the queue's row and told the workers in the same statement.
-  if (whole) return true
-  const counts = noShift()
-  shift(counts, null, row.state)
-  yield* writeShift(db, queue.name, counts)
-  yield* ask(db.queueNotify(queue.name, 'added'))
-  return true
+  if (yield* ask(db.jobAdd(row))) return true
+  if (yield* ask(db.jobExists(queue.name, row.id))) return false
+  throw queueFull(queue)
 }
 
 /**

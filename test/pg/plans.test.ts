@@ -68,7 +68,7 @@ const ORDERED: Record<string, Planned> = {
 
 /** Statements that touch a few jobs: looked up by key or index, never a walk of the table. */
 const LOOK_UPS: Record<string, Planned> = {
-  insertJobIfRoom: [SQL.insertJobIfRoom, { ...newJob('q1', 'new'), maxWaiting: 100 }],
+  addJob: [SQL.addJob, { ...newJob('q1', 'new'), maxWaiting: 100 }],
   // Running jobs are found through jobs_job_running, few (at most the queue's concurrency), and sorted.
   listRunning: [ADMIN_SQL.listRunning, { ...page, state: 'running', k1: '9223372036854775807' }],
   jobExists: [SQL.jobExists, { queue: 'q1', id: 'job-2' }],

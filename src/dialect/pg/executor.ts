@@ -78,7 +78,6 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     /** One statement, which passes when another folds the queue or holds its row (counts.ts says why). */
     queueFoldCounts: async (queue) => (await one(q, FOLD, { queue })).rows,
 
-    jobInsertIfRoom: (job) => some(q, SQL.insertJobIfRoom, job),
     jobAdd: async (job) => (await one(q, SQL.addJob, job)).added === 1,
     jobInsert: (job) => some(q, SQL.insertJob, job),
     jobInsertMany: async ({ jobs, ...batch }) =>

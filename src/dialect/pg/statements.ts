@@ -112,23 +112,12 @@ export const SQL = {
   ),
 
   /**
-   * Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled, by its
-   * kept counts (the row and what is not folded: counts.ts), whatever the number of jobs. Two adders whose
-   * transactions run at once do not see each other's jobs: each may take the last free place, so the queue
-   * may hold, for a moment, one job more per adder running at once than its maxWaiting.
-   */
-  insertJobIfRoom: pgStatement<NewJob, { added: 1 }>(
-    'insertJobIfRoom',
-    `${INSERT_JOB}
-    where (select ${kept('waiting')} + ${kept('scheduled')} from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text)
-      < @maxWaiting::bigint
-    on conflict (queue, id) do nothing
-    returning 1 as added`,
-  ),
-  /**
-   * What `enqueue` writes, whole (Executor.jobAdd): insertJobIfRoom, then the queue's row made on its first job
-   * (queueRowEnsure) and the workers told (notify), in one statement: one round trip in the app's transaction where
-   * the three took three. Answers 1 when it added the job.
+   * What `enqueue` writes, whole (Executor.jobAdd), in one statement: one round trip in the app's transaction. The
+   * job, unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled by its kept counts (the
+   * row and what is not folded: counts.ts), whatever the number of jobs; the queue's row made on its first job; and
+   * the workers told. Two adders whose transactions run at once do not see each other's jobs: each may take the
+   * last free place, so the queue may hold, for a moment, one job more per adder running at once than its
+   * maxWaiting. Answers 1 when it added the job.
    */
   addJob: pgStatement<NewJob, { added: number }>(
     'addJob',

@@ -38,7 +38,12 @@ export function sqliteExecutor(client: Database.Database, sql: Statements): Exec
     queueHasUnfolded: () => false,
     queueFoldCounts: () => 0,
 
-    jobInsertIfRoom: (job) => sql.insertJobIfRoom.run(job).changes === 1,
+    jobAdd: (job) => {
+      if (sql.insertJobIfRoom.run(job).changes !== 1) return false
+      const added = job.state === 'waiting' ? 1 : 0
+      sql.shiftCounts.run({ queue: job.queue, waiting: added, scheduled: 1 - added, running: 0, done: 0, failed: 0, canceled: 0 })
+      return true
+    },
     jobInsert: (job) => sql.insertJob.run(job).changes === 1,
     jobInsertMany: (batch) => insertJobsInGroups(sql, batch),
     jobExists: (queue, id) => sql.jobExists.get(queue, id) !== undefined,
