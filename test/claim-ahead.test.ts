@@ -138,7 +138,6 @@ describe('a stop that comes while a claim is under way', () => {
 
   test('JOB-15 [postgres] a claim that commits after the worker began to stop starts nothing: its job goes back unstarted, its attempt refunded', async () => {
     const queue = defineQueue<{ n: number }>('stop-mid-claim', { concurrency: 1 })
-    await enqueue(t.db, queue, { n: 1 }, { id: 'late', delay: '1s' })
     const started: string[] = []
     const worker = work(t.db, queue, (_value, run) => void started.push(run.id), { slots: 1, pollInterval: '10ms' })
     workers.push(worker)
@@ -151,7 +150,9 @@ describe('a stop that comes while a claim is under way', () => {
     try {
       await locker.query('begin')
       await locker.query(`select 1 from jobs_queue where name = 'stop-mid-claim' for update`)
-      // The job falls due, and the worker's claim waits for the queue's row.
+      // The job is added only now, so that no claim can take it before the queue's row is locked (a job due later
+      // could fall due first on a loaded machine): the worker's claim waits for the row.
+      await enqueue(t.db, queue, { n: 1 }, { id: 'late' })
       await waitFor(
         async () =>
           (await locker.query(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`))
@@ -166,8 +167,8 @@ describe('a stop that comes while a claim is under way', () => {
       await locker.end()
     }
     expect(started).toEqual([])
-    // Back as it was claimed: due, in the state it was added in, its attempt refunded.
-    expect(await t.job('stop-mid-claim', 'late')).toMatchObject({ state: 'scheduled', attempts: 0 })
+    // Back as it was claimed: in the state it was added in, its attempt refunded.
+    expect(await t.job('stop-mid-claim', 'late')).toMatchObject({ state: 'waiting', attempts: 0 })
     expect(await t.held()).toBe(0)
   })
 })
