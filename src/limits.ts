@@ -76,7 +76,7 @@ export const BUSY_BACKOFF_FIRST_MS = 10
 export const BUSY_BACKOFF_MAX_MS = 1_000
 /** After another connection wrote to a SQLite file, a worker's flushes leave a gap for this long... */
 export const CONTENDED_SPELL_MS = 1_000
-/** ...once or twice as long as its last flush held the lock, and at least this many ms (worker/flush.ts). */
+/** ...some times as long as its last flush held the lock (worker/flush.ts gapFactor), and at least this many ms. */
 export const CONTENDED_GAP_MS = 2
 /**
  * The most jobs a worker claims ahead of its free slots, to start as runs end (worker/flush.ts), by whether its

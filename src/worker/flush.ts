@@ -108,7 +108,7 @@ export class Flusher {
   private again = false
   /** Until when (performance.now() ms) flushes leave a gap, because other connections write to the file. */
   private contendedUntil = 0
-  /** The gap they leave: once or twice as long as the last flush held the lock, ms. */
+  /** The gap they leave: gapFactor times as long as the last flush held the lock, ms. */
   private gapMs = CONTENDED_GAP_MS
   /** When (performance.now() ms) the last flush's transaction ended: the gap runs from there. */
   private lastWriteAt = -Infinity

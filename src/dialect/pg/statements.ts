@@ -117,7 +117,8 @@ export const SQL = {
    * row and what is not folded: counts.ts), whatever the number of jobs; the queue's row made on its first job; and
    * the workers told. Two adders whose transactions run at once do not see each other's jobs: each may take the
    * last free place, so the queue may hold, for a moment, one job more per adder running at once than its
-   * maxWaiting. Answers 1 when it added the job.
+   * maxWaiting. Answers 1 when it added the job. `told` is read only so that the notice runs: PostgreSQL skips a
+   * select in a WITH that nothing reads.
    */
   addJob: pgStatement<NewJob, { added: number }>(
     'addJob',
