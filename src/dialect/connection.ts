@@ -5,6 +5,7 @@
  * serves readers.
  */
 import type { Executor, Kind, Result } from './executor.js'
+import type { DrizzleHandle } from './drizzle.js'
 import type { ChangeKind } from './rows.js'
 import type { Program } from './program.js'
 
@@ -94,4 +95,19 @@ export interface ProgressNotices {
   listen(onValue: (payload: string) => void, onListening: () => void, onLost: () => void): () => void
   /** Calls `onAsk` with each ask's payload, while this connection listens to others (`Connection.listen`). Answers the stop. */
   onAsk(onAsk: (payload: string) => void): () => void
+}
+
+/**
+ * A driver the engine runs on: a folder of src/dialect/ of its own, registered by one line in src/dialect/open.ts,
+ * which says which Drizzle handles it takes and makes their connections.
+ */
+export interface DriverEntry {
+  /** The dialect of the handles it takes. */
+  readonly dialect: DrizzleHandle['dialect']
+  /** The driver as a user knows it, with its package where the name differs: `postgres.js (postgres)`. */
+  readonly label: string
+  /** Whether it runs on the handle's driver client. */
+  takes(handle: DrizzleHandle): boolean
+  /** The connection behind a handle it takes, made on the first call and kept for the handle's client. */
+  connectionOf(handle: DrizzleHandle): Connection
 }

@@ -3,12 +3,15 @@
  * through which the API's functions reach a database. Each connection is
  * checked and prepared on its first use, and kept for the handle's client.
  */
-import type { Connection } from './connection.js'
+import { JobsError } from '../errors.js'
+import type { Connection, DriverEntry } from './connection.js'
 import { drizzleHandleOf, type DrizzleHandle } from './drizzle.js'
 import type { Kind } from './executor.js'
 import { runAsync, runSync, type Program } from './program.js'
-import { pgDriver, type AsyncPgDatabase } from './pg/connection.js'
-import { sqliteDriver, type SyncDatabase } from './sqlite/connection.js'
+import { nodePostgres } from './node-postgres/driver.js'
+import { pgDriverEntry, type AsyncPgDatabase } from './pg/connection.js'
+import { postgresJs } from './postgres-js/driver.js'
+import { betterSqlite3, type SyncDatabase } from './sqlite/connection.js'
 
 export type { SyncDatabase } from './sqlite/connection.js'
 /** A Drizzle PostgreSQL database or transaction, on node-postgres or postgres.js. */
@@ -20,37 +23,42 @@ export type Database = SyncDatabase | PgDatabase
 /** What a call on `D` answers for `T`: at once on SQLite's synchronous drivers, a promise on PostgreSQL. */
 export type AnswerOf<D, T> = D extends SyncDatabase ? T : Promise<T>
 
-/** A driver the engine runs on: a folder of src/dialect/, which says which Drizzle handles it takes. */
-export interface DriverEntry {
-  /** The dialect of the handles it takes. */
-  readonly dialect: DrizzleHandle['dialect']
-  /** Whether it runs on the handle's driver client. */
-  takes(handle: DrizzleHandle): boolean
-  /** The connection behind a handle it takes (or, for a handle of its dialect that no driver takes, the error that says why). */
-  connectionOf(db: unknown): Connection
+/**
+ * The drivers, each registered here by one line: everything else of a driver is in its folder. A handle goes to
+ * the first that takes it.
+ */
+const DRIVERS: readonly DriverEntry[] = [betterSqlite3, pgDriverEntry(nodePostgres), pgDriverEntry(postgresJs)]
+
+const DIALECT_NAMES = { sqlite: 'SQLite', pg: 'PostgreSQL' } as const
+
+/** What each dialect runs on, as the errors say it: `SQLite through better-sqlite3`. */
+function runsOn(dialect: DrizzleHandle['dialect']): string {
+  const labels = DRIVERS.filter((entry) => entry.dialect === dialect).map((entry) => entry.label)
+  const list = labels.length > 1 ? `${labels.slice(0, -1).join(', ')} or ${labels.at(-1)}` : labels.join('')
+  return `${DIALECT_NAMES[dialect]} through ${list}`
 }
 
 /**
- * The drivers, each registered here by one line: everything else of a driver is in its folder. A handle goes to
- * the first that takes it; one that none takes gets the error of the first driver of its dialect, which says what
- * that dialect runs on.
- */
-const DRIVERS: readonly DriverEntry[] = [sqliteDriver, pgDriver]
-
-/**
- * The connection behind `db`, a Drizzle database or transaction. Throws INVALID_OPTION for anything else,
- * SCHEMA_MISSING when the tables were not migrated (SQLite at once; PostgreSQL at its first use). @internal
+ * The connection behind `db`, a Drizzle database or transaction. Throws INVALID_OPTION for anything else, or for
+ * a handle on a driver none of DRIVERS takes; SCHEMA_MISSING when the tables were not migrated (SQLite at once;
+ * PostgreSQL at its first use). @internal
  */
 export function connectionOf(db: SyncDatabase): Connection<'sync'>
 export function connectionOf(db: PgDatabase): Connection<'async'>
 export function connectionOf(db: Database): Connection
 export function connectionOf(db: Database): Connection {
   const handle = drizzleHandleOf(db)
-  const driver =
-    (handle && DRIVERS.find((entry) => entry.takes(handle))) ??
-    DRIVERS.find((entry) => entry.dialect === (handle?.dialect ?? 'sqlite')) ??
-    DRIVERS[0]!
-  return driver.connectionOf(db)
+  if (handle === null) {
+    throw new JobsError(
+      'INVALID_OPTION',
+      `db: expected a Drizzle database or transaction: drizzle-jobs runs on ${runsOn('sqlite')}, and on ${runsOn('pg')}`,
+    )
+  }
+  const driver = DRIVERS.find((entry) => entry.takes(handle))
+  if (!driver) {
+    throw new JobsError('INVALID_OPTION', `db: drizzle-jobs runs on ${runsOn(handle.dialect)}; this Drizzle handle uses another driver`)
+  }
+  return driver.connectionOf(handle)
 }
 
 /**

@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach } from 'vitest'
 import { ask, type ClaimedJob, type Connection, type Executor, type NewJob } from '../../src/dialect/index.js'
-import { pgConnectionOf } from '../../src/dialect/pg/connection.js'
+import { pgConnectionOf } from '../helpers/pg.js'
 import { connectionOf as sqliteConnectionOf } from '../../src/dialect/sqlite/connection.js'
 import { claimJobs, type ClaimRequest } from '../../src/engine/claim.js'
 import { counting, noShift, shift, writeShift } from '../../src/engine/counts.js'

@@ -10,6 +10,9 @@ import { drizzle as drizzlePostgresJs, type PostgresJsDatabase } from 'drizzle-o
 import pg from 'pg'
 import type postgres from 'postgres'
 import { afterEach, beforeEach, inject } from 'vitest'
+import { connectionOf } from '../../src/dialect/open.js'
+import type { PgConnection } from '../../src/dialect/pg/connection.js'
+import type { PgDatabase } from '../../src/index.js'
 import * as schema from '../../src/schema/pg.js'
 import { NO_SERVER, TEMPLATE_PREFIX } from './pg-global.js'
 import { databaseUrl, onServer, PG_MIGRATIONS } from './pg-database.js'
@@ -156,4 +159,9 @@ export function eachFreshPgDb(): TestPgDb {
     postgresJs: (major) => now().postgresJs(major),
     drop: () => now().drop(),
   }
+}
+
+/** The engine's connection behind a Drizzle PostgreSQL handle, through the drivers' registry, with the driver behind it. */
+export function pgConnectionOf(db: unknown): PgConnection {
+  return connectionOf(db as PgDatabase) as PgConnection
 }

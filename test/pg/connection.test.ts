@@ -5,9 +5,7 @@
  */
 import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import Database from 'better-sqlite3'
 import { sql } from 'drizzle-orm'
-import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3'
 import { drizzle } from 'drizzle-orm/node-postgres'
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import { migrate } from 'drizzle-orm/node-postgres/migrator'
@@ -16,10 +14,10 @@ import pg from 'pg'
 import postgres from 'postgres'
 import { describe, expect, test } from 'vitest'
 import { ask, type Executor, type Program } from '../../src/dialect/index.js'
-import { isPgBusy, pgConnectionOf } from '../../src/dialect/pg/connection.js'
+import { isPgBusy } from '../../src/dialect/pg/connection.js'
 import { JobsError } from '../../src/errors.js'
 import { tempDir } from '../helpers/db.js'
-import { eachFreshPgDb, freshPgDb, PG_MIGRATIONS, POSTGRES_JS } from '../helpers/pg.js'
+import { eachFreshPgDb, freshPgDb, PG_MIGRATIONS, pgConnectionOf, POSTGRES_JS } from '../helpers/pg.js'
 import { spawnFixture } from '../reliability/processes.js'
 import { addJobs, newJob } from './jobs.js'
 
@@ -180,10 +178,16 @@ describe('which database a connection names', () => {
     }
   })
 
-  test('anything but a Drizzle PostgreSQL handle on node-postgres or postgres.js is refused with INVALID_OPTION', () => {
-    const sqlite = drizzleSqlite(new Database(':memory:'))
-    for (const db of [sqlite, {}, null, 'postgres://localhost/db']) {
-      expect(() => pgConnectionOf(db)).toThrow(expect.objectContaining({ code: 'INVALID_OPTION' }))
+  test('anything but a Drizzle handle on a driver of drizzle-jobs is refused with INVALID_OPTION, naming the drivers', () => {
+    // A Drizzle PostgreSQL handle whose client no driver folder recognises.
+    const unknownClient = drizzle({ client: {} as pg.Pool })
+    for (const db of [unknownClient, {}, null, 'postgres://localhost/db']) {
+      expect(() => pgConnectionOf(db)).toThrow(
+        expect.objectContaining({
+          code: 'INVALID_OPTION',
+          message: expect.stringMatching(/PostgreSQL through node-postgres \(pg\).* postgres\.js \(postgres\)/),
+        }),
+      )
     }
   })
 })

@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from 'vitest'
 import { ask } from '../../src/dialect/index.js'
-import { pgConnectionOf } from '../../src/dialect/pg/connection.js'
+import { pgConnectionOf } from '../helpers/pg.js'
 import { defineQueue, enqueue, enqueueMany, isJobsError, queueCounts, work, type Worker } from '../../src/index.js'
 import { eachFreshPgDb } from '../helpers/pg.js'
 import { waitFor } from '../helpers/wait.js'

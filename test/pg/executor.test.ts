@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from 'vitest'
 import { ask } from '../../src/dialect/index.js'
-import { pgConnectionOf } from '../../src/dialect/pg/connection.js'
+import { pgConnectionOf } from '../helpers/pg.js'
 import { defineQueue } from '../../src/queue/define.js'
 import { eachFreshPgDb } from '../helpers/pg.js'
 import { addJobs, claim, done, end, newJob, NOW, request, retried, store, workerLease } from './jobs.js'

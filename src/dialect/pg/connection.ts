@@ -1,12 +1,14 @@
 /**
  * The engine's view of one PostgreSQL connection: the driver's client behind
- * a Drizzle database or transaction (node-postgres or postgres.js), the
- * transactions its programs run in, and the schema check done once for it.
+ * a Drizzle database or transaction (each driver a folder of its own:
+ * node-postgres/, postgres-js/, pglite/), the transactions its programs run
+ * in, and the schema check done once for it.
  */
 import { JobsError } from '../../errors.js'
-import { drizzleHandleOf, type DrizzleHandle, type PgDatabase } from '../drizzle.js'
+import type { DrizzleHandle, PgDatabase } from '../drizzle.js'
+import type { DriverEntry } from '../connection.js'
 import { runAsync, type ChangeKind, type Connection, type ProgressNotices, type Work } from '../index.js'
-import { Lane, pgDriverOf, type PgDatabaseName, type PgDriver, type PgPoolDriver, type Queryable } from './driver.js'
+import { Lane, type PgClientDriver, type PgDatabaseName, type PgDriver, type PgPoolDriver, type Queryable } from './driver.js'
 import { pgExecutor } from './executor.js'
 import { COUNT_TRIGGERS, COUNT_TRIGGERS_PRESENT, INSTALL_COUNTERS } from './counts.js'
 import { all, one } from './statement.js'
@@ -27,38 +29,41 @@ const databases = new WeakMap<object, PgConnection>()
 const transactions = new WeakMap<object, PgConnection>()
 
 /**
- * The connection behind `db`, a Drizzle PostgreSQL database or transaction, kept for its driver's client. It
- * does no I/O: the first write or read checks the schema. Throws INVALID_OPTION for anything else. @internal
+ * The entry that registers a driver of the PostgreSQL dialect (src/dialect/open.ts): the handles whose client it
+ * recognises, and their connections. @internal
  */
-/** The PostgreSQL driver of the engine, on node-postgres and postgres.js (driver.ts tells them apart). @internal */
-export const pgDriver = {
-  dialect: 'pg',
-  takes: (handle: DrizzleHandle) => handle.dialect === 'pg' && pgDriverOf(handle.client, handle.inTransaction) !== null,
-  connectionOf: (db: unknown) => pgConnectionOf(db),
-} as const
+export function pgDriverEntry(clients: PgClientDriver): DriverEntry {
+  return {
+    dialect: 'pg',
+    label: clients.label,
+    takes: (handle: DrizzleHandle) =>
+      handle.dialect === 'pg' &&
+      isObject(handle.client) &&
+      ((handle.inTransaction ? transactions : databases).has(handle.client) ||
+        clients.driverOf(handle.client, handle.inTransaction) !== null),
+    connectionOf: (handle: DrizzleHandle) => pgConnectionOn(clients, handle),
+  }
+}
 
-export function pgConnectionOf(db: unknown): PgConnection {
-  const handle = drizzleHandleOf(db)
-  if (handle?.dialect !== 'pg') {
-    throw new JobsError(
-      'INVALID_OPTION',
-      'db: expected a Drizzle PostgreSQL database or transaction (drizzle-orm/node-postgres or drizzle-orm/postgres-js)',
-    )
-  }
+function isObject(value: unknown): value is object {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null
+}
+
+/**
+ * The connection behind a Drizzle PostgreSQL handle whose client `clients` recognises (DriverEntry.takes said so),
+ * kept for that client. It does no I/O: the first write or read checks the schema.
+ */
+function pgConnectionOn(clients: PgClientDriver, handle: DrizzleHandle): PgConnection {
   const { inTransaction, client } = handle
-  const driver = pgDriverOf(client, inTransaction)
-  if (driver === null || (typeof client !== 'object' && typeof client !== 'function') || client === null) {
-    throw new JobsError(
-      'INVALID_OPTION',
-      'db: drizzle-jobs runs on PostgreSQL through node-postgres (pg) or postgres.js (postgres); this Drizzle handle uses another driver',
-    )
-  }
   const connections = inTransaction ? transactions : databases
-  let connection = connections.get(client)
-  if (!connection) {
-    connection = open(driver)
-    connections.set(client, connection)
+  const kept = isObject(client) ? connections.get(client) : undefined
+  if (kept) return kept
+  const driver = clients.driverOf(client, inTransaction)
+  if (driver === null || !isObject(client)) {
+    throw new JobsError('INVALID_OPTION', `db: this Drizzle PostgreSQL handle's client is not one of ${clients.label}`)
   }
+  const connection = open(driver)
+  connections.set(client, connection)
   return connection
 }
 

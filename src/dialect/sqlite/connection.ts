@@ -7,6 +7,7 @@ import { basename, resolve } from 'node:path'
 import type Database from 'better-sqlite3'
 import { JobsError } from '../../errors.js'
 import { drizzleHandleOf, type DrizzleHandle, type SyncDatabase } from '../drizzle.js'
+import type { DriverEntry } from '../connection.js'
 import { runSync, type Connection, type Work } from '../index.js'
 import { sqliteExecutor } from './executor.js'
 import { prepareAll } from './statement.js'
@@ -39,16 +40,24 @@ const MIGRATE_HINT =
 const connections = new WeakMap<Database.Database, SqliteConnection>()
 let anonymousDatabases = 0
 
-/** The connection behind a Drizzle handle, checked and prepared on first use. */
-/** The SQLite driver of the engine, on better-sqlite3. @internal */
-export const sqliteDriver = {
+/** The SQLite dialect's driver, better-sqlite3, as src/dialect/open.ts registers it. @internal */
+export const betterSqlite3: DriverEntry = {
   dialect: 'sqlite',
+  label: 'better-sqlite3',
   takes: (handle: DrizzleHandle) => handle.dialect === 'sqlite' && isBetterSqlite3(handle.client),
-  connectionOf: (db: unknown) => connectionOf(db),
-} as const
+  connectionOf: (handle: DrizzleHandle) => connectionOfClient(handle.client as Database.Database),
+}
 
+/** The connection behind a Drizzle SQLite handle on better-sqlite3, checked and prepared on first use. */
 export function connectionOf(db: unknown): SqliteConnection {
-  const client = clientOf(db)
+  const handle = drizzleHandleOf(db)
+  if (handle === null || !betterSqlite3.takes(handle)) {
+    throw new JobsError('INVALID_OPTION', 'db: expected a Drizzle SQLite database or transaction on better-sqlite3')
+  }
+  return connectionOfClient(handle.client as Database.Database)
+}
+
+function connectionOfClient(client: Database.Database): SqliteConnection {
   let connection = connections.get(client)
   if (!connection) {
     checkSchema(client)
@@ -56,24 +65,6 @@ export function connectionOf(db: unknown): SqliteConnection {
     connections.set(client, connection)
   }
   return connection
-}
-
-function clientOf(db: unknown): Database.Database {
-  const handle = drizzleHandleOf(db)
-  if (handle?.dialect !== 'sqlite') {
-    throw new JobsError(
-      'INVALID_OPTION',
-      'db: expected a Drizzle SQLite database or transaction (drizzle({ client: new Database(file) }) from drizzle-orm/better-sqlite3)',
-    )
-  }
-  const client = handle.client
-  if (!isBetterSqlite3(client)) {
-    throw new JobsError(
-      'INVALID_OPTION',
-      'db: drizzle-jobs needs a synchronous SQLite driver (better-sqlite3); this Drizzle handle is asynchronous',
-    )
-  }
-  return client
 }
 
 /** Whether a driver's client is a better-sqlite3 database, the synchronous driver the engine runs on. */
