@@ -3,8 +3,9 @@ import { describe, expect, test } from 'vitest'
 import { cancel, defineQueue, enqueue, isJobsError, pauseQueue, watch, work, type Handler, type Json, type Queue } from '../src/index.js'
 import { assertEnqueued, drain, refuteEnqueued } from '../src/testing/index.js'
 import { freshDb } from './helpers/db.js'
-import { DIALECTS, eachContractDb, type ContractDb } from './helpers/dialects.js'
+import { CONTRACT_DATABASES, eachContractDb, type ContractDb, type DialectName } from './helpers/dialects.js'
 import { freshPgDb } from './helpers/pg.js'
+import { freshPglite } from './helpers/pglite.js'
 import { waitFor } from './helpers/wait.js'
 
 interface Task {
@@ -64,7 +65,11 @@ async function count(query: Query, table: string, where = 'true'): Promise<numbe
 }
 
 /** A second fresh database of the dialect, for a worker to run the same jobs as drain. */
-async function anotherDb(dialect: ContractDb['dialect']): Promise<{ db: ContractDb['db']; query: Query; close(): Promise<void> }> {
+async function anotherDb(dialect: DialectName): Promise<{ db: ContractDb['db']; query: Query; close(): Promise<void> }> {
+  if (dialect === 'pglite') {
+    const other = await freshPglite()
+    return { db: other.db, query: other.query, close: other.close }
+  }
   if (dialect === 'sqlite') {
     const other = freshDb('worker.db')
     return {
@@ -81,14 +86,14 @@ async function anotherDb(dialect: ContractDb['dialect']): Promise<{ db: Contract
   }
 }
 
-describe.each(DIALECTS)('%s', (dialect) => {
+describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 
   /** A job's row as stored: state, error and result (JSON text, or null). */
   async function row(queue: string, id: string): Promise<{ state: string; error: string | null; result: string | null } | undefined> {
     const [found] = await t.query<{ state: string; error: string | null; result: string | null }>(
-      `select state, error, ${dialect === 'postgres' ? 'result::text' : 'result'} as result from jobs_job where queue = $1 and id = $2`,
+      `select state, error, ${t.dialect === 'postgres' ? 'result::text' : 'result'} as result from jobs_job where queue = $1 and id = $2`,
       queue,
       id,
     )
@@ -120,7 +125,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
           'the worker to run every job once',
         )
         await waitFor(async () => (await count(other.query, 'jobs_job', 'owner is not null')) === 0, 'the worker to record every end')
-        expect(await outcomes(t.query, dialect)).toEqual(await outcomes(other.query, dialect))
+        expect(await outcomes(t.query, t.dialect)).toEqual(await outcomes(other.query, t.dialect))
         await worker.stop()
       } finally {
         await other.close()
@@ -178,7 +183,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
         // On PostgreSQL a rerun claimed before the watcher read the retry's end is seen as the next run only: the
         // watcher is refreshed by notice, after the fact. Here the rerun waits for the watcher, as SQLite's
         // in-process watcher never needs to; what is checked is that the retry is yielded scheduled, with its error.
-        if (dialect === 'postgres') await waitFor(() => seen.some(([state]) => state === 'scheduled'), 'the watcher to see the retry')
+        if (t.dialect === 'postgres') await waitFor(() => seen.some(([state]) => state === 'scheduled'), 'the watcher to see the retry')
       })
       await watched
       expect(seen.map(([state, attempt]) => [state, attempt])).toEqual([
@@ -239,7 +244,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await enqueue(t.db, q, null, { id: 'loop' })
       await pauseQueue(t.db, q)
       expect(await drain(t.db, q, () => 'never')).toMatchObject({ ran: 0 })
-      await t.run(`update jobs_queue set paused = ${dialect === 'postgres' ? 'false' : '0'} where name = 'loops'`)
+      await t.run(`update jobs_queue set paused = ${t.dialect === 'postgres' ? 'false' : '0'} where name = 'loops'`)
       await expect(drain(t.db, q, (_value, run) => run.snooze(0), { maxRuns: 25 })).rejects.toMatchObject({ code: 'TIMEOUT' })
       expect(await t.job('loops', 'loop')).toMatchObject({ state: 'scheduled', attempts: 0 })
       await expect(drain(t.db, q, () => 1, { maxRuns: 0 })).rejects.toMatchObject({ code: 'INVALID_OPTION' })
@@ -283,7 +288,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect((thrown as Error).message).toContain("expected queue 'replies' to hold a job matching")
       // As stored: PostgreSQL's jsonb keeps an object's keys in an order of its own (shorter keys first).
       const stored =
-        dialect === 'postgres'
+        t.dialect === 'postgres'
           ? '{"meta":{"lang":"en","tags":["a","b"]},"messageId":1}'
           : '{"messageId":1,"meta":{"lang":"en","tags":["a","b"]}}'
       expect((thrown as Error).message).toContain(`reply:1 (waiting): ${stored}`)

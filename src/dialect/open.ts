@@ -10,6 +10,7 @@ import type { Kind } from './executor.js'
 import { runAsync, runSync, type Program } from './program.js'
 import { nodePostgres } from './node-postgres/driver.js'
 import { pgDriverEntry, type AsyncPgDatabase } from './pg/connection.js'
+import { pglite } from './pglite/driver.js'
 import { postgresJs } from './postgres-js/driver.js'
 import { betterSqlite3, type SyncDatabase } from './sqlite/connection.js'
 
@@ -27,7 +28,7 @@ export type AnswerOf<D, T> = D extends SyncDatabase ? T : Promise<T>
  * The drivers, each registered here by one line: everything else of a driver is in its folder. A handle goes to
  * the first that takes it.
  */
-const DRIVERS: readonly DriverEntry[] = [betterSqlite3, pgDriverEntry(nodePostgres), pgDriverEntry(postgresJs)]
+const DRIVERS: readonly DriverEntry[] = [betterSqlite3, pgDriverEntry(nodePostgres), pgDriverEntry(postgresJs), pgDriverEntry(pglite)]
 
 const DIALECT_NAMES = { sqlite: 'SQLite', pg: 'PostgreSQL' } as const
 

@@ -5,12 +5,12 @@
  */
 import { describe, expect, test } from 'vitest'
 import { defineQueue, enqueueMany, getJob, listJobs, queueCounts, watch, work, type QueueCounts } from '../../src/index.js'
-import { DIALECTS, eachContractDb } from '../helpers/dialects.js'
+import { CONTRACT_DATABASES, eachContractDb } from '../helpers/dialects.js'
 import { waitFor } from '../helpers/wait.js'
 
 const STATES = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] as const
 
-describe.each(DIALECTS)('%s', (dialect) => {
+describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 

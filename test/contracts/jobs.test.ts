@@ -18,10 +18,10 @@ import {
   type JobSnapshot,
   type Run,
 } from '../../src/index.js'
-import { DIALECTS, eachContractDb } from '../helpers/dialects.js'
+import { CONTRACT_DATABASES, eachContractDb } from '../helpers/dialects.js'
 import { waitFor } from '../helpers/wait.js'
 
-describe.each(DIALECTS)('%s', (dialect) => {
+describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 

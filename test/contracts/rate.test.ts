@@ -9,7 +9,7 @@ import pg from 'pg'
 import { describe, expect, test, vi } from 'vitest'
 import { defineQueue, enqueueMany, getJob, isJobsError, watch, work, type JobSnapshot } from '../../src/index.js'
 import { tempDir } from '../helpers/db.js'
-import { DIALECTS, eachContractDb, type ContractDb } from '../helpers/dialects.js'
+import { CONTRACT_DATABASES, DIALECTS, eachContractDb, type ContractDb } from '../helpers/dialects.js'
 import { startFixture } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 import { drain } from '../../src/testing/index.js'
@@ -171,6 +171,11 @@ describe.each(DIALECTS)('%s', (dialect) => {
       warn.mockRestore()
     }
   })
+})
+
+describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
+  const { t, workers } = eachContractDb(dialect)
+  const on = `[${dialect}]`
 
   test(`JOB-22 ${on} a job the rate holds back stays waiting, counted in ahead, and its snapshot says when the next may start`, async () => {
     const queue = defineQueue<{ n: number }>('held', { rate: { limit: 2, per: '3s' } })

@@ -11,12 +11,12 @@ import { dueSlots, slotRule } from '../../src/engine/slots.js'
 import { addSlotJobs, planSlots, runSchedulePass } from '../../src/engine/schedules.js'
 import { connectionOf } from '../../src/dialect/open.js'
 import { MAX_BACKFILL_SLOTS } from '../../src/limits.js'
-import { DIALECTS, eachContractDb } from '../helpers/dialects.js'
+import { CONTRACT_DATABASES, eachContractDb } from '../helpers/dialects.js'
 import { waitFor } from '../helpers/wait.js'
 
 const HOUR = 3_600_000
 
-describe.each(DIALECTS)('%s', (dialect) => {
+describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 

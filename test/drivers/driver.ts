@@ -6,7 +6,6 @@
  */
 import { afterEach, beforeEach } from 'vitest'
 import { ask, type ClaimedJob, type Connection, type Executor, type NewJob } from '../../src/dialect/index.js'
-import { pgConnectionOf } from '../helpers/pg.js'
 import { connectionOf as sqliteConnectionOf } from '../../src/dialect/sqlite/connection.js'
 import { claimJobs, type ClaimRequest } from '../../src/engine/claim.js'
 import { counting, noShift, shift, writeShift } from '../../src/engine/counts.js'
@@ -14,14 +13,15 @@ import type { QueueDefinition } from '../../src/engine/definition.js'
 import { storeLimits } from '../../src/engine/queue-limits.js'
 import { recordEnds, type RunEndRecord } from '../../src/engine/record.js'
 import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
-import { freshPgDb, POSTGRES_JS, type TestPgDb } from '../helpers/pg.js'
+import { freshPgDb, pgConnectionOf, POSTGRES_JS, type TestPgDb } from '../helpers/pg.js'
+import { freshPglite, type TestPglite } from '../helpers/pglite.js'
 
 import { NOW } from '../pg/jobs.js'
 
 export { done, newJob, NOW, request, retried, workerLease } from '../pg/jobs.js'
 
 /** Every driver the suite runs on, by the name its tests carry. */
-export const DRIVERS = ['sqlite', 'postgres', ...POSTGRES_JS] as const
+export const DRIVERS = ['sqlite', 'postgres', ...POSTGRES_JS, 'pglite'] as const
 export type DriverName = (typeof DRIVERS)[number]
 
 /** A job's row as plain SQL reads it, in the same terms on every driver. */
@@ -110,6 +110,21 @@ function postgresDb(driver: DriverName, t: TestPgDb): DriverDb {
   })
 }
 
+function pgliteDb(t: TestPglite): DriverDb {
+  return common('pglite', 'postgres', pgConnectionOf(t.db), (sql, ...params) => t.query(sql, ...params), {
+    ms: (column) => `(extract(epoch from ${column}) * 1000)::float8`,
+    time: (param) => `to_timestamp(${param}::float8 / 1000)`,
+    other: () => {
+      throw new Error('PGlite serves one process: no other connection holds its database')
+    },
+    async listen() {
+      const heard: string[] = []
+      const stop = await t.client.listen('drizzle_jobs', (payload) => heard.push(payload))
+      return { heard, stop: () => void stop() }
+    },
+  })
+}
+
 function common(
   driver: DriverName,
   dialect: 'sqlite' | 'postgres',
@@ -152,6 +167,9 @@ export function eachDriverDb(driver: DriverName): DriverDb {
     if (driver === 'sqlite') {
       const t = freshDb()
       current = { db: sqliteDb(t), close: async () => t.close() }
+    } else if (driver === 'pglite') {
+      const t = await freshPglite()
+      current = { db: pgliteDb(t), close: () => t.close() }
     } else {
       const t = await freshPgDb()
       current = { db: postgresDb(driver, t), close: () => t.drop() }

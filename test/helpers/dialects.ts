@@ -1,31 +1,39 @@
 /**
- * The contract suite's two dialects: one fresh, migrated database per test on each, with what a contract
- * test asks of it in the same words on both (plain SQL to read what the engine stored, a place a child
- * process can open), so that one test body checks a contract on SQLite and on PostgreSQL.
+ * The contract suite's databases: one fresh, migrated database per test on SQLite (better-sqlite3), on a
+ * PostgreSQL server (node-postgres) and on PGlite (PostgreSQL in the test's own process), with what a contract
+ * test asks of it in the same words on each (plain SQL to read what the engine stored, a place a child process
+ * can open), so that one test body checks a contract on every one. PGlite serves one process: the contracts
+ * of several processes run on the others only (DIALECTS).
  */
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
-import type { NodePgDatabase } from 'drizzle-orm/node-postgres'
+import type { PgDatabase as DrizzlePgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { afterEach, beforeEach } from 'vitest'
 import type { PgDatabase, SyncDatabase, Worker } from '../../src/index.js'
 import { freshDb, removeTempDirs, type TestDb } from './db.js'
 import { freshPgDb, type TestPgDb } from './pg.js'
+import { freshPglite, type TestPglite } from './pglite.js'
 import { killChildren } from './processes.js'
 
-export type DialectName = 'sqlite' | 'postgres'
+export type DialectName = 'sqlite' | 'postgres' | 'pglite'
 
-export const DIALECTS: readonly DialectName[] = ['sqlite', 'postgres']
+/** A SQLite file and a PostgreSQL server: databases that several processes share. */
+export const DIALECTS: readonly ('sqlite' | 'postgres')[] = ['sqlite', 'postgres']
+
+/** Every database the contracts of one process run on: DIALECTS, and PGlite. */
+export const CONTRACT_DATABASES: readonly DialectName[] = [...DIALECTS, 'pglite']
 
 /** One test's database, on either dialect. */
 export interface ContractDb {
-  readonly dialect: DialectName
+  /** The SQL it speaks: PGlite's is PostgreSQL's. */
+  readonly dialect: 'sqlite' | 'postgres'
   /** The Drizzle database the API takes. */
   readonly db: SyncDatabase | PgDatabase
   /** What a child process opens (test/fixtures/contract-child.ts): a SQLite file's path, or a PostgreSQL URL. */
   readonly address: string
   /** The SQLite handles, on SQLite only. */
   readonly sqlite: BetterSQLite3Database<Record<string, unknown>> | undefined
-  /** The PostgreSQL handle, on PostgreSQL only. */
-  readonly pg: NodePgDatabase<Record<string, unknown>> | undefined
+  /** The PostgreSQL handle, on PostgreSQL and PGlite. */
+  readonly pg: DrizzlePgDatabase<PgQueryResultHKT, Record<string, unknown>> | undefined
   /** Reads rows with plain SQL, `$1`, `$2`… for parameters on both dialects. */
   query<T>(sql: string, ...params: unknown[]): Promise<T[]>
   /** Runs one statement of plain SQL (an app's table, say). */
@@ -74,6 +82,30 @@ function postgresDb(t: TestPgDb): ContractDb {
   }
 }
 
+function pgliteDb(t: TestPglite): ContractDb {
+  return {
+    dialect: 'postgres',
+    db: t.db,
+    get address(): string {
+      throw new Error('PGlite serves one process: no child process can open its database')
+    },
+    sqlite: undefined,
+    pg: t.db,
+    query: (sql, ...params) => t.query(sql, ...params),
+    run: async (sql, ...params) => void (await t.query(sql, ...params)),
+    job: async (queue, id) =>
+      (
+        await t.query<{ state: string; attempts: number; error: string | null }>(
+          'select state, attempts, error from jobs_job where queue = $1 and id = $2',
+          queue,
+          id,
+        )
+      )[0],
+    count: async (table) => Number((await t.query<{ n: number }>(`select count(*) as n from ${table}`))[0]!.n),
+    held: async () => Number((await t.query<{ n: number }>(HELD))[0]!.n),
+  }
+}
+
 /**
  * Gives each test of a `describe.each(DIALECTS)` block a fresh migrated database of `dialect`, and after
  * each test stops the workers pushed to `workers`, kills child processes, and drops the database.
@@ -85,6 +117,9 @@ export function eachContractDb(dialect: DialectName): { t: ContractDb; workers: 
     if (dialect === 'sqlite') {
       const t = freshDb()
       current = { db: sqliteDb(t), close: async () => t.close() }
+    } else if (dialect === 'pglite') {
+      const t = await freshPglite()
+      current = { db: pgliteDb(t), close: () => t.close() }
     } else {
       const t = await freshPgDb()
       current = { db: postgresDb(t), close: () => t.drop() }
