@@ -11,7 +11,18 @@
  * on it. A lock that one transaction waits for is never held by another, and
  * nothing is bounded: there is no other process to hold up. LISTEN and NOTIFY
  * work within the instance, which is all the instance has.
+ *
+ * PGlite keeps no lock on a data directory: a second process that opens the
+ * same directory reads and writes it beside the first, and each overwrites
+ * what the other wrote. So the first connection of a process to an instance on
+ * a directory of the file system marks it as this process's (LOCK_FILE), and
+ * a connection of another live process of the same host is refused.
  */
+import { readFileSync, unlinkSync, writeFileSync } from 'node:fs'
+import { hostname } from 'node:os'
+import { join, resolve } from 'node:path'
+import { JobsError } from '../../errors.js'
+import { pidNamespace } from '../../pid.js'
 import {
   hasFunctions,
   type PgClientDriver,
@@ -82,7 +93,89 @@ function nameOf(client: Pglite): PgDatabaseName {
 const WRITE_SETTINGS = 'set transaction isolation level read committed'
 const READ_SETTINGS = 'set transaction isolation level repeatable read, read only'
 
+/** The file in a data directory that names the process whose connections use it: its pid, host and pid namespace. */
+export const LOCK_FILE = 'drizzle-jobs.pid'
+
+/** The data directories this process has marked as its own. */
+const marked = new Set<string>()
+
+/**
+ * Marks the instance's data directory, when it is one of the file system, as this process's; throws INVALID_OPTION
+ * when a live process of this host has marked it (a mark left by a process that is gone, or by another host, where
+ * no process can be asked, is taken over). The mark is removed when this process exits.
+ */
+function markDataDir(client: Pglite): void {
+  const dir = fileDataDir(client.dataDir)
+  if (dir === null || marked.has(dir)) return
+  const file = join(dir, LOCK_FILE)
+  const mine = [String(process.pid), hostname(), pidNamespace()]
+  for (let tries = 0; tries < 3; tries++) {
+    try {
+      writeFileSync(file, `${mine.join('\n')}\n`, { flag: 'wx' })
+      marked.add(dir)
+      if (marked.size === 1) process.once('exit', unmarkAll)
+      return
+    } catch (error) {
+      // A directory this process cannot write to: nothing can be marked, and PGlite will say what it cannot do.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') return
+    }
+    const [pid, host, namespace] = readMark(file)
+    if (pid === process.pid && host === mine[1]) {
+      marked.add(dir)
+      return
+    }
+    if (host === mine[1] && namespace === mine[2] && isAlive(pid)) {
+      throw new JobsError(
+        'INVALID_OPTION',
+        `db: the PGlite database in ${dir} is open in process ${pid} (${file}): PGlite serves one process, and a second one on the same directory would overwrite what the first writes. Run every worker in the process that opened it, or use a PostgreSQL server for several processes`,
+      )
+    }
+    try {
+      unlinkSync(file)
+    } catch {
+      // Taken over by another process meanwhile: the next try reads its mark.
+    }
+  }
+}
+
+/** A data directory of the file system (`./data`, `file://./data`); null for one in memory or in a browser's store. */
+function fileDataDir(dataDir: string | undefined): string | null {
+  if (!dataDir) return null
+  if (dataDir.startsWith('file://')) return resolve(dataDir.slice('file://'.length))
+  return /^[a-z]+:\/\//.test(dataDir) ? null : resolve(dataDir)
+}
+
+function readMark(file: string): [pid: number, host: string, namespace: string] {
+  try {
+    const [pid = '', host = '', namespace = ''] = readFileSync(file, 'utf8').split('\n')
+    return [Number(pid), host, namespace]
+  } catch {
+    return [Number.NaN, '', '']
+  }
+}
+
+function isAlive(pid: number): boolean {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+function unmarkAll(): void {
+  for (const dir of marked) {
+    try {
+      unlinkSync(join(dir, LOCK_FILE))
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
 function pglitePool(client: Pglite): PgPoolDriver {
+  markDataDir(client)
   return {
     inTransaction: false,
     database: nameOf(client),
