@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config'
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
+    include: ['test/**/*.test.ts', 'src/**/*.test.ts', 'examples/**/*.test.ts'],
     // The fresh-app installs run after the suite, on their own: vitest.fresh.config.ts.
     exclude: ['test/fresh-apps/**', '**/node_modules/**'],
     // One PostgreSQL server for the whole run: DATABASE_URL, or a private cluster started here.

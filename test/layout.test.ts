@@ -179,3 +179,14 @@ test('docs/code.md names every folder of src/ in its table, and no folder that i
   expect(folders.filter((folder) => !named.has(folder))).toEqual([])
   expect([...named].filter((folder) => !folders.includes(folder))).toEqual([])
 })
+
+test("docs/postgres.md's PGlite example is examples/pglite/jobs.test.ts's own code, so that it runs in CI as shown", () => {
+  const ROOT = resolve(SRC, '..')
+  const docs = readFileSync(join(ROOT, 'docs', 'postgres.md'), 'utf8')
+  const section = docs.slice(docs.indexOf('## On PGlite'), docs.indexOf('\n## ', docs.indexOf('## On PGlite') + 1))
+  const example = section.slice(section.lastIndexOf('```ts\n') + '```ts\n'.length, section.lastIndexOf('```'))
+  const file = readFileSync(join(ROOT, 'examples', 'pglite', 'jobs.test.ts'), 'utf8')
+  const lines = example.split('\n').filter((line) => line.trim() !== '')
+  expect(lines.length).toBeGreaterThan(5)
+  expect(lines.filter((line) => !file.includes(`${line}\n`))).toEqual([])
+})
