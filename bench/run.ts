@@ -16,6 +16,9 @@
  * BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof" profiles every child.
  *   npm run bench -- --pg [--only …] [--subjects …] [--reps n]
  *                                       the PostgreSQL benchmark instead (bench/pg/run.ts)
+ *   npm run bench -- --drivers [--reps n]
+ *                                       each driver instead: better-sqlite3, node-postgres, postgres.js,
+ *                                       PGlite (bench/drivers.ts)
  */
 import { execFileSync } from 'node:child_process'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -46,6 +49,13 @@ import { CONFIGURATIONS, COUNTS, METHOD, ROWS, SIDE_UNITS, SMALL } from './rows.
 // `--pg`: the PostgreSQL benchmark, drizzle-jobs beside graphile-worker and pg-boss (bench/pg/run.ts).
 if (process.argv.includes('--pg')) {
   await import('./pg/run.js')
+  process.exit()
+}
+
+// `--drivers`: drizzle-jobs on each driver it supports, side by side (bench/drivers.ts).
+if (process.argv.includes('--drivers')) {
+  const { runDrivers } = await import('./drivers.js')
+  await runDrivers()
   process.exit()
 }
 
