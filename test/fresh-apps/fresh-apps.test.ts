@@ -1,7 +1,8 @@
 /**
  * The package installed into fresh apps the way the README says, with no lockfile, no pinned versions and no
  * --legacy-peer-deps, so that npm picks the newest versions the peer ranges allow: a SQLite app on
- * better-sqlite3, a PostgreSQL app on node-postgres and one on postgres.js. Each runs the README's adoption
+ * better-sqlite3, a PostgreSQL app on node-postgres, one on postgres.js and one on PGlite (whose database is a
+ * directory of the app's, which the command-line tool does not open). Each runs the README's adoption
  * path end to end (drizzle-kit generate and migrate, a job added in the app's transaction, a worker, the job
  * done, the command-line tool's status and dashboard), from ES modules and from CommonJS, with the contracts
  * of smoke.ts; and then again after moving to drizzle-orm and drizzle-kit 1.0 (their release candidate,
@@ -73,7 +74,7 @@ function run(
   })
 }
 
-type Dialect = 'sqlite' | 'pg' | 'postgres'
+type Dialect = 'sqlite' | 'pg' | 'postgres' | 'pglite'
 
 /** A new app folder with the README's install: the package, drizzle-orm and the app's driver, and drizzle-kit. */
 async function newApp(dialect: Dialect, driver: string, types: string[]): Promise<string> {
@@ -130,10 +131,12 @@ async function installed(app: string, names: string[]): Promise<string> {
 
 /**
  * The README's path once, on whatever drizzle-orm the app has: migrations made and applied by drizzle-kit on a
- * fresh database, the app's ES module and CommonJS entries, and the tool's status on the app's database.
+ * fresh database, the app's ES module and CommonJS entries, and the tool's status on the app's database (none for
+ * a PGlite app's: `database` null).
  */
-async function adopt(app: string, database: string, env: Record<string, string>): Promise<void> {
-  for (const made of ['drizzle', 'dist', 'app.db', 'app.db-wal', 'app.db-shm']) rmSync(join(app, made), { recursive: true, force: true })
+async function adopt(app: string, database: string | null, env: Record<string, string>): Promise<void> {
+  for (const made of ['drizzle', 'dist', 'data', 'app.db', 'app.db-wal', 'app.db-shm'])
+    rmSync(join(app, made), { recursive: true, force: true })
   await run(app, 'npx', ['drizzle-kit', 'generate'], { env })
   await run(app, 'npx', ['drizzle-kit', 'migrate'], { env })
   // The app's code compiled by whatever TypeScript npm gives a new app: the package's types on this drizzle-orm.
@@ -143,6 +146,7 @@ async function adopt(app: string, database: string, env: Record<string, string>)
   expect(esm.stdout.trim().split('\n').at(-1)).toBe('done')
   const cjs = await run(app, 'node', ['main.cjs'], { env })
   expect(cjs.stdout.trim()).toBe('commonjs done {"doubled":2}')
+  if (database === null) return
   const status = await run(app, 'npx', ['drizzle-jobs', 'status', '--db', database], { env })
   expect(status.stdout).toMatch(/replies/)
   expect(status.stdout).toMatch(/from-commonjs/)
@@ -231,3 +235,21 @@ for (const [dialect, driver, types] of [
     await saysWhichDriver(app, 'other.db', 'better-sqlite3')
   }, 900_000)
 }
+
+test.concurrent('a fresh PGlite app: npm install drizzle-jobs drizzle-orm @electric-sql/pglite, then docs/postgres.md on drizzle-orm 0.45 and 1.0', async () => {
+  const app = await newApp('pglite', '@electric-sql/pglite', [])
+  for (const stage of ['0.45', '1.0']) {
+    if (stage === '1.0')
+      await run(app, 'npm', [
+        'install',
+        '--no-audit',
+        '--no-fund',
+        '--prefer-offline',
+        `drizzle-orm@${DRIZZLE_1}`,
+        `drizzle-kit@${DRIZZLE_1}`,
+      ])
+    console.log(`PGlite app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', '@electric-sql/pglite'])}`)
+    await adopt(app, null, {})
+  }
+  await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
+}, 900_000)
