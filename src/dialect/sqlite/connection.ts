@@ -10,16 +10,8 @@ import { drizzleHandleOf, type DrizzleHandle, type SyncDatabase } from '../drizz
 import type { DriverEntry } from '../connection.js'
 import { runSync, type Connection, type Work } from '../index.js'
 import { sqliteExecutor } from './executor.js'
-import { prepareAll } from './statement.js'
-import {
-  COUNTER_TRIGGERS,
-  dropObsoleteTriggers,
-  RECOUNT_QUEUES,
-  SQL,
-  TRIGGER_COUNT,
-  prepareStatements,
-  type Statements,
-} from './statements.js'
+import { betterSqlite3Client, prepareAll } from './statement.js'
+import { COUNTER_TRIGGERS, dropObsoleteTriggers, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, type Statements } from './statements.js'
 
 export type { SyncDatabase }
 
@@ -75,10 +67,10 @@ function isBetterSqlite3(client: unknown): client is Database.Database {
 }
 
 function open(client: Database.Database): SqliteConnection {
-  let sql: Statements
+  let sql: Statements<'sync'>
   try {
     dropObsoleteTriggers(client)
-    sql = prepareStatements(client)
+    sql = prepareAll(client, SQL)
   } catch (error) {
     throw new JobsError(
       'SCHEMA_MISSING',
@@ -93,7 +85,7 @@ function open(client: Database.Database): SqliteConnection {
   const rollback = client.prepare('rollback')
   const inTransaction = () => client.inTransaction
   const triggers = new TriggerInstall(client)
-  const executor = sqliteExecutor(client, sql)
+  const executor = sqliteExecutor(betterSqlite3Client(client), sql)
   /**
    * Takes the write lock now, or throws SQLITE_BUSY: SQLite's busy handler would sleep 1, 2, 5, 10 … ms between
    * tries, blocking the process, while another worker's flush holds the lock for a ms or so. The busy timeout is the

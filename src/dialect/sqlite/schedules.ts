@@ -3,9 +3,9 @@
  * use of a schedule, so that a worker of a queue without schedules prepares
  * only the one look-up its pass makes.
  */
-import type Database from 'better-sqlite3'
-import type { NewSchedule, ScheduleAdvance, ScheduleRequests, ScheduleRow } from '../index.js'
-import { prepareAll, single, statement, type PreparedStatements } from './statement.js'
+import type { Kind, NewSchedule, Result, ScheduleAdvance, ScheduleRequests, ScheduleRow } from '../index.js'
+import { andThen } from '../program.js'
+import { single, statement, type PreparedStatements, type RunResult, type SqliteClient } from './statement.js'
 import { LIMIT } from './terms.js'
 
 const SCHEDULE = `queue, name, cron, tz, value, backfill, next_at as nextAt, last_slot as lastSlot, updated_at as updatedAt`
@@ -38,16 +38,18 @@ export const SCHEDULE_SQL = {
 } as const
 
 /** The schedule requests of one connection, each statement prepared on its first use. @internal */
-export function sqliteScheduleRequests(client: Database.Database): ScheduleRequests<'sync'> {
-  let prepared: PreparedStatements<typeof SCHEDULE_SQL> | undefined
-  const sql = () => (prepared ??= prepareAll(client, SCHEDULE_SQL))
+export function sqliteScheduleRequests<K extends Kind>(client: SqliteClient<K>): ScheduleRequests<K> {
+  let prepared: PreparedStatements<K, typeof SCHEDULE_SQL> | undefined
+  const sql = () => (prepared ??= client.prepareAll(SCHEDULE_SQL))
+  const changed = (answer: Result<K, RunResult>) =>
+    andThen(answer as RunResult | Promise<RunResult>, (result) => result.changes === 1) as Result<K, boolean>
   return {
-    scheduleUpsert: (schedule) => sql().upsert.run(schedule).changes === 1,
-    scheduleDelete: (queue, name) => sql().remove.run(queue, name).changes === 1,
+    scheduleUpsert: (schedule) => changed(sql().upsert.run(schedule)),
+    scheduleDelete: (queue, name) => changed(sql().remove.run(queue, name)),
     scheduleGet: (queue, name) => sql().get.get(queue, name),
     scheduleEarliest: (queue) => sql().earliest.get(queue),
     scheduleListDue: (find) => sql().listDue.all(find),
-    scheduleAdvance: (advance) => sql().advance.run(advance).changes === 1,
+    scheduleAdvance: (advance) => changed(sql().advance.run(advance)),
     scheduleList: (queue) => (queue === null ? sql().listAll.all() : sql().listOfQueue.all(queue)),
   }
 }

@@ -4,8 +4,14 @@
  * one column (`pluck`); a connection prepares each once, and its `get`,
  * `all` and `run` take and answer those types, so no caller casts what a
  * statement answers.
+ *
+ * A SQLite driver is a client that prepares them (SqliteClient): a
+ * synchronous one (better-sqlite3) answers at once, an asynchronous one
+ * with promises; the SQLite executor (executor.ts) is written once for both.
  */
 import type Database from 'better-sqlite3'
+import type { Kind, Result } from '../executor.js'
+import { runSync, type Program } from '../program.js'
 
 export type { JobRow, QueueRow, StepRow, WorkerRow } from '../index.js'
 
@@ -31,29 +37,48 @@ export function single<P extends unknown[] = [], R = never>(sql: string): Statem
   return { sql, pluck: true }
 }
 
-/** A statement prepared on one connection. */
-export interface Prepared<P extends unknown[], R, G = R | undefined> {
-  get(...params: P): G
-  all(...params: P): R[]
-  iterate(...params: P): IterableIterator<R>
-  run(...params: P): Database.RunResult
+/** What a write answers: how many rows it changed. */
+export interface RunResult {
+  readonly changes: number
+}
+
+/** A statement prepared on one connection of a `K` client: its answers come at once (`sync`) or as promises. */
+export interface Prepared<K extends Kind, P extends unknown[], R, G = R | undefined> {
+  get(...params: P): Result<K, G>
+  all(...params: P): Result<K, R[]>
+  /** The rows one by one, for a walk that may stop early (a synchronous client reads no row past it); an asynchronous client's, all of them. */
+  iterate(...params: P): Result<K, Iterable<R>>
+  run(...params: P): Result<K, RunResult>
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a table of statements of every parameter and row shape
 type Statements = Record<string, Statement<any, any, any>>
 
-/** The statements of `D` prepared on one connection. */
-export type PreparedStatements<D extends Statements> = {
-  readonly [K in keyof D]: D[K] extends Statement<infer P, infer R, infer G> ? Prepared<P, R, G> : never
+/** The statements of `D` prepared on one connection of a `K` client. */
+export type PreparedStatements<K extends Kind, D extends Statements> = {
+  readonly [N in keyof D]: D[N] extends Statement<infer P, infer R, infer G> ? Prepared<K, P, R, G> : never
 }
 
-/** Prepares every statement of `statements` on `client`, once. */
-export function prepareAll<D extends Statements>(client: Database.Database, statements: D): PreparedStatements<D> {
+/** A SQLite driver's connection as the executor uses it: it prepares statements and runs programs of several. */
+export interface SqliteClient<K extends Kind> {
+  /** Prepares every statement of `statements` on the connection, once. */
+  prepareAll<D extends Statements>(statements: D): PreparedStatements<K, D>
+  /** Runs a program of several statements, as the client answers: at once, or awaiting each. */
+  run<T>(program: Program<T>): Result<K, T>
+}
+
+/** better-sqlite3's connection: it answers at once. @internal */
+export function betterSqlite3Client(client: Database.Database): SqliteClient<'sync'> {
+  return { prepareAll: (statements) => prepareAll(client, statements), run: runSync }
+}
+
+/** Prepares every statement of `statements` on a better-sqlite3 connection, once. */
+export function prepareAll<D extends Statements>(client: Database.Database, statements: D): PreparedStatements<'sync', D> {
   const prepared: Record<string, Database.Statement> = {}
   for (const [name, { sql, pluck }] of Object.entries(statements)) {
     const made = client.prepare(sql)
     prepared[name] = pluck ? made.pluck() : made
   }
   // The one place a better-sqlite3 statement takes the types declared with its SQL.
-  return prepared as unknown as PreparedStatements<D>
+  return prepared as unknown as PreparedStatements<'sync', D>
 }

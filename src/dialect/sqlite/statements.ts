@@ -28,7 +28,9 @@ import type {
   UnleasedRun,
   WorkerLease,
 } from '../index.js'
-import { prepareAll, single, statement, type Prepared, type PreparedStatements } from './statement.js'
+import type { Kind, Result } from '../executor.js'
+import { ask, type Program } from '../program.js'
+import { prepareAll, single, statement, type Prepared, type PreparedStatements, type RunResult } from './statement.js'
 import { ENDED, fence, LIMIT, RUNNABLE } from './terms.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
@@ -416,24 +418,19 @@ update jobs_queue set
   failed = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'failed'),
   canceled = (select count(*) from jobs_job where queue = jobs_queue.name and state = 'canceled');`
 
-/** The statements of one connection. */
-export type Statements = PreparedStatements<typeof SQL>
-
-/** Prepares every statement once for a connection whose tables are in place. @internal */
-export function prepareStatements(client: Database.Database): Statements {
-  return prepareAll(client, SQL)
-}
+/** The statements of one connection of a `K` client. */
+export type Statements<K extends Kind = Kind> = PreparedStatements<K, typeof SQL>
 
 /**
  * Runs a statement pair's form for one job (`@seq`) or for several (`@seqs`, as JSON) over `seqs`,
  * with the other parameters `params`. @internal
  */
-export function runForJobs<P extends object>(
-  one: Prepared<[{ seq: number } & P], never>,
-  all: Prepared<[{ seqs: string } & P], never>,
+export function runForJobs<K extends Kind, P extends object>(
+  one: Prepared<K, [{ seq: number } & P], never>,
+  all: Prepared<K, [{ seqs: string } & P], never>,
   seqs: readonly number[],
   params: P,
-): Database.RunResult {
+): Result<K, RunResult> {
   return seqs.length === 1 ? one.run({ ...params, seq: seqs[0]! }) : all.run({ ...params, seqs: JSON.stringify(seqs) })
 }
 
@@ -444,16 +441,16 @@ export function runForJobs<P extends object>(
  * reads the ids back, by seq, so the common case makes no string per job.
  * @internal
  */
-export function insertJobsInGroups(sql: Statements, { jobs, ...shared }: NewJobs): string[] {
+export function* insertJobsInGroups(sql: Statements, { jobs, ...shared }: NewJobs): Program<string[]> {
   const added: string[] = []
   for (let from = 0; from < jobs.length; ) {
     const left = jobs.length - from
     const [size, insert] = left >= 100 ? [100, sql.insertJobs100] : left >= 10 ? [10, sql.insertJobs10] : [1, sql.insertJobs1]
     const params: JobParam[] = []
     for (let i = from; i < from + size; i++) params.push(...jobs[i]!)
-    const seqs = insert.all(shared, ...params)
+    const seqs = yield* ask(insert.all(shared, ...params))
     if (seqs.length === size) for (let i = from; i < from + size; i++) added.push(jobs[i]![0])
-    else if (seqs.length > 0) added.push(...sql.jobIdsBySeq.all({ seqs: JSON.stringify(seqs) }))
+    else if (seqs.length > 0) added.push(...(yield* ask(sql.jobIdsBySeq.all({ seqs: JSON.stringify(seqs) }))))
     from += size
   }
   return added
