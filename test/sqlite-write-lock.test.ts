@@ -6,7 +6,7 @@
  */
 import { Worker as Thread } from 'node:worker_threads'
 import { afterEach, expect, test } from 'vitest'
-import { connectionOf } from '../src/dialect/sqlite/connection.js'
+import { connectionOf } from '../src/dialect/better-sqlite3/connection.js'
 import { defineQueue, enqueue, getJob, work, type Worker } from '../src/index.js'
 import { freshDb, removeTempDirs, type TestDb } from './helpers/db.js'
 import { waitFor } from './helpers/wait.js'

@@ -10,7 +10,7 @@ import type { Connection } from '../dialect/index.js'
 import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { done } from '../dialect/program.js'
 import { isModuleMissing, openPgUrl, type OpenedPg } from '../dialect/pg/open.js'
-import { openSqliteFile } from '../dialect/sqlite/open.js'
+import { openSqliteFile } from '../dialect/better-sqlite3/open.js'
 import { isJobsError } from '../errors.js'
 import { CliError, EXIT, usageError } from './exit.js'
 

@@ -12,9 +12,9 @@ import { nodePostgres } from './node-postgres/driver.js'
 import { pgDriverEntry, type AsyncPgDatabase } from './pg/connection.js'
 import { pglite } from './pglite/driver.js'
 import { postgresJs } from './postgres-js/driver.js'
-import { betterSqlite3, type SyncDatabase } from './sqlite/connection.js'
+import { betterSqlite3, type SyncDatabase } from './better-sqlite3/connection.js'
 
-export type { SyncDatabase } from './sqlite/connection.js'
+export type { SyncDatabase } from './better-sqlite3/connection.js'
 /** A Drizzle PostgreSQL database or transaction, on node-postgres or postgres.js. */
 export type PgDatabase = AsyncPgDatabase
 

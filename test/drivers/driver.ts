@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach } from 'vitest'
 import { ask, type ClaimedJob, type Connection, type Executor, type NewJob } from '../../src/dialect/index.js'
-import { connectionOf as sqliteConnectionOf } from '../../src/dialect/sqlite/connection.js'
+import { connectionOf as sqliteConnectionOf } from '../../src/dialect/better-sqlite3/connection.js'
 import { claimJobs, type ClaimRequest } from '../../src/engine/claim.js'
 import { counting, noShift, shift, writeShift } from '../../src/engine/counts.js'
 import type { QueueDefinition } from '../../src/engine/definition.js'

@@ -27,7 +27,7 @@ import {
 } from '../../src/index.js'
 import { dashboard } from '../../src/dashboard/index.js'
 import { list, show, status } from '../../src/cli/commands.js'
-import { connectionOf } from '../../src/dialect/sqlite/connection.js'
+import { connectionOf } from '../../src/dialect/better-sqlite3/connection.js'
 import { BIN } from '../helpers/dashboard.js'
 import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
 import { waitFor } from './processes.js'

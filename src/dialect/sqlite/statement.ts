@@ -9,9 +9,8 @@
  * synchronous one (better-sqlite3) answers at once, an asynchronous one
  * with promises; the SQLite executor (executor.ts) is written once for both.
  */
-import type Database from 'better-sqlite3'
 import type { Kind, Result } from '../executor.js'
-import { runSync, type Program } from '../program.js'
+import type { Program } from '../program.js'
 
 export type { JobRow, QueueRow, StepRow, WorkerRow } from '../index.js'
 
@@ -52,7 +51,7 @@ export interface Prepared<K extends Kind, P extends unknown[], R, G = R | undefi
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a table of statements of every parameter and row shape
-type Statements = Record<string, Statement<any, any, any>>
+export type Statements = Record<string, Statement<any, any, any>>
 
 /** The statements of `D` prepared on one connection of a `K` client. */
 export type PreparedStatements<K extends Kind, D extends Statements> = {
@@ -65,20 +64,4 @@ export interface SqliteClient<K extends Kind> {
   prepareAll<D extends Statements>(statements: D): PreparedStatements<K, D>
   /** Runs a program of several statements, as the client answers: at once, or awaiting each. */
   run<T>(program: Program<T>): Result<K, T>
-}
-
-/** better-sqlite3's connection: it answers at once. @internal */
-export function betterSqlite3Client(client: Database.Database): SqliteClient<'sync'> {
-  return { prepareAll: (statements) => prepareAll(client, statements), run: runSync }
-}
-
-/** Prepares every statement of `statements` on a better-sqlite3 connection, once. */
-export function prepareAll<D extends Statements>(client: Database.Database, statements: D): PreparedStatements<'sync', D> {
-  const prepared: Record<string, Database.Statement> = {}
-  for (const [name, { sql, pluck }] of Object.entries(statements)) {
-    const made = client.prepare(sql)
-    prepared[name] = pluck ? made.pluck() : made
-  }
-  // The one place a better-sqlite3 statement takes the types declared with its SQL.
-  return prepared as unknown as PreparedStatements<'sync', D>
 }

@@ -4,7 +4,6 @@
  * the job running this attempt for this owner) in the same statement, so a
  * run that lost its lease changes nothing (JOB-16).
  */
-import type Database from 'better-sqlite3'
 import { protocolBreak } from './protocol.js'
 import { STATES, type EndedState, type JobState } from '../../types.js'
 
@@ -30,7 +29,7 @@ import type {
 } from '../index.js'
 import type { Kind, Result } from '../executor.js'
 import { ask, type Program } from '../program.js'
-import { prepareAll, single, statement, type Prepared, type PreparedStatements, type RunResult } from './statement.js'
+import { single, statement, type Prepared, type PreparedStatements, type RunResult } from './statement.js'
 import { ENDED, fence, LIMIT, RUNNABLE } from './terms.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
@@ -308,15 +307,10 @@ export const SQL = {
  * triggers into every statement that writes it, so none of the engine's statements would prepare while one is
  * there. A connection that may write drops them before it prepares (the install then makes the new ones).
  */
-const OBSOLETE_TRIGGERS = ['jobs_job_protocol_v1'] as const
-const TRIGGER_PRESENT = statement<[name: string], 1>(`select 1 from sqlite_master where type = 'trigger' and name = ?`, { pluck: true })
-
-/** Drops OBSOLETE_TRIGGERS where they are present; a read-only connection leaves them. @internal */
-export function dropObsoleteTriggers(client: Database.Database): void {
-  if (client.readonly) return
-  const { present } = prepareAll(client, { present: TRIGGER_PRESENT })
-  for (const name of OBSOLETE_TRIGGERS) if (present.get(name) !== undefined) client.exec(`drop trigger if exists ${name}`)
-}
+export const OBSOLETE_TRIGGERS = ['jobs_job_protocol_v1'] as const
+export const TRIGGER_PRESENT = statement<[name: string], 1>(`select 1 from sqlite_master where type = 'trigger' and name = ?`, {
+  pluck: true,
+})
 
 /** How many triggers the engine installs; fewer present means some are to be created. */
 export const TRIGGER_COUNT = 5

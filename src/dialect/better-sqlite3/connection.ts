@@ -9,9 +9,17 @@ import { JobsError } from '../../errors.js'
 import { drizzleHandleOf, type DrizzleHandle, type SyncDatabase } from '../drizzle.js'
 import type { DriverEntry } from '../connection.js'
 import { runSync, type Connection, type Work } from '../index.js'
-import { sqliteExecutor } from './executor.js'
-import { betterSqlite3Client, prepareAll } from './statement.js'
-import { COUNTER_TRIGGERS, dropObsoleteTriggers, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, type Statements } from './statements.js'
+import { sqliteExecutor } from '../sqlite/executor.js'
+import {
+  COUNTER_TRIGGERS,
+  OBSOLETE_TRIGGERS,
+  RECOUNT_QUEUES,
+  SQL,
+  TRIGGER_COUNT,
+  TRIGGER_PRESENT,
+  type Statements,
+} from '../sqlite/statements.js'
+import { betterSqlite3Client, prepareAll } from './client.js'
 
 export type { SyncDatabase }
 
@@ -196,4 +204,14 @@ class TriggerInstall {
 export function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code
   return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))
+}
+
+/**
+ * Drops the triggers of earlier versions (OBSOLETE_TRIGGERS) where they are present, before the engine's statements
+ * are prepared; a read-only connection leaves them.
+ */
+function dropObsoleteTriggers(client: Database.Database): void {
+  if (client.readonly) return
+  const { present } = prepareAll(client, { present: TRIGGER_PRESENT })
+  for (const name of OBSOLETE_TRIGGERS) if (present.get(name) !== undefined) client.exec(`drop trigger if exists ${name}`)
 }
