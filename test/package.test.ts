@@ -138,6 +138,7 @@ test('package declarations: nothing @internal is shipped, WorkOptions has no clo
 test('package peers: each range is made of the lines a test runs, each from the version tested to the next breaking release', () => {
   expect(pkg.peerDependencies).toEqual({
     '@electric-sql/pglite': expect.any(String),
+    '@libsql/client': expect.any(String),
     'better-sqlite3': expect.any(String),
     'drizzle-orm': expect.any(String),
     pg: expect.any(String),
@@ -146,6 +147,7 @@ test('package peers: each range is made of the lines a test runs, each from the 
   // An app installs the driver of its database only: a PostgreSQL app does not compile better-sqlite3.
   expect(pkg.peerDependenciesMeta).toEqual({
     '@electric-sql/pglite': { optional: true },
+    '@libsql/client': { optional: true },
     'better-sqlite3': { optional: true },
     pg: { optional: true },
     postgres: { optional: true },
@@ -153,6 +155,7 @@ test('package peers: each range is made of the lines a test runs, each from the 
   /** The first version of each line a test runs: the suite's devDependency, one beside it under an alias, or the fresh apps' drizzle-orm 1.0. */
   const tested: Record<string, string[]> = {
     '@electric-sql/pglite': [devVersion('@electric-sql/pglite')],
+    '@libsql/client': [devVersion('@libsql/client')],
     'better-sqlite3': [devVersion('better-sqlite3')],
     'drizzle-orm': [devVersion('drizzle-orm'), DRIZZLE_1],
     pg: [devVersion('pg')],

@@ -5,6 +5,7 @@ import { assertEnqueued, drain, refuteEnqueued } from '../src/testing/index.js'
 import { freshDb } from './helpers/db.js'
 import { CONTRACT_DATABASES, eachContractDb, type ContractDb, type DialectName } from './helpers/dialects.js'
 import { freshPgDb } from './helpers/pg.js'
+import { freshLibsql } from './helpers/libsql.js'
 import { freshPglite } from './helpers/pglite.js'
 import { waitFor } from './helpers/wait.js'
 
@@ -66,6 +67,10 @@ async function count(query: Query, table: string, where = 'true'): Promise<numbe
 
 /** A second fresh database of the dialect, for a worker to run the same jobs as drain. */
 async function anotherDb(dialect: DialectName): Promise<{ db: ContractDb['db']; query: Query; close(): Promise<void> }> {
+  if (dialect === 'libsql') {
+    const other = await freshLibsql('worker.db')
+    return { db: other.db, query: other.query, close: async () => other.close() }
+  }
   if (dialect === 'pglite') {
     const other = await freshPglite()
     return { db: other.db, query: other.query, close: other.close }

@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { cancel, retryJob } from '../admin/jobs.js'
 import { inspectJob } from '../admin/list.js'
 import { pauseQueue, resumeQueue } from '../admin/queues.js'
-import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { connectionOf, type Database } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
 import { STATES, type JobState } from '../types.js'
@@ -96,7 +96,7 @@ const SECURITY_HEADERS = {
  * // node:http
  * http.createServer(dashboard(db).node).listen(4580, '127.0.0.1')
  */
-export function dashboard(db: SyncDatabase | PgDatabase, options: DashboardOptions = {}): Dashboard {
+export function dashboard(db: Database, options: DashboardOptions = {}): Dashboard {
   if (typeof options !== 'object' || options === null)
     throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
   checkKnownOptions(options, OPTIONS, 'dashboard')

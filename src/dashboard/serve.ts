@@ -7,7 +7,7 @@
  */
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { PgDatabase, SyncDatabase } from '../dialect/open.js'
+import type { Database } from '../dialect/open.js'
 import { JobsError } from '../errors.js'
 import { isLoopbackAddress } from './hosts.js'
 import { dashboard } from './index.js'
@@ -30,7 +30,7 @@ export interface ServedDashboard {
   close(): Promise<void>
 }
 
-export async function serveDashboard(db: SyncDatabase | PgDatabase, options: ServeOptions = {}): Promise<ServedDashboard> {
+export async function serveDashboard(db: Database, options: ServeOptions = {}): Promise<ServedDashboard> {
   const host = options.host ?? DEFAULT_DASHBOARD_HOST
   const port = options.port ?? DEFAULT_DASHBOARD_PORT
   const token = options.token

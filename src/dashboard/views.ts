@@ -10,7 +10,7 @@ import { queueCounts } from '../admin/queues.js'
 import { oldestDueMs } from '../admin/stats.js'
 import { listSchedules } from '../admin/schedules.js'
 import type { Connection } from '../dialect/index.js'
-import type { PgDatabase, SyncDatabase } from '../dialect/open.js'
+import type { Database } from '../dialect/open.js'
 import { humanSpan } from '../duration.js'
 import { getJob } from '../queue/read.js'
 import { oneLine } from '../text.js'
@@ -20,7 +20,7 @@ import { html, raw, type Html } from './html.js'
 import { jobPath, queuePath } from './paths.js'
 
 export interface ViewContext {
-  db: SyncDatabase | PgDatabase
+  db: Database
   connection: Connection
   throughput: Throughput
   /** The path the dashboard is mounted at, '' at the root. */

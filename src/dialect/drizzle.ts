@@ -21,6 +21,15 @@ export interface SyncDatabase {
 }
 
 /**
+ * A Drizzle SQLite database or transaction on an asynchronous driver (libsql: `drizzle-orm/libsql`), on
+ * drizzle-orm 0.45 or 1.0: its queries answer promises, and so do the API's calls given it.
+ */
+export interface AsyncSqliteDatabase {
+  run(query: SQLWrapper | string): unknown
+  values(query: SQLWrapper | string): PromiseLike<unknown[][]>
+}
+
+/**
  * A Drizzle PostgreSQL database or transaction, on node-postgres (`drizzle-orm/node-postgres`) or postgres.js
  * (`drizzle-orm/postgres-js`), drizzle-orm 0.45 or 1.0. Both work wherever the API takes `db` or `tx`.
  */
@@ -75,12 +84,22 @@ function entityKindsOf(value: object): Set<string> {
 /**
  * The driver's client behind a Drizzle database or transaction: a database's public `$client`. A transaction
  * has no public handle on it, so for one this reads Drizzle's own `session.client` (a better-sqlite3
- * Database, a node-postgres PoolClient or Client, a postgres.js TransactionSql), where both majors keep it.
+ * Database, a node-postgres PoolClient or Client, a postgres.js TransactionSql, PGlite's transaction), where both
+ * majors keep it, or libsql's `session.tx` (its Transaction; its `session.client` is the database's Client).
  * Checked on both by test/drizzle-handle.test.ts, test/pg/drizzle-handle.test.ts and the fresh-app tests.
  * @internal
  */
 export function driverClientOf(db: object): unknown {
   if ('$client' in db && db.$client !== undefined) return db.$client
   const session: unknown = Reflect.get(db, 'session')
-  return typeof session === 'object' && session !== null ? Reflect.get(session, 'client') : undefined
+  if (typeof session !== 'object' || session === null) return undefined
+  // libsql's transaction session keeps its database's Client too: its statements run on its `tx`.
+  const tx: unknown = Reflect.get(session, 'tx')
+  return typeof tx === 'object' && tx !== null ? tx : Reflect.get(session, 'client')
+}
+
+/** Whether `value` is an object or function with a function under each of `names`: how a driver's client is known by its shape. @internal */
+export function hasFunctions(value: unknown, ...names: string[]): value is object {
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return false
+  return names.every((name) => typeof Reflect.get(value, name) === 'function')
 }

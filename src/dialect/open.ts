@@ -5,9 +5,10 @@
  */
 import { JobsError } from '../errors.js'
 import type { Connection, DriverEntry } from './connection.js'
-import { drizzleHandleOf, type DrizzleHandle } from './drizzle.js'
+import { drizzleHandleOf, type AsyncSqliteDatabase, type DrizzleHandle } from './drizzle.js'
 import type { Kind } from './executor.js'
 import { runAsync, runSync, type Program } from './program.js'
+import { libsql } from './libsql/connection.js'
 import { nodePostgres } from './node-postgres/driver.js'
 import { pgDriverEntry, type AsyncPgDatabase } from './pg/connection.js'
 import { pglite } from './pglite/driver.js'
@@ -15,20 +16,27 @@ import { postgresJs } from './postgres-js/driver.js'
 import { betterSqlite3, type SyncDatabase } from './better-sqlite3/connection.js'
 
 export type { SyncDatabase } from './better-sqlite3/connection.js'
-/** A Drizzle PostgreSQL database or transaction, on node-postgres or postgres.js. */
+export type { AsyncSqliteDatabase } from './drizzle.js'
+/** A Drizzle PostgreSQL database or transaction, on node-postgres, postgres.js or PGlite. */
 export type PgDatabase = AsyncPgDatabase
 
-/** A Drizzle database or transaction the API takes: SQLite on a synchronous driver, or PostgreSQL. */
-export type Database = SyncDatabase | PgDatabase
+/** A Drizzle database or transaction the API takes: SQLite on better-sqlite3 or libsql, or PostgreSQL. */
+export type Database = SyncDatabase | AsyncSqliteDatabase | PgDatabase
 
-/** What a call on `D` answers for `T`: at once on SQLite's synchronous drivers, a promise on PostgreSQL. */
+/** What a call on `D` answers for `T`: at once on SQLite's synchronous driver (better-sqlite3), a promise on every other. */
 export type AnswerOf<D, T> = D extends SyncDatabase ? T : Promise<T>
 
 /**
  * The drivers, each registered here by one line: everything else of a driver is in its folder. A handle goes to
  * the first that takes it.
  */
-const DRIVERS: readonly DriverEntry[] = [betterSqlite3, pgDriverEntry(nodePostgres), pgDriverEntry(postgresJs), pgDriverEntry(pglite)]
+const DRIVERS: readonly DriverEntry[] = [
+  betterSqlite3,
+  libsql,
+  pgDriverEntry(nodePostgres),
+  pgDriverEntry(postgresJs),
+  pgDriverEntry(pglite),
+]
 
 const DIALECT_NAMES = { sqlite: 'SQLite', pg: 'PostgreSQL' } as const
 
@@ -45,7 +53,7 @@ function runsOn(dialect: DrizzleHandle['dialect']): string {
  * PostgreSQL at its first use). @internal
  */
 export function connectionOf(db: SyncDatabase): Connection<'sync'>
-export function connectionOf(db: PgDatabase): Connection<'async'>
+export function connectionOf(db: PgDatabase | AsyncSqliteDatabase): Connection<'async'>
 export function connectionOf(db: Database): Connection
 export function connectionOf(db: Database): Connection {
   const handle = drizzleHandleOf(db)

@@ -7,7 +7,7 @@
  * this process, through its process's channel (SQLite), or by notice
  * (PostgreSQL). A snapshot is built when the consumer takes it.
  */
-import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { connectionOf, type Database } from '../dialect/open.js'
 import type { Connection, SnapshotRow } from '../dialect/index.js'
 import { isOwnOwner } from '../engine/owner.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
@@ -79,12 +79,7 @@ export interface JobWatch<Result = unknown> extends AsyncIterableIterator<JobSna
  *   send({ state: job.state, ahead: job.ahead, progress: job.progress })
  * }
  */
-export function watch<Q extends QueueRef>(
-  db: SyncDatabase | PgDatabase,
-  queue: Q,
-  id: string,
-  options: WatchOptions = {},
-): JobWatch<ResultOf<Q>> {
+export function watch<Q extends QueueRef>(db: Database, queue: Q, id: string, options: WatchOptions = {}): JobWatch<ResultOf<Q>> {
   const connection = connectionOf(db)
   const name = queueNameOf(queue)
   lookupText(id, 'id')

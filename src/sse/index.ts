@@ -4,7 +4,7 @@
  * return as is, and that `pipeResponse` writes to a `node:http` response.
  */
 import type { ServerResponse } from 'node:http'
-import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { connectionOf, type AsyncSqliteDatabase, type Database, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
 import { toTimerMs, type Duration } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
 import type { QueueRef, ResultOf } from '../queue/ref.js'
@@ -76,19 +76,19 @@ const OPTIONS = new Set(['request', 'signal', 'retry', 'heartbeat', 'serialize',
  */
 export function jobEvents<Q extends QueueRef>(db: SyncDatabase, queue: Q, id: string, options?: JobEventsOptions<ResultOf<Q>>): Response
 export function jobEvents<Q extends QueueRef>(
-  db: PgDatabase,
+  db: PgDatabase | AsyncSqliteDatabase,
   queue: Q,
   id: string,
   options?: JobEventsOptions<ResultOf<Q>>,
 ): Promise<Response>
 export function jobEvents<Q extends QueueRef>(
-  db: SyncDatabase | PgDatabase,
+  db: Database,
   queue: Q,
   id: string,
   options?: JobEventsOptions<ResultOf<Q>>,
 ): Response | Promise<Response>
 export function jobEvents<Q extends QueueRef>(
-  db: SyncDatabase | PgDatabase,
+  db: Database,
   queue: Q,
   id: string,
   options: JobEventsOptions<ResultOf<Q>> = {},

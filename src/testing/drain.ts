@@ -3,7 +3,7 @@
  * outcome and record modules, so a job ends exactly as a worker would end it.
  */
 import { ask } from '../dialect/index.js'
-import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { connectionOf, type Database } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { DEFAULT_DRAIN_MAX_RUNS, DEFAULT_LEASE_MS } from '../limits.js'
@@ -75,7 +75,7 @@ const DRAIN_OPTIONS = new Set(['maxRuns'])
  * expect(result.done).toBe(1)
  */
 export async function drain<T, R, A extends HandlerAnswer<A, R>>(
-  db: SyncDatabase | PgDatabase,
+  db: Database,
   queue: Queue<T, R>,
   handler: (value: NoInfer<T>, run: Run) => A | Promise<A>,
   options: DrainOptions = {},

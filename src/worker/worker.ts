@@ -5,7 +5,7 @@
  * the next claim's transaction, so a busy worker writes claims and ends in
  * batches.
  */
-import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { connectionOf, type Database } from '../dialect/open.js'
 import type { Connection } from '../dialect/index.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
@@ -130,7 +130,7 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'listen', 'onErr
  * process.on('SIGTERM', () => worker.stop({ timeout: '10s' }))
  */
 export function work<T, R, A extends HandlerAnswer<A, R>>(
-  db: SyncDatabase | PgDatabase,
+  db: Database,
   queue: Queue<T, R>,
   handler: (value: NoInfer<T>, run: Run) => A | Promise<A>,
   options: WorkOptions = {},

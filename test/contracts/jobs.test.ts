@@ -43,13 +43,13 @@ describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
         }),
       ).toThrow('the app changes its mind')
     } else {
-      const db = t.pg!
-      await db.transaction(async (tx) => {
-        await tx.execute("insert into messages (id, text) values (1, 'kept')" as never)
+      const inTransaction = t.inTransaction!
+      await inTransaction(async (tx, exec) => {
+        await exec("insert into messages (id, text) values (1, 'kept')")
         await enqueue(tx, q, { n: 1 }, { id: 'kept' })
       })
       await expect(
-        db.transaction(async (tx) => {
+        inTransaction(async (tx) => {
           await enqueue(tx, q, { n: 2 }, { id: 'gone' })
           throw new Error('the app changes its mind')
         }),
@@ -358,7 +358,7 @@ describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
         enqueue(tx, q, { text: 'kept' }, { id: 'after' })
       })
     } else {
-      await t.pg!.transaction(async (tx) => {
+      await t.inTransaction!(async (tx) => {
         refusal(await enqueue(tx, q, bad, { id: 'bad' }).catch((error: unknown) => error))
         await enqueue(tx, q, { text: 'kept' }, { id: 'after' })
       })

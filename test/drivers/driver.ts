@@ -15,13 +15,15 @@ import { recordEnds, type RunEndRecord } from '../../src/engine/record.js'
 import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
 import { freshPgDb, pgConnectionOf, POSTGRES_JS, type TestPgDb } from '../helpers/pg.js'
 import { freshPglite, type TestPglite } from '../helpers/pglite.js'
+import { freshLibsql, type TestLibsql } from '../helpers/libsql.js'
+import { connectionOf } from '../../src/dialect/open.js'
 
 import { NOW } from '../pg/jobs.js'
 
 export { done, newJob, NOW, request, retried, workerLease } from '../pg/jobs.js'
 
 /** Every driver the suite runs on, by the name its tests carry. */
-export const DRIVERS = ['sqlite', 'postgres', ...POSTGRES_JS, 'pglite'] as const
+export const DRIVERS = ['sqlite', 'libsql', 'postgres', ...POSTGRES_JS, 'pglite'] as const
 export type DriverName = (typeof DRIVERS)[number]
 
 /** A job's row as plain SQL reads it, in the same terms on every driver. */
@@ -110,6 +112,15 @@ function postgresDb(driver: DriverName, t: TestPgDb): DriverDb {
   })
 }
 
+function libsqlDb(t: TestLibsql): DriverDb {
+  return common('libsql', 'sqlite', connectionOf(t.db), (sql, ...params) => t.query(sql, ...params), {
+    ms: (column) => column,
+    time: (param) => param,
+    other: () => connectionOf(t.reopen().db),
+    listen: () => Promise.reject(new Error('SQLite tells other processes nothing: they poll')),
+  })
+}
+
 function pgliteDb(t: TestPglite): DriverDb {
   return common('pglite', 'postgres', pgConnectionOf(t.db), (sql, ...params) => t.query(sql, ...params), {
     ms: (column) => `(extract(epoch from ${column}) * 1000)::float8`,
@@ -167,6 +178,9 @@ export function eachDriverDb(driver: DriverName): DriverDb {
     if (driver === 'sqlite') {
       const t = freshDb()
       current = { db: sqliteDb(t), close: async () => t.close() }
+    } else if (driver === 'libsql') {
+      const t = await freshLibsql()
+      current = { db: libsqlDb(t), close: async () => t.close() }
     } else if (driver === 'pglite') {
       const t = await freshPglite()
       current = { db: pgliteDb(t), close: () => t.close() }
@@ -187,7 +201,7 @@ export function eachDriverDb(driver: DriverName): DriverDb {
   }
   return {
     driver,
-    dialect: driver === 'sqlite' ? 'sqlite' : 'postgres',
+    dialect: driver === 'sqlite' || driver === 'libsql' ? 'sqlite' : 'postgres',
     get connection() {
       return now().connection
     },

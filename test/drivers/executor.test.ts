@@ -22,6 +22,8 @@ const replies = defineQueue('replies', { attempts: 3, backoff: { initial: '1s', 
 describe.each(DRIVERS)('%s', (driver) => {
   const d = eachDriverDb(driver)
   const on = `[${driver}]`
+  /** SQLite's drivers (better-sqlite3, libsql): no notices, no whole flush. */
+  const sqliteDriver = driver === 'sqlite' || driver === 'libsql'
   const c = () => d.connection
   const db = () => d.executor
   /** Ends a job as another program would, with plain SQL, at `at`. */
@@ -162,9 +164,9 @@ describe.each(DRIVERS)('%s', (driver) => {
       }
     })
 
-    test(`${on} dataVersion: SQLite's moves when another connection commits, PostgreSQL's on every look`, async () => {
+    test(`${on} dataVersion: better-sqlite3's moves when another connection commits; libsql's (whose connection changes with each transaction) and PostgreSQL's on every look`, async () => {
       const first = await db().dataVersion()
-      if (d.dialect === 'sqlite') {
+      if (driver === 'sqlite') {
         await addJobs(c(), [newJob('replies', 'mine')])
         expect(await db().dataVersion(), "this connection's own commit").toBe(first)
         await addJobs(d.other(), [newJob('replies', 'theirs')])
@@ -399,9 +401,9 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await db().queueGetCounts('replies')).toMatchObject({ running: 1, scheduled: 1 })
     })
 
-    test(`JOB-03 ${on} the driver writes a whole add: once per id, under maxWaiting, the queue's row made on its first job${driver === 'sqlite' ? '' : ', and one notice'}`, async () => {
+    test(`JOB-03 ${on} the driver writes a whole add: once per id, under maxWaiting, the queue's row made on its first job${sqliteDriver ? '' : ', and one notice'}`, async () => {
       // SQLite tells other processes nothing: they poll its data version.
-      const listener = driver === 'sqlite' ? undefined : await d.listen()
+      const listener = sqliteDriver ? undefined : await d.listen()
       try {
         expect(await c().write((tx) => ask(tx.jobAdd(newJob('fresh', 'a'))))).toBe(true)
         expect(await c().write((tx) => ask(tx.jobAdd(newJob('fresh', 'a', { value: '{"other":true}' }))))).toBe(false)
@@ -419,7 +421,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       }
     })
 
-    if (driver === 'sqlite') {
+    if (sqliteDriver) {
       test(`JOB-16 ${on} has no whole flush, as designed: the engine's program in its transaction is as cheap in-process`, () => {
         expect(d.executor.jobFlush).toBeUndefined()
         expect('jobFlush' in d.executor).toBe(false)

@@ -8,32 +8,41 @@
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
 import type { PgDatabase as DrizzlePgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { afterEach, beforeEach } from 'vitest'
-import type { PgDatabase, SyncDatabase, Worker } from '../../src/index.js'
+import { sql } from 'drizzle-orm'
+import type { AsyncSqliteDatabase, Database, PgDatabase, Worker } from '../../src/index.js'
 import { freshDb, removeTempDirs, type TestDb } from './db.js'
 import { freshPgDb, type TestPgDb } from './pg.js'
+import { freshLibsql, type TestLibsql } from './libsql.js'
 import { freshPglite, type TestPglite } from './pglite.js'
 import { killChildren } from './processes.js'
 
-export type DialectName = 'sqlite' | 'postgres' | 'pglite'
+export type DialectName = 'sqlite' | 'libsql' | 'postgres' | 'pglite'
 
 /** A SQLite file and a PostgreSQL server: databases that several processes share. */
 export const DIALECTS: readonly ('sqlite' | 'postgres')[] = ['sqlite', 'postgres']
 
-/** Every database the contracts of one process run on: DIALECTS, and PGlite. */
-export const CONTRACT_DATABASES: readonly DialectName[] = [...DIALECTS, 'pglite']
+/** Every database the contracts of one process run on: DIALECTS, a SQLite file on libsql, and PGlite. */
+export const CONTRACT_DATABASES: readonly DialectName[] = ['sqlite', 'libsql', 'postgres', 'pglite']
 
 /** One test's database, on either dialect. */
 export interface ContractDb {
   /** The SQL it speaks: PGlite's is PostgreSQL's. */
   readonly dialect: 'sqlite' | 'postgres'
   /** The Drizzle database the API takes. */
-  readonly db: SyncDatabase | PgDatabase
+  readonly db: Database
   /** What a child process opens (test/fixtures/contract-child.ts): a SQLite file's path, or a PostgreSQL URL. */
   readonly address: string
   /** The SQLite handles, on SQLite only. */
   readonly sqlite: BetterSQLite3Database<Record<string, unknown>> | undefined
   /** The PostgreSQL handle, on PostgreSQL and PGlite. */
   readonly pg: DrizzlePgDatabase<PgQueryResultHKT, Record<string, unknown>> | undefined
+  /**
+   * On a database whose calls answer promises (libsql, PostgreSQL, PGlite): a Drizzle transaction of the app's, given
+   * its handle and a way to run plain SQL in it.
+   */
+  readonly inTransaction:
+    | (<T>(fn: (tx: PgDatabase | AsyncSqliteDatabase, exec: (sql: string) => Promise<unknown>) => Promise<T>) => Promise<T>)
+    | undefined
   /** Reads rows with plain SQL, `$1`, `$2`… for parameters on both dialects. */
   query<T>(sql: string, ...params: unknown[]): Promise<T[]>
   /** Runs one statement of plain SQL (an app's table, say). */
@@ -57,6 +66,7 @@ function sqliteDb(t: TestDb): ContractDb {
     address: t.file,
     sqlite: t.db,
     pg: undefined,
+    inTransaction: undefined,
     query: async <T>(sql: string, ...params: unknown[]) => t.client.prepare(toSqlite(sql)).all(...params) as T[],
     run: async (sql: string, ...params: unknown[]) => void t.client.prepare(toSqlite(sql)).run(...params),
     job: async (queue, id) =>
@@ -73,12 +83,36 @@ function postgresDb(t: TestPgDb): ContractDb {
     address: t.url,
     sqlite: undefined,
     pg: t.db,
+    inTransaction: (fn) => t.db.transaction((tx) => fn(tx, (text) => tx.execute(text))),
     query: async <T>(sql: string, ...params: unknown[]) => (await t.pool.query(sql, params)).rows as T[],
     run: async (sql: string, ...params: unknown[]) => void (await t.pool.query(sql, params)),
     job: async (queue, id) =>
       (await t.pool.query('select state, attempts, error from jobs_job where queue = $1 and id = $2', [queue, id])).rows[0],
     count: async (table) => Number((await t.pool.query(`select count(*) as n from ${table}`)).rows[0].n),
     held: async () => Number((await t.pool.query(HELD)).rows[0].n),
+  }
+}
+
+function libsqlDb(t: TestLibsql): ContractDb {
+  return {
+    dialect: 'sqlite',
+    db: t.db,
+    address: t.file,
+    sqlite: undefined,
+    pg: undefined,
+    inTransaction: (fn) => t.db.transaction((tx) => fn(tx, (text) => tx.run(sql.raw(text)))),
+    query: (text, ...params) => t.query(text, ...params),
+    run: async (text, ...params) => void (await t.query(text, ...params)),
+    job: async (queue, id) =>
+      (
+        await t.query<{ state: string; attempts: number; error: string | null }>(
+          'select state, attempts, error from jobs_job where queue = ? and id = ?',
+          queue,
+          id,
+        )
+      )[0],
+    count: async (table) => Number((await t.query<{ n: number }>(`select count(*) as n from ${table}`))[0]!.n),
+    held: async () => Number((await t.query<{ n: number }>(HELD))[0]!.n),
   }
 }
 
@@ -91,6 +125,7 @@ function pgliteDb(t: TestPglite): ContractDb {
     },
     sqlite: undefined,
     pg: t.db,
+    inTransaction: (fn) => t.db.transaction((tx) => fn(tx, (text) => tx.execute(text))),
     query: (sql, ...params) => t.query(sql, ...params),
     run: async (sql, ...params) => void (await t.query(sql, ...params)),
     job: async (queue, id) =>
@@ -117,6 +152,9 @@ export function eachContractDb(dialect: DialectName): { t: ContractDb; workers: 
     if (dialect === 'sqlite') {
       const t = freshDb()
       current = { db: sqliteDb(t), close: async () => t.close() }
+    } else if (dialect === 'libsql') {
+      const t = await freshLibsql()
+      current = { db: libsqlDb(t), close: async () => t.close() }
     } else if (dialect === 'pglite') {
       const t = await freshPglite()
       current = { db: pgliteDb(t), close: () => t.close() }
@@ -151,6 +189,9 @@ export function eachContractDb(dialect: DialectName): { t: ContractDb; workers: 
     },
     get pg() {
       return now().pg
+    },
+    get inTransaction() {
+      return now().inTransaction
     },
     query: (sql, ...params) => now().query(sql, ...params),
     run: (sql, ...params) => now().run(sql, ...params),

@@ -19,6 +19,7 @@ import {
   TRIGGER_PRESENT,
   type Statements,
 } from '../sqlite/statements.js'
+import { checkSchema, isBusy, MIGRATE_HINT, SCHEMA_CHECK } from '../sqlite/schema.js'
 import { betterSqlite3Client, prepareAll } from './client.js'
 
 export type { SyncDatabase }
@@ -27,15 +28,6 @@ export type { SyncDatabase }
 export interface SqliteConnection extends Connection<'sync'> {
   readonly client: Database.Database
 }
-
-/**
- * Every table the migrations make, each named when the check fails. Jobs need all but jobs_schedule, which
- * only schedules need (they say so themselves): tables of a version before schedules still run jobs.
- */
-const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_worker', 'jobs_schedule'] as const
-const FOR_SCHEDULES_ONLY: ReadonlySet<string> = new Set(['jobs_schedule'])
-const MIGRATE_HINT =
-  "add `export * from 'drizzle-jobs/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
 
 const connections = new WeakMap<Database.Database, SqliteConnection>()
 let anonymousDatabases = 0
@@ -60,7 +52,7 @@ export function connectionOf(db: unknown): SqliteConnection {
 function connectionOfClient(client: Database.Database): SqliteConnection {
   let connection = connections.get(client)
   if (!connection) {
-    checkSchema(client)
+    runSync(checkSchema(prepareAll(client, SCHEMA_CHECK)))
     connection = open(client)
     connections.set(client, connection)
   }
@@ -148,22 +140,6 @@ function open(client: Database.Database): SqliteConnection {
   }
 }
 
-/** Checks that the tables exist, as this version of drizzle-jobs made them: reads only. */
-function checkSchema(client: Database.Database): void {
-  const check = prepareAll(client, { tablesPresent: SQL.tablesPresent, latestColumnPresent: SQL.latestColumnPresent })
-  const present = new Set(check.tablesPresent.all())
-  const missing = TABLES.filter((table) => !present.has(table))
-  if (missing.some((table) => !FOR_SCHEDULES_ONLY.has(table))) {
-    throw new JobsError('SCHEMA_MISSING', `table ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ${MIGRATE_HINT}`)
-  }
-  if (check.latestColumnPresent.get() === 0) {
-    throw new JobsError(
-      'SCHEMA_MISSING',
-      `the jobs_* tables are an older version's (jobs_job has no owner column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``,
-    )
-  }
-}
-
 /**
  * The triggers that keep the queue counters right for other writers and fail the rows that break the
  * table protocol (statements.ts), installed before a connection's first write (Connection.write, join,
@@ -198,12 +174,6 @@ class TriggerInstall {
     // Present and not of our own making, or seen outside any transaction: committed.
     this.committed = !this.installedHere || !this.client.inTransaction
   }
-}
-
-/** Whether an error is SQLite saying another connection holds the lock. @internal */
-export function isBusy(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code
-  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))
 }
 
 /**

@@ -3,9 +3,9 @@
  * of the app's own, and the client behind a transaction, recognised by their
  * shape (the package is never imported here).
  */
+import { hasFunctions } from '../drizzle.js'
 import {
   asError,
-  hasFunctions,
   Lane,
   quoteIdentifier,
   READ_BEGIN,

@@ -105,12 +105,6 @@ export interface PgClientDriver {
   driverOf(client: unknown, inTransaction: boolean): PgDriver | null
 }
 
-/** Whether `value` is an object or function with a function under each of `names`. */
-export function hasFunctions(value: unknown, ...names: string[]): value is object {
-  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return false
-  return names.every((name) => typeof Reflect.get(value, name) === 'function')
-}
-
 /** Runs work one piece after another: for a client that one transaction holds, where interleaved savepoints would cross. */
 export class Lane {
   private tail: Promise<unknown> = Promise.resolve()

@@ -18,20 +18,13 @@
  * a directory of the file system marks it as this process's (LOCK_FILE), and
  * a connection of another live process of the same host is refused.
  */
+import { hasFunctions } from '../drizzle.js'
 import { readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join, resolve } from 'node:path'
 import { JobsError } from '../../errors.js'
 import { pidNamespace } from '../../pid.js'
-import {
-  hasFunctions,
-  type PgClientDriver,
-  type PgDatabaseName,
-  type PgPoolDriver,
-  type PgTransactionDriver,
-  type PgValue,
-  type Queryable,
-} from '../pg/driver.js'
+import type { PgClientDriver, PgDatabaseName, PgPoolDriver, PgTransactionDriver, PgValue, Queryable } from '../pg/driver.js'
 
 /** What the engine needs of PGlite's transaction object, and of the instance, which runs statements alike. */
 interface PgliteQueryable {

@@ -3,8 +3,8 @@
  * its Sql and the TransactionSql behind a transaction, recognised by their
  * shape (the package is never imported here).
  */
+import { hasFunctions } from '../drizzle.js'
 import {
-  hasFunctions,
   READ_BEGIN,
   WRITE_BEGIN,
   WRITE_IDLE_LIMIT_MS,

@@ -77,6 +77,8 @@ export const SQL = {
   /** The column that the latest migration adds: without it the tables are an older version's. */
   latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_job') where name = 'owner'`),
   dataVersion: single<[], number>(`pragma data_version`),
+  /** The main database's file: '' for one in memory. */
+  mainFile: statement<[], string>(`select file from pragma_database_list where name = 'main'`, { pluck: true }),
 
   /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. */
   insertJobIfRoom: statement<
