@@ -51,3 +51,17 @@ export function andThen<T, U>(value: T | Promise<T>, next: (value: T) => U): U |
   if (value instanceof Promise) return value.then<U>(next)
   return next(value)
 }
+
+/** Runs work one piece after another: for a connection that one piece of work at a time may use (a transaction's, where interleaved savepoints would cross). */
+export class Lane {
+  private tail: Promise<unknown> = Promise.resolve()
+
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const turn = this.tail.then(fn, fn)
+    this.tail = turn.then(
+      () => undefined,
+      () => undefined,
+    )
+    return turn
+  }
+}

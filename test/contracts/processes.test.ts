@@ -7,12 +7,12 @@ import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { enqueueMany, work } from '../../src/index.js'
 import { tempDir } from '../helpers/db.js'
-import { DIALECTS, eachContractDb } from '../helpers/dialects.js'
+import { PROCESS_DATABASES, eachContractDb } from '../helpers/dialects.js'
 import { startFixture } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 import { crashes, GAUGE_TABLE, limited, RAN_BY_TABLE, RUNS_BY_TABLE, shared } from '../fixtures/contract-queues.js'
 
-describe.each(DIALECTS)('%s', (dialect) => {
+describe.each(PROCESS_DATABASES)('%s', (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 
@@ -70,7 +70,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
   })
 
   test(`JOB-07 ${on} concurrency and perGroup hold across every worker of every process, and are reached`, async () => {
-    await t.run(GAUGE_TABLE[dialect])
+    await t.run(GAUGE_TABLE[t.dialect])
     await t.run(RAN_BY_TABLE)
     // One slot per process: three runs at once needs three processes running at once.
     const children = Array.from({ length: 4 }, () => startFixture('contract-child.ts', ['work', t.address, 'overlap', '1']))
@@ -100,7 +100,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
   })
 
   test(`JOB-07 ${on} workers in several processes share a queue's concurrency: 4 processes of 4 slots under \`concurrency: 4\` each run at least 15% of the jobs, never more than 4 at once`, async () => {
-    await t.run(GAUGE_TABLE[dialect])
+    await t.run(GAUGE_TABLE[t.dialect])
     await t.run(RUNS_BY_TABLE)
     const children = Array.from({ length: 4 }, () => startFixture('contract-child.ts', ['work', t.address, 'share']))
     await waitFor(() => children.every((child) => child.output().includes('working')), 'the four worker processes to start', 30_000)

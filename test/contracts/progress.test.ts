@@ -10,7 +10,7 @@ import { listeningForProgress } from '../../src/progress/notices.js'
 import { openChannelConnections } from '../../src/progress/remote.js'
 import { activeWatchers } from '../../src/queue/refresher.js'
 import { PROGRESS_NOTICE_INTERVAL_MS } from '../../src/limits.js'
-import { DIALECTS, eachContractDb } from '../helpers/dialects.js'
+import { PROCESS_DATABASES, eachContractDb } from '../helpers/dialects.js'
 import { startFixture } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 import { followed, SIGNAL_TABLE } from '../fixtures/contract-queues.js'
@@ -19,7 +19,7 @@ import { followed, SIGNAL_TABLE } from '../fixtures/contract-queues.js'
 const PROGRESS_CHANNEL = 'drizzle_jobs_progress'
 const FLOOD = 3_000
 
-describe.each(DIALECTS)('%s', (dialect) => {
+describe.each(PROCESS_DATABASES)('%s', (dialect) => {
   const { t } = eachContractDb(dialect)
   const on = `[${dialect}]`
   const listeners: pg.Client[] = []

@@ -9,7 +9,7 @@ import pg from 'pg'
 import { describe, expect, test, vi } from 'vitest'
 import { defineQueue, enqueueMany, getJob, isJobsError, watch, work, type JobSnapshot } from '../../src/index.js'
 import { tempDir } from '../helpers/db.js'
-import { CONTRACT_DATABASES, DIALECTS, eachContractDb, type ContractDb } from '../helpers/dialects.js'
+import { CONTRACT_DATABASES, eachContractDb, PROCESS_DATABASES, type ContractDb } from '../helpers/dialects.js'
 import { startFixture } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 import { drain } from '../../src/testing/index.js'
@@ -80,7 +80,7 @@ async function startWorkers(t: ContractDb, queue: string, count: number): Promis
   return files
 }
 
-describe.each(DIALECTS)('%s', (dialect) => {
+describe.each(PROCESS_DATABASES)('%s', (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 

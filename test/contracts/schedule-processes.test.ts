@@ -6,13 +6,13 @@
  * processes add each slot once.
  */
 import { describe, expect, test } from 'vitest'
-import { DIALECTS, eachContractDb } from '../helpers/dialects.js'
+import { PROCESS_DATABASES, eachContractDb } from '../helpers/dialects.js'
 import { startFixture } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 
 const RACE_MS = 30_000
 
-describe.each(DIALECTS)('%s', (dialect) => {
+describe.each(PROCESS_DATABASES)('%s', (dialect) => {
   const { t } = eachContractDb(dialect)
   const on = `[${dialect}]`
 

@@ -21,6 +21,9 @@ export type DialectName = 'sqlite' | 'libsql' | 'postgres' | 'pglite'
 /** A SQLite file and a PostgreSQL server: databases that several processes share. */
 export const DIALECTS: readonly ('sqlite' | 'postgres')[] = ['sqlite', 'postgres']
 
+/** The databases that several processes share, on each SQLite driver: the contracts of several processes run on these. */
+export const PROCESS_DATABASES: readonly DialectName[] = ['sqlite', 'libsql', 'postgres']
+
 /** Every database the contracts of one process run on: DIALECTS, a SQLite file on libsql, and PGlite. */
 export const CONTRACT_DATABASES: readonly DialectName[] = ['sqlite', 'libsql', 'postgres', 'pglite']
 
@@ -97,7 +100,7 @@ function libsqlDb(t: TestLibsql): ContractDb {
   return {
     dialect: 'sqlite',
     db: t.db,
-    address: t.file,
+    address: `file:${t.file}`,
     sqlite: undefined,
     pg: undefined,
     inTransaction: (fn) => t.db.transaction((tx) => fn(tx, (text) => tx.run(sql.raw(text)))),

@@ -15,7 +15,7 @@ import { hasFunctions } from '../drizzle.js'
 import { JobsError } from '../../errors.js'
 import type { DriverEntry } from '../connection.js'
 import type { DrizzleHandle } from '../drizzle.js'
-import { runAsync, type Connection, type Work } from '../index.js'
+import { Lane, runAsync, type Connection, type Executor, type Work } from '../index.js'
 import { sqliteExecutor } from '../sqlite/executor.js'
 import { checkSchema, isBusy, SCHEMA_CHECK } from '../sqlite/schema.js'
 import { COUNTER_TRIGGERS, OBSOLETE_TRIGGERS, RECOUNT_QUEUES, SQL, TRIGGER_COUNT, TRIGGER_PRESENT } from '../sqlite/statements.js'
@@ -36,6 +36,7 @@ interface LibsqlClient extends LibsqlExecutor {
   transaction(mode: 'write' | 'deferred'): Promise<LibsqlTransaction>
   readonly protocol: string
   readonly closed: boolean
+  close(): void
 }
 
 function isLibsqlClient(client: unknown): client is LibsqlClient {
@@ -79,22 +80,26 @@ function firstUse(on: LibsqlClient | LibsqlTransaction) {
   const client = libsqlClient(on)
   let key = `libsql://unnamed/${++unnamed}`
   let label = 'libsql'
-  let checked: Promise<void> | undefined
+  let checked: Promise<string> | undefined
   let installed = false
   let installedHere = false
   return {
     key: () => key,
     label: () => label,
-    /** Checks the schema and names the database on the first use, and again after a check that failed. */
-    ready: (): Promise<void> =>
+    /**
+     * Checks the schema and names the database on the first use, and again after a check that failed; answers the
+     * main database's file ('' for one in memory, or a remote one's).
+     */
+    ready: (): Promise<string> =>
       (checked ??= (async () => {
         await runAsync(checkSchema(client.prepareAll(SCHEMA_CHECK)))
         const { file } = client.prepareAll({ file: SQL.mainFile })
-        const path = await file.get()
+        const path = (await file.get()) ?? ''
         if (path) {
           key = path
           label = path.slice(path.lastIndexOf('/') + 1)
         } else label = 'in memory'
+        return path
       })().catch((error: unknown) => {
         checked = undefined
         throw error
@@ -103,7 +108,7 @@ function firstUse(on: LibsqlClient | LibsqlTransaction) {
      * Installs the counting and protocol triggers (as better-sqlite3's connection does) where they are missing, on
      * `target`: a transaction of its own, or the app's. Answers whether it installed them.
      */
-    async install(target: LibsqlExecutor & { executeMultiple(sql: string): Promise<void> }): Promise<boolean> {
+    async install(target: Installable): Promise<boolean> {
       if (installed) return false
       const statements = libsqlClient(target).prepareAll({ present: TRIGGER_PRESENT, triggersPresent: SQL.triggersPresent })
       for (const name of OBSOLETE_TRIGGERS)
@@ -121,64 +126,183 @@ function firstUse(on: LibsqlClient | LibsqlTransaction) {
   }
 }
 
-/** Runs `work` in `tx`, then commits it; rolls back when it throws. Lets the transaction's connection go either way. */
-async function inTransaction<T>(tx: LibsqlTransaction, work: Work<'async', T>): Promise<T> {
-  try {
-    const client = libsqlClient(tx)
-    const value = await runAsync(work(sqliteExecutor(client, client.prepareAll(SQL))))
-    await tx.commit()
-    return value
-  } catch (error) {
-    if (!tx.closed) await tx.rollback().catch(() => {})
-    throw error
-  } finally {
-    tx.close()
+/**
+ * Where the engine's transactions run for a Client of the app's. On a local file, a client of the engine's own on the
+ * same file: one connection that no one else uses, whose transactions take turns (BEGIN and COMMIT on it, as on
+ * better-sqlite3's one connection), and whose data version moves only when another connection commits. On a remote
+ * database or one in memory, where no second client can be made, one `transaction()` of the app's client per
+ * piece of work, each on a connection of its own, and a data version that moves at every look.
+ */
+interface Session {
+  /** Runs `work` in a write transaction; `wait`: tries its begin again while another connection holds the lock. */
+  write<T>(work: Work<'async', T>, wait: boolean): Promise<T>
+  /** Runs `work` in a read transaction. */
+  read<T>(work: Work<'async', T>): Promise<T>
+  /** The executor outside any transaction: each statement on its own. */
+  readonly executor: Executor<'async'>
+  /** Runs `install` (the triggers') in a write transaction of its own, given the connection to write on. */
+  install(install: (target: Installable) => Promise<boolean>): Promise<void>
+}
+
+/** A connection that the triggers' install writes on. */
+type Installable = LibsqlExecutor & { executeMultiple(sql: string): Promise<void> }
+
+/** Tries `begin` again, shortly, while the database says busy, for up to WRITE_WAIT_MS; once only when not `wait`. */
+async function beginning<T>(begin: () => Promise<T>, wait: boolean): Promise<T> {
+  const until = Date.now() + WRITE_WAIT_MS
+  for (let waitMs = BEGIN_RETRY_FIRST_MS; ; waitMs = Math.min(waitMs * 2, BEGIN_RETRY_MAX_MS)) {
+    try {
+      return await begin()
+    } catch (error) {
+      if (!wait || !isBusy(error) || Date.now() >= until) throw error
+      await new Promise((resolve) => setTimeout(resolve, waitMs))
+    }
   }
 }
 
-function openClient(client: LibsqlClient): Connection<'async'> {
-  const use = firstUse(client)
-  const statements = libsqlClient(client)
-  const direct = sqliteExecutor(statements, statements.prepareAll(SQL))
-  let version = 0
-  /** Installs the triggers once, in a write transaction of its own. */
-  let installing: Promise<void> | undefined
-  const prepared = async () => {
-    await use.ready()
-    await (installing ??= beginWrite(true).then(async (tx) => {
+/**
+ * The engine's own client on the app's file, of one connection (`make` makes it): one transaction at a time,
+ * statements between them. A `BEGIN IMMEDIATE` that libsql's local client could not run (another connection held
+ * the write lock) stays in progress on its connection, and every later COMMIT there fails ("cannot commit
+ * transaction - SQL statements in progress"); so a refused begin closes the client, and the next try makes another.
+ */
+function ownSession(make: () => LibsqlClient): Session {
+  const lane = new Lane()
+  let own = make()
+  let direct = executorOn(own)
+  const begin = async (mode: 'write' | 'deferred') => {
+    try {
+      return await own.transaction(mode)
+    } catch (error) {
+      if (isBusy(error)) {
+        own.close()
+        own = make()
+        direct = executorOn(own)
+      }
+      throw error
+    }
+  }
+  const inTransaction = <T>(mode: 'write' | 'deferred', wait: boolean, work: (tx: LibsqlTransaction) => Promise<T>) =>
+    lane.run(async () => {
+      const tx = await beginning(() => begin(mode), wait)
       try {
-        await use.install(tx)
+        const value = await work(tx)
         await tx.commit()
-        use.markInstalled()
+        return value
       } catch (error) {
-        installing = undefined
         if (!tx.closed) await tx.rollback().catch(() => {})
         throw error
       } finally {
         tx.close()
       }
-    }))
+    })
+  const running =
+    <T>(work: Work<'async', T>) =>
+    (tx: LibsqlTransaction) =>
+      runAsync(work(executorOn(tx)))
+  // Outside any transaction each statement still takes its turn: the one connection is a transaction's while it lasts.
+  const methods = Object.keys(direct) as (keyof Executor<'async'>)[]
+  const executor = Object.fromEntries(
+    methods.map((name) => [
+      name,
+      (...args: unknown[]) => lane.run(() => Promise.resolve((direct[name] as (...args: unknown[]) => unknown)(...args))),
+    ]),
+  ) as unknown as Executor<'async'>
+  return {
+    write: (work, wait) => inTransaction('write', wait, running(work)),
+    read: (work) => inTransaction('deferred', false, running(work)),
+    executor,
+    install: (install) => inTransaction('write', true, install).then(() => undefined),
   }
-  /** Begins a write transaction: at once or not at all, or trying again while the lock is held, up to WRITE_WAIT_MS. */
-  async function beginWrite(wait: boolean): Promise<LibsqlTransaction> {
-    const until = Date.now() + WRITE_WAIT_MS
-    for (let waitMs = BEGIN_RETRY_FIRST_MS; ; waitMs = Math.min(waitMs * 2, BEGIN_RETRY_MAX_MS)) {
-      try {
-        return await client.transaction('write')
-      } catch (error) {
-        if (!wait || !isBusy(error) || Date.now() >= until) throw error
-        await new Promise((resolve) => setTimeout(resolve, waitMs))
-      }
+}
+
+/** The SQLite executor on a libsql Client or Transaction. */
+function executorOn(on: LibsqlExecutor): Executor<'async'> {
+  const client = libsqlClient(on)
+  return sqliteExecutor(client, client.prepareAll(SQL))
+}
+
+/** The app's Client, one `transaction()` per piece of work. */
+function transactionSession(client: LibsqlClient): Session {
+  const statements = libsqlClient(client)
+  const executor = sqliteExecutor(statements, statements.prepareAll(SQL))
+  let version = 0
+  const inTransaction = async <T>(tx: LibsqlTransaction, work: Work<'async', T>): Promise<T> => {
+    try {
+      const client = libsqlClient(tx)
+      const value = await runAsync(work(sqliteExecutor(client, client.prepareAll(SQL))))
+      await tx.commit()
+      return value
+    } catch (error) {
+      if (!tx.closed) await tx.rollback().catch(() => {})
+      throw error
+    } finally {
+      tx.close()
     }
   }
-  const write = async <T>(work: Work<'async', T>) => {
-    await prepared()
-    return inTransaction(await beginWrite(true), work)
+  return {
+    write: async (work, wait) => inTransaction(await beginning(() => client.transaction('write'), wait), work),
+    read: async (work) => inTransaction(await client.transaction('deferred'), work),
+    // Each transaction leaves the client on a new connection, whose data version says nothing of the last one's.
+    executor: { ...executor, dataVersion: async () => ++version },
+    async install(install) {
+      const tx = await beginning(() => client.transaction('write'), true)
+      try {
+        await install(tx)
+        await tx.commit()
+      } catch (error) {
+        if (!tx.closed) await tx.rollback().catch(() => {})
+        throw error
+      } finally {
+        tx.close()
+      }
+    },
   }
+}
+
+/**
+ * The session for a Client of the app's: a client of the engine's own on the same local file, made with the app's
+ * package (loaded on first use), or else the app's client itself.
+ */
+async function sessionFor(client: LibsqlClient, path: string): Promise<Session> {
+  if (client.protocol !== 'file' || !path) return transactionSession(client)
+  const { createClient } = (await import('@libsql/client')) as { createClient(config: { url: string; concurrency: number }): LibsqlClient }
+  return ownSession(() => createClient({ url: `file:${path}`, concurrency: 1 }))
+}
+
+function openClient(client: LibsqlClient): Connection<'async'> {
+  const use = firstUse(client)
+  let session: Promise<Session> | undefined
+  const ready = async (): Promise<Session> => {
+    const path = await use.ready()
+    return (session ??= sessionFor(client, path).catch((error: unknown) => {
+      session = undefined
+      throw error
+    }))
+  }
+  /** Installs the triggers once, in a write transaction of the session's. */
+  let installing: Promise<void> | undefined
+  const prepared = async (): Promise<Session> => {
+    const current = await ready()
+    await (installing ??= current.install(use.install).then(use.markInstalled, (error: unknown) => {
+      installing = undefined
+      throw error
+    }))
+    return current
+  }
+  // The executor's methods, each run by the session once it is made: the SQLite executor's own, and no other.
+  const methods = Object.keys(sqliteExecutor(libsqlClient(client), libsqlClient(client).prepareAll(SQL)))
+  const direct = Object.fromEntries(
+    methods.map((name) => [
+      name,
+      async (...args: unknown[]) =>
+        ((await ready()).executor as unknown as Record<string, (...args: unknown[]) => unknown>)[name]!(...args),
+    ]),
+  ) as unknown as Executor<'async'>
   return {
     kind: 'async',
     capabilities: { synchronous: false, oneWriter: true, jsonAsText: true },
-    executor: { ...direct, dataVersion: async () => ++version },
+    executor: direct,
     get key() {
       return use.key()
     },
@@ -186,20 +310,14 @@ function openClient(client: LibsqlClient): Connection<'async'> {
       return use.label()
     },
     inTransaction: () => false,
-    write,
-    join: write,
-    async tryWrite(work) {
-      await prepared()
-      return inTransaction(await beginWrite(false), work)
-    },
-    async read(work) {
-      await use.ready()
-      return inTransaction(await client.transaction('deferred'), work)
-    },
+    write: async (work) => (await prepared()).write(work, true),
+    join: async (work) => (await prepared()).write(work, true),
+    tryWrite: async (work) => (await prepared()).write(work, false),
+    read: async (work) => (await ready()).read(work),
     isBusy,
-    // Other processes' writes are found by looking: there is nothing to listen to.
+    // Other processes' writes are found by the data version: there is nothing to listen to.
     listen: () => () => {},
-    prepareWrites: prepared,
+    prepareWrites: async () => void (await prepared()),
   }
 }
 

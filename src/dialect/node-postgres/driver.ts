@@ -3,10 +3,10 @@
  * of the app's own, and the client behind a transaction, recognised by their
  * shape (the package is never imported here).
  */
+import { Lane } from '../program.js'
 import { hasFunctions } from '../drizzle.js'
 import {
   asError,
-  Lane,
   quoteIdentifier,
   READ_BEGIN,
   WRITE_BEGIN,

@@ -105,20 +105,6 @@ export interface PgClientDriver {
   driverOf(client: unknown, inTransaction: boolean): PgDriver | null
 }
 
-/** Runs work one piece after another: for a client that one transaction holds, where interleaved savepoints would cross. */
-export class Lane {
-  private tail: Promise<unknown> = Promise.resolve()
-
-  run<T>(fn: () => Promise<T>): Promise<T> {
-    const turn = this.tail.then(fn, fn)
-    this.tail = turn.then(
-      () => undefined,
-      () => undefined,
-    )
-    return turn
-  }
-}
-
 /** An identifier quoted for SQL. */
 export function quoteIdentifier(name: string): string {
   return `"${name.replaceAll('"', '""')}"`
