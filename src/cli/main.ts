@@ -54,8 +54,8 @@ exit codes
   6  bad URL: the database URL cannot be read, or is not postgres:// or postgresql://
   7  unreachable: the PostgreSQL server refused the connection (nothing listens there,
      no such database, or the login failed)
-  8  driver: the database's driver is not installed (better-sqlite3 for a file,
-     pg or postgres for a URL)
+  8  driver: the database's driver is not installed (better-sqlite3 or @libsql/client
+     for a file, pg or postgres for a URL)
 `
 
 const OPTIONS = {

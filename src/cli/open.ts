@@ -7,10 +7,11 @@
 import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import type { Connection } from '../dialect/index.js'
-import { connectionOf, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { connectionOf, type Database } from '../dialect/open.js'
 import { done } from '../dialect/program.js'
 import { isModuleMissing, openPgUrl, type OpenedPg } from '../dialect/pg/open.js'
 import { openSqliteFile } from '../dialect/better-sqlite3/open.js'
+import { openLibsqlFile } from '../dialect/libsql/open.js'
 import { isJobsError } from '../errors.js'
 import { CliError, EXIT, usageError } from './exit.js'
 
@@ -18,7 +19,7 @@ import { CliError, EXIT, usageError } from './exit.js'
 export interface OpenDatabase {
   /** The SQLite file's path, or the PostgreSQL URL without its password. */
   label: string
-  db: SyncDatabase | PgDatabase
+  db: Database
   connection: Connection
   close(): Promise<void>
 }
@@ -53,15 +54,23 @@ async function openSqlite(file: string): Promise<OpenDatabase> {
   if (!existsSync(path))
     throw new CliError(EXIT.DATABASE, `no database file at ${path}: pass the SQLite file your app uses with --db`, 'database')
   if (statSync(path).isDirectory()) throw new CliError(EXIT.DATABASE, `${path} is a directory, not a SQLite database file`, 'database')
-  let opened: Awaited<ReturnType<typeof openSqliteFile>>
+  let opened: { db: Database; close(): void }
   try {
-    opened = await openSqliteFile(path)
+    opened = await openSqliteFile(path).catch(async (error: unknown) => {
+      // An app on libsql has no better-sqlite3: its own driver opens the file.
+      if (!isModuleMissing(error)) throw error
+      return openLibsqlFile(path).catch((other: unknown) => {
+        throw isModuleMissing(other) ? error : other
+      })
+    })
   } catch (error) {
-    if (isModuleMissing(error)) throw missingDriver('a SQLite file', 'better-sqlite3', error)
+    if (isModuleMissing(error)) throw missingDriver('a SQLite file', 'better-sqlite3 (or @libsql/client)', error)
     throw new CliError(EXIT.DATABASE, `cannot open ${path}: ${(error as Error).message}`, 'database')
   }
   try {
     const connection = connectionOf(opened.db)
+    // The tables are checked now, on every driver: an asynchronous one checks on its first read.
+    await connection.read(() => done(undefined))
     return { label: path, db: opened.db, connection, close: async () => opened.close() }
   } catch (error) {
     opened.close()

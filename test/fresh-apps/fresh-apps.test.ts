@@ -1,8 +1,9 @@
 /**
  * The package installed into fresh apps the way the README says, with no lockfile, no pinned versions and no
  * --legacy-peer-deps, so that npm picks the newest versions the peer ranges allow: a SQLite app on
- * better-sqlite3, a PostgreSQL app on node-postgres, one on postgres.js and one on PGlite (whose database is a
- * directory of the app's, which the command-line tool does not open). Each runs the README's adoption
+ * better-sqlite3, one on libsql (whose command-line tool opens the file with libsql), a PostgreSQL app on
+ * node-postgres, one on postgres.js and one on PGlite (whose database is a directory of the app's, which the
+ * command-line tool does not open). Each runs the README's adoption
  * path end to end (drizzle-kit generate and migrate, a job added in the app's transaction, a worker, the job
  * done, the command-line tool's status and dashboard), from ES modules and from CommonJS, with the contracts
  * of smoke.ts; and then again after moving to drizzle-orm and drizzle-kit 1.0 (their release candidate,
@@ -74,7 +75,7 @@ function run(
   })
 }
 
-type Dialect = 'sqlite' | 'pg' | 'postgres' | 'pglite'
+type Dialect = 'sqlite' | 'libsql' | 'pg' | 'postgres' | 'pglite'
 
 /** A new app folder with the README's install: the package, drizzle-orm and the app's driver, and drizzle-kit. */
 async function newApp(dialect: Dialect, driver: string, types: string[]): Promise<string> {
@@ -111,7 +112,7 @@ async function newApp(dialect: Dialect, driver: string, types: string[]): Promis
     ),
   )
   // The PostgreSQL apps share all but the file that opens their driver.
-  for (const folder of dialect === 'sqlite' ? ['sqlite'] : ['postgresql', dialect]) {
+  for (const folder of dialect === 'sqlite' ? ['sqlite'] : dialect === 'libsql' ? ['sqlite', 'libsql'] : ['postgresql', dialect]) {
     for (const file of readdirSync(join(APPS, folder))) {
       const into = file.endsWith('.ts') && file !== 'drizzle.config.ts' ? join(app, 'src', file) : join(app, file)
       copyFileSync(join(APPS, folder, file), into)
@@ -235,6 +236,24 @@ for (const [dialect, driver, types] of [
     await saysWhichDriver(app, 'other.db', 'better-sqlite3')
   }, 900_000)
 }
+
+test.concurrent('a fresh libsql app: npm install drizzle-jobs drizzle-orm @libsql/client, then the README on drizzle-orm 0.45 and 1.0', async () => {
+  const app = await newApp('libsql', '@libsql/client', [])
+  for (const stage of ['0.45', '1.0']) {
+    if (stage === '1.0')
+      await run(app, 'npm', [
+        'install',
+        '--no-audit',
+        '--no-fund',
+        '--prefer-offline',
+        `drizzle-orm@${DRIZZLE_1}`,
+        `drizzle-kit@${DRIZZLE_1}`,
+      ])
+    console.log(`libsql app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', '@libsql/client'])}`)
+    await adopt(app, 'app.db', {})
+  }
+  await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
+}, 900_000)
 
 test.concurrent('a fresh PGlite app: npm install drizzle-jobs drizzle-orm @electric-sql/pglite, then docs/postgres.md on drizzle-orm 0.45 and 1.0', async () => {
   const app = await newApp('pglite', '@electric-sql/pglite', [])

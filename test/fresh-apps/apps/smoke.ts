@@ -2,11 +2,11 @@
  * The contracts a fresh app checks through the installed package, the same on every dialect and driver: what
  * the README promises a user, run as the user's own code would run it.
  */
-import { defineQueue, enqueue, getJob, watch, work, type JobSnapshot, type PgDatabase, type SyncDatabase } from 'drizzle-jobs'
+import { defineQueue, enqueue, getJob, watch, work, type JobSnapshot, type Database } from 'drizzle-jobs'
 
 /** What each app gives the smoke: its Drizzle database, and its own transaction that saves a row and its job. */
 export interface App {
-  db: SyncDatabase | PgDatabase
+  db: Database
   /** Saves a message and adds its reply job with `id` in one transaction of the app's; throws after both when `fail`. */
   post(text: string, id: string, fail: boolean): Promise<void>
   /** How many messages the app has stored. */
