@@ -3,6 +3,7 @@
  * side, with the same code through the public API:
  *
  *   better-sqlite3        a fresh SQLite file, WAL and synchronous = NORMAL (as the README opens it)
+ *   libsql                a fresh SQLite file through @libsql/client (file: URL), WAL; synchronous stays FULL, a setting of each connection that the client's pool does not keep
  *   node-postgres (pg)    a fresh database on the benchmark's server (bench/pg/lib.ts), a pg.Pool of 10
  *   postgres.js           a fresh database on the same server, postgres(url, { max: 10 })
  *   PGlite                PostgreSQL in WASM inside the process, in memory (no data directory)
@@ -27,10 +28,13 @@ import os from 'node:os'
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { PGlite } from '@electric-sql/pglite'
+import { createClient } from '@libsql/client'
 import Database from 'better-sqlite3'
 import { count } from 'drizzle-orm'
 import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3'
 import { migrate as migrateSqlite } from 'drizzle-orm/better-sqlite3/migrator'
+import { drizzle as drizzleLibsql } from 'drizzle-orm/libsql'
+import { migrate as migrateLibsql } from 'drizzle-orm/libsql/migrator'
 import { drizzle as drizzleNodePg } from 'drizzle-orm/node-postgres'
 import { migrate as migrateNodePg } from 'drizzle-orm/node-postgres/migrator'
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
@@ -62,7 +66,7 @@ import { SMALL } from './pg/rows.js'
 const MODULE = import.meta.filename
 const SQLITE_MIGRATIONS = resolve(ROOT, 'drizzle')
 
-export const DRIVERS = ['better-sqlite3', 'node-postgres', 'postgres.js', 'pglite'] as const
+export const DRIVERS = ['better-sqlite3', 'libsql', 'node-postgres', 'postgres.js', 'pglite'] as const
 export type Driver = (typeof DRIVERS)[number]
 /** The drivers whose databases are on the PostgreSQL server. */
 const ON_SERVER: readonly Driver[] = ['node-postgres', 'postgres.js']
@@ -143,6 +147,29 @@ function openSqlite(dir: string): Opened {
   }
 }
 
+async function openLibsql(dir: string): Promise<Opened> {
+  const file = freshPath(dir, 'drivers')
+  const client = createClient({ url: `file:${file}` })
+  await client.execute('pragma journal_mode = wal')
+  const db = drizzleLibsql({ client })
+  await migrateLibsql(db, { migrationsFolder: SQLITE_MIGRATIONS })
+  await client.executeMultiple(SQLITE_APP_TABLE)
+  return {
+    db,
+    async appTransactions(q, from, count) {
+      for (let i = from; i < from + count; i++) {
+        await db.transaction(async (tx) => {
+          const [row] = await tx.insert(sqliteMessages).values(appRow(i)).returning({ id: sqliteMessages.id })
+          await enqueue(tx, q, { messageId: (row as { id: number }).id })
+        })
+      }
+    },
+    appRows: async () => ((await db.select({ n: count() }).from(sqliteMessages))[0] as { n: number }).n,
+    version: async () => `SQLite ${(await client.execute('select sqlite_version() as v')).rows[0]?.v as string}`,
+    close: async () => client.close(),
+  }
+}
+
 /** A database on any PostgreSQL driver: the same Drizzle code on each. */
 function pgOpened(db: PgDatabase<PgQueryResultHKT>, version: () => Promise<string>, close: () => Promise<void>): Opened {
   return {
@@ -183,6 +210,7 @@ async function openPostgres(driver: Driver, url: string | undefined): Promise<Op
 
 async function open(args: MeasureArgs, figure: Figure): Promise<Opened> {
   if (args.driver === 'better-sqlite3') return openSqlite(args.dir)
+  if (args.driver === 'libsql') return openLibsql(args.dir)
   return openPostgres(args.driver, args.urls?.[figure])
 }
 
@@ -275,6 +303,7 @@ export const tasks: Record<string, Task> = {
 
 const HEADINGS: Record<Driver, string> = {
   'better-sqlite3': `better-sqlite3 ${packageVersion('better-sqlite3')} (file, WAL)`,
+  libsql: `libsql (@libsql/client ${packageVersion('@libsql/client')}, file, WAL, synchronous FULL)`,
   'node-postgres': `node-postgres (pg ${packageVersion('pg')})`,
   'postgres.js': `postgres.js ${packageVersion('postgres')}`,
   pglite: `PGlite ${packageVersion('@electric-sql/pglite')} (in memory)`,
@@ -403,6 +432,7 @@ export async function runDrivers(): Promise<void> {
     `- PostgreSQL server (node-postgres, postgres.js): ${serverVersion}, ${server.source}`,
     `- PGlite ${packageVersion('@electric-sql/pglite')}: ${versions.get('pglite') ?? 'not measured'}`,
     `- better-sqlite3 ${packageVersion('better-sqlite3')}: ${versions.get('better-sqlite3') ?? 'not measured'}, WAL, synchronous = NORMAL`,
+    `- @libsql/client ${packageVersion('@libsql/client')}: ${versions.get('libsql') ?? 'not measured'}, WAL`,
     `- drizzle-orm ${packageVersion('drizzle-orm')}`,
   ]
   if (errors.length > 0) lines.push('', 'Errors:', '', ...errors.map((error) => `- ${error}`))
