@@ -3,15 +3,17 @@
  * local `file:` database or a remote one. Its calls answer promises, as on PostgreSQL; its statements are the
  * SQLite dialect's (client.ts).
  *
- * libsql's Client runs its statements one at a time on a connection of its own; `transaction()` hands that
- * connection to the transaction and opens another for what follows, with no busy timeout (a write lock another
- * connection holds refuses a `BEGIN IMMEDIATE` at once). So each of the engine's transactions is one `transaction()`:
- * a worker's flush is refused at once when another writer holds the lock (tryWrite) and tried again on its own
- * timer; any other write tries its begin again, shortly, for up to WRITE_WAIT_MS. Other processes' commits are
- * found by looking (a connection's data version means nothing once its connection is another), and progress crosses
- * processes through the same local channel as better-sqlite3's, keyed by the file.
+ * libsql's Client keeps a pool of connections, lends one to each statement and each `transaction()`, and waits for
+ * no lock: a `BEGIN IMMEDIATE` while another connection holds the write lock is refused at once. On a local file
+ * the engine works on a client of its own (ownSession): one connection, whose transactions take turns, so that its
+ * data version moves only when another connection commits, as better-sqlite3's does; a worker's flush is refused at
+ * once when another writer holds the lock (tryWrite) and tried again on its own timer, and any other write tries
+ * its begin again, shortly, for up to WRITE_WAIT_MS. Progress crosses processes through the same local channel as
+ * better-sqlite3's, keyed by the file. On a remote database, in memory, or on an embedded replica, it works through
+ * the app's client, one `transaction()` a piece of work, and looks for other processes' commits at every poll.
  */
 import { hasFunctions } from '../drizzle.js'
+import { existsSync } from 'node:fs'
 import { JobsError } from '../../errors.js'
 import type { DriverEntry } from '../connection.js'
 import type { DrizzleHandle } from '../drizzle.js'
@@ -161,23 +163,26 @@ async function beginning<T>(begin: () => Promise<T>, wait: boolean): Promise<T> 
 }
 
 /**
- * The engine's own client on the app's file, of one connection (`make` makes it): one transaction at a time,
- * statements between them. A `BEGIN IMMEDIATE` that libsql's local client could not run (another connection held
- * the write lock) stays in progress on its connection, and every later COMMIT there fails ("cannot commit
- * transaction - SQL statements in progress"); so a refused begin closes the client, and the next try makes another.
+ * The engine's work on a libsql Client, taking turns: one transaction at a time, and the statements outside any
+ * transaction between them. On the engine's own client (`remade`: it makes another), a `BEGIN IMMEDIATE` that
+ * libsql's local client could not run (another connection held the write lock) stays in progress on its connection,
+ * and every later COMMIT there fails ("cannot commit transaction - SQL statements in progress"); so a refused begin
+ * closes that client, and the next try makes another. On the app's client (`remade` null), whose transactions may
+ * each take another connection of its pool, the data version moves at every look.
  */
-function ownSession(make: () => LibsqlClient): Session {
+function laneSession(first: LibsqlClient, remade: (() => LibsqlClient) | null): Session {
   const lane = new Lane()
-  let own = make()
-  let direct = executorOn(own)
+  let client = first
+  let direct = executorOn(client)
+  let version = 0
   const begin = async (mode: 'write' | 'deferred') => {
     try {
-      return await own.transaction(mode)
+      return await client.transaction(mode)
     } catch (error) {
-      if (isBusy(error)) {
-        own.close()
-        own = make()
-        direct = executorOn(own)
+      if (remade && isBusy(error)) {
+        client.close()
+        client = remade()
+        direct = executorOn(client)
       }
       throw error
     }
@@ -200,18 +205,17 @@ function ownSession(make: () => LibsqlClient): Session {
     <T>(work: Work<'async', T>) =>
     (tx: LibsqlTransaction) =>
       runAsync(work(executorOn(tx)))
-  // Outside any transaction each statement still takes its turn: the one connection is a transaction's while it lasts.
-  const methods = Object.keys(direct) as (keyof Executor<'async'>)[]
   const executor = Object.fromEntries(
-    methods.map((name) => [
+    Object.keys(direct).map((name) => [
       name,
-      (...args: unknown[]) => lane.run(() => Promise.resolve((direct[name] as (...args: unknown[]) => unknown)(...args))),
+      (...args: unknown[]) =>
+        lane.run(() => Promise.resolve((direct as unknown as Record<string, (...args: unknown[]) => unknown>)[name]!(...args))),
     ]),
   ) as unknown as Executor<'async'>
   return {
     write: (work, wait) => inTransaction('write', wait, running(work)),
     read: (work) => inTransaction('deferred', false, running(work)),
-    executor,
+    executor: remade ? executor : { ...executor, dataVersion: async () => ++version },
     install: (install) => inTransaction('write', true, install).then(() => undefined),
   }
 }
@@ -222,52 +226,17 @@ function executorOn(on: LibsqlExecutor): Executor<'async'> {
   return sqliteExecutor(client, client.prepareAll(SQL))
 }
 
-/** The app's Client, one `transaction()` per piece of work. */
-function transactionSession(client: LibsqlClient): Session {
-  const statements = libsqlClient(client)
-  const executor = sqliteExecutor(statements, statements.prepareAll(SQL))
-  let version = 0
-  const inTransaction = async <T>(tx: LibsqlTransaction, work: Work<'async', T>): Promise<T> => {
-    try {
-      const client = libsqlClient(tx)
-      const value = await runAsync(work(sqliteExecutor(client, client.prepareAll(SQL))))
-      await tx.commit()
-      return value
-    } catch (error) {
-      if (!tx.closed) await tx.rollback().catch(() => {})
-      throw error
-    } finally {
-      tx.close()
-    }
-  }
-  return {
-    write: async (work, wait) => inTransaction(await beginning(() => client.transaction('write'), wait), work),
-    read: async (work) => inTransaction(await client.transaction('deferred'), work),
-    // Each transaction leaves the client on a new connection, whose data version says nothing of the last one's.
-    executor: { ...executor, dataVersion: async () => ++version },
-    async install(install) {
-      const tx = await beginning(() => client.transaction('write'), true)
-      try {
-        await install(tx)
-        await tx.commit()
-      } catch (error) {
-        if (!tx.closed) await tx.rollback().catch(() => {})
-        throw error
-      } finally {
-        tx.close()
-      }
-    },
-  }
-}
-
 /**
  * The session for a Client of the app's: a client of the engine's own on the same local file, made with the app's
- * package (loaded on first use), or else the app's client itself.
+ * package (loaded on first use), or else the app's client itself: for a remote database, one in memory, and an
+ * embedded replica (a local file that the app's client syncs with a remote primary, known by the `-info` file libsql
+ * keeps beside it), whose writes only the app's client knows to send to the primary.
  */
 async function sessionFor(client: LibsqlClient, path: string): Promise<Session> {
-  if (client.protocol !== 'file' || !path) return transactionSession(client)
+  if (client.protocol !== 'file' || !path || existsSync(`${path}-info`)) return laneSession(client, null)
   const { createClient } = (await import('@libsql/client')) as { createClient(config: { url: string; concurrency: number }): LibsqlClient }
-  return ownSession(() => createClient({ url: `file:${path}`, concurrency: 1 }))
+  const make = () => createClient({ url: `file:${path}`, concurrency: 1 })
+  return laneSession(make(), make)
 }
 
 function openClient(client: LibsqlClient): Connection<'async'> {

@@ -1,0 +1,64 @@
+/**
+ * libsql beyond a local file that the engine may open itself: a database in memory, and a file that is an
+ * embedded replica, where the engine works through the app's own client. The contracts on a local file run with
+ * the others (`[libsql]`).
+ */
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { createClient } from '@libsql/client'
+import { drizzle } from 'drizzle-orm/libsql'
+import { migrate } from 'drizzle-orm/libsql/migrator'
+import { afterEach, expect, test } from 'vitest'
+import { connectionOf } from '../src/dialect/open.js'
+import { defineQueue, enqueue, getJob, work } from '../src/index.js'
+import { MIGRATIONS, removeTempDirs, tempDir } from './helpers/db.js'
+import { waitFor } from './helpers/wait.js'
+
+afterEach(() => removeTempDirs())
+
+const replies = defineQueue<{ n: number }, { doubled: number }>('replies')
+
+test('[libsql] a database in memory: a job added in the app transaction commits with it or not at all, and a worker runs it', async () => {
+  const client = createClient({ url: ':memory:' })
+  try {
+    const db = drizzle({ client })
+    await migrate(db, { migrationsFolder: MIGRATIONS })
+    await db.transaction(async (tx) => void (await enqueue(tx, replies, { n: 1 }, { id: 'kept' })))
+    await expect(
+      db.transaction(async (tx) => {
+        await enqueue(tx, replies, { n: 2 }, { id: 'gone' })
+        throw new Error('the app changes its mind')
+      }),
+    ).rejects.toThrow('the app changes its mind')
+    expect(await getJob(db, replies, 'gone')).toBeUndefined()
+    const worker = work(db, replies, ({ n }) => ({ doubled: n * 2 }))
+    try {
+      await waitFor(async () => (await getJob(db, replies, 'kept'))?.state === 'done', 'the job to run')
+    } finally {
+      await worker.stop()
+    }
+    expect((await getJob(db, replies, 'kept'))?.result).toEqual({ doubled: 2 })
+  } finally {
+    client.close()
+  }
+})
+
+test("[libsql] an embedded replica (a file with libsql's -info beside it) is worked through the app's client, which sends its writes to the primary", async () => {
+  const file = join(tempDir(), 'replica.db')
+  const setup = createClient({ url: `file:${file}` })
+  await migrate(drizzle({ client: setup }), { migrationsFolder: MIGRATIONS })
+  setup.close()
+  writeFileSync(`${file}-info`, '{}')
+  const client = createClient({ url: `file:${file}` })
+  try {
+    const db = drizzle({ client })
+    expect((await enqueue(db, replies, { n: 1 }, { id: 'a' })).added).toBe(true)
+    // The app's client lends a connection to each transaction: the data version moves at every look.
+    const connection = connectionOf(db)
+    const first = await connection.executor.dataVersion()
+    expect(await connection.executor.dataVersion()).not.toBe(first)
+    expect((await getJob(db, replies, 'a'))?.state).toBe('waiting')
+  } finally {
+    client.close()
+  }
+})
