@@ -5,7 +5,7 @@
  *
  * libsql's Client keeps a pool of connections, lends one to each statement and each `transaction()`, and waits for
  * no lock: a `BEGIN IMMEDIATE` while another connection holds the write lock is refused at once. On a local file
- * the engine works on a client of its own (ownSession): one connection, whose transactions take turns, so that its
+ * the engine works on a client of its own (laneSession): one connection, whose transactions take turns, so that its
  * data version moves only when another connection commits, as better-sqlite3's does; a worker's flush is refused at
  * once when another writer holds the lock (tryWrite) and tried again on its own timer, and any other write tries
  * its begin again, shortly, for up to WRITE_WAIT_MS. Progress crosses processes through the same local channel as
@@ -96,7 +96,8 @@ function firstUse(on: LibsqlClient | LibsqlTransaction) {
       (checked ??= (async () => {
         await runAsync(checkSchema(client.prepareAll(SCHEMA_CHECK)))
         const { file } = client.prepareAll({ file: SQL.mainFile })
-        const path = (await file.get()) ?? ''
+        // A remote server may not say (or hold) a file: the database is then named by nothing but this connection.
+        const path = (await file.get().catch(() => undefined)) ?? ''
         if (path) {
           key = path
           label = path.slice(path.lastIndexOf('/') + 1)
