@@ -3,7 +3,9 @@
  * A `@ts-expect-error` line that compiled would fail the type check.
  */
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
+import type { LibSQLDatabase } from 'drizzle-orm/libsql'
 import { drizzle as drizzleNodePg, type NodePgDatabase } from 'drizzle-orm/node-postgres'
+import type { PgliteDatabase } from 'drizzle-orm/pglite'
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import Database from 'better-sqlite3'
 import { describe, expect, expectTypeOf, test } from 'vitest'
@@ -283,6 +285,25 @@ describe('types', () => {
       const postgresJs: PgDatabase = drizzlePostgresJs.mock()
       expectTypeOf(enqueue(postgresJs, replies, { messageId: 3 })).toEqualTypeOf<Promise<Enqueued>>()
       expectTypeOf(enqueue(drizzleNodePg.mock(), replies, { messageId: 4 })).toEqualTypeOf<Promise<Enqueued>>()
+    }
+    expectTypeOf(compileOnly).toBeFunction()
+  })
+
+  test('on libsql and PGlite the calls answer promises, a libsql transaction included', () => {
+    const compileOnly = async (libsql: LibSQLDatabase, pglite: PgliteDatabase) => {
+      expectTypeOf(enqueue(libsql, replies, { messageId: 1 })).toEqualTypeOf<Promise<Enqueued>>()
+      expectTypeOf(queueCounts(libsql)).toEqualTypeOf<Promise<QueueCounts[]>>()
+      expectTypeOf(jobEvents(libsql, answered, 'a')).toEqualTypeOf<Promise<Response>>()
+      await libsql.transaction(async (tx) => {
+        expectTypeOf(enqueue(tx, replies, { messageId: 2 })).toEqualTypeOf<Promise<Enqueued>>()
+      })
+      // @ts-expect-error a string is not a messageId, on libsql as everywhere
+      await enqueue(libsql, replies, { messageId: 'x' })
+      work(libsql, replies, (value) => {
+        expectTypeOf(value).toEqualTypeOf<Reply>()
+      })
+      expectTypeOf(enqueue(pglite, replies, { messageId: 3 })).toEqualTypeOf<Promise<Enqueued>>()
+      await drain(pglite, replies, () => {})
     }
     expectTypeOf(compileOnly).toBeFunction()
   })
