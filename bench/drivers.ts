@@ -53,6 +53,7 @@ import { formatValue } from './lib/report.js'
 import { median } from './lib/stats.js'
 import {
   benchServer,
+  counter,
   createDatabase,
   databaseUrl,
   dropAll,
@@ -223,20 +224,11 @@ async function addJobs(db: JobsDatabase, q: Queue<Reply>, total: number, batch: 
 
 /** Runs a worker of `q` until its handler has run `target` times, then stops it; the time includes the stop (the last ends' flush). */
 async function drain(db: JobsDatabase, q: Queue<Reply>, target: number): Promise<number> {
-  let handled = 0
-  let reached!: () => void
-  const all = new Promise<void>((resolvePromise) => (reached = resolvePromise))
+  const count = counter(target)
   const errors: unknown[] = []
   const t0 = nowMs()
-  const worker = work(
-    db,
-    q,
-    () => {
-      if (++handled === target) reached()
-    },
-    { slots: DRIVER_COUNTS.slots, onError: (error) => errors.push(error) },
-  )
-  await all
+  const worker = work(db, q, () => count.handle(), { slots: DRIVER_COUNTS.slots, onError: (error) => errors.push(error) })
+  await count.reached
   await worker.stop()
   const elapsedMs = nowMs() - t0
   if (errors.length > 0) throw errors[0]

@@ -181,6 +181,16 @@ async function dashboardAnswers(app: string, database: string, env: Record<strin
   }
 }
 
+/** Moves an app to drizzle-orm and drizzle-kit 1.0, named as npm serves them under no tag. */
+async function toDrizzle1(app: string, env: Record<string, string> = {}): Promise<void> {
+  await run(
+    app,
+    'npm',
+    ['install', '--no-audit', '--no-fund', '--prefer-offline', `drizzle-orm@${DRIZZLE_1}`, `drizzle-kit@${DRIZZLE_1}`],
+    { env },
+  )
+}
+
 /** The tool, given the database of a driver the app did not install, exits 8 and names the package. */
 async function saysWhichDriver(app: string, database: string, driver: string): Promise<void> {
   const refused = await run(app, 'npx', ['drizzle-jobs', 'status', '--db', database], { expected: 8 })
@@ -193,14 +203,7 @@ test.concurrent('a fresh SQLite app: npm install drizzle-jobs drizzle-orm better
   await adopt(app, 'app.db', {})
   await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
 
-  await run(
-    app,
-    'npm',
-    ['install', '--no-audit', '--no-fund', '--prefer-offline', `drizzle-orm@${DRIZZLE_1}`, `drizzle-kit@${DRIZZLE_1}`],
-    {
-      env: PREBUILDS_ENV,
-    },
-  )
+  await toDrizzle1(app, PREBUILDS_ENV)
   console.log(`SQLite app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', 'better-sqlite3'])}`)
   await adopt(app, 'app.db', {})
 }, 900_000)
@@ -214,14 +217,7 @@ for (const [dialect, driver, types] of [
     console.log(`PostgreSQL app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
     for (const stage of ['0.45', '1.0']) {
       if (stage === '1.0') {
-        await run(app, 'npm', [
-          'install',
-          '--no-audit',
-          '--no-fund',
-          '--prefer-offline',
-          `drizzle-orm@${DRIZZLE_1}`,
-          `drizzle-kit@${DRIZZLE_1}`,
-        ])
+        await toDrizzle1(app)
         console.log(`PostgreSQL app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
       }
       const database = await freshPgDb({ migrate: false })
@@ -237,38 +233,17 @@ for (const [dialect, driver, types] of [
   }, 900_000)
 }
 
-test.concurrent('a fresh libsql app: npm install drizzle-jobs drizzle-orm @libsql/client, then the README on drizzle-orm 0.45 and 1.0', async () => {
-  const app = await newApp('libsql', '@libsql/client', [])
-  for (const stage of ['0.45', '1.0']) {
-    if (stage === '1.0')
-      await run(app, 'npm', [
-        'install',
-        '--no-audit',
-        '--no-fund',
-        '--prefer-offline',
-        `drizzle-orm@${DRIZZLE_1}`,
-        `drizzle-kit@${DRIZZLE_1}`,
-      ])
-    console.log(`libsql app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', '@libsql/client'])}`)
-    await adopt(app, 'app.db', {})
-  }
-  await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
-}, 900_000)
-
-test.concurrent('a fresh PGlite app: npm install drizzle-jobs drizzle-orm @electric-sql/pglite, then docs/postgres.md on drizzle-orm 0.45 and 1.0', async () => {
-  const app = await newApp('pglite', '@electric-sql/pglite', [])
-  for (const stage of ['0.45', '1.0']) {
-    if (stage === '1.0')
-      await run(app, 'npm', [
-        'install',
-        '--no-audit',
-        '--no-fund',
-        '--prefer-offline',
-        `drizzle-orm@${DRIZZLE_1}`,
-        `drizzle-kit@${DRIZZLE_1}`,
-      ])
-    console.log(`PGlite app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', '@electric-sql/pglite'])}`)
-    await adopt(app, null, {})
-  }
-  await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
-}, 900_000)
+for (const [dialect, name, driver, database, guide] of [
+  ['libsql', 'libsql', '@libsql/client', 'app.db', 'the README'],
+  ['pglite', 'PGlite', '@electric-sql/pglite', null, 'docs/postgres.md'],
+] as const) {
+  test.concurrent(`a fresh ${name} app: npm install drizzle-jobs drizzle-orm ${driver}, then ${guide} on drizzle-orm 0.45 and 1.0`, async () => {
+    const app = await newApp(dialect, driver, [])
+    for (const stage of ['0.45', '1.0']) {
+      if (stage === '1.0') await toDrizzle1(app)
+      console.log(`${name} app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
+      await adopt(app, database, {})
+    }
+    await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
+  }, 900_000)
+}

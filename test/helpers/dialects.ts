@@ -61,22 +61,34 @@ export interface ContractDb {
 /** Counts the jobs that name a worker: none once every run has ended. */
 const HELD = 'select count(*) as n from jobs_job where owner is not null'
 
-function sqliteDb(t: TestDb): ContractDb {
-  const toSqlite = (sql: string) => sql.replace(/\$\d+/g, '?')
+type Query = ContractDb['query']
+
+/** What a test reads and runs with plain SQL, from one way to run it (`$1`, `$2`… for parameters on every database). */
+function plainSql(query: Query): Pick<ContractDb, 'query' | 'run' | 'job' | 'count' | 'held'> {
   return {
-    dialect: 'sqlite',
-    db: t.db,
-    address: t.file,
-    sqlite: t.db,
-    pg: undefined,
-    inTransaction: undefined,
-    query: async <T>(sql: string, ...params: unknown[]) => t.client.prepare(toSqlite(sql)).all(...params) as T[],
-    run: async (sql: string, ...params: unknown[]) => void t.client.prepare(toSqlite(sql)).run(...params),
+    query,
+    run: async (sql, ...params) => void (await query(sql, ...params)),
     job: async (queue, id) =>
-      t.client.prepare('select state, attempts, error from jobs_job where queue = ? and id = ?').get(queue, id) as never,
-    count: async (table) => t.client.prepare(`select count(*) as n from ${table}`).pluck().get() as number,
-    held: async () => t.client.prepare(HELD).pluck().get() as number,
+      (
+        await query<{ state: string; attempts: number; error: string | null }>(
+          'select state, attempts, error from jobs_job where queue = $1 and id = $2',
+          queue,
+          id,
+        )
+      )[0],
+    count: async (table) => Number((await query<{ n: number | string }>(`select count(*) as n from ${table}`))[0]!.n),
+    held: async () => Number((await query<{ n: number | string }>(HELD))[0]!.n),
   }
+}
+
+function sqliteDb(t: TestDb): ContractDb {
+  const query: Query = async <T>(sql: string, ...params: unknown[]) => {
+    const statement = t.client.prepare(sql.replace(/\$\d+/g, '?'))
+    if (statement.reader) return statement.all(...params) as T[]
+    statement.run(...params)
+    return []
+  }
+  return { dialect: 'sqlite', db: t.db, address: t.file, sqlite: t.db, pg: undefined, inTransaction: undefined, ...plainSql(query) }
 }
 
 function postgresDb(t: TestPgDb): ContractDb {
@@ -87,12 +99,7 @@ function postgresDb(t: TestPgDb): ContractDb {
     sqlite: undefined,
     pg: t.db,
     inTransaction: (fn) => t.db.transaction((tx) => fn(tx, (text) => tx.execute(text))),
-    query: async <T>(sql: string, ...params: unknown[]) => (await t.pool.query(sql, params)).rows as T[],
-    run: async (sql: string, ...params: unknown[]) => void (await t.pool.query(sql, params)),
-    job: async (queue, id) =>
-      (await t.pool.query('select state, attempts, error from jobs_job where queue = $1 and id = $2', [queue, id])).rows[0],
-    count: async (table) => Number((await t.pool.query(`select count(*) as n from ${table}`)).rows[0].n),
-    held: async () => Number((await t.pool.query(HELD)).rows[0].n),
+    ...plainSql(async <T>(sql: string, ...params: unknown[]) => (await t.pool.query(sql, params)).rows as T[]),
   }
 }
 
@@ -104,18 +111,7 @@ function libsqlDb(t: TestLibsql): ContractDb {
     sqlite: undefined,
     pg: undefined,
     inTransaction: (fn) => t.db.transaction((tx) => fn(tx, (text) => tx.run(sql.raw(text)))),
-    query: (text, ...params) => t.query(text, ...params),
-    run: async (text, ...params) => void (await t.query(text, ...params)),
-    job: async (queue, id) =>
-      (
-        await t.query<{ state: string; attempts: number; error: string | null }>(
-          'select state, attempts, error from jobs_job where queue = ? and id = ?',
-          queue,
-          id,
-        )
-      )[0],
-    count: async (table) => Number((await t.query<{ n: number }>(`select count(*) as n from ${table}`))[0]!.n),
-    held: async () => Number((await t.query<{ n: number }>(HELD))[0]!.n),
+    ...plainSql(t.query),
   }
 }
 
@@ -129,18 +125,7 @@ function pgliteDb(t: TestPglite): ContractDb {
     sqlite: undefined,
     pg: t.db,
     inTransaction: (fn) => t.db.transaction((tx) => fn(tx, (text) => tx.execute(text))),
-    query: (sql, ...params) => t.query(sql, ...params),
-    run: async (sql, ...params) => void (await t.query(sql, ...params)),
-    job: async (queue, id) =>
-      (
-        await t.query<{ state: string; attempts: number; error: string | null }>(
-          'select state, attempts, error from jobs_job where queue = $1 and id = $2',
-          queue,
-          id,
-        )
-      )[0],
-    count: async (table) => Number((await t.query<{ n: number }>(`select count(*) as n from ${table}`))[0]!.n),
-    held: async () => Number((await t.query<{ n: number }>(HELD))[0]!.n),
+    ...plainSql(t.query),
   }
 }
 

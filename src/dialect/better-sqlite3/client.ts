@@ -4,7 +4,7 @@
  */
 import type Database from 'better-sqlite3'
 import { runSync } from '../program.js'
-import type { PreparedStatements, SqliteClient, Statements } from '../sqlite/statement.js'
+import type { PreparedStatements, SqliteClient, StatementTable } from '../sqlite/statement.js'
 
 /** better-sqlite3's connection: it answers at once. @internal */
 export function betterSqlite3Client(client: Database.Database): SqliteClient<'sync'> {
@@ -12,7 +12,7 @@ export function betterSqlite3Client(client: Database.Database): SqliteClient<'sy
 }
 
 /** Prepares every statement of `statements` on a better-sqlite3 connection, once. */
-export function prepareAll<D extends Statements>(client: Database.Database, statements: D): PreparedStatements<'sync', D> {
+export function prepareAll<D extends StatementTable>(client: Database.Database, statements: D): PreparedStatements<'sync', D> {
   const prepared: Record<string, Database.Statement> = {}
   for (const [name, { sql, pluck }] of Object.entries(statements)) {
     const made = client.prepare(sql)

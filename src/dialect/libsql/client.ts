@@ -10,7 +10,7 @@
  */
 import type { Program } from '../program.js'
 import { runAsync } from '../program.js'
-import type { Prepared, PreparedStatements, SqliteClient, Statements } from '../sqlite/statement.js'
+import type { Prepared, PreparedStatements, SqliteClient, StatementTable } from '../sqlite/statement.js'
 
 /** A value libsql binds. */
 export type LibsqlValue = string | number | bigint | boolean | null | ArrayBuffer | Uint8Array
@@ -23,11 +23,21 @@ export interface LibsqlExecutor {
 /** Where each argument of a statement comes from: a named parameter of its object, or the nth positional one. */
 type Slot = string | number
 
+interface Positional {
+  readonly text: string
+  readonly slots: readonly Slot[]
+}
+
+/** Each statement's SQL converted once per process: a transaction's statements are prepared for each transaction. */
+const converted = new Map<string, Positional>()
+
 /**
  * A statement's SQL with every placeholder made `?`, and where each one's argument comes from. Quoted text
  * ('…', "…") is left as it is.
  */
-function positional(sql: string): { text: string; slots: Slot[] } {
+function positional(sql: string): Positional {
+  const known = converted.get(sql)
+  if (known) return known
   const slots: Slot[] = []
   let positions = 0
   const text = sql.replace(/'(?:[^']|'')*'|"(?:[^"]|"")*"|@([A-Za-z_][A-Za-z0-9_]*)|\?/g, (match, name: string | undefined) => {
@@ -35,7 +45,9 @@ function positional(sql: string): { text: string; slots: Slot[] } {
     slots.push(name ?? positions++)
     return '?'
   })
-  return { text, slots }
+  const made = { text, slots }
+  converted.set(sql, made)
+  return made
 }
 
 /** The arguments of one call, in the order of the statement's placeholders. */
@@ -61,7 +73,7 @@ function bindable(value: unknown): LibsqlValue {
 /** The statements of `statements` on a libsql Client or Transaction. @internal */
 export function libsqlClient(executor: LibsqlExecutor): SqliteClient<'async'> {
   return {
-    prepareAll<D extends Statements>(statements: D): PreparedStatements<'async', D> {
+    prepareAll<D extends StatementTable>(statements: D): PreparedStatements<'async', D> {
       const prepared: Record<string, Prepared<'async', unknown[], unknown, unknown>> = {}
       for (const [name, { sql, pluck }] of Object.entries(statements)) {
         const { text, slots } = positional(sql)

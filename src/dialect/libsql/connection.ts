@@ -13,6 +13,7 @@
  * the app's client, one `transaction()` a piece of work, and looks for other processes' commits at every poll.
  */
 import { hasFunctions } from '../drizzle.js'
+import { inSavepoint } from '../savepoint.js'
 import { existsSync } from 'node:fs'
 import { JobsError } from '../../errors.js'
 import type { DriverEntry } from '../connection.js'
@@ -261,7 +262,7 @@ function openClient(client: LibsqlClient): Connection<'async'> {
     return current
   }
   // The executor's methods, each run by the session once it is made: the SQLite executor's own, and no other.
-  const methods = Object.keys(sqliteExecutor(libsqlClient(client), libsqlClient(client).prepareAll(SQL)))
+  const methods = Object.keys(executorOn(client))
   const direct = Object.fromEntries(
     methods.map((name) => [
       name,
@@ -291,23 +292,12 @@ function openClient(client: LibsqlClient): Connection<'async'> {
   }
 }
 
-let savepoints = 0
-
 /** The app's transaction: the engine's work takes turns on it, each write in a savepoint of its own. */
 function openTransaction(tx: LibsqlTransaction): Connection<'async'> {
   const use = firstUse(tx)
-  const statements = libsqlClient(tx)
-  const executor = sqliteExecutor(statements, statements.prepareAll(SQL))
+  const executor = executorOn(tx)
   let version = 0
-  let turn: Promise<unknown> = Promise.resolve()
-  const inTurn = <T>(fn: () => Promise<T>): Promise<T> => {
-    const next = turn.then(fn, fn)
-    turn = next.then(
-      () => undefined,
-      () => undefined,
-    )
-    return next
-  }
+  const lane = new Lane()
   const prepared = async () => {
     await use.ready()
     // Installed in the app's transaction, it may yet roll back with it: each write looks again.
@@ -315,21 +305,12 @@ function openTransaction(tx: LibsqlTransaction): Connection<'async'> {
   }
   const direct = <T>(work: Work<'async', T>) => runAsync(work(executor))
   const write = <T>(work: Work<'async', T>) =>
-    inTurn(async () => {
+    lane.run(async () => {
       await prepared()
-      const name = `drizzle_jobs_${++savepoints}`
-      await tx.execute({ sql: `savepoint ${name}`, args: [] })
-      try {
-        const value = await direct(work)
-        await tx.execute({ sql: `release savepoint ${name}`, args: [] })
-        return value
-      } catch (error) {
-        await tx
-          .execute({ sql: `rollback to savepoint ${name}`, args: [] })
-          .then(() => tx.execute({ sql: `release savepoint ${name}`, args: [] }))
-          .catch(() => {})
-        throw error
-      }
+      return inSavepoint(
+        (sql) => tx.execute({ sql, args: [] }),
+        () => direct(work),
+      )
     })
   return {
     kind: 'async',
@@ -344,13 +325,13 @@ function openTransaction(tx: LibsqlTransaction): Connection<'async'> {
     inTransaction: () => true,
     write,
     join: (work) =>
-      inTurn(async () => {
+      lane.run(async () => {
         await prepared()
         return direct(work)
       }),
     tryWrite: write,
     read: (work) =>
-      inTurn(async () => {
+      lane.run(async () => {
         await use.ready()
         return direct(work)
       }),

@@ -4,6 +4,7 @@
  * shape (the package is never imported here).
  */
 import { Lane } from '../program.js'
+import { inSavepoint } from '../savepoint.js'
 import { hasFunctions } from '../drizzle.js'
 import {
   asError,
@@ -271,30 +272,17 @@ function nodePgClient(client: NodePgClient): PgPoolDriver {
   }
 }
 
-let savepoints = 0
-
 function nodePgTransaction(client: NodePgClient): PgTransactionDriver {
   const queryable = nodePgQueryable(client)
   return {
     inTransaction: true,
     database: nodePgDatabaseName({ host: client.host, port: client.port, database: client.database, user: client.user }),
     query: queryable.query,
-    async savepoint(fn) {
-      const name = `drizzle_jobs_${++savepoints}`
-      await client.query(`savepoint ${name}`)
-      try {
-        const value = await fn(queryable)
-        await client.query(`release savepoint ${name}`)
-        return value
-      } catch (error) {
-        // A rollback that fails leaves the transaction aborted: the caller's error says why it failed first.
-        await client
-          .query(`rollback to savepoint ${name}`)
-          .then(() => client.query(`release savepoint ${name}`))
-          .catch(() => {})
-        throw error
-      }
-    },
+    savepoint: (fn) =>
+      inSavepoint(
+        (sql) => client.query(sql),
+        () => fn(queryable),
+      ),
   }
 }
 

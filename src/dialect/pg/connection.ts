@@ -36,12 +36,12 @@ export function pgDriverEntry(clients: PgClientDriver): DriverEntry {
   return {
     dialect: 'pg',
     label: clients.label,
-    takes: (handle: DrizzleHandle) =>
-      handle.dialect === 'pg' &&
-      isObject(handle.client) &&
-      ((handle.inTransaction ? transactions : databases).has(handle.client) ||
-        clients.driverOf(handle.client, handle.inTransaction) !== null),
-    connectionOf: (handle: DrizzleHandle) => pgConnectionOn(clients, handle),
+    takes: (handle: DrizzleHandle) => pgConnectionOn(clients, handle) !== null,
+    connectionOf(handle: DrizzleHandle) {
+      const connection = pgConnectionOn(clients, handle)
+      if (!connection) throw new JobsError('INVALID_OPTION', `db: this Drizzle PostgreSQL handle's client is not one of ${clients.label}`)
+      return connection
+    },
   }
 }
 
@@ -50,18 +50,18 @@ function isObject(value: unknown): value is object {
 }
 
 /**
- * The connection behind a Drizzle PostgreSQL handle whose client `clients` recognises (DriverEntry.takes said so),
- * kept for that client. It does no I/O: the first write or read checks the schema.
+ * The connection behind a Drizzle PostgreSQL handle whose client `clients` recognises, made on the first call and
+ * kept for that client, so that the driver is made once; null for a client it does not recognise. It does no I/O:
+ * the first write or read checks the schema.
  */
-function pgConnectionOn(clients: PgClientDriver, handle: DrizzleHandle): PgConnection {
+function pgConnectionOn(clients: PgClientDriver, handle: DrizzleHandle): PgConnection | null {
   const { inTransaction, client } = handle
+  if (handle.dialect !== 'pg' || !isObject(client)) return null
   const connections = inTransaction ? transactions : databases
-  const kept = isObject(client) ? connections.get(client) : undefined
+  const kept = connections.get(client)
   if (kept) return kept
   const driver = clients.driverOf(client, inTransaction)
-  if (driver === null || !isObject(client)) {
-    throw new JobsError('INVALID_OPTION', `db: this Drizzle PostgreSQL handle's client is not one of ${clients.label}`)
-  }
+  if (driver === null) return null
   const connection = open(driver)
   connections.set(client, connection)
   return connection

@@ -19,6 +19,7 @@
  * a connection of another live process of the same host is refused.
  */
 import { hasFunctions } from '../drizzle.js'
+import { inSavepoint } from '../savepoint.js'
 import { readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -198,8 +199,6 @@ function pglitePool(client: Pglite): PgPoolDriver {
   }
 }
 
-let savepoints = 0
-
 function pgliteTransaction(tx: PgliteTransaction): PgTransactionDriver {
   const { query } = queryable(tx)
   return {
@@ -207,20 +206,10 @@ function pgliteTransaction(tx: PgliteTransaction): PgTransactionDriver {
     // A transaction object does not say which instance it belongs to: the first use asks the server.
     database: null,
     query,
-    async savepoint(fn) {
-      const name = `drizzle_jobs_${++savepoints}`
-      await tx.query(`savepoint ${name}`)
-      try {
-        const value = await fn({ query })
-        await tx.query(`release savepoint ${name}`)
-        return value
-      } catch (error) {
-        await tx
-          .query(`rollback to savepoint ${name}`)
-          .then(() => tx.query(`release savepoint ${name}`))
-          .catch(() => {})
-        throw error
-      }
-    },
+    savepoint: (fn) =>
+      inSavepoint(
+        (sql) => tx.query(sql),
+        () => fn({ query }),
+      ),
   }
 }

@@ -10,10 +10,10 @@
  * of several is a program the client runs.
  */
 import type { Executor, Kind, ListingOrder, Result } from '../index.js'
-import { andThen, ask, done, type Program } from '../program.js'
+import { ask, done, type Program } from '../program.js'
 import { ADMIN_SQL } from './admin.js'
 import { READ_SQL } from './read.js'
-import type { PreparedStatements, SqliteClient } from './statement.js'
+import { changedOne, mapAnswer, type PreparedStatements, type SqliteClient } from './statement.js'
 import { insertJobsInGroups, runForJobs, type Statements } from './statements.js'
 import { sqliteScheduleRequests } from './schedules.js'
 
@@ -23,10 +23,7 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
   let adminStatements: PreparedStatements<K, typeof ADMIN_SQL> | undefined
   const read = () => (readStatements ??= client.prepareAll(READ_SQL))
   const admin = () => (adminStatements ??= client.prepareAll(ADMIN_SQL))
-  /** What `answer` answers, made into another value as it comes: at once, or as a promise. */
-  const map = <T, U>(answer: Result<K, T>, into: (value: T) => U): Result<K, U> => andThen(answer as T | Promise<T>, into) as Result<K, U>
-  const changed = (answer: Result<K, { changes: number }>) => map(answer, (result) => result.changes === 1)
-  const nothing = (answer: Result<K, unknown>) => map(answer, () => undefined)
+  const nothing = (answer: Result<K, unknown>) => mapAnswer(answer, () => undefined)
   const run = <T>(program: () => Program<T>) => client.run(program())
   const listings = (order: ListingOrder) => {
     const statements = admin()
@@ -56,9 +53,9 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
         )
         return true
       }),
-    jobInsert: (job) => changed(sql.insertJob.run(job)),
+    jobInsert: (job) => changedOne(sql.insertJob.run(job)),
     jobInsertMany: (batch) => client.run(insertJobsInGroups(sql, batch)),
-    jobExists: (queue, id) => map(sql.jobExists.get(queue, id), (row) => row !== undefined),
+    jobExists: (queue, id) => mapAnswer(sql.jobExists.get(queue, id), (row) => row !== undefined),
     queueWaitingCount: (queue) => sql.queueWaitingCount.get(queue),
 
     queueClaimable: (queue) => sql.queueClaimable.get({ queue }),
@@ -73,11 +70,12 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     jobGetAvailableByGroup: (window) => sql.claimCandidatesByGroup.all(window),
     jobGetAvailableOne: (seq) => sql.claimCandidate.get(seq),
     jobCountRunningByGroup: (queue) => sql.groupsRunning.all(queue),
-    jobSetRunningMany: (seqs, owner) => map(runForJobs(sql.markRunning, sql.markRunningAll, seqs, { owner }), (result) => result.changes),
+    jobSetRunningMany: (seqs, owner) =>
+      mapAnswer(runForJobs(sql.markRunning, sql.markRunningAll, seqs, { owner }), (result) => result.changes),
 
-    jobSetStateIfLeased: (end) => changed(sql.endRun.run(end)),
+    jobSetStateIfLeased: (end) => changedOne(sql.endRun.run(end)),
     jobSetStateIfLeasedMany: (end) => sql.endRuns.all({ ...end, runs: JSON.stringify(end.runs) }),
-    jobSetStateIfUnleased: (end) => changed(sql.endUnleased.run(end)),
+    jobSetStateIfUnleased: (end) => changedOne(sql.endUnleased.run(end)),
     jobGetState: (seq) => sql.jobState.get(seq),
     stepDeleteMany: (seqs) => nothing(runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, seqs, {})),
 
@@ -87,11 +85,11 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
         return yield* ask(sql.heldRuns.all(lease.owner))
       }),
     workerDelete: (owner) => nothing(sql.workerDelete.run(owner)),
-    workerHasExpired: (now) => map(sql.workerExpired.get({ now }), (row) => row !== undefined),
-    workerDeleteExpired: (now) => map(sql.workerDeleteExpired.run({ now }), (result) => result.changes),
+    workerHasExpired: (now) => mapAnswer(sql.workerExpired.get({ now }), (row) => row !== undefined),
+    workerDeleteExpired: (now) => mapAnswer(sql.workerDeleteExpired.run({ now }), (result) => result.changes),
     jobListHeld: (owner) => sql.heldRuns.all(owner),
     leaseRenewIfHeld: (lease) =>
-      changed(sql.leaseRenewIfHeld.run({ seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt })),
+      changedOne(sql.leaseRenewIfHeld.run({ seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt })),
     jobRunningOwners: (queue) => sql.runningOwners.all(queue),
     leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) =>
       sql.abandonedLeases.all({ queue, self, now, deadOwners: JSON.stringify(deadOwners), limit }),
@@ -99,10 +97,10 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     jobGetUnleased: (find) => sql.unleasedRuns.all(find),
 
     stepGet: (seq, name) => sql.readStep.get(seq, name),
-    stepSetIfLeased: (step) => changed(sql.writeStep.run(step)),
+    stepSetIfLeased: (step) => changedOne(sql.writeStep.run(step)),
 
-    jobHasPrunable: (find) => map(sql.firstPrunable.get(find), (row) => row !== undefined),
-    jobDeleteEnded: (find) => map(sql.pruneEnded.run(find), (result) => result.changes),
+    jobHasPrunable: (find) => mapAnswer(sql.firstPrunable.get(find), (row) => row !== undefined),
+    jobDeleteEnded: (find) => mapAnswer(sql.pruneEnded.run(find), (result) => result.changes),
 
     jobGetSnapshot: (queue, id) => read().jobById.get(queue, id),
     jobGetSnapshots: (seqs) => read().jobsBySeq.all(JSON.stringify(seqs)),
@@ -123,7 +121,7 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
         return ahead
       }),
     jobPlacesInLine: (line, seqs) =>
-      map(read().lineHead.iterate({ ...line, limit: line.limit }), (line) => {
+      mapAnswer(read().lineHead.iterate({ ...line, limit: line.limit }), (line) => {
         const places = new Map<number, number>()
         const wanted = new Set(seqs)
         let place = 0
@@ -143,8 +141,8 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     jobListOfQueue: (queue) => admin().queueJobs.all(queue),
     jobList: (order, page) => listings(order).all(page),
     jobGetOutcome: (seq) => admin().jobOutcome.get(seq),
-    jobCancel: (seq, now) => changed(admin().cancelJob.run({ seq, now })),
-    jobRetry: (seq, now) => changed(admin().retryJob.run({ seq, now })),
+    jobCancel: (seq, now) => changedOne(admin().cancelJob.run({ seq, now })),
+    jobRetry: (seq, now) => changedOne(admin().retryJob.run({ seq, now })),
     stepList: (seq) => admin().jobSteps.all(seq),
     leaseGet: (seq) => admin().jobLease.get(seq),
     queueSetPaused: (queue, paused) => nothing(admin().setPaused.run({ queue, paused: paused ? 1 : 0 })),

@@ -3,9 +3,8 @@
  * use of a schedule, so that a worker of a queue without schedules prepares
  * only the one look-up its pass makes.
  */
-import type { Kind, NewSchedule, Result, ScheduleAdvance, ScheduleRequests, ScheduleRow } from '../index.js'
-import { andThen } from '../program.js'
-import { single, statement, type PreparedStatements, type RunResult, type SqliteClient } from './statement.js'
+import type { Kind, NewSchedule, ScheduleAdvance, ScheduleRequests, ScheduleRow } from '../index.js'
+import { changedOne, single, statement, type PreparedStatements, type SqliteClient } from './statement.js'
 import { LIMIT } from './terms.js'
 
 const SCHEDULE = `queue, name, cron, tz, value, backfill, next_at as nextAt, last_slot as lastSlot, updated_at as updatedAt`
@@ -41,15 +40,13 @@ export const SCHEDULE_SQL = {
 export function sqliteScheduleRequests<K extends Kind>(client: SqliteClient<K>): ScheduleRequests<K> {
   let prepared: PreparedStatements<K, typeof SCHEDULE_SQL> | undefined
   const sql = () => (prepared ??= client.prepareAll(SCHEDULE_SQL))
-  const changed = (answer: Result<K, RunResult>) =>
-    andThen(answer as RunResult | Promise<RunResult>, (result) => result.changes === 1) as Result<K, boolean>
   return {
-    scheduleUpsert: (schedule) => changed(sql().upsert.run(schedule)),
-    scheduleDelete: (queue, name) => changed(sql().remove.run(queue, name)),
+    scheduleUpsert: (schedule) => changedOne(sql().upsert.run(schedule)),
+    scheduleDelete: (queue, name) => changedOne(sql().remove.run(queue, name)),
     scheduleGet: (queue, name) => sql().get.get(queue, name),
     scheduleEarliest: (queue) => sql().earliest.get(queue),
     scheduleListDue: (find) => sql().listDue.all(find),
-    scheduleAdvance: (advance) => changed(sql().advance.run(advance)),
+    scheduleAdvance: (advance) => changedOne(sql().advance.run(advance)),
     scheduleList: (queue) => (queue === null ? sql().listAll.all() : sql().listOfQueue.all(queue)),
   }
 }

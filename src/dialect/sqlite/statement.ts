@@ -10,7 +10,7 @@
  * with promises; the SQLite executor (executor.ts) is written once for both.
  */
 import type { Kind, Result } from '../executor.js'
-import type { Program } from '../program.js'
+import { andThen, type Program } from '../program.js'
 
 export type { JobRow, QueueRow, StepRow, WorkerRow } from '../index.js'
 
@@ -50,18 +50,29 @@ export interface Prepared<K extends Kind, P extends unknown[], R, G = R | undefi
   run(...params: P): Result<K, RunResult>
 }
 
+/** Statements by name, of every parameter and row shape: what a client prepares at once. */
 // biome-ignore lint/suspicious/noExplicitAny: a table of statements of every parameter and row shape
-export type Statements = Record<string, Statement<any, any, any>>
+export type StatementTable = Record<string, Statement<any, any, any>>
 
 /** The statements of `D` prepared on one connection of a `K` client. */
-export type PreparedStatements<K extends Kind, D extends Statements> = {
+export type PreparedStatements<K extends Kind, D extends StatementTable> = {
   readonly [N in keyof D]: D[N] extends Statement<infer P, infer R, infer G> ? Prepared<K, P, R, G> : never
 }
 
 /** A SQLite driver's connection as the executor uses it: it prepares statements and runs programs of several. */
 export interface SqliteClient<K extends Kind> {
   /** Prepares every statement of `statements` on the connection, once. */
-  prepareAll<D extends Statements>(statements: D): PreparedStatements<K, D>
+  prepareAll<D extends StatementTable>(statements: D): PreparedStatements<K, D>
   /** Runs a program of several statements, as the client answers: at once, or awaiting each. */
   run<T>(program: Program<T>): Result<K, T>
+}
+
+/** What a statement's `answer` answers, made into another value as it comes: at once, or as a promise. */
+export function mapAnswer<K extends Kind, T, U>(answer: Result<K, T>, into: (value: T) => U): Result<K, U> {
+  return andThen(answer as T | Promise<T>, into) as Result<K, U>
+}
+
+/** Whether a write changed one row, as it comes. */
+export function changedOne<K extends Kind>(answer: Result<K, RunResult>): Result<K, boolean> {
+  return mapAnswer(answer, (result) => result.changes === 1)
 }
