@@ -63,8 +63,9 @@ export class ScheduleTimer {
     if (stopping() || this.off) return
     if (connection.inTransaction()) return this.arm(BUSY_PASS_RETRY_MS)
     let earliest: number | null
+    const now = clock()
     try {
-      const result = await runSchedulePass(connection, queue, clock())
+      const result = await runSchedulePass(connection, queue, now)
       this.report(result.broken)
       earliest = result.earliest
     } catch (error) {
@@ -77,7 +78,9 @@ export class ScheduleTimer {
       return this.arm(BUSY_PASS_RETRY_MS)
     }
     // A schedule still due after a pass is broken: the maintenance tick reads it again, no timer spins on it.
-    if (earliest === null || earliest <= clock()) return this.cancel()
+    // Broken is what was due at the pass's own time: a timer may fire a moment before the slot (the event loop's clock
+    // is not Date.now()), and the pass then finds it not yet due; the timer goes again at once, not on the next tick.
+    if (earliest === null || earliest <= now) return this.cancel()
     this.arm(earliest - clock())
   }
 
