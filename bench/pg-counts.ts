@@ -61,7 +61,21 @@ async function triggerCost(): Promise<void> {
           const batch = seqs.slice(b * 16, b * 16 + 16)
           await client.query('begin')
           let started = performance.now()
-          await query(client, SQL.markRunning, { seqs: JSON.stringify(batch), owner: 'me' })
+          await query(client, SQL.claim, {
+            queue: 'bench',
+            owner: 'me',
+            now: Date.now() + 60_000,
+            limit: batch.length,
+            window: batch.length,
+            passOver: '[]',
+            skipAbandoned: 0,
+            only: null,
+            perGroup: null,
+            groupRoom: null,
+            otherRoom: null,
+            leaseUntil: null,
+            channel: null,
+          })
           claim += performance.now() - started
           await client.query('commit')
           const runs = JSON.stringify(batch.map((seq) => [seq, 1, Date.now(), '1']))

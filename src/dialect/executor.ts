@@ -19,9 +19,9 @@ import type {
   AheadParams,
   ChangeKind,
   Claimable,
-  ClaimedJob,
   ClaimLimits,
-  ClaimWindow,
+  ClaimTake,
+  ClaimTaken,
   CountsRow,
   EndedWindow,
   ExpiredBy,
@@ -96,11 +96,14 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** What a worker reads before it takes the write lock. */
   queueClaimable(queue: string): Result<K, Claimable | undefined>
   /**
-   * What a claim reads first, in its transaction. `ended` is how many runs of the queue this transaction has ended
-   * so far: their count is written as the transaction ends, and a dialect whose `running` is that count (SQLite's
-   * counter) takes them off, so that a worker may claim the slots its own ends freed in the same transaction.
+   * What a claim reads first, in its transaction: the queue's policy (ClaimLimits), the runs under way, and the first
+   * due job that must run alone. `ended` is how many runs of the queue this transaction has ended so far: their count
+   * is written as the transaction ends, and a dialect whose `running` is that count (SQLite's counter) takes them
+   * off, so that a worker may claim the slots its own ends freed in the same transaction. A queue with a limit or a
+   * rate is read under a lock its claims take turns on (PostgreSQL: its row, FOR UPDATE), so that its limits hold
+   * across processes.
    */
-  queueClaimLimits(queue: string, ended: number): Result<K, ClaimLimits | undefined>
+  queueClaimLimits(queue: string, ended: number, now: number): Result<K, ClaimLimits>
   queueLimitsGet(queue: string): Result<K, StoredLimits | undefined>
   /** Stores a queue's limits (its rate among them), replacing any others: the worker started last wins. */
   queueLimitsSet(limits: StoreLimitsParams): Result<K, void>
@@ -111,20 +114,12 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** Writes back the workers waiting for a share of a queue's concurrency (engine/fair-share.ts), read with queueClaimLimits; null for none. */
   queueClaimWaitersSet(queue: string, waiters: string | null): Result<K, void>
 
-  /** Runnable jobs in claim order (priority, run_at, seq), leaving out those that must run alone when `skipAbandoned`. */
-  jobGetAvailable(window: ClaimWindow & { limit: number }, skipAbandoned: boolean): Result<K, ClaimedJob[]>
-  /** The first due job whose last run was abandoned. */
-  jobGetFirstAbandoned(window: ClaimWindow): Result<K, (ClaimedJob & Pick<JobRow, 'runAt'>) | undefined>
-  /** Candidates for a claim under a per-group cap, leaving out groups already at it. */
-  jobGetAvailableByGroup(
-    window: ClaimWindow & { perGroup: number; limit: number; skipAbandoned: 0 | 1 },
-  ): Result<K, Pick<JobRow, 'seq' | 'grp'>[]>
-  /** One job, if runnable, as a claim answers it. */
-  jobGetAvailableOne(seq: number): Result<K, ClaimedJob | undefined>
-  /** Runs under way per group of a queue. */
-  jobCountRunningByGroup(queue: string): Result<K, { grp: string; running: number }[]>
-  /** Marks running for `owner` the runnable jobs `seqs`, counting their attempt; answers how many it marked. */
-  jobSetRunningMany(seqs: readonly number[], owner: string): Result<K, number>
+  /**
+   * Claims runnable jobs for a worker within the bounds the engine worked out from the queue's policy (ClaimTake), as
+   * one operation: PostgreSQL one statement, its candidates locked FOR UPDATE SKIP LOCKED so that claims at once
+   * never take the same job; SQLite a select and an update in the transaction under way, which holds the write lock.
+   */
+  jobClaim(take: ClaimTake): Result<K, ClaimTaken>
 
   /**
    * Ends a run behind the fence (its job running this attempt for this owner, and for a rescue the owner's row expired

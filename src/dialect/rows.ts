@@ -97,13 +97,64 @@ export type UnleasedRun = Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
 /** What a worker reads of a queue before it takes the write lock: its counters, its stored limit, and when its next scheduled job is due. */
 export type Claimable = Pick<QueueRow, 'paused' | 'running' | 'waiting' | 'scheduled' | 'concurrency'> & { nextScheduled: number | null }
 
-/** What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force. */
+/**
+ * What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force, and the
+ * first due job that must run alone. A queue with no row of its own (jobs written by another program) reads as
+ * unpaused and unlimited.
+ */
 export type ClaimLimits = Pick<QueueRow, 'paused' | 'running' | 'concurrency'> & {
   perGroup: QueueRow['concurrencyPerGroup']
 } & Partial<ClaimRate> & {
     /** The workers waiting for a share of the concurrency (engine/fair-share.ts), as stored: read when the queue has a concurrency. */
     claimWaiters?: unknown
+    /** The first due job, in claim order, whose last run was abandoned (engine/alone.ts), and when it was due; null for none. */
+    aloneSeq: number | null
+    aloneRunAt: number | null
   }
+
+/**
+ * A claim for one worker, as one operation (Executor.jobClaim): the queue's policy (its concurrency, its share for
+ * this worker, its rate, the job that must run alone) worked out by the engine (engine/claim.ts) from what
+ * `queueClaimLimits` read in the same transaction, and handed over as bounds. The operation takes runnable jobs of
+ * `queue` due by `now` in claim order (priority, run_at, seq), marks them running for `owner`, counting their
+ * attempt, and renews the worker's row when `renewLease` is set and it took any.
+ */
+export interface ClaimTake {
+  queue: string
+  owner: string
+  now: number
+  /** How many jobs at most. */
+  limit: number
+  /**
+   * How many runnable jobs, in claim order, the claim looks at (the jobs it passes over among them): the caps per
+   * group may leave some of them, so a claim under one looks further than `limit`. Groups already at `perGroup` are
+   * left out before they count.
+   */
+  window: number
+  /** Jobs whose runs this transaction ended: a later transaction claims them. */
+  passOver: readonly number[]
+  /** Leaves out the jobs whose last run was abandoned: they run alone, in a worker that runs nothing else. */
+  skipAbandoned: boolean
+  /** Takes this job alone, or nothing: a job that must run alone, for a worker that runs nothing. */
+  only: number | null
+  /** The most runs of one group at once, its runs under way counted (null: no cap). */
+  perGroup: number | null
+  /**
+   * How many more runs of each group the rate's window lets start (engine/rate.ts): the groups `listed`, and any
+   * other group `other`. Null when the rate has no cap per group. A job with no group is never held by either cap.
+   */
+  groupRoom: { listed: Record<string, number>; other: number } | null
+  /** The worker's row to write when it takes any job, or null while it holds (engine/lease.ts). */
+  renewLease: WorkerLease | null
+}
+
+/** What a claim took. */
+export interface ClaimTaken {
+  /** The jobs, in claim order. */
+  claimed: ClaimedJob[]
+  /** The groups of the jobs it passed over for the rate's cap per group before it was full: the worker looks again when they open. */
+  heldBack: string[]
+}
 
 /**
  * The queue's rate in force and its log of recent starts (engine/rate.ts), as a claim reads them under the queue's
@@ -164,12 +215,6 @@ export type NewJobTuple = readonly [
   priority: number,
   runAt: number,
 ]
-
-/** The jobs a claim may take: runnable jobs of `queue` due by `now`. */
-export interface ClaimWindow {
-  queue: string
-  now: number
-}
 
 /** A worker's row, as its renewal writes it. */
 export interface WorkerLease {

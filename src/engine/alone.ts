@@ -25,25 +25,28 @@ export function runsAloneNext(how: Abandonment): boolean {
 /** What a claim does about the first due job that must run alone. */
 export interface AloneClaim {
   /** The job to claim, alone: the claiming worker runs nothing. */
-  take: ClaimedJob | null
+  take: number | null
   /** Whether the claim's other candidates leave out the jobs that must run alone. */
   passOver: boolean
   /** Whether the claim takes nothing else: the job has waited long enough for a busy worker to free up for it. */
   holdBack: boolean
 }
 
-/** Decides, for a claim by a worker that is `idle` or not, what to do about `first`, the first due job that must run alone. */
+/**
+ * Decides, for a claim by a worker that is `idle` or not, what to do about the first due job that must run alone
+ * (its seq and when it was due, as queueClaimLimits read them; null for none).
+ */
 export function aloneClaim(
-  first: (ClaimedJob & { runAt: number }) | undefined,
+  first: { seq: number | null; runAt: number | null },
   idle: boolean,
   endedHere: ReadonlySet<number>,
   now: number,
 ): AloneClaim {
-  if (!first) return { take: null, passOver: false, holdBack: false }
+  if (first.seq === null) return { take: null, passOver: false, holdBack: false }
   return {
-    take: idle && !endedHere.has(first.seq) ? first : null,
+    take: idle && !endedHere.has(first.seq) ? first.seq : null,
     passOver: true,
-    holdBack: now - first.runAt >= ABANDONED_PATIENCE_MS,
+    holdBack: now - (first.runAt ?? now) >= ABANDONED_PATIENCE_MS,
   }
 }
 

@@ -28,7 +28,7 @@ import { ask, type Executor, type Program } from '../dialect/index.js'
 import { shift, type CountShift } from '../engine/counts.js'
 import type { QueueDefinition } from './definition.js'
 import type { QueueLimits } from './queue-limits.js'
-import type { ClaimedJob, WorkerLease } from '../dialect/index.js'
+import type { ClaimedJob, ClaimTake, ClaimTaken, WorkerLease } from '../dialect/index.js'
 import { aloneClaim } from './alone.js'
 import { RateLog, rateOf, rateSlackMs } from './rate.js'
 import { ClaimWaiters } from './fair-share.js'
@@ -83,9 +83,17 @@ export interface ClaimReport {
 
 const NONE: ReadonlySet<number> = new Set()
 
-/** A cap per group that never binds: the candidates' statement takes one, and a rate's cap per group may come alone. */
-const NO_GROUP_CAP = 2 ** 31 - 1
+/**
+ * How many runnable jobs a claim under a cap per group looks at, for each it may take: the jobs of groups at their
+ * cap are passed over, and a claim that looked no further would take fewer than it could.
+ */
+const GROUP_LOOK_AHEAD = 4
+const GROUP_LOOK_EXTRA = 16
 
+/**
+ * Claims for `request`: the queue's policy read in the transaction (queueClaimLimits), worked out here into the
+ * bounds of one claim (Executor.jobClaim), whose starts the rate's log then counts.
+ */
 export function* claimJobs(
   db: Executor,
   queue: QueueDefinition,
@@ -95,22 +103,19 @@ export function* claimJobs(
 ): Program<ClaimedJob[]> {
   // The runs this transaction ended so far (moved.running is negative by them): their slots are free for this claim.
   const askedAt = performance.now()
-  const counts = yield* ask(db.queueClaimLimits(queue.name, Math.max(0, -moved.running)))
-  if (hold && counts && request.held !== undefined) hold.othersRunning = Math.max(0, counts.running - request.held)
-  if (counts?.paused) return []
-  const limits: QueueLimits = { total: counts?.concurrency ?? null, perGroup: counts?.perGroup ?? null }
-  const rate =
-    counts === undefined
-      ? null
-      : rateOf({ rateLimit: counts.rateLimit ?? null, ratePer: counts.ratePer ?? null, ratePerGroup: counts.ratePerGroup ?? null })
+  const counts = yield* ask(db.queueClaimLimits(queue.name, Math.max(0, -moved.running), request.now))
+  if (hold && request.held !== undefined) hold.othersRunning = Math.max(0, counts.running - request.held)
+  if (counts.paused) return []
+  const limits: QueueLimits = { total: counts.concurrency ?? null, perGroup: counts.perGroup ?? null }
+  const rate = rateOf({ rateLimit: counts.rateLimit ?? null, ratePer: counts.ratePer ?? null, ratePerGroup: counts.ratePerGroup ?? null })
   let limit = request.limit
   // A claimed job counts as running against a limit: under one, a worker claims only what it starts now.
   if (limits.total !== null || limits.perGroup !== null || rate !== null) limit -= request.ahead ?? 0
   if (limits.total !== null) {
     const wanted = limit
-    limit = Math.min(limit, limits.total - (counts?.running ?? 0))
+    limit = Math.min(limit, limits.total - counts.running)
     if (request.held !== undefined) {
-      const waiters = new ClaimWaiters(counts?.claimWaiters, counts?.rateNow ?? request.now)
+      const waiters = new ClaimWaiters(counts.claimWaiters, counts.rateNow ?? request.now)
       limit = Math.min(limit, waiters.room(request.owner, limits.total, request.held))
       const next = waiters.next(request.owner, limit < wanted, request.waitMs ?? CLAIM_WAIT_MS)
       if (next !== undefined) yield* ask(db.queueClaimWaitersSet(queue.name, next))
@@ -122,8 +127,8 @@ export function* claimJobs(
   const readAt = clock()
   // The log's clock, when the database keeps it, was read at some moment between the ask and now: the stamp below
   // may be that much earlier than the moment it stands for, and the run's deadline counts it.
-  const unsure = counts?.rateNow == null ? 0 : performance.now() - askedAt
-  const log = rate === null ? null : new RateLog(rate, counts?.rateStarts, counts?.rateNow ?? readAt)
+  const unsure = counts.rateNow == null ? 0 : performance.now() - askedAt
+  const log = rate === null ? null : new RateLog(rate, counts.rateStarts, counts.rateNow ?? readAt)
   if (log !== null) {
     limit = Math.min(limit, log.room())
     if (limit <= 0) {
@@ -132,36 +137,41 @@ export function* claimJobs(
     }
   }
   const passOver = request.passOver ?? NONE
-  const alone = aloneClaim(
-    yield* ask(db.jobGetFirstAbandoned({ queue: queue.name, now: request.now })),
-    request.idle,
-    passOver,
-    request.now,
-  )
-  const gate: GroupGate = { perGroup: limits.perGroup, log, heldBack: null }
-  let claimed: ClaimedJob[] = []
-  if (alone.take) claimed = yield* claimAlone(db, queue, gate, alone.take)
-  if (claimed.length === 0 && !alone.holdBack) {
-    if (limits.perGroup === null && (rate === null || rate.perGroup === null)) {
-      claimed = yield* claimInOrder(db, queue, limit, request.now, alone.passOver, passOver)
-      if (log !== null) for (const job of claimed) log.add(job.grp)
-    } else {
-      claimed = yield* claimUnderGroupCap(db, queue, gate, limit, request.now, alone.passOver, passOver)
+  const alone = aloneClaim({ seq: counts.aloneSeq, runAt: counts.aloneRunAt }, request.idle, passOver, request.now)
+  const groupRoom = log?.groupRooms() ?? null
+  const grouped = limits.perGroup !== null || groupRoom !== null
+  const take: ClaimTake = {
+    queue: queue.name,
+    owner: request.owner,
+    now: request.now,
+    limit,
+    window: grouped ? limit * GROUP_LOOK_AHEAD + GROUP_LOOK_EXTRA : limit,
+    passOver: [...passOver],
+    skipAbandoned: alone.passOver,
+    only: null,
+    perGroup: limits.perGroup,
+    groupRoom,
+    renewLease: request.renewLease,
+  }
+  // A job that must run alone goes to an idle worker first; if its group's caps hold it back, the others may go.
+  let taken: ClaimTaken = { claimed: [], heldBack: [] }
+  if (alone.take !== null) taken = yield* ask(db.jobClaim({ ...take, limit: 1, window: 1, only: alone.take, skipAbandoned: false }))
+  if (taken.claimed.length === 0 && !alone.holdBack) {
+    const heldBack = taken.heldBack
+    taken = yield* ask(db.jobClaim(take))
+    taken.heldBack.push(...heldBack)
+  }
+  const { claimed } = taken
+  if (log !== null) {
+    for (const job of claimed) log.add(job.grp)
+    if (hold) {
+      // A group the rate held back opens again later: the worker looks again then, not on its next poll.
+      const heldBack = taken.heldBack.length === 0 ? null : Math.min(...taken.heldBack.map((grp) => log.groupOpensAt(grp)))
+      const opensAt = log.room() === 0 ? log.opensAt() : heldBack
+      hold.waitMs = opensAt === null ? null : Math.max(0, opensAt - log.now)
     }
   }
-  if (log !== null && hold) {
-    const opensAt = log.room() === 0 ? log.opensAt() : gate.heldBack
-    hold.waitMs = opensAt === null ? null : Math.max(0, opensAt - log.now)
-  }
   if (claimed.length === 0) return claimed
-  const seqs = claimed.map((job) => job.seq)
-  const marked = yield* ask(db.jobSetRunningMany(seqs, request.owner))
-  // What was read in this write transaction is still runnable: nothing else can write meanwhile.
-  if (marked !== claimed.length)
-    throw new Error(`drizzle-jobs: only ${marked} of ${claimed.length} jobs read for a claim were runnable within the same transaction`)
-  // A run's lease is its worker's row: a claim renews it when it has not been renewed for a while, so that no job is
-  // claimed under a lease about to expire.
-  if (request.renewLease) yield* ask(db.workerRenew(request.renewLease))
   for (const job of claimed) shift(moved, job.claimedFrom, 'running')
   if (log !== null) {
     // Stamped now, on the log's clock: the server's as read under the lock, moved on by the time this process saw pass.
@@ -170,92 +180,4 @@ export function* claimJobs(
     yield* ask(db.queueRateStartsSet(queue.name, JSON.stringify(log)))
   }
   return claimed
-}
-
-/**
- * What lets a job of a group start: the runs under way of its group below the concurrency's cap per group, and
- * its group's starts in the rate's window below the rate's. `heldBack` is the earliest time a group passed over
- * for its rate may start, if one was.
- */
-interface GroupGate {
-  perGroup: number | null
-  log: RateLog | null
-  heldBack: number | null
-}
-
-/** Whether the rate lets a job of `grp` start; notes when it will if not. */
-function rateLets(gate: GroupGate, grp: string | null): boolean {
-  if (gate.log === null || gate.log.groupHasRoom(grp)) return true
-  const opensAt = gate.log.groupOpensAt(grp)
-  gate.heldBack = gate.heldBack === null ? opensAt : Math.min(gate.heldBack, opensAt)
-  return false
-}
-
-/** The runnable jobs to claim, in claim order, but for those passed over: it reads as many more as it may pass over. */
-function* claimInOrder(
-  db: Executor,
-  queue: QueueDefinition,
-  limit: number,
-  now: number,
-  skipAbandoned: boolean,
-  passOver: ReadonlySet<number>,
-): Program<ClaimedJob[]> {
-  const jobs = yield* ask(db.jobGetAvailable({ queue: queue.name, now, limit: limit + passOver.size }, skipAbandoned))
-  return passOver.size === 0 ? jobs : jobs.filter((job) => !passOver.has(job.seq)).slice(0, limit)
-}
-
-/** The abandoned job, unless its group is at its cap, or at its rate's. */
-function* claimAlone(db: Executor, queue: QueueDefinition, gate: GroupGate, job: ClaimedJob): Program<ClaimedJob[]> {
-  if (gate.perGroup !== null && job.grp !== null && ((yield* groupsRunning(db, queue)).get(job.grp) ?? 0) >= gate.perGroup) return []
-  if (!rateLets(gate, job.grp)) return []
-  if (gate.log !== null) gate.log.add(job.grp)
-  return [job]
-}
-
-/**
- * Walks candidates in claim order, skipping jobs whose group is at its cap (runs under way, or starts in the rate's
- * window), counting the ones taken here too.
- */
-function* claimUnderGroupCap(
-  db: Executor,
-  queue: QueueDefinition,
-  gate: GroupGate,
-  limit: number,
-  now: number,
-  skipAbandoned: boolean,
-  passOver: ReadonlySet<number>,
-): Program<ClaimedJob[]> {
-  const perGroup = gate.perGroup ?? NO_GROUP_CAP
-  const candidates = yield* ask(
-    db.jobGetAvailableByGroup({
-      queue: queue.name,
-      now,
-      perGroup,
-      limit: limit * 4 + 16 + passOver.size,
-      skipAbandoned: skipAbandoned ? 1 : 0,
-    }),
-  )
-  const running = gate.perGroup === null ? new Map<string, number>() : yield* groupsRunning(db, queue)
-  const claimed: ClaimedJob[] = []
-  for (const candidate of candidates) {
-    if (claimed.length === limit) break
-    if (passOver.has(candidate.seq)) continue
-    if (candidate.grp !== null) {
-      const inGroup = running.get(candidate.grp) ?? 0
-      if (inGroup >= perGroup) continue
-      if (!rateLets(gate, candidate.grp)) continue
-      running.set(candidate.grp, inGroup + 1)
-    }
-    const job = yield* ask(db.jobGetAvailableOne(candidate.seq))
-    if (!job) continue
-    claimed.push(job)
-    // Counted at once, so that the next candidate of its group meets the cap.
-    if (gate.log !== null) gate.log.add(job.grp)
-  }
-  return claimed
-}
-
-function* groupsRunning(db: Executor, queue: QueueDefinition): Program<Map<string, number>> {
-  const rows = yield* ask(db.jobCountRunningByGroup(queue.name))
-  return new Map(rows.map((row) => [row.grp, row.running]))
 }

@@ -99,6 +99,19 @@ export class RateLog {
     return this.inGroup(grp).length < this.rate.perGroup
   }
 
+  /**
+   * How many more runs of each group may start now by the rate's cap per group: the groups with starts in the
+   * window (`listed`), and any other group (`other`); null when the rate has no cap per group.
+   */
+  groupRooms(): { listed: Record<string, number>; other: number } | null {
+    const perGroup = this.rate.perGroup
+    if (perGroup === null) return null
+    const listed: Record<string, number> = {}
+    const named = new Set([...this.groups.keys(), ...this.added.filter((grp): grp is string => grp !== null)])
+    for (const grp of named) listed[grp] = Math.max(0, perGroup - this.inGroup(grp).length)
+    return { listed, other: perGroup }
+  }
+
   /** Counts a start made by this claim; it is stamped when the claim writes the log (`stamp`). */
   add(grp: string | null): void {
     this.added.push(grp)

@@ -7,7 +7,15 @@
  * What only PostgreSQL can show (plans, lock waits, SKIP LOCKED across pools) stays in test/pg/executor.test.ts.
  */
 import { describe, expect, test } from 'vitest'
-import { ask, type AdminJobRow, type ListingOrder, type ListParams, type NewJob } from '../../src/dialect/index.js'
+import {
+  ask,
+  type AdminJobRow,
+  type ClaimTake,
+  type ClaimTaken,
+  type ListingOrder,
+  type ListParams,
+  type NewJob,
+} from '../../src/dialect/index.js'
 import { claimJobs } from '../../src/engine/claim.js'
 import { counting } from '../../src/engine/counts.js'
 import { isOwnerGone } from '../../src/engine/owner.js'
@@ -29,6 +37,34 @@ describe.each(DRIVERS)('%s', (driver) => {
   /** Ends a job as another program would, with plain SQL, at `at`. */
   const endPlain = (id: string, state: string, at: number) =>
     d.rows(`update jobs_job set state = $1, finished_at = ${d.time('$2')} where id = $3`, state, at, id)
+  /** A claim of up to 10 jobs of `replies` for `owner`, due by NOW, with no cap, as Executor.jobClaim takes it. */
+  const take = (owner: string, fields: Partial<ClaimTake> = {}): ClaimTake => ({
+    queue: 'replies',
+    owner,
+    now: NOW,
+    limit: 10,
+    window: 10,
+    passOver: [],
+    skipAbandoned: false,
+    only: null,
+    perGroup: null,
+    groupRoom: null,
+    renewLease: null,
+    ...fields,
+  })
+  /** What jobClaim answers for `claim`, in a transaction then rolled back. */
+  const rolledBack = async (claim: ClaimTake): Promise<ClaimTaken> => {
+    let taken: ClaimTaken | undefined
+    const rollback = new Error('rolled back')
+    // A synchronous driver throws at once, an asynchronous one rejects: either way the transaction rolls back.
+    const write = async () =>
+      c().write(function* (tx) {
+        taken = yield* ask(tx.jobClaim(claim))
+        throw rollback
+      })
+    await expect(write()).rejects.toBe(rollback)
+    return taken!
+  }
 
   describe('adding jobs', () => {
     test(`JOB-03 ${on} jobInsert adds a job once per id, and jobExists finds it`, async () => {
@@ -247,39 +283,31 @@ describe.each(DRIVERS)('%s', (driver) => {
         newJob('replies', 'free2', { runAt: NOW - 1 }),
       ])
       expect((await claim(c(), grouped, request('owner-1', 10))).map((job) => job.id)).toEqual(['a1', 'b1', 'free1', 'free2'])
-      expect((await db().jobCountRunningByGroup('replies')).sort((x, y) => x.grp.localeCompare(y.grp))).toEqual([
-        { grp: 'a', running: 1 },
-        { grp: 'b', running: 1 },
-      ])
       expect(await claim(c(), grouped, request('owner-1', 10))).toEqual([])
-      expect(
-        await c().write((tx) => ask(tx.jobGetAvailableByGroup({ queue: 'replies', now: NOW, perGroup: 2, limit: 10, skipAbandoned: 0 }))),
-      ).toEqual([{ seq: seqs.get('a2'), grp: 'a' }])
-      expect(
-        await c().write((tx) => ask(tx.jobGetAvailableByGroup({ queue: 'replies', now: NOW, perGroup: 1, limit: 10, skipAbandoned: 0 }))),
-      ).toEqual([])
-      expect(await c().write((tx) => ask(tx.jobGetAvailableOne(seqs.get('a2')!)))).toMatchObject({ id: 'a2', attempts: 1, grp: 'a' })
-      expect(await c().write((tx) => ask(tx.jobGetAvailableOne(seqs.get('a1')!))), 'a running job').toBeUndefined()
-      expect(await c().write((tx) => ask(tx.jobSetRunningMany([seqs.get('a2')!, seqs.get('a1')!], 'owner-2')))).toBe(1)
+      // Straight through the operation: a cap of 1 leaves group a out, a cap of 2 lets its second job go.
+      expect(await c().write((tx) => ask(tx.jobClaim(take('owner-2', { perGroup: 1 }))))).toEqual({ claimed: [], heldBack: [] })
+      const taken = await c().write((tx) => ask(tx.jobClaim(take('owner-2', { perGroup: 2 }))))
+      expect(taken.claimed).toEqual([
+        expect.objectContaining({ seq: seqs.get('a2'), id: 'a2', attempts: 1, grp: 'a', claimedFrom: 'waiting' }),
+      ])
       expect(await d.owned()).toEqual(['a1:owner-1', 'a2:owner-2', 'b1:owner-1', 'free1:owner-1', 'free2:owner-1'])
     })
 
     test(`JOB-05 ${on} a job whose last run was abandoned runs alone: only an idle worker takes it, and takes nothing else`, async () => {
       const seqs = await addJobs(c(), [newJob('replies', 'crashed', { runAt: NOW - 10 }), newJob('replies', 'b'), newJob('replies', 'c')])
       await d.rows(`update jobs_job set abandoned = ${d.dialect === 'sqlite' ? 1 : 'true'} where id = 'crashed'`)
-      expect(await c().write((tx) => ask(tx.jobGetFirstAbandoned({ queue: 'replies', now: NOW - 11 })))).toBeUndefined()
-      expect(await c().write((tx) => ask(tx.jobGetFirstAbandoned({ queue: 'replies', now: NOW })))).toMatchObject({
-        seq: seqs.get('crashed'),
-        abandoned: 1,
-        attempts: 1,
-        runAt: NOW - 10,
+      // queueClaimLimits finds it once it is due.
+      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW - 11)))).toMatchObject({ aloneSeq: null, aloneRunAt: null })
+      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW)))).toMatchObject({
+        aloneSeq: seqs.get('crashed'),
+        aloneRunAt: NOW - 10,
       })
-      expect(
-        (await c().write((tx) => ask(tx.jobGetAvailable({ queue: 'replies', now: NOW, limit: 10 }, true)))).map((job) => job.id),
-      ).toEqual(['b', 'c'])
-      expect(
-        (await c().write((tx) => ask(tx.jobGetAvailable({ queue: 'replies', now: NOW, limit: 10 }, false)))).map((job) => job.id),
-      ).toEqual(['crashed', 'b', 'c'])
+      // Straight through the operation, in transactions rolled back: it is left out, taken with the others, or taken alone.
+      expect((await rolledBack(take('busy', { skipAbandoned: true }))).claimed.map((job) => job.id)).toEqual(['b', 'c'])
+      expect((await rolledBack(take('busy'))).claimed.map((job) => job.id)).toEqual(['crashed', 'b', 'c'])
+      expect((await rolledBack(take('idle', { only: seqs.get('crashed')!, limit: 1, window: 1 }))).claimed).toEqual([
+        expect.objectContaining({ id: 'crashed', abandoned: 1, attempts: 1 }),
+      ])
       // A busy worker passes over it; an idle one takes it alone.
       expect((await claim(c(), replies, request('busy', 1, { idle: false }))).map((job) => job.id)).toEqual(['b'])
       const alone = await claim(c(), replies, request('idle', 5))
@@ -287,11 +315,42 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect((await claim(c(), replies, request('idle', 5))).map((job) => job.id)).toEqual(['c'])
     })
 
+    test(`JOB-22 ${on} jobClaim takes what the rate's room per group lets start, says which groups it held back before it was full, and renews the worker's row`, async () => {
+      await addJobs(c(), [
+        newJob('replies', 'x1', { grp: 'x', runAt: NOW - 6 }),
+        newJob('replies', 'x2', { grp: 'x', runAt: NOW - 5 }),
+        newJob('replies', 'y1', { grp: 'y', runAt: NOW - 4 }),
+        newJob('replies', 'x3', { grp: 'x', runAt: NOW - 3 }),
+        newJob('replies', 'y2', { grp: 'y', runAt: NOW - 2 }),
+        newJob('replies', 'free', { runAt: NOW - 1 }),
+      ])
+      const groupRoom = { listed: { x: 1 }, other: 1 }
+      // Full after x1 and y1: only x was passed over before it was.
+      const two = await rolledBack(take('owner-1', { limit: 2, window: 10, groupRoom }))
+      expect([two.claimed.map((job) => job.id), two.heldBack]).toEqual([['x1', 'y1'], ['x']])
+      const all = await rolledBack(take('owner-1', { window: 10, groupRoom }))
+      expect([all.claimed.map((job) => job.id), all.heldBack.sort()]).toEqual([
+        ['x1', 'y1', 'free'],
+        ['x', 'y'],
+      ])
+      // A group with no room left takes nothing; a job with no group is never held.
+      const none = await rolledBack(take('owner-1', { window: 10, groupRoom: { listed: { x: 0 }, other: 0 } }))
+      expect([none.claimed.map((job) => job.id), none.heldBack.sort()]).toEqual([['free'], ['x', 'y']])
+      // The claim renews the worker's row when it takes a job, and only then.
+      const renewLease = workerLease('owner-1')
+      await c().write((tx) => ask(tx.jobClaim(take('owner-1', { window: 10, groupRoom: { listed: {}, other: 0 }, renewLease }))))
+      expect(await d.rows(`select owner from jobs_worker`)).toEqual([{ owner: 'owner-1' }])
+      const nothing = take('owner-2', { window: 10, groupRoom: { listed: {}, other: 0 }, renewLease: workerLease('owner-2') })
+      expect(await c().write((tx) => ask(tx.jobClaim(nothing)))).toEqual({ claimed: [], heldBack: ['x', 'y'] })
+      expect(await d.rows(`select owner from jobs_worker`)).toEqual([{ owner: 'owner-1' }])
+      expect(await d.owned()).toEqual(['free:owner-1'])
+    })
+
     test(`JOB-19 ${on} a paused queue claims nothing; queueClaimable and queueClaimLimits say so`, async () => {
       await addJobs(c(), [newJob('replies', 'a')])
       await c().write((tx) => ask(tx.queueSetPaused('replies', true)))
       expect(await db().queueClaimable('replies')).toMatchObject({ paused: 1 })
-      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0)))).toMatchObject({ paused: 1 })
+      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW)))).toMatchObject({ paused: 1 })
       expect(await claim(c(), replies, request('owner-1', 5))).toEqual([])
       await c().write((tx) => ask(tx.queueSetPaused('replies', false)))
       expect(await claim(c(), replies, request('owner-1', 5))).toHaveLength(1)
@@ -1051,7 +1110,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       )
       // The claiming process's definition says no limit; the stored limit holds.
       expect(await claim(c(), replies, request('owner-1', 5))).toHaveLength(1)
-      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0)))).toMatchObject({
+      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW)))).toMatchObject({
         paused: 0,
         running: 1,
         concurrency: 1,
@@ -1059,7 +1118,16 @@ describe.each(DRIVERS)('%s', (driver) => {
         rateLimit: null,
       })
       expect(await claim(c(), replies, request('owner-1', 5))).toEqual([])
-      expect(await c().write((tx) => ask(tx.queueClaimLimits('nothing', 0)))).toBeUndefined()
+      // A queue with no row of its own (jobs written by another program) reads as unpaused and unlimited.
+      expect(await c().write((tx) => ask(tx.queueClaimLimits('nothing', 0, NOW)))).toMatchObject({
+        paused: 0,
+        running: 0,
+        concurrency: null,
+        perGroup: null,
+        rateLimit: null,
+        aloneSeq: null,
+        aloneRunAt: null,
+      })
     })
 
     test(`JOB-07 ${on} queueClaimLimits counts the runs this transaction ended as free, so a worker may claim the slots its own ends freed`, async () => {
@@ -1075,7 +1143,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       const claimed = await c().write((tx) =>
         counting(tx, 'replies', function* (moved) {
           yield* recordEnds(tx, records, moved)
-          const limits = yield* ask(tx.queueClaimLimits('replies', Math.max(0, -moved.running)))
+          const limits = yield* ask(tx.queueClaimLimits('replies', Math.max(0, -moved.running), NOW))
           expect(limits).toMatchObject({ running: 0, concurrency: 2 })
           return yield* claimJobs(tx, limited, request('owner-1', 5), moved)
         }),
@@ -1094,10 +1162,10 @@ describe.each(DRIVERS)('%s', (driver) => {
       // owner-1 holds both slots; owner-2 wants some and gets none: it waits, and says so in the queue's row.
       expect(await claim(c(), limited, request('owner-1', 2, { held: 0 }))).toHaveLength(2)
       expect(await claim(c(), limited, request('owner-2', 2, { held: 0 }))).toEqual([])
-      const limits = await c().write((tx) => ask(tx.queueClaimLimits('replies', 0)))
+      const limits = await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW)))
       expect(JSON.stringify(json(limits!.claimWaiters))).toMatch(/owner-2/)
       await c().write((tx) => ask(tx.queueClaimWaitersSet('replies', null)))
-      expect((await c().write((tx) => ask(tx.queueClaimLimits('replies', 0))))!.claimWaiters ?? null).toBeNull()
+      expect((await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW))))!.claimWaiters ?? null).toBeNull()
     })
 
     test(`JOB-22 ${on} a stored rate is read by the claim with the log of starts it writes back; PostgreSQL's rateNow is the server's clock, SQLite's null`, async () => {
@@ -1125,14 +1193,14 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(Object.keys(starts.groups).sort()).toEqual(['g1', 'g2'])
       expect(starts.starts[0]).toBeGreaterThanOrEqual(clock - 5_000)
       expect(await claim(c(), rated, request('owner-1', 5))).toEqual([])
-      const limits = await c().write((tx) => ask(tx.queueClaimLimits('replies', 0)))
+      const limits = await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW)))
       expect(limits).toMatchObject({ rateLimit: 2, ratePer: 60_000, ratePerGroup: 1 })
       expect(json(limits!.rateStarts)).toEqual(starts)
       if (d.dialect === 'sqlite') expect(limits!.rateNow).toBeNull()
       else expect(Math.abs(limits!.rateNow! - Date.now())).toBeLessThan(5_000)
       // Straight through the request: a log written back is what the next claim reads.
       await c().write((tx) => ask(tx.queueRateStartsSet('replies', JSON.stringify({ starts: [], groups: {} }))))
-      expect(json((await c().write((tx) => ask(tx.queueClaimLimits('replies', 0))))!.rateStarts)).toEqual({ starts: [], groups: {} })
+      expect(json((await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW))))!.rateStarts)).toEqual({ starts: [], groups: {} })
       expect((await claim(c(), rated, request('owner-1', 5))).map((job) => job.id)).toEqual(['b'])
     })
   })

@@ -45,6 +45,21 @@ afterAll(async () => {
 type Planned = [PgStatement<any, unknown>, Record<string, PgValue>]
 
 const window = { queue: 'q1', now: NOW, limit: 16 }
+const claim = {
+  queue: 'q1',
+  owner: 'o',
+  now: NOW,
+  limit: 16,
+  window: 16,
+  passOver: '[4, 6]',
+  skipAbandoned: 1,
+  only: null,
+  perGroup: null,
+  groupRoom: null,
+  otherRoom: null,
+  leaseUntil: NOW,
+  channel: null,
+}
 const seqs = JSON.stringify([2, 4, 6, 8, 10, 12, 14, 16])
 const end = { state: 'done', runAt: null, finishedAt: NOW, result: '{}', error: null, errorStack: null, refund: 0, abandoned: 0 }
 const page = { queue: 'q1', state: 'waiting', grp: null, limit: 51, k1: 1, k2: NOW - 5_000_000, k3: 50_000 }
@@ -55,10 +70,8 @@ const page = { queue: 'q1', state: 'waiting', grp: null, limit: 51, k1: 1, k2: N
  * and ended indexes end with run_at and finished_at, without seq.
  */
 const ORDERED: Record<string, Planned> = {
-  claimCandidates: [SQL.claimCandidates, window],
-  claimCandidatesNotAbandoned: [SQL.claimCandidatesNotAbandoned, window],
-  firstAbandoned: [SQL.firstAbandoned, window],
-  claimCandidatesByGroup: [SQL.claimCandidatesByGroup, { ...window, perGroup: 1, skipAbandoned: 1 }],
+  claim: [SQL.claim, claim],
+  claimGrouped: [SQL.claim, { ...claim, window: 80, perGroup: 1, groupRoom: '{"group-1":0,"group-2":1}', otherRoom: 2 }],
   listWaiting: [ADMIN_SQL.listWaiting, page],
   listScheduled: [ADMIN_SQL.listScheduled, { ...page, state: 'scheduled', k1: NOW - 5_000_000, k2: 50_000 }],
   listEnded: [ADMIN_SQL.listEnded, { ...page, state: 'done', k1: Infinity, k2: '9223372036854775807' }],
@@ -72,9 +85,9 @@ const LOOK_UPS: Record<string, Planned> = {
   // Running jobs are found through jobs_job_running, few (at most the queue's concurrency), and sorted.
   listRunning: [ADMIN_SQL.listRunning, { ...page, state: 'running', k1: '9223372036854775807' }],
   jobExists: [SQL.jobExists, { queue: 'q1', id: 'job-2' }],
+  // A job that must run alone is claimed by its key.
+  claimOnly: [SQL.claim, { ...claim, limit: 1, window: 1, only: 2 }],
   queueClaimable: [SQL.queueClaimable, { queue: 'q1' }],
-  claimCandidate: [SQL.claimCandidate, { seq: 2 }],
-  markRunning: [SQL.markRunning, { seqs, owner: 'o' }],
   endRun: [SQL.endRun, { ...end, seq: 4, owner: 'owner-0', attempt: 1, expiredBy: NOW }],
   endRuns: [
     SQL.endRuns,
@@ -92,9 +105,8 @@ const LOOK_UPS: Record<string, Planned> = {
   deleteSteps: [SQL.deleteSteps, { seqs }],
   writeStep: [SQL.writeStep, { seq: 4, owner: 'owner-0', attempt: 1, name: 'step', answer: '1' }],
   // The counts of runs under way, for limits, and the runs of a worker: through jobs_job_running.
-  queueClaimLimits: [SQL.queueClaimLimits, { queue: 'q1' }],
+  queueClaimLimits: [SQL.queueClaimLimits, { queue: 'q1', now: NOW }],
   queueRunningCount: [SQL.queueRunningCount, { queue: 'q1' }],
-  groupsRunning: [SQL.groupsRunning, { queue: 'q1' }],
   workerRenew: [SQL.workerRenew, { owner: 'owner-0', expiresAt: NOW, channel: null }],
   heldRuns: [SQL.heldRuns, { owner: 'owner-0' }],
   workerExpired: [SQL.workerExpired, { now: NOW }],
@@ -176,8 +188,7 @@ const RUNNING: Record<string, Planned> = {
   queueClaimable: LOOK_UPS.queueClaimable!,
   queueClaimLimits: LOOK_UPS.queueClaimLimits!,
   queueRunningCount: LOOK_UPS.queueRunningCount!,
-  groupsRunning: LOOK_UPS.groupsRunning!,
-  claimCandidatesByGroup: ORDERED.claimCandidatesByGroup!,
+  claimGrouped: ORDERED.claimGrouped!,
   workerRenew: LOOK_UPS.workerRenew!,
   heldRuns: LOOK_UPS.heldRuns!,
   workerExpired: LOOK_UPS.workerExpired!,

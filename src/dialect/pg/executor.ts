@@ -95,26 +95,44 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
      * of starts read with it (JOB-22). The runs counted are those left after this transaction's ends: `ended` is
      * counted already.
      */
-    async queueClaimLimits(queue) {
-      const peek = await get(q, SQL.queueClaimLimits, { queue })
-      if (!peek || (peek.concurrency === null && peek.perGroup === null && peek.rateLimit === null)) return peek
+    async queueClaimLimits(queue, _ended, now) {
+      const peek = await one(q, SQL.queueClaimLimits, { queue, now })
+      if (peek.concurrency === null && peek.perGroup === null && peek.rateLimit === null) return peek
       const locked = await get(q, SQL.queueClaimLimitsLocked, { queue })
-      if (!locked) return undefined
+      // The row went between the two reads (deleted by hand): the queue has no limits now.
+      if (!locked) return { ...peek, concurrency: null, perGroup: null, rateLimit: null }
       const { running } = await one(q, SQL.queueRunningCount, { queue })
-      return { ...locked, running }
+      return { ...locked, running, aloneSeq: peek.aloneSeq, aloneRunAt: peek.aloneRunAt }
     },
     queueLimitsGet: (queue) => get(q, SQL.queueLimits, { queue }),
     queueLimitsSet: async (limits) => void (await all(q, SQL.storeQueueLimits, limits)),
     queueRateStartsSet: async (queue, starts) => void (await all(q, SQL.storeRateStarts, { queue, starts })),
     queueClaimWaitersSet: async (queue, waiters) => void (await all(q, SQL.storeClaimWaiters, { queue, waiters })),
 
-    /** Claim order, over jobs_job_claim; FOR UPDATE SKIP LOCKED, so that claims at once never take the same job. */
-    jobGetAvailable: (window, skipAbandoned) => all(q, skipAbandoned ? SQL.claimCandidatesNotAbandoned : SQL.claimCandidates, window),
-    jobGetFirstAbandoned: (window) => get(q, SQL.firstAbandoned, window),
-    jobGetAvailableByGroup: (window) => all(q, SQL.claimCandidatesByGroup, window),
-    jobGetAvailableOne: (seq) => get(q, SQL.claimCandidate, { seq }),
-    jobCountRunningByGroup: (queue) => all(q, SQL.groupsRunning, { queue }),
-    jobSetRunningMany: async (seqs, owner) => (await one(q, SQL.markRunning, { seqs: JSON.stringify(seqs), owner })).count,
+    async jobClaim(take) {
+      const rows = await all(q, SQL.claim, {
+        queue: take.queue,
+        owner: take.owner,
+        now: take.now,
+        limit: take.limit,
+        window: take.window,
+        passOver: JSON.stringify(take.passOver),
+        skipAbandoned: take.skipAbandoned ? 1 : 0,
+        only: take.only,
+        perGroup: take.perGroup,
+        groupRoom: take.groupRoom && JSON.stringify(take.groupRoom.listed),
+        otherRoom: take.groupRoom?.other ?? null,
+        leaseUntil: take.renewLease?.expiresAt ?? null,
+        channel: take.renewLease?.channel ?? null,
+      })
+      const claimed: ClaimedJob[] = []
+      const heldBack: string[] = []
+      for (const { part, ...row } of rows) {
+        if (part === 'claimed') claimed.push(row)
+        else if (row.grp !== null) heldBack.push(row.grp)
+      }
+      return { claimed, heldBack }
+    },
 
     jobSetStateIfLeased: (end) => some(q, SQL.endRun, end),
     jobSetStateIfLeasedMany: ({ runs, ...end }) => all(q, SQL.endRuns, { ...end, runs: JSON.stringify(runs) }),

@@ -31,10 +31,6 @@ import { pgStatement, type JobRow, type StepRow } from './statement.js'
 import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, fence, inSeqs, ms, ONE_RUN, RUNNABLE, runningFor } from './terms.js'
 import { kept, UNFOLDED } from './counts.js'
 
-/** What a claim answers of each job: `attempts` is the attempt the claim starts. */
-const CLAIMED = `seq::float8 as seq, id, grp, value::text as value, state as "claimedFrom", attempts + 1 as attempts,
-  max_attempts as "maxAttempts", abandoned::int as abandoned`
-
 /** Runnable jobs of @queue due by @now. */
 const DUE = `queue = @queue::text and ${RUNNABLE} and run_at <= ${at('@now')}`
 
@@ -66,6 +62,9 @@ type QueueParam = { queue: string }
 type Window = { queue: string; now: number }
 type Seqs = { seqs: string }
 type EndParams = Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy
+
+/** A row of the claim statement's answer: a job claimed, or a group the rate's cap per group held back. */
+export type ClaimRow = { part: 'claimed' | 'held' } & ClaimedJob
 
 /** A row of the flush statement's answer: an end that landed (its seq), a job claimed, that the general claim is needed, or the notice sent. */
 export type FlushRow = { part: 'ended' | 'claimed' | 'general' | 'notice' } & ClaimedJob
@@ -187,12 +186,18 @@ export const SQL = {
     from (select min(run_at) as next from jobs_job where queue = @queue::text and state = 'scheduled') s
     left join jobs_queue q on q.name = @queue::text`,
   ),
-  /** A claim's first read of the queue's row, without a lock: a queue with no limit is claimed in parallel. */
-  queueClaimLimits: pgStatement<QueueParam, ClaimLimits>(
+  /**
+   * A claim's first read of the queue's row, without a lock (a queue with no limit is claimed in parallel), with the
+   * first due job that must run alone (jobs_job_abandoned). A queue with no row reads as unpaused and unlimited.
+   */
+  queueClaimLimits: pgStatement<Window, ClaimLimits>(
     'queueClaimLimits',
-    `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
-      (select count(*)::int from ${RUNNING}) as running, rate_limit as "rateLimit"
-    from jobs_queue where name = @queue::text`,
+    `select coalesce(q.paused, false)::int as paused, q.concurrency, q.concurrency_per_group as "perGroup",
+      (select count(*)::int from ${RUNNING}) as running, q.rate_limit as "rateLimit",
+      a.seq::float8 as "aloneSeq", ${ms('a.run_at')} as "aloneRunAt"
+    from (select 1) one
+    left join jobs_queue q on q.name = @queue::text
+    left join lateral (select seq, run_at from jobs_job where abandoned and ${DUE} order by ${CLAIM_ORDER} limit 1) a on true`,
   ),
   /**
    * A limited queue's row, locked until the claim commits: the claims of a limited queue take turns, each
@@ -237,63 +242,74 @@ export const SQL = {
   ),
 
   /**
-   * Runnable jobs in claim order (priority, run_at, seq — JOB-17) over jobs_job_claim, locked: FOR UPDATE SKIP
-   * LOCKED passes over the jobs another claim has read and not yet committed, so claims running at once never
-   * take the same job, and never wait on each other.
+   * A claim for one worker as one statement (Executor.jobClaim): the first @window runnable jobs in claim order
+   * (priority, run_at, seq — JOB-17), but for @passOver, groups already at @perGroup and (with @skipAbandoned) the
+   * jobs that must run alone, or only the job @only, locked FOR UPDATE SKIP LOCKED, so that claims at once never take
+   * the same job and never wait on each other; of those, the first @limit whose group's runs under way and the rate's
+   * room for the group (@groupRoom, a JSON object; @otherRoom for a group not in it) let them start after the jobs of
+   * their group before them, marked running for @owner, counting their attempt (JOB-04); the worker's row renewed when
+   * @leaseUntil is set and it claimed. Answers the jobs claimed, in claim order, and a `held` row for each group whose
+   * jobs only the rate's room passed over before the claim was full.
    */
-  claimCandidates: pgStatement<Window & { limit: number }, ClaimedJob>(
-    'claimCandidates',
-    `select ${CLAIMED} from jobs_job where ${DUE}
-    order by ${CLAIM_ORDER} limit @limit::bigint
-    for update skip locked`,
+  claim: pgStatement<
+    {
+      queue: string
+      owner: string
+      now: number
+      limit: number
+      window: number
+      passOver: string
+      skipAbandoned: 0 | 1
+      only: number | null
+      perGroup: number | null
+      groupRoom: string | null
+      otherRoom: number | null
+      leaseUntil: number | null
+      channel: string | null
+    },
+    ClaimRow
+  >(
+    'claim',
+    `with win as materialized (
+    select seq, grp, state, priority, run_at from jobs_job
+    where ${DUE} and (@skipAbandoned::int = 0 or not abandoned) and (@only::bigint is null or seq = @only::bigint)
+      and not (seq = any(array(select value::bigint from jsonb_array_elements_text(@passOver::jsonb))))
+      and (@perGroup::int is null or grp is null or grp not in (
+        select grp from ${RUNNING} and grp is not null group by grp having count(*) >= @perGroup::int))
+    order by ${CLAIM_ORDER} limit @window::bigint
+    for update skip locked
   ),
-  /** Like claimCandidates, leaving out the jobs that must run alone. */
-  claimCandidatesNotAbandoned: pgStatement<Window & { limit: number }, ClaimedJob>(
-    'claimCandidatesNotAbandoned',
-    `select ${CLAIMED} from jobs_job where ${DUE} and not abandoned
-    order by ${CLAIM_ORDER} limit @limit::bigint
-    for update skip locked`,
+  ranked as materialized (
+    select w.seq, w.grp, w.state, row_number() over (order by w.priority, w.run_at, w.seq) as pos,
+      row_number() over (partition by w.grp order by w.priority, w.run_at, w.seq) as rn,
+      @perGroup::int - (select count(*)::int from jobs_job r where r.queue = @queue::text and r.state = 'running' and r.grp = w.grp)
+        as cap_room,
+      coalesce((@groupRoom::jsonb ->> w.grp)::int, @otherRoom::int) as rate_room
+    from win w
   ),
-  /** The first due job whose last run was abandoned (jobs_job_abandoned), locked as claimCandidates locks. */
-  firstAbandoned: pgStatement<Window, ClaimedJob & Pick<JobRow, 'runAt'>>(
-    'firstAbandoned',
-    `select ${CLAIMED}, ${ms('run_at')} as "runAt" from jobs_job
-    where abandoned and ${DUE}
-    order by ${CLAIM_ORDER} limit 1
-    for update skip locked`,
+  picked as materialized (
+    select seq, state, pos from ranked
+    where grp is null or ((cap_room is null or rn <= cap_room) and (rate_room is null or rn <= rate_room))
+    order by pos limit @limit::bigint
   ),
-  /** Candidates for a claim under a per-group cap, locked: groups already at the cap are left out. */
-  claimCandidatesByGroup: pgStatement<Window & { perGroup: number; limit: number; skipAbandoned: 0 | 1 }, Pick<JobRow, 'seq' | 'grp'>>(
-    'claimCandidatesByGroup',
-    `select seq::float8 as seq, grp from jobs_job
-    where ${DUE} and (@skipAbandoned::int = 0 or not abandoned)
-      and (grp is null or grp not in (select grp from ${RUNNING} and grp is not null
-                                      group by grp having count(*) >= @perGroup::int))
-    order by ${CLAIM_ORDER} limit @limit::bigint
-    for update skip locked`,
+  claimed as (
+    update jobs_job j set state = 'running', attempts = j.attempts + 1, owner = @owner::text
+    from picked p where j.seq = p.seq
+    returning j.seq, j.id, j.grp, j.value, p.state as claimed_from, j.attempts, j.max_attempts, j.abandoned, p.pos
   ),
-  /** One candidate of claimCandidatesByGroup, with what a claim answers (locked already by this claim). */
-  claimCandidate: pgStatement<{ seq: number }, ClaimedJob>(
-    'claimCandidate',
-    `select ${CLAIMED} from jobs_job where seq = @seq::bigint and ${RUNNABLE}
-    for update skip locked`,
-  ),
-  /** Runs under way per group of a queue, in one pass over its running jobs. */
-  groupsRunning: pgStatement<QueueParam, { grp: string; running: number }>(
-    'groupsRunning',
-    `select grp, count(*)::int as running from ${RUNNING} and grp is not null group by grp`,
-  ),
-  /**
-   * Claims for the worker @owner the jobs a claim's select locked, counting their attempt (JOB-04): the job's owner
-   * and attempts are the run's fence from then on. Answers how many it marked.
-   */
-  markRunning: pgStatement<Seqs & { owner: string }, { count: number }>(
-    'markRunning',
-    `with marked as (
-      update jobs_job set state = 'running', attempts = attempts + 1, owner = @owner::text
-      where ${inSeqs('seq', '@seqs')} and ${RUNNABLE} returning 1
-    )
-    select count(*)::int as count from marked`,
+  renewed as (
+    insert into jobs_worker (owner, expires_at, channel)
+    select @owner::text, ${at('@leaseUntil')}, @channel::text where @leaseUntil::float8 is not null and exists (select 1 from claimed)
+    on conflict (owner) do update set expires_at = excluded.expires_at, channel = excluded.channel
+  )
+  (select 'claimed' as part, seq::float8 as seq, id, grp, value::text as value, claimed_from as "claimedFrom", attempts,
+    max_attempts as "maxAttempts", abandoned::int as abandoned
+   from claimed order by pos)
+  union all
+  select distinct 'held', null::float8, null::text, grp, null::text, null::text, null::int, null::int, null::int
+  from ranked
+  where grp is not null and (cap_room is null or rn <= cap_room) and rate_room is not null and rn > rate_room
+    and pos < coalesce((select max(pos) from picked having count(*) = @limit::bigint), 9223372036854775807)`,
   ),
   /**
    * Ends a run: the job's next state, its worker cleared, behind the fence (terms.ts), with a rescue's expiry. Every

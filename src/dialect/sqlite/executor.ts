@@ -9,7 +9,7 @@
  * statement answers what the statement answers, at once or as a promise; one
  * of several is a program the client runs.
  */
-import type { Executor, Kind, ListingOrder, Result } from '../index.js'
+import type { ClaimedJob, Executor, Kind, ListingOrder, Result } from '../index.js'
 import { ask, done, type Program } from '../program.js'
 import { ADMIN_SQL } from './admin.js'
 import { READ_SQL } from './read.js'
@@ -59,19 +59,60 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     queueWaitingCount: (queue) => sql.queueWaitingCount.get(queue),
 
     queueClaimable: (queue) => sql.queueClaimable.get({ queue }),
-    queueClaimLimits: (queue, ended) => sql.queueClaimLimits.get({ queue, ended }),
+    queueClaimLimits: (queue, ended, now) => mapAnswer(sql.queueClaimLimits.get({ queue, ended, now }), (row) => row!),
     queueLimitsGet: (queue) => sql.queueLimits.get(queue),
     queueLimitsSet: (limits) => nothing(sql.storeQueueLimits.run(limits)),
     queueRateStartsSet: (queue, starts) => nothing(sql.storeRateStarts.run({ queue, starts })),
     queueClaimWaitersSet: (queue, waiters) => nothing(sql.storeClaimWaiters.run({ queue, waiters })),
 
-    jobGetAvailable: (window, skipAbandoned) => (skipAbandoned ? sql.claimCandidatesNotAbandoned : sql.claimCandidates).all(window),
-    jobGetFirstAbandoned: (window) => sql.firstAbandoned.get(window),
-    jobGetAvailableByGroup: (window) => sql.claimCandidatesByGroup.all(window),
-    jobGetAvailableOne: (seq) => sql.claimCandidate.get(seq),
-    jobCountRunningByGroup: (queue) => sql.groupsRunning.all(queue),
-    jobSetRunningMany: (seqs, owner) =>
-      mapAnswer(runForJobs(sql.markRunning, sql.markRunningAll, seqs, { owner }), (result) => result.changes),
+    /**
+     * A claim with no cap per group takes the first jobs of claimCandidates; one under a cap (or of a job that runs
+     * alone) reads its candidates ranked within their groups (claimRanked), then what a claim answers of those it
+     * takes. Either marks them running in one statement and renews the worker's row, in the transaction under way.
+     */
+    jobClaim: (take) =>
+      run(function* () {
+        let claimed: ClaimedJob[]
+        const heldBack = new Set<string>()
+        if (take.perGroup === null && take.groupRoom === null && take.only === null) {
+          const candidates = take.skipAbandoned ? sql.claimCandidatesNotAbandoned : sql.claimCandidates
+          const passOver = new Set(take.passOver)
+          const read = yield* ask(candidates.all({ queue: take.queue, now: take.now, limit: take.limit + passOver.size }))
+          claimed = passOver.size === 0 ? read : read.filter((job) => !passOver.has(job.seq)).slice(0, take.limit)
+        } else {
+          const ranked = yield* ask(
+            sql.claimRanked.all({
+              queue: take.queue,
+              now: take.now,
+              window: take.window,
+              passOver: JSON.stringify(take.passOver),
+              skipAbandoned: take.skipAbandoned ? 1 : 0,
+              only: take.only,
+              perGroup: take.perGroup,
+              groupRoom: take.groupRoom && JSON.stringify(take.groupRoom.listed),
+              otherRoom: take.groupRoom?.other ?? null,
+            }),
+          )
+          const seqs: number[] = []
+          for (const row of ranked) {
+            if (seqs.length === take.limit) break
+            if (row.fits) seqs.push(row.seq)
+            else if (row.rated && row.grp !== null) heldBack.add(row.grp)
+          }
+          claimed = seqs.length === 0 ? [] : yield* ask(sql.claimedOf.all({ seqs: JSON.stringify(seqs) }))
+        }
+        if (claimed.length === 0) return { claimed, heldBack: [...heldBack] }
+        yield* ask(
+          runForJobs(
+            sql.markRunning,
+            sql.markRunningAll,
+            claimed.map((job) => job.seq),
+            { owner: take.owner },
+          ),
+        )
+        if (take.renewLease) yield* ask(sql.workerRenew.run(take.renewLease))
+        return { claimed, heldBack: [...heldBack] }
+      }),
 
     jobSetStateIfLeased: (end) => changedOne(sql.endRun.run(end)),
     jobSetStateIfLeasedMany: (end) => sql.endRuns.all({ ...end, runs: JSON.stringify(end.runs) }),

@@ -13,7 +13,6 @@ import type {
   Claimable,
   ClaimedJob,
   ClaimLimits,
-  ClaimWindow,
   ExpiredBy,
   JobRow,
   LeaseParams,
@@ -124,16 +123,19 @@ export const SQL = {
       (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
     from jobs_queue where name = @queue`),
   /**
-   * What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19).
-   * The runs that the transaction ended (@ended) are taken off the counter, which counts them as the transaction ends.
+   * What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19),
+   * and the first due job that must run alone (jobs_job_abandoned). The runs that the transaction ended (@ended) are
+   * taken off the counter, which counts them as the transaction ends. A queue with no row reads as unlimited.
    */
-  queueClaimLimits: statement<
-    [{ queue: string; ended: number }],
-    ClaimLimits
-  >(`select paused, running - @ended as running, concurrency, concurrency_per_group as perGroup,
-      rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup, rate_starts as rateStarts, null as rateNow,
-      claim_waiters as claimWaiters
-    from jobs_queue where name = @queue`),
+  queueClaimLimits: statement<[{ queue: string; ended: number; now: number }], ClaimLimits>(`select coalesce(q.paused, 0) as paused,
+      coalesce(q.running, 0) - @ended as running, q.concurrency, q.concurrency_per_group as perGroup,
+      q.rate_limit as rateLimit, q.rate_per as ratePer, q.rate_per_group as ratePerGroup, q.rate_starts as rateStarts, null as rateNow,
+      q.claim_waiters as claimWaiters, a.seq as aloneSeq, a.run_at as aloneRunAt
+    from (select 1) one
+    left join jobs_queue q on q.name = @queue
+    left join (select seq, run_at from jobs_job indexed by jobs_job_abandoned
+               where queue = @queue and abandoned = 1 and ${RUNNABLE} and run_at <= @now
+               order by priority, run_at, seq limit 1) a`),
   /** The limits a queue holds, and when a worker stored them (null: never). */
   queueLimits: statement<[queue: string], StoredLimits>(`select concurrency, concurrency_per_group as perGroup, limits_set_at as setAt,
       rate_limit as rateLimit, rate_per as ratePer, rate_per_group as ratePerGroup
@@ -153,42 +155,67 @@ export const SQL = {
     `update jobs_queue set claim_waiters = @waiters where name = @queue`,
   ),
   /**
-   * Runnable jobs in claim order (priority, run_at, seq — JOB-17), with what a claim answers. A claim is
-   * this select, then markRunning and insertLeases for all the jobs read, inside the write transaction
-   * that keeps what was read true: two set-wise statements cost less than one UPDATE … RETURNING, and
-   * far less than two statements per job.
+   * Runnable jobs in claim order (priority, run_at, seq — JOB-17), with what a claim answers: a claim with no cap
+   * per group (Executor.jobClaim) is this select, then markRunning for the jobs read, inside the write transaction
+   * that keeps what was read true: two set-wise statements cost less than one UPDATE … RETURNING.
    */
   claimCandidates: statement<
-    [ClaimWindow & { limit: number }],
+    [{ queue: string; now: number; limit: number }],
     ClaimedJob
   >(`select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now
     order by priority, run_at, seq ${LIMIT}`),
   /** Like claimCandidates, leaving out the jobs that must run alone. */
   claimCandidatesNotAbandoned: statement<
-    [ClaimWindow & { limit: number }],
+    [{ queue: string; now: number; limit: number }],
     ClaimedJob
   >(`select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now and abandoned = 0
     order by priority, run_at, seq ${LIMIT}`),
-  /** The first due job whose last run was abandoned: it runs alone in its worker. */
-  firstAbandoned: statement<[ClaimWindow], ClaimedJob & Pick<JobRow, 'runAt'>>(`select ${CLAIMED}, run_at as runAt from jobs_job
-    where queue = @queue and abandoned = 1 and ${RUNNABLE} and run_at <= @now
-    order by priority, run_at, seq limit 1`),
-  /** Candidates for a claim under a per-group cap: groups already at the cap are left out. */
-  claimCandidatesByGroup: statement<
-    [ClaimWindow & { perGroup: number; limit: number; skipAbandoned: 0 | 1 }],
-    Pick<JobRow, 'seq' | 'grp'>
-  >(`select seq, grp from jobs_job
-    where queue = @queue and ${RUNNABLE} and run_at <= @now
-      and (@skipAbandoned = 0 or abandoned = 0)
-      and (grp is null or grp not in (select grp from jobs_job indexed by jobs_job_running where queue = @queue and state = 'running' and grp is not null
-                                      group by grp having count(*) >= @perGroup))
-    order by priority, run_at, seq ${LIMIT}`),
-  /** One candidate of claimCandidatesByGroup, with what a claim answers. */
-  claimCandidate: statement<[seq: number], ClaimedJob>(`select ${CLAIMED} from jobs_job where seq = ? and ${RUNNABLE}`),
-  /** Runs under way per group of a queue, in one pass over its running jobs (jobs_job_running). */
-  groupsRunning: statement<[queue: string], { grp: string; running: number }>(
-    `select grp, count(*) as running from jobs_job indexed by jobs_job_running where queue = ? and state = 'running' and grp is not null group by grp`,
-  ),
+  /**
+   * A claim's candidates under caps per group (Executor.jobClaim): the first @window runnable jobs in claim order,
+   * but for @passOver, groups already at @perGroup, and (with @skipAbandoned) the jobs that must run alone, or only
+   * the job @only; each numbered in claim order (`pos`) and within its group (`rn`), and marked `fits` when its group's
+   * runs under way and the rate's room for the group (@groupRoom, a JSON object; @otherRoom for a group not in it)
+   * let it start after the jobs of its group before it, and `rated` when only the rate's room held it back.
+   */
+  claimRanked: statement<
+    [
+      {
+        queue: string
+        now: number
+        window: number
+        passOver: string
+        skipAbandoned: 0 | 1
+        only: number | null
+        perGroup: number | null
+        groupRoom: string | null
+        otherRoom: number | null
+      },
+    ],
+    { seq: number; grp: string | null; fits: 0 | 1; rated: 0 | 1 }
+  >(`with win as (
+      select seq, grp, priority, run_at from jobs_job
+      where queue = @queue and ${RUNNABLE} and run_at <= @now
+        and (@skipAbandoned = 0 or abandoned = 0) and (@only is null or seq = @only)
+        and seq not in (select value from json_each(@passOver))
+        and (@perGroup is null or grp is null or grp not in (
+          select grp from jobs_job indexed by jobs_job_running where queue = @queue and state = 'running' and grp is not null
+          group by grp having count(*) >= @perGroup))
+      order by priority, run_at, seq limit @window + 0
+    ), ranked as (
+      select seq, grp, row_number() over (order by priority, run_at, seq) as pos,
+        row_number() over (partition by grp order by priority, run_at, seq) as rn,
+        @perGroup - (select count(*) from jobs_job as r indexed by jobs_job_running
+                     where r.queue = @queue and r.state = 'running' and r.grp = win.grp) as capRoom,
+        coalesce((select value from json_each(@groupRoom) where key = win.grp), @otherRoom) as rateRoom
+      from win
+    )
+    select seq, grp,
+      (grp is null or ((capRoom is null or rn <= capRoom) and (rateRoom is null or rn <= rateRoom))) as fits,
+      (grp is not null and (capRoom is null or rn <= capRoom) and rateRoom is not null and rn > rateRoom) as rated
+    from ranked order by pos`),
+  /** What a claim answers of the jobs @seqs (a JSON array), in claim order, read before they are marked running. */
+  claimedOf: statement<[{ seqs: string }], ClaimedJob>(`select ${CLAIMED} from jobs_job where seq ${IN_SEQS} and ${RUNNABLE}
+    order by priority, run_at, seq`),
   /**
    * Claims jobs read by a claim's select in this transaction for the worker @owner, counting their attempt
    * (JOB-04): the job's owner and attempts are the run's lease, so a claim is one update. It comes in two
