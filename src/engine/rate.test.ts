@@ -55,6 +55,26 @@ describe('rate arithmetic', () => {
     expect(log.toJSON().starts).toEqual([T - 500, T, T])
   })
 
+  test('a claim is handed the room each group has left: the groups in the window, and the cap for any other, even one named like a property of Object', () => {
+    expect(new RateLog(TEN_PER_SECOND, null, T).groupRooms()).toBeNull()
+    const stored = JSON.parse(
+      `{"starts":[${T - 500},${T - 400}],"groups":{"a":[${T - 500}],"__proto__":[${T - 400}],"old":[${T - 5_000}]}}`,
+    )
+    const log = new RateLog(GROUPED, stored, T)
+    const rooms = log.groupRooms()!
+    expect(rooms.other).toBe(GROUPED.perGroup)
+    expect(Object.entries(rooms.listed).sort()).toEqual([
+      ['__proto__', GROUPED.perGroup! - 1],
+      ['a', GROUPED.perGroup! - 1],
+    ])
+    expect(JSON.parse(JSON.stringify(rooms.listed))).toEqual(
+      JSON.parse(`{"a":${GROUPED.perGroup! - 1},"__proto__":${GROUPED.perGroup! - 1}}`),
+    )
+    // The log written back keeps that group's starts too.
+    log.add('__proto__')
+    expect(JSON.stringify(log.toJSON().groups)).toBe(`{"a":[${T - 500}],"__proto__":[${T - 400},${T}]}`)
+  })
+
   test('a lowered limit counts every start in the window, and keeps only the latest `limit`', () => {
     const starts = Array.from({ length: 10 }, (_, i) => T - 100 + i)
     const log = new RateLog({ limit: 3, perMs: 1_000, perGroup: null }, { starts, groups: {} }, T)

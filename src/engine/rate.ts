@@ -106,7 +106,8 @@ export class RateLog {
   groupRooms(): { listed: Record<string, number>; other: number } | null {
     const perGroup = this.rate.perGroup
     if (perGroup === null) return null
-    const listed: Record<string, number> = {}
+    // No prototype: a group may be named like one of Object's own properties.
+    const listed: Record<string, number> = Object.create(null)
     const named = new Set([...this.groups.keys(), ...this.added.filter((grp): grp is string => grp !== null)])
     for (const grp of named) listed[grp] = Math.max(0, perGroup - this.inGroup(grp).length)
     return { listed, other: perGroup }
@@ -140,7 +141,7 @@ export class RateLog {
   /** The log as stored: the most recent `limit` starts, and the most recent `perGroup` of each group, ascending. */
   toJSON(): { starts: number[]; groups: Record<string, number[]> } {
     const starts = inOrder([...this.starts, ...this.added.map(() => this.stampedAt)])
-    const groups: Record<string, number[]> = {}
+    const groups: Record<string, number[]> = Object.create(null)
     if (this.rate.perGroup !== null) {
       const named = new Set([...this.groups.keys(), ...this.added.filter((grp): grp is string => grp !== null)])
       for (const grp of named) groups[grp] = this.inGroup(grp).slice(-this.rate.perGroup)
@@ -183,7 +184,8 @@ function parseLog(stored: unknown): { starts: number[]; groups: Record<string, n
       value = null
     }
   }
-  const log = { starts: [] as number[], groups: {} as Record<string, number[]> }
+  // No prototype: a group may be named like one of Object's own properties (`__proto__`), and must keep its starts.
+  const log = { starts: [] as number[], groups: Object.create(null) as Record<string, number[]> }
   if (typeof value !== 'object' || value === null) return log
   const { starts, groups } = value as { starts?: unknown; groups?: unknown }
   log.starts = times(starts)

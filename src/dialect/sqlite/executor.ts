@@ -9,13 +9,18 @@
  * statement answers what the statement answers, at once or as a promise; one
  * of several is a program the client runs.
  */
-import type { ClaimedJob, Executor, Kind, ListingOrder, Result } from '../index.js'
+import type { ClaimedJob, ClaimTake, Executor, Kind, ListingOrder, Result } from '../index.js'
 import { ask, done, type Program } from '../program.js'
 import { ADMIN_SQL } from './admin.js'
 import { READ_SQL } from './read.js'
 import { changedOne, mapAnswer, type PreparedStatements, type SqliteClient } from './statement.js'
 import { insertJobsInGroups, runForJobs, type Statements } from './statements.js'
 import { sqliteScheduleRequests } from './schedules.js'
+
+/** How many more runs of `grp` the rate's window lets start (ClaimTake.groupRoom). */
+function roomOf(room: NonNullable<ClaimTake['groupRoom']>, grp: string): number {
+  return Object.hasOwn(room.listed, grp) ? room.listed[grp]! : room.other
+}
 
 /** The executor of one connection's prepared statements. @internal */
 export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Statements<K>): Executor<K> {
@@ -66,38 +71,54 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     queueClaimWaitersSet: (queue, waiters) => nothing(sql.storeClaimWaiters.run({ queue, waiters })),
 
     /**
-     * A claim with no cap per group takes the first jobs of claimCandidates; one under a cap (or of a job that runs
-     * alone) reads its candidates ranked within their groups (claimRanked), then what a claim answers of those it
-     * takes. Either marks them running in one statement and renews the worker's row, in the transaction under way.
+     * A claim with no cap per group takes the first jobs of claimCandidates. One under a cap (or of a job that runs
+     * alone) walks its candidates (claimCandidatesByGroup, or the one job) here, counting each group's jobs against
+     * its caps (groupRoom, and the runs under way against perGroup): in-process, a walk in JavaScript costs less than
+     * SQLite's window functions over the same rows. Either marks the jobs running in one statement and renews the
+     * worker's row, in the transaction under way.
      */
     jobClaim: (take) =>
       run(function* () {
+        const passOver = new Set(take.passOver)
         let claimed: ClaimedJob[]
         const heldBack = new Set<string>()
         if (take.perGroup === null && take.groupRoom === null && take.only === null) {
           const candidates = take.skipAbandoned ? sql.claimCandidatesNotAbandoned : sql.claimCandidates
-          const passOver = new Set(take.passOver)
           const read = yield* ask(candidates.all({ queue: take.queue, now: take.now, limit: take.limit + passOver.size }))
           claimed = passOver.size === 0 ? read : read.filter((job) => !passOver.has(job.seq)).slice(0, take.limit)
         } else {
-          const ranked = yield* ask(
-            sql.claimRanked.all({
-              queue: take.queue,
-              now: take.now,
-              window: take.window,
-              passOver: JSON.stringify(take.passOver),
-              skipAbandoned: take.skipAbandoned ? 1 : 0,
-              only: take.only,
-              perGroup: take.perGroup,
-              groupRoom: take.groupRoom && JSON.stringify(take.groupRoom.listed),
-              otherRoom: take.groupRoom?.other ?? null,
-            }),
-          )
+          const candidates =
+            take.only !== null
+              ? yield* ask(sql.claimedOf.all({ seqs: JSON.stringify([take.only]) }))
+              : yield* ask(
+                  sql.claimCandidatesByGroup.all({
+                    queue: take.queue,
+                    now: take.now,
+                    window: take.window + passOver.size,
+                    skipAbandoned: take.skipAbandoned ? 1 : 0,
+                    perGroup: take.perGroup,
+                  }),
+                )
+          const running =
+            take.perGroup === null
+              ? new Map<string, number>()
+              : new Map((yield* ask(sql.groupsRunning.all(take.queue))).map((row) => [row.grp, row.running]))
           const seqs: number[] = []
-          for (const row of ranked) {
+          // The jobs of each group this claim takes, counted against its caps as it walks.
+          const took = new Map<string, number>()
+          for (const { seq, grp } of candidates) {
             if (seqs.length === take.limit) break
-            if (row.fits) seqs.push(row.seq)
-            else if (row.rated && row.grp !== null) heldBack.add(row.grp)
+            if (passOver.has(seq)) continue
+            if (grp !== null) {
+              const inGroup = took.get(grp) ?? 0
+              if (take.perGroup !== null && (running.get(grp) ?? 0) + inGroup >= take.perGroup) continue
+              if (take.groupRoom !== null && inGroup >= roomOf(take.groupRoom, grp)) {
+                heldBack.add(grp)
+                continue
+              }
+              took.set(grp, inGroup + 1)
+            }
+            seqs.push(seq)
           }
           claimed = seqs.length === 0 ? [] : yield* ask(sql.claimedOf.all({ seqs: JSON.stringify(seqs) }))
         }

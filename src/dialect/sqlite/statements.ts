@@ -171,48 +171,24 @@ export const SQL = {
   >(`select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now and abandoned = 0
     order by priority, run_at, seq ${LIMIT}`),
   /**
-   * A claim's candidates under caps per group (Executor.jobClaim): the first @window runnable jobs in claim order,
-   * but for @passOver, groups already at @perGroup, and (with @skipAbandoned) the jobs that must run alone, or only
-   * the job @only; each numbered in claim order (`pos`) and within its group (`rn`), and marked `fits` when its group's
-   * runs under way and the rate's room for the group (@groupRoom, a JSON object; @otherRoom for a group not in it)
-   * let it start after the jobs of its group before it, and `rated` when only the rate's room held it back.
+   * A claim's candidates under caps per group (Executor.jobClaim), in claim order: the first @window runnable jobs but
+   * for groups already at @perGroup (null: no cap) and, with @skipAbandoned, the jobs that must run alone. The claim
+   * counts each group's jobs against its caps as it walks them, in its own process.
    */
-  claimRanked: statement<
-    [
-      {
-        queue: string
-        now: number
-        window: number
-        passOver: string
-        skipAbandoned: 0 | 1
-        only: number | null
-        perGroup: number | null
-        groupRoom: string | null
-        otherRoom: number | null
-      },
-    ],
-    { seq: number; grp: string | null; fits: 0 | 1; rated: 0 | 1 }
-  >(`with win as (
-      select seq, grp, priority, run_at from jobs_job
-      where queue = @queue and ${RUNNABLE} and run_at <= @now
-        and (@skipAbandoned = 0 or abandoned = 0) and (@only is null or seq = @only)
-        and seq not in (select value from json_each(@passOver))
-        and (@perGroup is null or grp is null or grp not in (
-          select grp from jobs_job indexed by jobs_job_running where queue = @queue and state = 'running' and grp is not null
-          group by grp having count(*) >= @perGroup))
-      order by priority, run_at, seq limit @window + 0
-    ), ranked as (
-      select seq, grp, row_number() over (order by priority, run_at, seq) as pos,
-        row_number() over (partition by grp order by priority, run_at, seq) as rn,
-        @perGroup - (select count(*) from jobs_job as r indexed by jobs_job_running
-                     where r.queue = @queue and r.state = 'running' and r.grp = win.grp) as capRoom,
-        coalesce((select value from json_each(@groupRoom) where key = win.grp), @otherRoom) as rateRoom
-      from win
-    )
-    select seq, grp,
-      (grp is null or ((capRoom is null or rn <= capRoom) and (rateRoom is null or rn <= rateRoom))) as fits,
-      (grp is not null and (capRoom is null or rn <= capRoom) and rateRoom is not null and rn > rateRoom) as rated
-    from ranked order by pos`),
+  claimCandidatesByGroup: statement<
+    [{ queue: string; now: number; window: number; skipAbandoned: 0 | 1; perGroup: number | null }],
+    { seq: number; grp: string | null }
+  >(`select seq, grp from jobs_job
+    where queue = @queue and ${RUNNABLE} and run_at <= @now
+      and (@skipAbandoned = 0 or abandoned = 0)
+      and (@perGroup is null or grp is null or grp not in (
+        select grp from jobs_job indexed by jobs_job_running where queue = @queue and state = 'running' and grp is not null
+        group by grp having count(*) >= @perGroup))
+    order by priority, run_at, seq limit @window + 0`),
+  /** Runs under way per group of a queue, in one pass over its running jobs (jobs_job_running). */
+  groupsRunning: statement<[queue: string], { grp: string; running: number }>(
+    `select grp, count(*) as running from jobs_job indexed by jobs_job_running where queue = ? and state = 'running' and grp is not null group by grp`,
+  ),
   /** What a claim answers of the jobs @seqs (a JSON array), in claim order, read before they are marked running. */
   claimedOf: statement<[{ seqs: string }], ClaimedJob>(`select ${CLAIMED} from jobs_job where seq ${IN_SEQS} and ${RUNNABLE}
     order by priority, run_at, seq`),
