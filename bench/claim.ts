@@ -11,18 +11,13 @@
  * groups, taken in turn; after each claim, outside the timing, its jobs are ended with plain SQL and a rated
  * queue's log is emptied, so every claim meets the same queue. Medians of ROUNDS claims, in µs.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
-import Database from 'better-sqlite3'
-import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3'
-import { migrate as migrateSqlite } from 'drizzle-orm/better-sqlite3/migrator'
 import { defineQueue, enqueueMany, type PgDatabase, type Queue, type QueueOptions, type SyncDatabase } from '../src/index.js'
 import { connectionOf } from '../src/dialect/open.js'
 import { claimJobs } from '../src/engine/claim.js'
 import { counting } from '../src/engine/counts.js'
 import { storeLimits } from '../src/engine/queue-limits.js'
 import { withPgDatabase } from './lib/pg-database.js'
+import { withSqliteDatabase } from './lib/sqlite-database.js'
 
 const what = process.argv[2] ?? 'all'
 const ROUNDS = 300
@@ -71,18 +66,9 @@ async function measure(db: SyncDatabase | PgDatabase, run: Run): Promise<Map<str
 }
 
 async function onSqlite(): Promise<Map<string, number>> {
-  const dir = mkdtempSync(join(tmpdir(), 'drizzle-jobs-claim-'))
-  const client = new Database(join(dir, 'bench.db'))
-  client.pragma('journal_mode = WAL')
-  client.pragma('synchronous = NORMAL')
-  const db = drizzleSqlite(client)
-  migrateSqlite(db, { migrationsFolder: resolve(import.meta.dirname, '../drizzle') })
-  try {
-    return await measure(db, async (sql, ...params) => void client.prepare(sql.replace(/\$\d+/g, '?')).run(...params))
-  } finally {
-    client.close()
-    rmSync(dir, { recursive: true, force: true })
-  }
+  return withSqliteDatabase((client, db) =>
+    measure(db, async (sql, ...params) => void client.prepare(sql.replace(/\$\d+/g, '?')).run(...params)),
+  )
 }
 
 async function onPostgres(): Promise<Map<string, number>> {
