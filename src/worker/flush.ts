@@ -78,6 +78,13 @@ const MAX_WRITERS_COUNTED = 8
 /** How often a contended worker counts the workers running its queue's jobs, ms. */
 const WRITERS_READ_MS = 250
 
+/**
+ * How long after a whole flush found that the queue's policy needs the general claim the worker writes its flushes
+ * through the general claim alone, ms: a queue's limits change only when a worker starts, and the next whole flush
+ * after this finds out whether they are gone.
+ */
+const GENERAL_CLAIM_SPELL_MS = 1_000
+
 /** A waiting worker takes the lock to renew its entry among the waiters when this much of its time is left: the claim renews it from half. */
 const WAIT_RENEW_AT = 0.4
 
@@ -137,6 +144,12 @@ export class Flusher {
   private waitingUntil = 0
   /** Takes the lock to renew the entry before it lapses, while the queue stays full. */
   private waitTimer: NodeJS.Timeout | null = null
+  /**
+   * Until when (performance.now() ms) the worker's flushes skip the driver's whole flush: the last one found that the
+   * queue's policy needs the general claim (a limit, a rate, a job that runs alone), which then ran in a transaction
+   * of its own after it. Meanwhile the ends ride in the general claim's transaction: one commit a flush, not two.
+   */
+  private generalUntil = 0
 
   constructor(private readonly worker: FlushContext) {
     this.waitMs = Math.max(CLAIM_WAIT_MS, CLAIM_WAIT_POLLS * worker.pollIntervalMs)
@@ -221,6 +234,8 @@ export class Flusher {
   private wholeFlush(storing: boolean, ends: readonly RunEndRecord[]): ((flush: FlushRequest) => Promise<FlushAnswer>) | undefined {
     const { connection } = this.worker
     if (!connection.executor.jobFlush || storing) return undefined
+    // The queue's policy needed the general claim a moment ago: its ends go with that claim, in one transaction.
+    if (performance.now() < this.generalUntil) return undefined
     if (ends.some((end) => end.owner !== this.worker.owner || (end.expiredBy ?? null) !== null)) return undefined
     return async (flush) => connection.tryWrite((db) => ask(db.jobFlush!(flush)))
   }
@@ -313,6 +328,7 @@ export class Flusher {
         landed = answer.landed
         endsWritten = true
         claimedWhole = answer.claimed
+        if (answer.claimed === null) this.generalUntil = performance.now() + GENERAL_CLAIM_SPELL_MS
       }
       const generalEnds = endsWritten ? [] : ends
       claimed =

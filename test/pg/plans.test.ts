@@ -106,7 +106,7 @@ const LOOK_UPS: Record<string, Planned> = {
   writeStep: [SQL.writeStep, { seq: 4, owner: 'owner-0', attempt: 1, name: 'step', answer: '1' }],
   // The counts of runs under way, for limits, and the runs of a worker: through jobs_job_running.
   queueClaimLimits: [SQL.queueClaimLimits, { queue: 'q1', now: NOW }],
-  queueRunningCount: [SQL.queueRunningCount, { queue: 'q1' }],
+  queueRunningAndAlone: [SQL.queueRunningAndAlone, { queue: 'q1', now: NOW }],
   workerRenew: [SQL.workerRenew, { owner: 'owner-0', expiresAt: NOW, channel: null }],
   heldRuns: [SQL.heldRuns, { owner: 'owner-0' }],
   workerExpired: [SQL.workerExpired, { now: NOW }],
@@ -187,7 +187,7 @@ const jobsSorts = (plan: PlanNode) => nodes(plan).filter((node) => node['Node Ty
 const RUNNING: Record<string, Planned> = {
   queueClaimable: LOOK_UPS.queueClaimable!,
   queueClaimLimits: LOOK_UPS.queueClaimLimits!,
-  queueRunningCount: LOOK_UPS.queueRunningCount!,
+  queueRunningAndAlone: LOOK_UPS.queueRunningAndAlone!,
   claimGrouped: ORDERED.claimGrouped!,
   workerRenew: LOOK_UPS.workerRenew!,
   heldRuns: LOOK_UPS.heldRuns!,

@@ -87,22 +87,22 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
 
     queueClaimable: (queue) => get(q, SQL.queueClaimable, { queue }),
     /**
-     * A queue with a stored `concurrency` or `concurrency_per_group` is claimed under a lock on its jobs_queue
-     * row, taken here and held until the claim commits; its runs under way are then counted from its running jobs,
-     * in a statement of its own that sees the claims committed before the lock was granted. So two claims of a
-     * limited queue take turns and its limit is exact across hosts (JOB-07); a queue without limits takes no
-     * lock, and its claims run side by side. A queue with a `rate_limit` is claimed under the same lock, its log
-     * of starts read with it (JOB-22). The runs counted are those left after this transaction's ends: `ended` is
-     * counted already.
+     * A queue with a stored `concurrency`, `concurrency_per_group` or `rate_limit` is claimed under a lock on its
+     * jobs_queue row, taken here first and held until the claim commits; its runs under way are then counted from its
+     * running jobs, in a statement of its own that sees the claims committed before the lock was granted. So two
+     * claims of a limited queue take turns and its limit is exact across hosts (JOB-07), and a rated queue's log of
+     * starts is read with the lock (JOB-22): two round trips. A queue without limits takes no lock (the first
+     * statement finds no limited row) and is read without one, so its claims run side by side. The runs counted are
+     * those left after this transaction's ends: `ended` is counted already.
      */
     async queueClaimLimits(queue, _ended, now) {
-      const peek = await one(q, SQL.queueClaimLimits, { queue, now })
-      if (peek.concurrency === null && peek.perGroup === null && peek.rateLimit === null) return peek
-      const locked = await get(q, SQL.queueClaimLimitsLocked, { queue })
-      // The row went between the two reads (deleted by hand): the queue has no limits now.
-      if (!locked) return { ...peek, concurrency: null, perGroup: null, rateLimit: null }
-      const { running } = await one(q, SQL.queueRunningCount, { queue })
-      return { ...locked, running, aloneSeq: peek.aloneSeq, aloneRunAt: peek.aloneRunAt }
+      for (;;) {
+        const locked = await get(q, SQL.queueClaimLimitsLocked, { queue })
+        if (locked) return { ...locked, ...(await one(q, SQL.queueRunningAndAlone, { queue, now })) }
+        const peek = await one(q, SQL.queueClaimLimits, { queue, now })
+        // Limits stored between the two reads (a worker that started): read them again, under the lock.
+        if (peek.concurrency === null && peek.perGroup === null && peek.rateLimit === null) return peek
+      }
     },
     queueLimitsGet: (queue) => get(q, SQL.queueLimits, { queue }),
     queueLimitsSet: async (limits) => void (await all(q, SQL.storeQueueLimits, limits)),

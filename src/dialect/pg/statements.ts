@@ -200,9 +200,10 @@ export const SQL = {
     left join lateral (select seq, run_at from jobs_job where abandoned and ${DUE} order by ${CLAIM_ORDER} limit 1) a on true`,
   ),
   /**
-   * A limited queue's row, locked until the claim commits: the claims of a limited queue take turns, each
-   * counting the runs under way (queueRunningCount, a statement of its own, so that it sees what the claim
-   * before it committed) and so never exceeding the limit, on any host (JOB-07). A rated queue's log of
+   * A limited queue's row (one with a concurrency, a cap per group or a rate), locked until the claim commits; no row,
+   * and no lock, for a queue without limits: the claims of a limited queue take turns, each counting the runs under
+   * way (queueRunningAndAlone, a statement of its own, so that it sees what the claim before it committed) and so
+   * never exceeding the limit, on any host (JOB-07). A rated queue's log of
    * recent starts is read here too, with the server's clock once the lock is held (clock_timestamp(), not the
    * transaction's now(), which a claim that waited for the lock would read from before the claim ahead of it
    * committed): every host's claims stamp their starts with that one clock (JOB-22).
@@ -212,9 +213,21 @@ export const SQL = {
     `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
       rate_limit as "rateLimit", rate_per::float8 as "ratePer", rate_per_group as "ratePerGroup", rate_starts::text as "rateStarts",
       ${ms('clock_timestamp()')} as "rateNow", claim_waiters::text as "claimWaiters"
-    from jobs_queue where name = @queue::text for update`,
+    from jobs_queue where name = @queue::text
+      and (concurrency is not null or concurrency_per_group is not null or rate_limit is not null)
+    for update`,
   ),
-  queueRunningCount: pgStatement<QueueParam, { running: number }>('queueRunningCount', `select count(*)::int as running from ${RUNNING}`),
+  /**
+   * What a limited queue's claim reads once it holds the queue's row (queueClaimLimitsLocked), in a statement of its
+   * own, so that it sees what the claim before it committed: the runs under way, and the first due job that must run
+   * alone.
+   */
+  queueRunningAndAlone: pgStatement<Window, Pick<ClaimLimits, 'running' | 'aloneSeq' | 'aloneRunAt'>>(
+    'queueRunningAndAlone',
+    `select (select count(*)::int from ${RUNNING}) as running, a.seq::float8 as "aloneSeq", ${ms('a.run_at')} as "aloneRunAt"
+    from (select 1) one
+    left join lateral (select seq, run_at from jobs_job where abandoned and ${DUE} order by ${CLAIM_ORDER} limit 1) a on true`,
+  ),
   /** The limits a queue holds, and when a worker stored them (null: never). */
   queueLimits: pgStatement<QueueParam, StoredLimits>(
     'queueLimits',
