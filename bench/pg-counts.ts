@@ -14,6 +14,7 @@
 import type { NodePgDatabase } from 'drizzle-orm/node-postgres'
 import type pg from 'pg'
 import { defineQueue, enqueue, enqueueMany, queueCounts, work } from '../src/index.js'
+import { endsAsJson } from '../src/dialect/rows.js'
 import { SQL } from '../src/dialect/pg/statements.js'
 import { withPgDatabase } from './lib/pg-database.js'
 
@@ -78,19 +79,23 @@ async function triggerCost(): Promise<void> {
           })
           claim += performance.now() - started
           await client.query('commit')
-          const runs = JSON.stringify(batch.map((seq) => [seq, 1, Date.now(), '1']))
+          const ends = endsAsJson(
+            batch.map((seq) => ({
+              seq,
+              attempt: 1,
+              state: 'done',
+              runAt: null,
+              finishedAt: Date.now(),
+              result: '1',
+              error: null,
+              errorStack: null,
+              refund: 0,
+              abandoned: 0,
+            })),
+          )
           await client.query('begin')
           started = performance.now()
-          await query(client, SQL.endRuns, {
-            state: 'done',
-            runAt: null,
-            error: null,
-            errorStack: null,
-            refund: 0,
-            abandoned: 0,
-            owner: 'me',
-            runs,
-          })
+          await query(client, SQL.endRuns, { owner: 'me', expiredBy: null, ends })
           end += performance.now() - started
           await client.query('commit')
         }

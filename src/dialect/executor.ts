@@ -25,6 +25,7 @@ import type {
   CountsRow,
   EndedWindow,
   ExpiredBy,
+  FlushEnd,
   FlushAnswer,
   FlushRequest,
   JobRow,
@@ -34,7 +35,6 @@ import type {
   ListParams,
   NewJob,
   NewJobs,
-  RunEndOf,
   RunEndParams,
   SnapshotRow,
   StateCounts,
@@ -122,15 +122,13 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   jobClaim(take: ClaimTake): Result<K, ClaimTaken>
 
   /**
-   * Ends a run behind the fence (its job running this attempt for this owner, and for a rescue the owner's row expired
-   * by `expiredBy`, or gone), checked in the same statement as the write, which clears the job's owner; answers
-   * whether it landed.
+   * Ends runs of the worker `owner`, each with its own next state, behind the fence (its job running that attempt for
+   * `owner`, and for a rescue the owner's row expired by `expiredBy`, or gone), checked in the same statement as the
+   * write, which clears the job's owner; drops the steps of the jobs that ended. Answers the jobs it ended: a run
+   * missing there had lost its lease. PostgreSQL: one statement however the ends differ; SQLite: one update and the
+   * steps' delete.
    */
-  jobSetStateIfLeased(end: RunEndParams & LeaseParams & ExpiredBy): Result<K, boolean>
-  /** Ends several runs of one owner that end alike but for finish time and result, fenced; answers the jobs it ended. */
-  jobSetStateIfLeasedMany(
-    end: Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy & { owner: string; runs: readonly RunEndOf[] },
-  ): Result<K, Pick<JobRow, 'seq'>[]>
+  jobEndMany(end: ExpiredBy & { owner: string; ends: readonly FlushEnd[] }): Result<K, number[]>
   /**
    * A worker's flush of one queue as one operation, where the driver can write it whole (PostgreSQL: one statement,
    * in a transaction of its own): its own ends, each behind the fence with its own next state, the steps

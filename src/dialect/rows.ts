@@ -253,10 +253,31 @@ export interface RunEndParams {
   abandoned: 0 | 1
 }
 
-/** One of a worker's own ends in a whole flush: its job, its attempt, and the job's next row values. */
+/** One run's end: its job, its attempt, and the job's next row values. */
 export interface FlushEnd extends RunEndParams {
   seq: number
   attempt: number
+}
+
+/**
+ * Ends as both dialects' end statements read them: a JSON array of [seq, attempt, state, runAt, finishedAt, result,
+ * error, errorStack, refund, abandoned], result the JSON text of the result or null.
+ */
+export function endsAsJson(ends: readonly FlushEnd[]): string {
+  return JSON.stringify(
+    ends.map((end) => [
+      end.seq,
+      end.attempt,
+      end.state,
+      end.runAt,
+      end.finishedAt,
+      end.result,
+      end.error,
+      end.errorStack,
+      end.refund,
+      end.abandoned,
+    ]),
+  )
 }
 
 /** A worker's flush of one queue, written whole by a driver that can (Executor.jobFlush). */
@@ -284,9 +305,6 @@ export interface FlushAnswer {
    */
   claimed: ClaimedJob[] | null
 }
-
-/** One run of several ended alike: its job, attempt, finish time and result. */
-export type RunEndOf = readonly [seq: number, attempt: number, finishedAt: number | null, result: string | null]
 
 /** What changed of a queue's jobs: `added` (jobs that may run), `claimed`, `ended` (runs ended or were taken back), `revoked` (leases taken from running jobs: a cancel), `other`. */
 export type ChangeKind = 'added' | 'claimed' | 'ended' | 'revoked' | 'other'

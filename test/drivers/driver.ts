@@ -20,7 +20,7 @@ import { connectionOf } from '../../src/dialect/open.js'
 
 import { NOW } from '../pg/jobs.js'
 
-export { done, newJob, NOW, request, retried, workerLease } from '../pg/jobs.js'
+export { done, endOne, newJob, NOW, request, retried, workerLease } from '../pg/jobs.js'
 
 /** Every driver the suite runs on, by the name its tests carry. */
 export const DRIVERS = ['sqlite', 'libsql', 'postgres', ...POSTGRES_JS, 'pglite'] as const

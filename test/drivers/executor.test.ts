@@ -23,7 +23,22 @@ import { recordEnds } from '../../src/engine/record.js'
 import { defineQueue } from '../../src/queue/define.js'
 import { pruneEnded, releaseAbandoned, releaseUnleased } from '../../src/worker/maintenance.js'
 import { waitFor } from '../helpers/wait.js'
-import { addJobs, claim, done, DRIVERS, eachDriverDb, end, json, newJob, NOW, request, retried, store, workerLease } from './driver.js'
+import {
+  addJobs,
+  claim,
+  done,
+  DRIVERS,
+  eachDriverDb,
+  end,
+  endOne,
+  json,
+  newJob,
+  NOW,
+  request,
+  retried,
+  store,
+  workerLease,
+} from './driver.js'
 
 const replies = defineQueue('replies', { attempts: 3, backoff: { initial: '1s', max: '1m' } })
 
@@ -388,7 +403,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await db().queueGetCounts('replies')).toMatchObject({ running: 0, done: 1 })
     })
 
-    test(`JOB-16 ${on} several ends of one owner land in one statement, each fenced by its own attempt; a retry's refund`, async () => {
+    test(`JOB-16 ${on} several ends of one owner land in one request, each with its own next state, each fenced by its own attempt; a retry's refund`, async () => {
       const seqs = await addJobs(
         c(),
         ['a', 'b', 'c'].map((id) => newJob('replies', id)),
@@ -398,18 +413,17 @@ describe.each(DRIVERS)('%s', (driver) => {
       // Straight through the request, as recordEnds asks it for ends alike (counting them is the caller's: here, none).
       const ended = await c().write((tx) =>
         ask(
-          tx.jobSetStateIfLeasedMany({
-            ...done(),
+          tx.jobEndMany({
             owner: 'owner-1',
             expiredBy: null,
-            runs: [
-              [a!, 1, NOW + 10, '{"n":1}'],
-              [b!, 2, NOW + 20, '{"n":2}'],
+            ends: [
+              { ...done(NOW + 10, '{"n":1}'), seq: a!, attempt: 1 },
+              { ...retried(NOW + 20), seq: b!, attempt: 2 },
             ],
           }),
         ),
       )
-      expect(ended).toEqual([{ seq: a }])
+      expect(ended).toEqual([a])
       expect(await end(c(), 'replies', [{ seq: cc!, owner: 'owner-1', attempt: 1, transition: done(NOW + 30, null) }])).toEqual([true])
       expect(await d.job(a!)).toMatchObject({ state: 'done', finishedAt: NOW + 10, result: { n: 1 }, owner: null })
       expect(await d.job(b!)).toMatchObject({ state: 'running', finishedAt: null, result: null, owner: 'owner-1' })
@@ -419,18 +433,17 @@ describe.each(DRIVERS)('%s', (driver) => {
       await claim(c(), replies, request('owner-1', 2))
       const more = await d.rows<{ seq: number }>(`select cast(seq as integer) as seq from jobs_job where id in ('d', 'e') order by seq`)
       const landed = await end(c(), 'replies', [
-        { seq: more[0]!.seq, owner: 'owner-1', attempt: 1, transition: done(NOW + 40, '1') },
+        { seq: more[0]!.seq, owner: 'owner-1', attempt: 1, transition: retried(NOW + 40, 'first') },
         { seq: more[1]!.seq, owner: 'owner-1', attempt: 1, transition: done(NOW + 50, '2') },
         { seq: b!, owner: 'owner-1', attempt: 2, transition: done(NOW + 60, '3') },
       ])
       expect(landed).toEqual([true, true, false])
-      expect(await d.job(more[1]!.seq)).toMatchObject({ state: 'done', finishedAt: NOW + 50, result: 2 })
+      expect(await d.job(more[0]!.seq)).toMatchObject({ state: 'scheduled', runAt: NOW + 40, error: 'first', owner: null })
+      expect(await d.job(more[1]!.seq)).toMatchObject({ state: 'done', finishedAt: NOW + 50, result: 2, error: null })
 
       // A retry writes its run_at, error and stack; a snooze gives its attempt back.
       expect(
-        await c().write((tx) =>
-          ask(tx.jobSetStateIfLeased({ ...retried(NOW + 5_000), refund: 1, seq: b!, owner: 'owner-1', attempt: 1, expiredBy: null })),
-        ),
+        await c().write((tx) => endOne(tx, { ...retried(NOW + 5_000), refund: 1, seq: b!, owner: 'owner-1', attempt: 1, expiredBy: null })),
       ).toBe(true)
       expect(await d.job(b!)).toMatchObject({ state: 'scheduled', attempts: 0, runAt: NOW + 5_000, error: 'it threw', owner: null })
       const [stack] = await d.rows<{ error_stack: string }>(`select error_stack from jobs_job where seq = $1`, b)
@@ -689,7 +702,7 @@ describe.each(DRIVERS)('%s', (driver) => {
         const seq = (await addJobs(c(), [newJob('replies', 'a')])).get('a')!
         await claim(c(), replies, request('owner-1', 1, { renewLease: workerLease('owner-1', { expiresAt: NOW + 1_000 }) }))
         const rescue = (expiredBy: number | null) =>
-          c().write((tx) => ask(tx.jobSetStateIfLeased({ ...retried(NOW + 9_000), seq, owner: 'owner-1', attempt: 1, expiredBy })))
+          c().write((tx) => endOne(tx, { ...retried(NOW + 9_000), seq, owner: 'owner-1', attempt: 1, expiredBy }))
         return { seq, rescue }
       }
 
@@ -709,9 +722,7 @@ describe.each(DRIVERS)('%s', (driver) => {
         const b = (await addJobs(c(), [newJob('replies', 'b')])).get('b')!
         await claim(c(), replies, request('owner-2', 1))
         await c().write((tx) => ask(tx.workerDelete('owner-2')))
-        expect(
-          await c().write((tx) => ask(tx.jobSetStateIfLeased({ ...retried(NOW), seq: b, owner: 'owner-2', attempt: 1, expiredBy: NOW }))),
-        ).toBe(true)
+        expect(await c().write((tx) => endOne(tx, { ...retried(NOW), seq: b, owner: 'owner-2', attempt: 1, expiredBy: NOW }))).toBe(true)
       })
 
       test(`JOB-05 ${on} a renewal after the rescuer read the row expired makes the rescue change nothing; a dead owner is taken whatever its row says`, async () => {

@@ -160,7 +160,10 @@ async function dashboardAnswers(app: string, database: string, env: Record<strin
     cwd: app,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // A group of its own: npx runs the tool in a child of its own, which a signal to npx alone would leave serving.
+    detached: true,
   })
+  const exited = new Promise<void>((ended) => child.on('exit', () => ended()))
   try {
     const url = await new Promise<string>((found, fail) => {
       let out = ''
@@ -177,7 +180,8 @@ async function dashboardAnswers(app: string, database: string, env: Record<strin
     expect(page.status).toBe(200)
     expect(await page.text()).toContain('replies')
   } finally {
-    child.kill('SIGTERM')
+    process.kill(-child.pid!, 'SIGTERM')
+    await exited
   }
 }
 

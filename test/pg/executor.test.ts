@@ -8,7 +8,7 @@ import { ask } from '../../src/dialect/index.js'
 import { pgConnectionOf } from '../helpers/pg.js'
 import { defineQueue } from '../../src/queue/define.js'
 import { eachFreshPgDb } from '../helpers/pg.js'
-import { addJobs, claim, done, end, newJob, NOW, request, retried, store, workerLease } from './jobs.js'
+import { addJobs, claim, done, end, endOne, newJob, NOW, request, retried, store, workerLease } from './jobs.js'
 
 const t = eachFreshPgDb()
 const replies = defineQueue('replies', { attempts: 3, backoff: { initial: '1s', max: '1m' } })
@@ -54,9 +54,7 @@ describe('fences that waited for a lock', () => {
       await other.query('begin')
       await other.query(`update jobs_job set attempts = 2, owner = 'owner-2' where seq = $1`, [seq])
       // The rescue of attempt 1 starts now, reads attempt 1 of owner-1 in its snapshot, and waits for the job row.
-      const rescue = c.write((db) =>
-        ask(db.jobSetStateIfLeased({ ...retried(NOW + 1_000), seq, owner: 'owner-1', attempt: 1, expiredBy: NOW + 40_000 })),
-      )
+      const rescue = c.write((db) => endOne(db, { ...retried(NOW + 1_000), seq, owner: 'owner-1', attempt: 1, expiredBy: NOW + 40_000 }))
       const deadline = performance.now() + 10_000
       while ((await rows(`select 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`)).length === 0) {
         if (performance.now() > deadline) throw new Error('the rescue never waited for the job row')
@@ -77,7 +75,7 @@ describe('fences that waited for a lock', () => {
     const seq = (await addJobs(c, [newJob('replies', 'a')])).get('a')!
     await claim(c, replies, request('owner-1', 1, { renewLease: workerLease('owner-1', { expiresAt: NOW + 1_000 }) }))
     const rescue = (expiredBy: number | null) =>
-      c.write((db) => ask(db.jobSetStateIfLeased({ ...retried(NOW + 9_000), seq, owner: 'owner-1', attempt: 1, expiredBy })))
+      c.write((db) => endOne(db, { ...retried(NOW + 9_000), seq, owner: 'owner-1', attempt: 1, expiredBy }))
     return { c, seq, rescue }
   }
 

@@ -3,7 +3,16 @@
  * programs (claimJobs, recordEnds, counting, storeLimits) run in a connection's write transaction, as a
  * worker's flush runs them.
  */
-import { ask, type ClaimedJob, type NewJob, type WorkerLease } from '../../src/dialect/index.js'
+import {
+  ask,
+  type ClaimedJob,
+  type Executor,
+  type ExpiredBy,
+  type LeaseParams,
+  type NewJob,
+  type Program,
+  type WorkerLease,
+} from '../../src/dialect/index.js'
 import type { PgConnection } from '../../src/dialect/pg/connection.js'
 import { claimJobs, type ClaimRequest } from '../../src/engine/claim.js'
 import { counting } from '../../src/engine/counts.js'
@@ -91,4 +100,10 @@ export function retried(runAt: number, error = 'it threw'): Transition {
     refund: 0,
     abandoned: 0,
   }
+}
+
+/** One run's end straight through the request (Executor.jobEndMany), in the transaction under way: whether it landed. */
+export function* endOne(db: Executor, end: Transition & LeaseParams & ExpiredBy): Program<boolean> {
+  const { seq, owner, attempt, expiredBy, ...next } = end
+  return (yield* ask(db.jobEndMany({ owner, expiredBy, ends: [{ ...next, seq, attempt }] }))).includes(seq)
 }

@@ -11,6 +11,7 @@ import type { PgValue } from '../../src/dialect/pg/driver.js'
 import { ADMIN_SQL } from '../../src/dialect/pg/admin.js'
 import { READ_SQL } from '../../src/dialect/pg/read.js'
 import { SQL } from '../../src/dialect/pg/statements.js'
+import { endsAsJson, type FlushEnd } from '../../src/dialect/rows.js'
 import { freshPgDb, type TestPgDb } from '../helpers/pg.js'
 import { NOW, newJob } from './jobs.js'
 
@@ -88,17 +89,15 @@ const LOOK_UPS: Record<string, Planned> = {
   // A job that must run alone is claimed by its key.
   claimOnly: [SQL.claim, { ...claim, limit: 1, window: 1, only: 2 }],
   queueClaimable: [SQL.queueClaimable, { queue: 'q1' }],
-  endRun: [SQL.endRun, { ...end, seq: 4, owner: 'owner-0', attempt: 1, expiredBy: NOW }],
   endRuns: [
     SQL.endRuns,
     {
-      ...end,
       owner: 'owner-0',
-      expiredBy: null,
-      runs: JSON.stringify([
-        [4, 1, NOW, '{}'],
-        [12, 1, NOW, null],
-      ]),
+      expiredBy: NOW,
+      ends: endsAsJson([
+        { ...end, seq: 4, attempt: 1 },
+        { ...end, state: 'scheduled', runAt: NOW + 1_000, finishedAt: null, seq: 12, attempt: 1 },
+      ] as FlushEnd[]),
     },
   ],
   endUnleased: [SQL.endUnleased, { ...end, seq: 4 }],

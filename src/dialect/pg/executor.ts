@@ -5,6 +5,7 @@
  * client of a transaction), turning lists into JSON text and bounds into
  * times the server takes.
  */
+import { endsAsJson } from '../rows.js'
 import type { ClaimedJob, Executor, ListingOrder, ListParams } from '../index.js'
 import { ADMIN_SQL } from './admin.js'
 import { FOLD, HAS_UNFOLDED } from './counts.js'
@@ -134,27 +135,14 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
       return { claimed, heldBack }
     },
 
-    jobSetStateIfLeased: (end) => some(q, SQL.endRun, end),
-    jobSetStateIfLeasedMany: ({ runs, ...end }) => all(q, SQL.endRuns, { ...end, runs: JSON.stringify(runs) }),
+    jobEndMany: async ({ owner, expiredBy, ends }) =>
+      (await all(q, SQL.endRuns, { owner, expiredBy, ends: endsAsJson(ends) })).map((row) => row.seq),
     async jobFlush(flush) {
       const rows = await all(q, SQL.flush, {
         queue: flush.queue,
         owner: flush.owner,
         now: flush.now,
-        ends: JSON.stringify(
-          flush.ends.map((end) => [
-            end.seq,
-            end.attempt,
-            end.state,
-            end.runAt,
-            end.finishedAt,
-            end.result,
-            end.error,
-            end.errorStack,
-            end.refund,
-            end.abandoned,
-          ]),
-        ),
+        ends: endsAsJson(flush.ends),
         limit: flush.limit,
         passOver: JSON.stringify(flush.passOver),
         leaseUntil: flush.renewLease?.expiresAt ?? null,

@@ -43,6 +43,16 @@ const END_SET = `state = @state::text, run_at = coalesce(${at('@runAt')}, run_at
   abandoned = @abandoned::int <> 0, owner = null`
 
 /**
+ * The columns a run's end writes to the job row `j`, from the row `e` of an ends array (rows.ts, endsAsJson): the job
+ * names no worker from then on.
+ */
+function endEach(j: string, e: string): string {
+  return `state = ${e} ->> 2, run_at = coalesce(${at(`(${e} ->> 3)`)}, ${j}.run_at), finished_at = ${at(`(${e} ->> 4)`)},
+      result = (${e} ->> 5)::jsonb, error = ${e} ->> 6, error_stack = ${e} ->> 7, attempts = ${j}.attempts - (${e} ->> 8)::int,
+      abandoned = (${e} ->> 9)::int <> 0, owner = null`
+}
+
+/**
  * The running jobs of @queue: the entries of jobs_job_running for the queue, a few however many jobs it holds. Every
  * count of runs under way (for limits, per group) reads them.
  */
@@ -61,7 +71,6 @@ export const MAX_NOTICE_PAYLOAD_BYTES = 7_999
 type QueueParam = { queue: string }
 type Window = { queue: string; now: number }
 type Seqs = { seqs: string }
-type EndParams = Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy
 
 /** A row of the claim statement's answer: a job claimed, or a group the rate's cap per group held back. */
 export type ClaimRow = { part: 'claimed' | 'held' } & ClaimedJob
@@ -325,35 +334,28 @@ export const SQL = {
     and pos < coalesce((select max(pos) from picked having count(*) = @limit::bigint), 9223372036854775807)`,
   ),
   /**
-   * Ends a run: the job's next state, its worker cleared, behind the fence (terms.ts), with a rescue's expiry. Every
-   * outcome goes through it or through endRuns.
+   * Ends runs of the worker @owner, each with its own next state, behind the fence (terms.ts), with a rescue's expiry
+   * (@expiredBy), and drops the steps of the jobs that ended, in one statement however the ends differ. `@ends` is
+   * an ends array (rows.ts, endsAsJson). Answers the jobs it ended. Every end of a run with a worker goes through it
+   * or through the whole flush.
    */
-  endRun: pgStatement<RunEndParams & LeaseParams & ExpiredBy, { ended: 1 }>(
-    'endRun',
-    `with ${fence(ONE_RUN, { rescue: true })}
-    update jobs_job set ${END_SET}
-    where seq = (select seq from fenced)
-    returning 1 as ended`,
-  ),
-  /**
-   * endRun for several runs of one owner whose ends differ only in when they finished and what they returned:
-   * `@runs` is a JSON array of [seq, attempt, finishedAt, result], result the JSON text of the result or null.
-   * Answers the jobs it ended.
-   */
-  endRuns: pgStatement<EndParams & { owner: string; runs: string }, Pick<JobRow, 'seq'>>(
+  endRuns: pgStatement<ExpiredBy & { owner: string; ends: string }, Pick<JobRow, 'seq'>>(
     'endRuns',
     `with ${fence(
-      `select (r.run ->> 0)::bigint as seq, (r.run ->> 1)::int as attempt
-      from jsonb_array_elements(@runs::jsonb) as r(run)`,
+      `select (e.row ->> 0)::bigint as seq, (e.row ->> 1)::int as attempt
+      from jsonb_array_elements(@ends::jsonb) as e(row)`,
       { rescue: true },
-    )}
-    update jobs_job j set state = @state::text,
-      run_at = coalesce(${at('@runAt')}, j.run_at), finished_at = ${at(`(r.run ->> 2)`)}, result = (r.run ->> 3)::jsonb,
-      error = @error::text, error_stack = @errorStack::text, attempts = j.attempts - @refund::int, abandoned = @abandoned::int <> 0,
-      owner = null
-    from jsonb_array_elements(@runs::jsonb) as r(run)
-    where j.seq = (r.run ->> 0)::bigint and j.seq in (select seq from fenced)
-    returning j.seq::float8 as seq`,
+    )},
+    ended as (
+      update jobs_job j set ${endEach('j', 'e.row')}
+      from jsonb_array_elements(@ends::jsonb) as e(row)
+      where j.seq = (e.row ->> 0)::bigint and j.seq in (select seq from fenced)
+      returning j.seq, j.state
+    ),
+    dropped_steps as (
+      delete from jobs_step where job in (select seq from ended where ${ENDED})
+    )
+    select seq::float8 as seq from ended`,
   ),
   deleteSteps: pgStatement<Seqs>('deleteSteps', `delete from jobs_step where ${inSeqs('job', '@seqs')}`),
 
@@ -362,9 +364,8 @@ export const SQL = {
    * with its own next state, then the steps of the jobs that ended, then its claim of up to @limit runnable jobs in
    * claim order (SKIP LOCKED) but for @passOver, a renewal of its row when @leaseUntil is set and it claimed, and one
    * notice. Where the queue's policy needs the general claim (its row holds a limit or a rate, or a due job's last
-   * run was abandoned) it claims nothing and answers a `general` row; a paused queue claims nothing. `@ends` is a JSON
-   * array of [seq, attempt, state, runAt, finishedAt, result, error, errorStack, refund, abandoned], result the JSON
-   * text of the result or null. Data-modifying CTEs all see the statement's snapshot: the claim never takes a job
+   * run was abandoned) it claims nothing and answers a `general` row; a paused queue claims nothing. `@ends` is an
+   * ends array (rows.ts, endsAsJson). Data-modifying CTEs all see the statement's snapshot: the claim never takes a job
    * these ends just put back (and a job ended here is in @passOver when it could be).
    */
   flush: pgStatement<
@@ -382,9 +383,7 @@ export const SQL = {
   >(
     'flush',
     `with ended as (
-    update jobs_job j set state = e.row ->> 2, run_at = coalesce(${at(`(e.row ->> 3)`)}, j.run_at),
-      finished_at = ${at(`(e.row ->> 4)`)}, result = (e.row ->> 5)::jsonb, error = e.row ->> 6, error_stack = e.row ->> 7,
-      attempts = j.attempts - (e.row ->> 8)::int, abandoned = (e.row ->> 9)::int <> 0, owner = null
+    update jobs_job j set ${endEach('j', 'e.row')}
     from jsonb_array_elements(@ends::jsonb) as e(row)
     where j.seq = (e.row ->> 0)::bigint and ${runningFor('j', '(e.row ->> 1)::int')}
     returning j.seq, j.state

@@ -11,6 +11,8 @@
  */
 import type { ClaimedJob, ClaimTake, Executor, Kind, ListingOrder, Result } from '../index.js'
 import { ask, done, type Program } from '../program.js'
+import { endsAsJson } from '../rows.js'
+import { ENDED_STATES, type EndedState } from '../../types.js'
 import { ADMIN_SQL } from './admin.js'
 import { READ_SQL } from './read.js'
 import { changedOne, mapAnswer, type PreparedStatements, type SqliteClient } from './statement.js'
@@ -135,8 +137,13 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
         return { claimed, heldBack: [...heldBack] }
       }),
 
-    jobSetStateIfLeased: (end) => changedOne(sql.endRun.run(end)),
-    jobSetStateIfLeasedMany: (end) => sql.endRuns.all({ ...end, runs: JSON.stringify(end.runs) }),
+    jobEndMany: ({ owner, expiredBy, ends }) =>
+      run(function* () {
+        const ended = yield* ask(sql.endRuns.all({ owner, expiredBy, ends: endsAsJson(ends) }))
+        const finished = ended.filter((row) => ENDED_STATES.includes(row.state as EndedState)).map((row) => row.seq)
+        if (finished.length > 0) yield* ask(runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, finished, {}))
+        return ended.map((row) => row.seq)
+      }),
     jobSetStateIfUnleased: (end) => changedOne(sql.endUnleased.run(end)),
     jobGetState: (seq) => sql.jobState.get(seq),
     stepDeleteMany: (seqs) => nothing(runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, seqs, {})),
