@@ -83,14 +83,16 @@ async function triggerCost(): Promise<void> {
             batch.map((seq) => ({
               seq,
               attempt: 1,
-              state: 'done',
-              runAt: null,
-              finishedAt: Date.now(),
-              result: '1',
-              error: null,
-              errorStack: null,
-              refund: 0,
-              abandoned: 0,
+              transition: {
+                state: 'done',
+                runAt: null,
+                finishedAt: Date.now(),
+                result: '1',
+                error: null,
+                errorStack: null,
+                refund: 0,
+                abandoned: 0,
+              },
             })),
           )
           await client.query('begin')

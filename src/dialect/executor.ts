@@ -25,7 +25,7 @@ import type {
   CountsRow,
   EndedWindow,
   ExpiredBy,
-  FlushEnd,
+  JobEnd,
   FlushAnswer,
   FlushRequest,
   JobRow,
@@ -128,7 +128,7 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
    * missing there had lost its lease. PostgreSQL: one statement however the ends differ; SQLite: one update and the
    * steps' delete.
    */
-  jobEndMany(end: ExpiredBy & { owner: string; ends: readonly FlushEnd[] }): Result<K, number[]>
+  jobEndMany(end: ExpiredBy & { owner: string; ends: readonly JobEnd[] }): Result<K, number[]>
   /**
    * A worker's flush of one queue as one operation, where the driver can write it whole (PostgreSQL: one statement,
    * in a transaction of its own): its own ends, each behind the fence with its own next state, the steps

@@ -254,28 +254,29 @@ export interface RunEndParams {
 }
 
 /** One run's end: its job, its attempt, and the job's next row values. */
-export interface FlushEnd extends RunEndParams {
+export interface JobEnd {
   seq: number
   attempt: number
+  transition: RunEndParams
 }
 
 /**
  * Ends as both dialects' end statements read them: a JSON array of [seq, attempt, state, runAt, finishedAt, result,
  * error, errorStack, refund, abandoned], result the JSON text of the result or null.
  */
-export function endsAsJson(ends: readonly FlushEnd[]): string {
+export function endsAsJson(ends: readonly JobEnd[]): string {
   return JSON.stringify(
-    ends.map((end) => [
-      end.seq,
-      end.attempt,
-      end.state,
-      end.runAt,
-      end.finishedAt,
-      end.result,
-      end.error,
-      end.errorStack,
-      end.refund,
-      end.abandoned,
+    ends.map(({ seq, attempt, transition: t }) => [
+      seq,
+      attempt,
+      t.state,
+      t.runAt,
+      t.finishedAt,
+      t.result,
+      t.error,
+      t.errorStack,
+      t.refund,
+      t.abandoned,
     ]),
   )
 }
@@ -286,7 +287,7 @@ export interface FlushRequest {
   owner: string
   now: number
   /** The worker's own ends, each fenced by its run (the job running that attempt for `owner`). */
-  ends: readonly FlushEnd[]
+  ends: readonly JobEnd[]
   /** How many runnable jobs to claim, in claim order: 0 for none. */
   limit: number
   /** Jobs the claim leaves alone (the ends' retries: their new state commits first, for watchers to see). */

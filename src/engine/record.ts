@@ -26,8 +26,7 @@ export function* recordEnds(db: Executor, records: readonly RunEndRecord[], move
   const landed = records.map(() => false)
   for (const group of byFence(records)) {
     const { owner, expiredBy = null } = records[group[0]!]!
-    const ends = group.map((i) => ({ ...records[i]!.transition, seq: records[i]!.seq, attempt: records[i]!.attempt }))
-    const ended = new Set(yield* ask(db.jobEndMany({ owner, expiredBy, ends })))
+    const ended = new Set(yield* ask(db.jobEndMany({ owner, expiredBy, ends: group.map((i) => records[i]!) })))
     for (const i of group) landed[i] = ended.has(records[i]!.seq)
   }
   records.forEach(({ transition }, i) => {
@@ -40,7 +39,7 @@ export function* recordEnds(db: Executor, records: readonly RunEndRecord[], move
 function byFence(records: readonly RunEndRecord[]): number[][] {
   const groups = new Map<string, number[]>()
   records.forEach(({ owner, expiredBy = null }, i) => {
-    const key = JSON.stringify([owner, expiredBy])
+    const key = `${expiredBy} ${owner}`
     const group = groups.get(key)
     if (group) group.push(i)
     else groups.set(key, [i])

@@ -320,7 +320,7 @@ export class Flusher {
           queue: queue.name,
           owner: this.worker.owner,
           now,
-          ends: ends.map((end) => ({ ...end.transition, seq: end.seq, attempt: end.attempt })),
+          ends,
           limit: free,
           passOver: ends.filter((end) => end.transition.state === 'scheduled').map((end) => end.seq),
           renewLease,

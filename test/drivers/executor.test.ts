@@ -417,8 +417,8 @@ describe.each(DRIVERS)('%s', (driver) => {
             owner: 'owner-1',
             expiredBy: null,
             ends: [
-              { ...done(NOW + 10, '{"n":1}'), seq: a!, attempt: 1 },
-              { ...retried(NOW + 20), seq: b!, attempt: 2 },
+              { transition: done(NOW + 10, '{"n":1}'), seq: a!, attempt: 1 },
+              { transition: retried(NOW + 20), seq: b!, attempt: 2 },
             ],
           }),
         ),
@@ -515,10 +515,10 @@ describe.each(DRIVERS)('%s', (driver) => {
             owner: 'owner-1',
             now: NOW + 100,
             ends: [
-              { ...done(NOW + 10, '{"n":1}'), seq: seq('a'), attempt: 1 },
-              { ...retried(NOW + 50, 'it threw'), seq: seq('b'), attempt: 1 },
+              { transition: done(NOW + 10, '{"n":1}'), seq: seq('a'), attempt: 1 },
+              { transition: retried(NOW + 50, 'it threw'), seq: seq('b'), attempt: 1 },
               // Its run lost the job: another attempt.
-              { ...done(NOW + 30, null), seq: seq('c'), attempt: 2 },
+              { transition: done(NOW + 30, null), seq: seq('c'), attempt: 2 },
             ],
             limit: 2,
             passOver: [seq('d')],
@@ -549,7 +549,7 @@ describe.each(DRIVERS)('%s', (driver) => {
             queue: 'replies',
             owner: 'owner-1',
             now: NOW + 200,
-            ends: [{ ...done(NOW + 150, null), seq: seq('e'), attempt: 1 }],
+            ends: [{ transition: done(NOW + 150, null), seq: seq('e'), attempt: 1 }],
             limit: 5,
             passOver: [],
             renewLease: null,

@@ -104,6 +104,6 @@ export function retried(runAt: number, error = 'it threw'): Transition {
 
 /** One run's end straight through the request (Executor.jobEndMany), in the transaction under way: whether it landed. */
 export function* endOne(db: Executor, end: Transition & LeaseParams & ExpiredBy): Program<boolean> {
-  const { seq, owner, attempt, expiredBy, ...next } = end
-  return (yield* ask(db.jobEndMany({ owner, expiredBy, ends: [{ ...next, seq, attempt }] }))).includes(seq)
+  const { seq, owner, attempt, expiredBy, ...transition } = end
+  return (yield* ask(db.jobEndMany({ owner, expiredBy, ends: [{ transition, seq, attempt }] }))).includes(seq)
 }

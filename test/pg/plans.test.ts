@@ -11,7 +11,7 @@ import type { PgValue } from '../../src/dialect/pg/driver.js'
 import { ADMIN_SQL } from '../../src/dialect/pg/admin.js'
 import { READ_SQL } from '../../src/dialect/pg/read.js'
 import { SQL } from '../../src/dialect/pg/statements.js'
-import { endsAsJson, type FlushEnd } from '../../src/dialect/rows.js'
+import { endsAsJson, type JobEnd, type RunEndParams } from '../../src/dialect/rows.js'
 import { freshPgDb, type TestPgDb } from '../helpers/pg.js'
 import { NOW, newJob } from './jobs.js'
 
@@ -95,9 +95,9 @@ const LOOK_UPS: Record<string, Planned> = {
       owner: 'owner-0',
       expiredBy: NOW,
       ends: endsAsJson([
-        { ...end, seq: 4, attempt: 1 },
-        { ...end, state: 'scheduled', runAt: NOW + 1_000, finishedAt: null, seq: 12, attempt: 1 },
-      ] as FlushEnd[]),
+        { transition: end as RunEndParams, seq: 4, attempt: 1 },
+        { transition: { ...end, state: 'scheduled', runAt: NOW + 1_000, finishedAt: null } as RunEndParams, seq: 12, attempt: 1 },
+      ] satisfies JobEnd[]),
     },
   ],
   endUnleased: [SQL.endUnleased, { ...end, seq: 4 }],

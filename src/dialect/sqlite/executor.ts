@@ -9,15 +9,41 @@
  * statement answers what the statement answers, at once or as a promise; one
  * of several is a program the client runs.
  */
-import type { ClaimedJob, ClaimTake, Executor, Kind, ListingOrder, Result } from '../index.js'
+import type { ClaimedJob, ClaimTake, Executor, JobEnd, Kind, ListingOrder, Result, RunEndParams } from '../index.js'
 import { ask, done, type Program } from '../program.js'
-import { endsAsJson } from '../rows.js'
 import { ENDED_STATES, type EndedState } from '../../types.js'
 import { ADMIN_SQL } from './admin.js'
 import { READ_SQL } from './read.js'
 import { changedOne, mapAnswer, type PreparedStatements, type SqliteClient } from './statement.js'
 import { insertJobsInGroups, runForJobs, type Statements } from './statements.js'
 import { sqliteScheduleRequests } from './schedules.js'
+
+/** Ends grouped where one endRunsAlike may write them: the same next state but for finish time and result. */
+function alike(ends: readonly JobEnd[]): (readonly JobEnd[])[] {
+  // Most often every end is alike (a worker's runs that all returned): no key to make for each.
+  const [first] = ends
+  if (first && ends.every((end) => sameKind(end.transition, first.transition))) return [ends]
+  const groups = new Map<string, JobEnd[]>()
+  for (const end of ends) {
+    const t = end.transition
+    const key = JSON.stringify([t.state, t.runAt, t.error, t.errorStack, t.refund, t.abandoned])
+    const group = groups.get(key)
+    if (group) group.push(end)
+    else groups.set(key, [end])
+  }
+  return [...groups.values()]
+}
+
+function sameKind(a: RunEndParams, b: RunEndParams): boolean {
+  return (
+    a.state === b.state &&
+    a.runAt === b.runAt &&
+    a.error === b.error &&
+    a.errorStack === b.errorStack &&
+    a.refund === b.refund &&
+    a.abandoned === b.abandoned
+  )
+}
 
 /** How many more runs of `grp` the rate's window lets start (ClaimTake.groupRoom). */
 function roomOf(room: NonNullable<ClaimTake['groupRoom']>, grp: string): number {
@@ -137,12 +163,29 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
         return { claimed, heldBack: [...heldBack] }
       }),
 
+    /** A statement a kind of end (endRunsAlike), then the steps' delete. */
     jobEndMany: ({ owner, expiredBy, ends }) =>
       run(function* () {
-        const ended = yield* ask(sql.endRuns.all({ owner, expiredBy, ends: endsAsJson(ends) }))
-        const finished = ended.filter((row) => ENDED_STATES.includes(row.state as EndedState)).map((row) => row.seq)
+        const ended: number[] = []
+        const finished: number[] = []
+        for (const group of alike(ends)) {
+          const { seq, attempt, transition } = group[0]!
+          const landed =
+            group.length === 1
+              ? yield* ask(sql.endRun.all({ ...transition, seq, attempt, owner, expiredBy }))
+              : yield* ask(
+                  sql.endRunsAlike.all({
+                    ...transition,
+                    owner,
+                    expiredBy,
+                    runs: JSON.stringify(group.map((end) => [end.seq, end.attempt, end.transition.finishedAt, end.transition.result])),
+                  }),
+                )
+          for (const one of landed) ended.push(one)
+          if (ENDED_STATES.includes(transition.state as EndedState)) for (const one of landed) finished.push(one)
+        }
         if (finished.length > 0) yield* ask(runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, finished, {}))
-        return ended.map((row) => row.seq)
+        return ended
       }),
     jobSetStateIfUnleased: (end) => changedOne(sql.endUnleased.run(end)),
     jobGetState: (seq) => sql.jobState.get(seq),

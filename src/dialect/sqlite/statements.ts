@@ -202,20 +202,30 @@ export const SQL = {
   markRunning: statement<[{ seq: number; owner: string }], never>(markRunning(ONE)),
   markRunningAll: statement<[{ seqs: string; owner: string }], never>(markRunning(ALL)),
 
+  /** Ends a run behind the fence, with a rescue's expiry (Executor.jobEndMany, which writes several with endRunsAlike). */
+  endRun: statement<[RunEndParams & LeaseParams & ExpiredBy], number>(
+    `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
+      result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
+      owner = null, engine_writes = engine_writes + 1
+    where seq = @seq and ${fence('jobs_job', '@attempt', 'rescue')}
+    returning seq`,
+    { pluck: true },
+  ),
   /**
-   * Ends runs of the worker @owner, each with its own next state, behind the fence, with a rescue's expiry
-   * (@expiredBy): `@ends` is an ends array (rows.ts, endsAsJson). Answers the jobs it ended, in their new state.
-   * Every end of a run with a worker goes through it.
+   * endRun for several runs of @owner whose ends differ only in when they finished and what they returned: `@runs` is
+   * a JSON array of [seq, attempt, finishedAt, result]. Answers the jobs it ended. SQLite reads JSON for each column
+   * it sets from it, so ends that differ in more (another state, another error) are written a statement a kind of end
+   * (Executor.jobEndMany): in-process, a statement more costs less than reading every column of every end from JSON.
    */
-  endRuns: statement<
-    [ExpiredBy & { owner: string; ends: string }],
-    { seq: number; state: JobState }
-  >(`update jobs_job set state = e.value ->> 2, run_at = coalesce(e.value ->> 3, run_at), finished_at = e.value ->> 4,
-      result = e.value ->> 5, error = e.value ->> 6, error_stack = e.value ->> 7, attempts = attempts - (e.value ->> 8),
-      abandoned = e.value ->> 9, owner = null, engine_writes = engine_writes + 1
-    from json_each(@ends) e
-    where jobs_job.seq = e.value ->> 0 and ${fence('jobs_job', '(e.value ->> 1)', 'rescue')}
-    returning jobs_job.seq, jobs_job.state`),
+  endRunsAlike: statement<[Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy & { owner: string; runs: string }], number>(
+    `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = r.value ->> 2,
+      result = r.value ->> 3, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
+      owner = null, engine_writes = engine_writes + 1
+    from json_each(@runs) r
+    where jobs_job.seq = r.value ->> 0 and ${fence('jobs_job', '(r.value ->> 1)', 'rescue')}
+    returning jobs_job.seq`,
+    { pluck: true },
+  ),
   deleteSteps: statement<[{ seq: number }], never>(`delete from jobs_step where job = @seq`),
   deleteStepsOfAll: statement<[{ seqs: string }], never>(`delete from jobs_step where job ${IN_SEQS}`),
 
