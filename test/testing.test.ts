@@ -171,12 +171,15 @@ describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
     })
 
     test(`JOB-11 ${on} a retry it reruns at once is first seen scheduled, with its error, by a watcher`, async () => {
-      const quick = defineQueue<number>('quick-watched', { attempts: 2, backoff: { initial: 0, max: 0 } })
+      // A limit, so that the drain's claim takes the queue's row first (and on PostgreSQL waits for it).
+      const quick = defineQueue<number>('quick-watched', { attempts: 2, backoff: { initial: 0, max: 0 }, concurrency: 1 })
       await enqueue(t.db, quick, 1, { id: 'a' })
       const seen: Array<[string, number, string | null]> = []
       const watched = (async () => {
         for await (const s of watch(t.db, quick, 'a')) seen.push([s.state, s.attempt, s.error])
       })()
+      const sawRetry = () => seen.some(([state]) => state === 'scheduled')
+      let released: Promise<unknown> = Promise.resolve()
       await drain(t.db, quick, async (_value, run) => {
         // Each run waits until the watcher saw it: on PostgreSQL the watcher reads the row after the claim's notice,
         // and a run that ended by then would show only its end.
@@ -184,12 +187,29 @@ describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
           () => seen.some(([state, attempt]) => state === 'running' && attempt === run.attempt),
           `the watcher to see attempt ${run.attempt}`,
         )
-        if (run.attempt === 1) throw new Error('the first attempt fails')
-        // On PostgreSQL a rerun claimed before the watcher read the retry's end is seen as the next run only: the
-        // watcher is refreshed by notice, after the fact. Here the rerun waits for the watcher, as SQLite's
-        // in-process watcher never needs to; what is checked is that the retry is yielded scheduled, with its error.
-        if (t.dialect === 'postgres') await waitFor(() => seen.some(([state]) => state === 'scheduled'), 'the watcher to see the retry')
+        if (run.attempt === 1) {
+          // On PostgreSQL the watcher is refreshed by notice, after the fact: a rerun claimed before it read the retry's
+          // end is seen as the next run only. So the rerun's claim waits here, on the queue's row held by a transaction
+          // of the test's, until the watcher saw the retry; what is checked is that the retry is yielded scheduled,
+          // with its error. SQLite's watcher in this process never needs it; PGlite runs one transaction at a time, so
+          // there the rerun waits for the watcher instead.
+          if (dialect === 'postgres') {
+            let locked = () => {}
+            const holding = new Promise<void>((resolve) => {
+              locked = resolve
+            })
+            released = t.inTransaction!(async (_tx, exec) => {
+              await exec(`select 1 from jobs_queue where name = 'quick-watched' for update`)
+              locked()
+              await waitFor(sawRetry, 'the watcher to see the retry')
+            })
+            await holding
+          }
+          throw new Error('the first attempt fails')
+        }
+        if (dialect === 'pglite') await waitFor(sawRetry, 'the watcher to see the retry')
       })
+      await released
       await watched
       expect(seen.map(([state, attempt]) => [state, attempt])).toEqual([
         ['waiting', 0],
