@@ -94,11 +94,14 @@ describe.each(DIALECTS)('%s', (dialect) => {
     if (!page.url().startsWith(root) || (await page.locator('h1').textContent()) !== `Queue ${queue}`) {
       await page.goto(`${root}/`)
       await page.click(`tr[data-queue=${quoted(queue)}] td:first-child a`)
+      // The queue's page, loaded: the overview's own live flag would otherwise answer the wait below at once.
+      await page.waitForURL((url) => url.pathname.includes('/queues/'))
       await page.waitForFunction(() => document.body.dataset.live === 'open')
       expect(await page.locator('h1').textContent()).toBe(`Queue ${queue}`)
     }
     const queueUrl = page.url()
     await page.click(`tr[data-job=${quoted(id)}] td:first-child a`)
+    await page.waitForURL((url) => url.pathname.includes('/jobs/'))
     await page.waitForFunction(() => document.body.dataset.live === 'open')
     expect(await page.locator('main h1').textContent()).toBe(`Job ${id} waiting`)
     expect(await page.locator('dl.facts dd a').first().textContent()).toBe(queue)
@@ -148,6 +151,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
       await openAndCancel(page, root, '..', '.')
       await page.goto(`${root}/`)
       await page.click(`tr[data-queue="."] td:first-child a`)
+      await page.waitForURL((url) => url.pathname.includes('/queues/'))
       await page.waitForFunction(() => document.body.dataset.live === 'open')
       await page.click('button[data-action="pause"]')
       await page.waitForSelector('button[data-action="resume"]')
@@ -171,6 +175,8 @@ describe.each(DIALECTS)('%s', (dialect) => {
         await page.goto(`${root}/queues/replies`)
         await page.waitForFunction(() => document.body.dataset.live === 'open')
         await page.click(`tr[data-job=${quoted(id)}] td:first-child a`)
+        // The job's page, loaded: the queue page's own live flag would otherwise answer the wait below at once.
+        await page.waitForURL((url) => url.pathname.includes('/queues/replies/jobs/'))
         await page.waitForFunction(() => document.body.dataset.live === 'open')
         expect(await page.locator('main h1').textContent()).toBe(`Job ${id === '' ? '(empty id)' : id} waiting`)
         expect(await page.locator('pre[data-value]').textContent()).toContain(`"n": ${ids.indexOf(id)}`)

@@ -320,7 +320,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(await page.locator('tr[data-job]').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-job')))).toEqual(['reply:3'])
 
       await page.click('tr[data-job="reply:3"] a')
-      await page.waitForFunction(() => document.body.dataset.live === 'open')
+      await page.waitForFunction(() => document.body.dataset.live === 'open' && location.pathname.endsWith('/jobs/reply%3A3'))
       page.once('dialog', (dialog) => void dialog.accept())
       await page.click('button[data-action="cancel"]')
       await page.waitForSelector('[data-state="canceled"]')
