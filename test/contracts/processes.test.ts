@@ -120,13 +120,7 @@ describe.each(PROCESS_DATABASES)('%s', (dialect) => {
     for (const child of children) child.process.kill('SIGKILL')
     const [gauge] = await t.query<{ high: number }>(`select high from gauge where name = 'total'`)
     expect(Number(gauge!.high)).toBeLessThanOrEqual(4)
-    const runs = children.map(
-      (child) =>
-        child
-          .output()
-          .split('\n')
-          .filter((line) => line === 'ran').length,
-    )
+    const runs = children.map((child) => child.output().split('\n').filter((line) => line === 'ran').length)
     expect(runs.reduce((a, b) => a + b, 0)).toBe(200)
     expect(runs.length).toBe(4)
     for (const n of runs) expect(n, `runs per process: ${runs.join('/')}`).toBeGreaterThanOrEqual(30)
