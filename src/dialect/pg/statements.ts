@@ -52,6 +52,14 @@ function endEach(j: string, e: string): string {
       abandoned = (${e} ->> 9)::int <> 0, owner = null`
 }
 
+/** The first due job of @queue, in claim order, whose last run was abandoned (jobs_job_abandoned): a lateral subquery. */
+const FIRST_ALONE = `(select seq, run_at from jobs_job where abandoned and ${DUE} order by ${CLAIM_ORDER} limit 1)`
+
+/** A claim's renewal of the worker's row until @leaseUntil (with @channel), when it is set and the CTE `claimed` took any job. */
+const RENEW_IF_CLAIMED = `insert into jobs_worker (owner, expires_at, channel)
+    select @owner::text, ${at('@leaseUntil')}, @channel::text where @leaseUntil::float8 is not null and exists (select 1 from claimed)
+    on conflict (owner) do update set expires_at = excluded.expires_at, channel = excluded.channel`
+
 /**
  * The running jobs of @queue: the entries of jobs_job_running for the queue, a few however many jobs it holds. Every
  * count of runs under way (for limits, per group) reads them.
@@ -206,7 +214,7 @@ export const SQL = {
       a.seq::float8 as "aloneSeq", ${ms('a.run_at')} as "aloneRunAt"
     from (select 1) one
     left join jobs_queue q on q.name = @queue::text
-    left join lateral (select seq, run_at from jobs_job where abandoned and ${DUE} order by ${CLAIM_ORDER} limit 1) a on true`,
+    left join lateral ${FIRST_ALONE} a on true`,
   ),
   /**
    * A limited queue's row (one with a concurrency, a cap per group or a rate), locked until the claim commits; no row,
@@ -235,7 +243,7 @@ export const SQL = {
     'queueRunningAndAlone',
     `select (select count(*)::int from ${RUNNING}) as running, a.seq::float8 as "aloneSeq", ${ms('a.run_at')} as "aloneRunAt"
     from (select 1) one
-    left join lateral (select seq, run_at from jobs_job where abandoned and ${DUE} order by ${CLAIM_ORDER} limit 1) a on true`,
+    left join lateral ${FIRST_ALONE} a on true`,
   ),
   /** The limits a queue holds, and when a worker stored them (null: never). */
   queueLimits: pgStatement<QueueParam, StoredLimits>(
@@ -319,11 +327,7 @@ export const SQL = {
     from picked p where j.seq = p.seq
     returning j.seq, j.id, j.grp, j.value, p.state as claimed_from, j.attempts, j.max_attempts, j.abandoned, p.pos
   ),
-  renewed as (
-    insert into jobs_worker (owner, expires_at, channel)
-    select @owner::text, ${at('@leaseUntil')}, @channel::text where @leaseUntil::float8 is not null and exists (select 1 from claimed)
-    on conflict (owner) do update set expires_at = excluded.expires_at, channel = excluded.channel
-  )
+  renewed as (${RENEW_IF_CLAIMED})
   (select 'claimed' as part, seq::float8 as seq, id, grp, value::text as value, claimed_from as "claimedFrom", attempts,
     max_attempts as "maxAttempts", abandoned::int as abandoned
    from claimed order by pos)
@@ -409,11 +413,7 @@ export const SQL = {
     from candidates c where j.seq = c.seq
     returning j.seq, j.id, j.grp, j.value, c.state as claimed_from, j.attempts, j.max_attempts, j.abandoned, j.priority, j.run_at
   ),
-  renewed as (
-    insert into jobs_worker (owner, expires_at, channel)
-    select @owner::text, ${at('@leaseUntil')}, @channel::text where @leaseUntil::float8 is not null and exists (select 1 from claimed)
-    on conflict (owner) do update set expires_at = excluded.expires_at, channel = excluded.channel
-  ),
+  renewed as (${RENEW_IF_CLAIMED}),
   notice as (
     select pg_notify('${NOTICE_CHANNEL}', k.kind || ':' || @queue::text) as sent
     from (select case when exists (select 1 from ended) then 'ended' when exists (select 1 from claimed) then 'claimed' end as kind) k

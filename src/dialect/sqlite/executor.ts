@@ -148,7 +148,9 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
             }
             seqs.push(seq)
           }
-          claimed = seqs.length === 0 ? [] : yield* ask(sql.claimedOf.all({ seqs: JSON.stringify(seqs) }))
+          // The job that runs alone was read whole already; the others are read for what a claim answers.
+          if (take.only !== null) claimed = (candidates as ClaimedJob[]).filter((job) => seqs.includes(job.seq))
+          else claimed = seqs.length === 0 ? [] : yield* ask(sql.claimedOf.all({ seqs: JSON.stringify(seqs) }))
         }
         if (claimed.length === 0) return { claimed, heldBack: [...heldBack] }
         yield* ask(
