@@ -8,9 +8,8 @@
  *   npx tsx bench/pg/drain-cpu.ts [count] [slots] [fresh]
  */
 import { readdirSync, readFileSync } from 'node:fs'
-import { runTask } from '../lib/child.js'
 import { nowMs } from '../lib/clock.js'
-import { benchServer, createDatabase, databaseUrl, dropDatabase, vacuumAnalyze } from './lib.js'
+import { WARM_JOBS, withDrain } from './in-process.js'
 
 const count = Number(process.argv[2] ?? 20_000)
 const slots = Number(process.argv[3] ?? 16)
@@ -36,32 +35,18 @@ function serverCpuMs(): number {
   return (ticks / TICKS) * 1000
 }
 
-const server = await benchServer()
-const name = await createDatabase(server.url, 'cpu')
-const url = databaseUrl(server.url, name)
-const MODULE = new URL('../subjects/drizzle-jobs-pg.ts', import.meta.url).pathname
-try {
-  await runTask(MODULE, 'setup', { url })
-  await runTask(MODULE, 'fill', { url, count, warm: 100 })
-  if (!fresh) await vacuumAnalyze(url)
-  const { tasks } = (await import('../subjects/drizzle-jobs-pg.js')) as {
-    tasks: Record<string, (args: object, ctx: unknown) => Promise<{ jobsPerSec: number; done: number }>>
-  }
+await withDrain({ prefix: 'cpu', count, slots, analyze: !fresh }, async (drain) => {
   const server0 = serverCpuMs()
   const worker0 = process.cpuUsage()
   const t0 = nowMs()
-  // The subject's drain: the warm-up queue's 100 jobs, then the queue's.
-  const r = await tasks.process!({ url, count, slots }, {})
+  const r = await drain()
   const wallMs = nowMs() - t0
   const worker = process.cpuUsage(worker0)
   const serverMs = serverCpuMs() - server0
-  const jobs = r.done + 100
+  const jobs = r.done + WARM_JOBS
   const us = (ms: number) => ((ms / jobs) * 1000).toFixed(1)
   console.log(
     `${count} jobs at slots ${slots}, ${fresh ? 'fresh' : 'analyzed'}: ${Math.round(r.jobsPerSec)} jobs/s; per job: wall ${us(wallMs)} µs, ` +
       `worker CPU ${us((worker.user + worker.system) / 1000)} µs, server CPU ${us(serverMs)} µs`,
   )
-} finally {
-  await dropDatabase(server.url, name)
-  server.stop()
-}
+})

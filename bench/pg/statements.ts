@@ -7,9 +7,8 @@
  *   npx tsx bench/pg/statements.ts [count] [slots]
  */
 import pg from 'pg'
-import { runTask } from '../lib/child.js'
 import { nowMs } from '../lib/clock.js'
-import { benchServer, createDatabase, databaseUrl, dropDatabase, vacuumAnalyze } from './lib.js'
+import { withDrain } from './in-process.js'
 
 const count = Number(process.argv[2] ?? 2000)
 const slots = Number(process.argv[3] ?? 16)
@@ -38,20 +37,10 @@ pg.Client.prototype.query = function timed(this: pg.Client, ...args: unknown[]):
   return result
 } as typeof pg.Client.prototype.query
 
-const server = await benchServer()
-const name = await createDatabase(server.url, 'statements')
-const url = databaseUrl(server.url, name)
-/** The drain below runs the subject's warm-up (100 jobs of another queue) first; its statements are counted too. */
-const MODULE = new URL('../subjects/drizzle-jobs-pg.ts', import.meta.url).pathname
-try {
-  await runTask(MODULE, 'setup', { url })
-  await runTask(MODULE, 'fill', { url, count, warm: 100 })
-  await vacuumAnalyze(url)
+/** The drain runs the subject's warm-up (100 jobs of another queue) first; its statements are counted too. */
+await withDrain({ prefix: 'statements', count, slots, analyze: true }, async (drain) => {
   // The drain runs here, in this process, so that its queries are timed.
-  const { tasks } = (await import('../subjects/drizzle-jobs-pg.js')) as {
-    tasks: Record<string, (args: object, ctx: unknown) => Promise<{ jobsPerSec: number; elapsedMs: number }>>
-  }
-  const r = await tasks.process!({ url, count, slots }, {})
+  const r = await drain()
   const transactions = [...stats].filter(([key]) => /^begin/i.test(key)).reduce((sum, [, stat]) => sum + stat.calls, 0)
   console.log(
     `${count} jobs at slots ${slots}: ${Math.round(r.jobsPerSec)} jobs/s in ${r.elapsedMs.toFixed(0)} ms; ${transactions} transactions (${(count / Math.max(1, transactions)).toFixed(1)} jobs each)`,
@@ -62,7 +51,4 @@ try {
       `| \`${key}\` | ${stat.calls} | ${stat.ms.toFixed(0)} | ${(stat.ms / stat.calls).toFixed(2)} | ${(stat.calls / Math.max(1, transactions)).toFixed(2)} | ${(stat.calls / count).toFixed(2)} |`,
     )
   }
-} finally {
-  await dropDatabase(server.url, name)
-  server.stop()
-}
+})
