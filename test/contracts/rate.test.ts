@@ -147,9 +147,12 @@ describe.each(PROCESS_DATABASES)('%s', (dialect) => {
         'the first rate to be stored',
       )
       workers.push(work(t.db, strict, handler, { pollInterval: '10ms' }))
+      // The worker warns once its write has committed: another connection may see the row a moment before the warning.
       await waitFor(
-        async () => (await t.query<{ r: number | null }>(`select rate_limit as r from jobs_queue where name = 'stored-rate'`))[0]?.r === 3,
-        'the second rate to replace it',
+        async () =>
+          (await t.query<{ r: number | null }>(`select rate_limit as r from jobs_queue where name = 'stored-rate'`))[0]?.r === 3 &&
+          warn.mock.calls.length > 0,
+        'the second rate to replace it, and its worker to warn',
       )
       expect(warn.mock.calls.flat().join('\n')).toMatch(
         /rate \{ limit: 100, per: 1000ms \}.*replaces it with .*rate \{ limit: 3, per: 1000ms \}/,
