@@ -260,27 +260,6 @@ export interface JobEnd {
   transition: RunEndParams
 }
 
-/**
- * Ends as both dialects' end statements read them: a JSON array of [seq, attempt, state, runAt, finishedAt, result,
- * error, errorStack, refund, abandoned], result the JSON text of the result or null.
- */
-export function endsAsJson(ends: readonly JobEnd[]): string {
-  return JSON.stringify(
-    ends.map(({ seq, attempt, transition: t }) => [
-      seq,
-      attempt,
-      t.state,
-      t.runAt,
-      t.finishedAt,
-      t.result,
-      t.error,
-      t.errorStack,
-      t.refund,
-      t.abandoned,
-    ]),
-  )
-}
-
 /** A worker's flush of one queue, written whole by a driver that can (Executor.jobFlush). */
 export interface FlushRequest {
   queue: string

@@ -5,14 +5,13 @@
  * client of a transaction), turning lists into JSON text and bounds into
  * times the server takes.
  */
-import { endsAsJson } from '../rows.js'
 import type { ClaimedJob, Executor, ListingOrder, ListParams } from '../index.js'
 import { ADMIN_SQL } from './admin.js'
 import { FOLD, HAS_UNFOLDED } from './counts.js'
 import type { Queryable } from './driver.js'
 import { READ_SQL } from './read.js'
 import { all, get, one, some } from './statement.js'
-import { SQL } from './statements.js'
+import { endsAsJson, SQL } from './statements.js'
 import { pgScheduleRequests } from './schedules.js'
 import { timeBound } from './terms.js'
 

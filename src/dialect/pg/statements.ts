@@ -19,6 +19,7 @@ import type {
   ClaimLimits,
   ExpiredBy,
   HeldRun,
+  JobEnd,
   LeaseParams,
   NewJob,
   RunEndParams,
@@ -43,7 +44,28 @@ const END_SET = `state = @state::text, run_at = coalesce(${at('@runAt')}, run_at
   abandoned = @abandoned::int <> 0, owner = null`
 
 /**
- * The columns a run's end writes to the job row `j`, from the row `e` of an ends array (rows.ts, endsAsJson): the job
+ * Ends as the end statements read them (endEach): a JSON array of [seq, attempt, state, runAt, finishedAt, result,
+ * error, errorStack, refund, abandoned], result the JSON text of the result or null.
+ */
+export function endsAsJson(ends: readonly JobEnd[]): string {
+  return JSON.stringify(
+    ends.map(({ seq, attempt, transition: t }) => [
+      seq,
+      attempt,
+      t.state,
+      t.runAt,
+      t.finishedAt,
+      t.result,
+      t.error,
+      t.errorStack,
+      t.refund,
+      t.abandoned,
+    ]),
+  )
+}
+
+/**
+ * The columns a run's end writes to the job row `j`, from the row `e` of an ends array (endsAsJson): the job
  * names no worker from then on.
  */
 function endEach(j: string, e: string): string {
@@ -340,7 +362,7 @@ export const SQL = {
   /**
    * Ends runs of the worker @owner, each with its own next state, behind the fence (terms.ts), with a rescue's expiry
    * (@expiredBy), and drops the steps of the jobs that ended, in one statement however the ends differ. `@ends` is
-   * an ends array (rows.ts, endsAsJson). Answers the jobs it ended. Every end of a run with a worker goes through it
+   * an ends array (endsAsJson). Answers the jobs it ended. Every end of a run with a worker goes through it
    * or through the whole flush.
    */
   endRuns: pgStatement<ExpiredBy & { owner: string; ends: string }, Pick<JobRow, 'seq'>>(
@@ -369,7 +391,7 @@ export const SQL = {
    * claim order (SKIP LOCKED) but for @passOver, a renewal of its row when @leaseUntil is set and it claimed, and one
    * notice. Where the queue's policy needs the general claim (its row holds a limit or a rate, or a due job's last
    * run was abandoned) it claims nothing and answers a `general` row; a paused queue claims nothing. `@ends` is an
-   * ends array (rows.ts, endsAsJson). Data-modifying CTEs all see the statement's snapshot: the claim never takes a job
+   * ends array (endsAsJson). Data-modifying CTEs all see the statement's snapshot: the claim never takes a job
    * these ends just put back (and a job ended here is in @passOver when it could be).
    */
   flush: pgStatement<

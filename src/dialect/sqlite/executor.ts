@@ -18,20 +18,19 @@ import { changedOne, mapAnswer, type PreparedStatements, type SqliteClient } fro
 import { insertJobsInGroups, runForJobs, type Statements } from './statements.js'
 import { sqliteScheduleRequests } from './schedules.js'
 
-/** Ends grouped where one endRunsAlike may write them: the same next state but for finish time and result. */
-function alike(ends: readonly JobEnd[]): (readonly JobEnd[])[] {
-  // Most often every end is alike (a worker's runs that all returned): no key to make for each.
-  const [first] = ends
-  if (first && ends.every((end) => sameKind(end.transition, first.transition))) return [ends]
-  const groups = new Map<string, JobEnd[]>()
+/**
+ * Ends grouped where one endRunsAlike may write them: the same next state but for finish time and result. Few kinds of
+ * end meet in one request (most often one: a worker's runs that all returned), so each end is matched against the groups'
+ * first ends.
+ */
+function alike(ends: readonly JobEnd[]): JobEnd[][] {
+  const groups: JobEnd[][] = []
   for (const end of ends) {
-    const t = end.transition
-    const key = JSON.stringify([t.state, t.runAt, t.error, t.errorStack, t.refund, t.abandoned])
-    const group = groups.get(key)
+    const group = groups.find(([first]) => sameKind(first!.transition, end.transition))
     if (group) group.push(end)
-    else groups.set(key, [end])
+    else groups.push([end])
   }
-  return [...groups.values()]
+  return groups
 }
 
 function sameKind(a: RunEndParams, b: RunEndParams): boolean {
