@@ -17,8 +17,13 @@ export function htmxSource(): string {
 
 /**
  * Applies server-sent updates: each event is a JSON object of region name to
- * markup, and each `[data-live=name]` region takes its new markup. Also shows
- * the answer of an action, or its error, in the flash region.
+ * markup, and each `[data-live=name]` region is patched to match it. An
+ * element whose tag and attributes are unchanged is kept, and only its text
+ * or children change; any other is replaced. So a link the reader is
+ * clicking stays in the page while a count or an age beside it moves, and
+ * the first update, which repeats what the page was served with, changes
+ * nothing. Also shows the answer of an action, or its error, in the flash
+ * region.
  */
 export const CLIENT_JS = `(() => {
   const body = document.body
@@ -31,6 +36,24 @@ export const CLIENT_JS = `(() => {
     flash(xhr.getResponseHeader('content-type')?.startsWith('text/html') ? xhr.responseText : '<p class="flash error">The dashboard answered ' + xhr.status + '</p>')
   })
   document.addEventListener('htmx:sendError', () => flash('<p class="flash error">The dashboard cannot be reached</p>'))
+  const same = (have, want) => {
+    if (have.nodeName !== want.nodeName) return false
+    if (have.nodeType !== 1) return true
+    if (have.attributes.length !== want.attributes.length) return false
+    for (const { name, value } of want.attributes) if (have.getAttribute(name) !== value) return false
+    return true
+  }
+  const patch = (into, from) => {
+    const wanted = Array.from(from.childNodes)
+    for (const [i, want] of wanted.entries()) {
+      const have = into.childNodes[i]
+      if (!have) into.appendChild(want)
+      else if (!same(have, want)) into.replaceChild(want, have)
+      else if (have.nodeType === 1) patch(have, want)
+      else if (have.nodeValue !== want.nodeValue) have.nodeValue = want.nodeValue
+    }
+    while (into.childNodes.length > wanted.length) into.lastChild.remove()
+  }
   const url = body.dataset.events
   if (!url) return
   const source = new EventSource(url)
@@ -41,7 +64,9 @@ export const CLIENT_JS = `(() => {
     for (const name of Object.keys(regions)) {
       const region = document.querySelector('[data-live="' + name + '"]')
       if (!region) continue
-      region.innerHTML = regions[name]
+      const markup = document.createElement('template')
+      markup.innerHTML = regions[name]
+      patch(region, markup.content)
       window.htmx.process(region)
     }
     body.dataset.updates = String(Number(body.dataset.updates || 0) + 1)

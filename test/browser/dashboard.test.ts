@@ -179,7 +179,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
   }
 
   describe('the dashboard in a browser', () => {
-    test(`${on} shows counts that match the database, and follows them live`, async () => {
+    test(`${on} shows counts that match the database, and follows them live, keeping in place what did not change`, async () => {
       const replies = defineQueue<{ messageId: number }>('replies', { attempts: 5 })
       const emails = defineQueue<{ to: string }>('emails')
       await seedHistory('replies', (i) => 6 + Math.round(5 * Math.sin(i / 6) + 5), 13)
@@ -200,6 +200,10 @@ describe.each(DIALECTS)('%s', (dialect) => {
       const page = await open('/')
       for (const queue of ['replies', 'emails']) expect(await shownCounts(page, queue)).toEqual(await dbCounts(queue))
       expect(await page.locator('tr[data-queue="emails"] .badge').textContent()).toBe('active')
+      // Each queue's link is marked in the page, not in its markup, to see whether updates keep it in place.
+      await page.evaluate(() => {
+        for (const link of document.querySelectorAll('tr[data-queue] td:first-child a')) Object.assign(link, { kept: true })
+      })
 
       // Another connection writes (as another process would): the page follows within the poll.
       const other = another()
@@ -218,6 +222,15 @@ describe.each(DIALECTS)('%s', (dialect) => {
         'the page to show the new counts',
       )
       expect(await shownCounts(page, 'emails')).toMatchObject({ waiting: 9 })
+      // The counts beside each link changed, and the link stayed: a click on it is not lost to an update.
+      expect(
+        await page.evaluate(() =>
+          Array.from(
+            document.querySelectorAll('tr[data-queue] td:first-child a'),
+            (link) => (link as HTMLAnchorElement & { kept?: boolean }).kept === true,
+          ),
+        ),
+      ).toEqual([true, true])
       expect(await page.locator('[data-live="chart"] rect').count()).toBeGreaterThan(50)
 
       const shot = await screenshot(page, `dashboard-overview-${dialect}`)
