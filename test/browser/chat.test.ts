@@ -175,6 +175,30 @@ function sampleRunning(db: ChatDatabase): { max(): number; stop(): Promise<void>
   return { max: () => max, stop }
 }
 
+/**
+ * Samples the reply queue's log of run starts, as the claims of every process stamp them in `jobs_queue.rate_starts`,
+ * and keeps each start it sees. At a limit of 1 the log holds the latest start, which stays there a whole window, so
+ * a sample every 15 ms sees every start.
+ */
+function sampleRateStarts(db: ChatDatabase): { starts(): number[]; stop(): Promise<void> } {
+  const seen = new Set<number>()
+  let sampling: Promise<void> | null = null
+  const timer = setInterval(() => {
+    sampling ??= db
+      .query<{ log: string | { starts?: number[] } | null }>(`select rate_starts as log from jobs_queue where name = 'replies'`)
+      .then(([row]) => {
+        const log = typeof row?.log === 'string' ? (JSON.parse(row.log) as { starts?: number[] }) : row?.log
+        for (const start of log?.starts ?? []) seen.add(Number(start))
+      })
+      .finally(() => (sampling = null))
+  }, 15)
+  const stop = async (): Promise<void> => {
+    clearInterval(timer)
+    await sampling
+  }
+  return { starts: () => [...seen].sort((a, b) => a - b), stop }
+}
+
 describe.each(DIALECTS)('%s', (dialect) => {
   const on = `[${dialect}]`
   /** Screenshots of the SQLite chat keep their names; the PostgreSQL chat's are named after it. */
@@ -273,6 +297,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
   test(`JOB-22 ${on} a reply the model's rate limit holds back says so on the page, then arrives`, async () => {
     // One reply started per 4 s across both web processes.
     const chat = await startChat(dialect, 2, '300-500', ['--rate', '1/4s'])
+    const stamped = sampleRateStarts(chat.db)
     const dave = await openUser(chat.url)
     await post(dave, ['First question', 'Second question'])
     await waitFor(
@@ -291,15 +316,22 @@ describe.each(DIALECTS)('%s', (dialect) => {
     const waited = events.findIndex((e) => /rate limit/.test(e.status ?? ''))
     expect(waited).toBeGreaterThanOrEqual(0)
     expect(events.slice(waited).some((e) => e.status === 'thinking…')).toBe(true)
-    // The rate held across both processes: the second reply ended a window (4 s) less a run (at most 0.5 s) after the
-    // first. (The first reply may show the wait too, on a loaded machine: a run that cannot begin within 100 ms of its
-    // stamped start goes back unstarted, and waits for the window like any other.)
+    // The rate held across both processes: the starts the claims stamped, one per reply (and one more for a run handed
+    // back unstarted, which the first reply may show too on a loaded machine: a run that cannot begin within 100 ms of
+    // its stamped start goes back, and waits for the window like any other), are each a window (4 s) apart. Starts
+    // stamped together by two processes would leave one in the log, and fewer starts than replies.
+    await stamped.stop()
+    const starts = stamped.starts()
+    expect(starts.length).toBeGreaterThanOrEqual(2)
+    for (const [i, start] of starts.slice(1).entries()) expect(start - starts[i]!).toBeGreaterThanOrEqual(4_000)
+    // And each reply ended after a start of its own: the second ended after the last start.
     const finished = await chat.db.query<{ t: number | string }>(
       dialect === 'sqlite'
         ? `select finished_at as t from jobs_job where queue = 'replies' order by finished_at`
         : `select extract(epoch from finished_at) * 1000 as t from jobs_job where queue = 'replies' order by finished_at`,
     )
     expect(finished).toHaveLength(2)
-    expect(Number(finished[1]!.t) - Number(finished[0]!.t)).toBeGreaterThanOrEqual(3_500)
+    expect(Number(finished[0]!.t)).toBeGreaterThan(starts[0]!)
+    expect(Number(finished[1]!.t)).toBeGreaterThan(starts.at(-1)!)
   })
 })
