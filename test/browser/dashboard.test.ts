@@ -202,7 +202,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(await page.locator('tr[data-queue="emails"] .badge').textContent()).toBe('active')
       // Each queue's link is marked in the page, not in its markup, to see whether updates keep it in place.
       await page.evaluate(() => {
-        for (const link of document.querySelectorAll('tr[data-queue] td:first-child a')) Object.assign(link, { kept: true })
+        for (const link of Array.from(document.querySelectorAll('tr[data-queue] td:first-child a'))) Object.assign(link, { kept: true })
       })
 
       // Another connection writes (as another process would): the page follows within the poll.
