@@ -14,8 +14,7 @@
 import type { NodePgDatabase } from 'drizzle-orm/node-postgres'
 import type pg from 'pg'
 import { defineQueue, enqueue, enqueueMany, queueCounts, work } from '../src/index.js'
-import { endsAsJson } from '../src/dialect/pg/statements.js'
-import { SQL } from '../src/dialect/pg/statements.js'
+import { endsAsJson, SQL } from '../src/dialect/pg/statements.js'
 import { withPgDatabase } from './lib/pg-database.js'
 
 const what = process.argv[2] ?? 'all'

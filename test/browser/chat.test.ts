@@ -158,20 +158,25 @@ async function storedReplies(
   return { asked, failing: failing?.id, replies: new Map(rows.map((row) => [String(row.replyTo), row.text])), copies }
 }
 
+/** Calls `read` every 15 ms, one call at a time, until the answered `stop`, which waits for the call under way. */
+function sampleEvery15ms(read: () => Promise<void>): () => Promise<void> {
+  let reading: Promise<void> | null = null
+  const timer = setInterval(() => {
+    reading ??= read().finally(() => (reading = null))
+  }, 15)
+  return async () => {
+    clearInterval(timer)
+    await reading
+  }
+}
+
 /** Samples the runs under way across every process from the database, to check the queue's concurrency of 4. */
 function sampleRunning(db: ChatDatabase): { max(): number; stop(): Promise<void> } {
   let max = 0
-  let sampling: Promise<void> | null = null
-  const timer = setInterval(() => {
-    sampling ??= db
-      .query<{ n: number | string }>(`select count(*) as n from jobs_job where queue = 'replies' and owner is not null`)
-      .then(([row]) => void (max = Math.max(max, Number(row!.n))))
-      .finally(() => (sampling = null))
-  }, 15)
-  const stop = async (): Promise<void> => {
-    clearInterval(timer)
-    await sampling
-  }
+  const stop = sampleEvery15ms(async () => {
+    const [row] = await db.query<{ n: number | string }>(`select count(*) as n from jobs_job where queue = 'replies' and owner is not null`)
+    max = Math.max(max, Number(row!.n))
+  })
   return { max: () => max, stop }
 }
 
@@ -182,20 +187,13 @@ function sampleRunning(db: ChatDatabase): { max(): number; stop(): Promise<void>
  */
 function sampleRateStarts(db: ChatDatabase): { starts(): number[]; stop(): Promise<void> } {
   const seen = new Set<number>()
-  let sampling: Promise<void> | null = null
-  const timer = setInterval(() => {
-    sampling ??= db
-      .query<{ log: string | { starts?: number[] } | null }>(`select rate_starts as log from jobs_queue where name = 'replies'`)
-      .then(([row]) => {
-        const log = typeof row?.log === 'string' ? (JSON.parse(row.log) as { starts?: number[] }) : row?.log
-        for (const start of log?.starts ?? []) seen.add(Number(start))
-      })
-      .finally(() => (sampling = null))
-  }, 15)
-  const stop = async (): Promise<void> => {
-    clearInterval(timer)
-    await sampling
-  }
+  const stop = sampleEvery15ms(async () => {
+    const [row] = await db.query<{ log: string | { starts?: number[] } | null }>(
+      `select rate_starts as log from jobs_queue where name = 'replies'`,
+    )
+    const log = typeof row?.log === 'string' ? (JSON.parse(row.log) as { starts?: number[] }) : row?.log
+    for (const start of log?.starts ?? []) seen.add(Number(start))
+  })
   return { starts: () => [...seen].sort((a, b) => a - b), stop }
 }
 
