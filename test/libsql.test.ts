@@ -43,6 +43,30 @@ test('[libsql] a database in memory: a job added in the app transaction commits 
   }
 })
 
+test('JOB-13 [libsql] on a file with no tables, work tells onError SCHEMA_MISSING once, naming the tables and the commands to run, and stops, writing nothing', async () => {
+  const client = createClient({ url: `file:${join(tempDir(), 'bare.db')}` })
+  try {
+    const db = drizzle({ client })
+    const errors: unknown[] = []
+    const worker = work(db, replies, ({ n }) => ({ doubled: n * 2 }), { pollInterval: '10ms', onError: (error) => errors.push(error) })
+    await waitFor(() => errors.length > 0, 'the worker to tell its error')
+    // 30 polls: a worker that went on would meet the missing tables again at each.
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    await worker.stop()
+    expect(errors).toEqual([
+      expect.objectContaining({
+        code: 'SCHEMA_MISSING',
+        message: expect.stringMatching(
+          /^table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule are missing: .*`drizzle-kit migrate`/,
+        ),
+      }),
+    ])
+    expect((await client.execute(`select name from sqlite_master`)).rows).toEqual([])
+  } finally {
+    client.close()
+  }
+})
+
 test("[libsql] an embedded replica (a file with libsql's -info beside it) is worked through the app's client, which sends its writes to the primary", async () => {
   const file = join(tempDir(), 'replica.db')
   const setup = createClient({ url: `file:${file}` })

@@ -8,7 +8,7 @@
 import { connectionOf, type Database } from '../dialect/open.js'
 import type { Connection } from '../dialect/index.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
-import { JobsError } from '../errors.js'
+import { isJobsError, JobsError } from '../errors.js'
 import {
   DEFAULT_LEASE_MS,
   DEFAULT_POLL_INTERVAL_MS,
@@ -18,6 +18,8 @@ import {
   MAINTENANCE_INTERVAL_MS,
   STOP_ABORT_GRACE_MS,
   BUSY_RETRY_MS,
+  BUSY_BACKOFF_FIRST_MS,
+  BUSY_BACKOFF_MAX_MS,
 } from '../limits.js'
 import { checkQueue, positiveInteger, positiveMs, type Queue } from '../queue/define.js'
 import type { Json, JsonShape } from '../types.js'
@@ -119,7 +121,9 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'listen', 'onErr
  *
  * Throws INVALID_OPTION for a bad option, a handler that is not a function
  * or a queue that defineQueue did not make; SCHEMA_MISSING when the tables
- * were not migrated.
+ * were not migrated. A database whose calls answer promises (PostgreSQL,
+ * libsql) is checked as the worker starts: its SCHEMA_MISSING goes to
+ * `onError`, once, and the worker stops before it claims or writes anything.
  *
  * @example
  * const worker = work(db, replies, async ({ messageId }, run) => {
@@ -153,15 +157,10 @@ export function work<T, R, A extends HandlerAnswer<A, R>>(
     clock: options.clock === undefined ? Date.now : clockOption(options.clock),
   }
   const connection = connectionOf(db)
+  // A synchronous database was checked as it was taken (SCHEMA_MISSING is thrown there); an asynchronous one checks
+  // its tables now, and the worker starts once they are found.
   const prepared = connection.prepareWrites()
-  // An asynchronous database checks its tables as it answers: a missing one reaches onError, and every write retries
-  // (a busy one too, as every busy error: the server away at the start, say).
-  if (prepared instanceof Promise) {
-    prepared.catch((error: unknown) => {
-      if (!connection.isBusy(error)) settings.onError(error)
-    })
-  }
-  return new QueueWorker(connection, definition, handler as Handler<unknown>, settings)
+  return new QueueWorker(connection, definition, handler as Handler<unknown>, settings, prepared instanceof Promise ? prepared : null)
 }
 
 /** A clock must be a function that answers ms since the epoch: asked once here, so that a bad one is refused before it runs anything. */
@@ -199,13 +198,16 @@ class QueueWorker implements Worker {
   private readonly lease: LeaseClock
   private readonly flusher: Flusher
   private readonly timers: NodeJS.Timeout[] = []
-  private readonly unsubscribe: () => void
+  /** Whether the worker has started claiming: it has not while an asynchronous database checks its tables. */
+  private started = false
+  private unsubscribe = () => {}
   /** Lets go of other processes' notices (listenToOthers), or does nothing when the worker does not listen. */
-  private readonly stopListening: () => void
-  private readonly poller: DataVersionPoller
+  private stopListening = () => {}
+  /** Made as the worker starts claiming, its tables found: its first look at the data version is taken then. */
+  private poller: DataVersionPoller | null = null
   /** Adds the jobs of its queue's due schedule slots (JOB-21). */
   private readonly schedules: ScheduleTimer
-  private readonly unsubscribeSchedules: () => void
+  private unsubscribeSchedules = () => {}
   /** The worker's own tasks under way (a poll, a renewal, a maintenance pass): `stop` waits for them. */
   private readonly tasks = new Set<Promise<void>>()
   private stopping = false
@@ -218,6 +220,7 @@ class QueueWorker implements Worker {
     private readonly definition: Queue,
     private readonly handler: Handler<unknown>,
     private readonly settings: Settings,
+    prepared: Promise<void> | null,
   ) {
     this.queue = definition.name
     this.active = new ActiveRuns(connection, this.owner, this.queue, { clock: settings.clock, ms: settings.leaseMs })
@@ -235,12 +238,6 @@ class QueueWorker implements Worker {
       stopping: () => this.stopping,
       start: (job) => this.start(job),
     })
-    this.poller = new DataVersionPoller(connection)
-    this.unsubscribe = onJobsChanged(connection.key, (queue, kind) => {
-      if (kind === 'revoked') this.track(this.checkLeases())
-      else if (queue === this.queue && kind !== 'claimed') this.flusher.schedule()
-    })
-    this.stopListening = settings.listen ? listenToOthers(connection) : () => {}
     this.schedules = new ScheduleTimer({
       connection,
       queue: definition,
@@ -249,6 +246,20 @@ class QueueWorker implements Worker {
       stopping: () => this.stopping,
       track: (task) => this.track(task),
     })
+    if (prepared) this.track(this.startWhenPrepared(prepared))
+    else this.startClaiming()
+  }
+
+  /** Listens for changes and arms the worker's timers; its first maintenance pass claims the first jobs. */
+  private startClaiming(): void {
+    const { connection, settings } = this
+    this.started = true
+    this.poller = new DataVersionPoller(connection)
+    this.unsubscribe = onJobsChanged(connection.key, (queue, kind) => {
+      if (kind === 'revoked') this.track(this.checkLeases())
+      else if (queue === this.queue && kind !== 'claimed') this.flusher.schedule()
+    })
+    this.stopListening = settings.listen ? listenToOthers(connection) : () => {}
     this.unsubscribeSchedules = onSchedulesChanged(connection.key, (queue) => {
       if (queue === this.queue) this.track(this.schedules.pass())
     })
@@ -258,6 +269,32 @@ class QueueWorker implements Worker {
       setInterval(() => this.track(this.maintain()), MAINTENANCE_INTERVAL_MS),
     )
     this.track(this.maintain())
+  }
+
+  /**
+   * Starts claiming once an asynchronous database is ready for writes: its tables found, its triggers installed.
+   * Tables not migrated stop the worker before it reads or writes anything else, SCHEMA_MISSING told to onError
+   * once, as `work` throws it on a synchronous database. A busy database or a lost connection (the server away at
+   * the start, say) is tried again after a backoff, and any other error too, once told to onError.
+   */
+  private async startWhenPrepared(prepared: Promise<void>): Promise<void> {
+    for (let waitMs = BUSY_BACKOFF_FIRST_MS; ; waitMs = Math.min(waitMs * 2, BUSY_BACKOFF_MAX_MS)) {
+      try {
+        await prepared
+        if (!this.stopping) this.startClaiming()
+        return
+      } catch (error) {
+        if (isJobsError(error, 'SCHEMA_MISSING')) {
+          this.settings.onError(error)
+          void this.stop()
+          return
+        }
+        if (!this.connection.isBusy(error)) this.settings.onError(error)
+      }
+      await sleep(waitMs)
+      if (this.stopping) return
+      prepared = Promise.resolve(this.connection.prepareWrites())
+    }
   }
 
   /** Keeps a task of the worker's own until it settles, for `stop` to wait on; it never rejects (each task reports its errors). */
@@ -314,6 +351,8 @@ class QueueWorker implements Worker {
     for (const timer of this.timers) clearInterval(timer)
     // A task that began before the stop (a maintenance pass, say) ends before the stop does.
     await Promise.all([...this.tasks, this.flusher.settled()])
+    // A worker that never claimed wrote no row.
+    if (!this.started) return
     // Every end is written: the worker holds no job, and its row goes (where the database is busy, it expires instead).
     try {
       await this.connection.executor.workerDelete(this.owner)
@@ -360,7 +399,7 @@ class QueueWorker implements Worker {
   }
 
   private async pollForOtherWriters(): Promise<void> {
-    if (this.stopping) return
+    if (this.stopping || !this.poller) return
     try {
       if (!(await this.poller.othersWrote())) return
     } catch (error) {

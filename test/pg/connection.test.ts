@@ -1,7 +1,8 @@
 /**
  * The PostgreSQL connection (src/dialect/pg/connection.ts) on a real server: its transactions on both
- * drivers (a pool's own, a savepoint inside the app's Drizzle transaction), the schema check, how it names
- * the database, and which errors it takes for "try again later".
+ * drivers (a pool's own, a savepoint inside the app's Drizzle transaction), the schema check (and what a
+ * worker does when it fails, on every PostgreSQL driver: PGlite too), how it names the database, and which
+ * errors it takes for "try again later".
  */
 import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -12,12 +13,17 @@ import { migrate } from 'drizzle-orm/node-postgres/migrator'
 import type { PgDatabase as DrizzlePgDatabase } from 'drizzle-orm/pg-core'
 import pg from 'pg'
 import postgres from 'postgres'
+import { PGlite } from '@electric-sql/pglite'
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
+import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
 import { describe, expect, test } from 'vitest'
 import { ask, type Executor, type Program } from '../../src/dialect/index.js'
 import { isPgBusy } from '../../src/dialect/pg/connection.js'
 import { JobsError } from '../../src/errors.js'
+import { defineQueue, enqueue, getJob, work, type Worker } from '../../src/index.js'
 import { tempDir } from '../helpers/db.js'
 import { eachFreshPgDb, freshPgDb, PG_MIGRATIONS, pgConnectionOf, POSTGRES_JS } from '../helpers/pg.js'
+import { waitFor } from '../helpers/wait.js'
 import { spawnFixture } from '../reliability/processes.js'
 import { addJobs, newJob } from './jobs.js'
 
@@ -234,6 +240,113 @@ describe('the schema check', () => {
       expect(await c.write(adding('a'))).toBe(true)
     } finally {
       await earlier.drop()
+    }
+  })
+})
+
+/** Every PostgreSQL driver a worker runs on. */
+const WORK_DRIVERS = ['node-postgres', ...POSTGRES_JS, 'pglite'] as const
+
+/** A database of its own on `driver`, with no tables or migrated from `migrations`; plain SQL on it, and its end. */
+async function databaseOn(
+  driver: (typeof WORK_DRIVERS)[number],
+  migrations?: string,
+): Promise<{ db: AnyPgDatabase; query<T>(sql: string): Promise<T[]>; migrate(folder: string): Promise<void>; close(): Promise<void> }> {
+  if (driver === 'pglite') {
+    const client = new PGlite()
+    const db = drizzlePglite({ client })
+    const database = {
+      db,
+      query: async <T>(text: string) => (await client.query<T>(text)).rows,
+      migrate: (folder: string) => migratePglite(db, { migrationsFolder: folder }),
+      close: () => client.close(),
+    }
+    if (migrations) await database.migrate(migrations)
+    return database
+  }
+  const bare = await freshPgDb({ migrate: false })
+  const database = {
+    db: driver === 'node-postgres' ? bare.db : bare.postgresJs(driver).db,
+    query: async <T>(text: string) => (await bare.pool.query(text)).rows as T[],
+    migrate: (folder: string) => migrate(bare.db, { migrationsFolder: folder }),
+    close: () => bare.drop(),
+  }
+  if (migrations) await database.migrate(migrations)
+  return database
+}
+
+/** What a database holds of drizzle-jobs: its tables, the rows of each, and the triggers. */
+async function jobsTablesAndRows(query: <T>(sql: string) => Promise<T[]>): Promise<unknown> {
+  const tables = (
+    await query<{ name: string }>(`select table_name as name from information_schema.tables where table_schema = 'public' order by 1`)
+  ).map((row) => row.name)
+  const rows: Record<string, number> = {}
+  for (const table of tables) rows[table] = Number((await query<{ n: number | string }>(`select count(*) as n from ${table}`))[0]!.n)
+  const triggers = await query<{ name: string }>(`select tgname as name from pg_trigger where not tgisinternal order by 1`)
+  return { tables, rows, triggers }
+}
+
+/**
+ * Starts a worker on `db` that tells its errors to the answered list, polling every 10 ms, and answers once it told
+ * one and 30 polls went by: a worker that went on would meet the missing tables again at each.
+ */
+async function workerErrors(db: AnyPgDatabase): Promise<{ errors: unknown[]; worker: Worker }> {
+  const errors: unknown[] = []
+  const worker = work(db, defineQueue('replies'), () => {}, { pollInterval: '10ms', onError: (error) => errors.push(error) })
+  await waitFor(() => errors.length > 0, 'the worker to tell its error')
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  return { errors, worker }
+}
+
+describe.each(WORK_DRIVERS)('JOB-13 work on tables not migrated, on %s', (driver) => {
+  test(`JOB-13 [${driver}] on a database with no tables, work tells onError SCHEMA_MISSING once, naming every table and the commands to run, and stops, writing nothing`, async () => {
+    const database = await databaseOn(driver)
+    try {
+      const before = await jobsTablesAndRows(database.query)
+      const { errors, worker } = await workerErrors(database.db)
+      expect(errors).toEqual([
+        expect.objectContaining({
+          code: 'SCHEMA_MISSING',
+          message: expect.stringMatching(
+            /^table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule, jobs_count are missing: add `export \* from 'drizzle-jobs\/pg\/schema'`.*`drizzle-kit generate`.*`drizzle-kit migrate`/,
+          ),
+        }),
+      ])
+      await worker.stop()
+      expect(errors).toHaveLength(1)
+      expect(await jobsTablesAndRows(database.query)).toEqual(before)
+    } finally {
+      await database.close()
+    }
+  })
+
+  test(`JOB-13 [${driver}] on tables of the version before workers had rows of their own, work tells onError SCHEMA_MISSING once, naming jobs_worker, and stops, writing nothing; once migrated, a worker runs`, async () => {
+    const database = await databaseOn(driver, migrationsBefore('0002_lease_per_worker'))
+    try {
+      const before = await jobsTablesAndRows(database.query)
+      const { errors, worker } = await workerErrors(database.db)
+      expect(errors).toEqual([
+        expect.objectContaining({
+          code: 'SCHEMA_MISSING',
+          message: expect.stringMatching(/^table jobs_worker is missing: .*`drizzle-kit migrate`/),
+        }),
+      ])
+      await worker.stop()
+      expect(errors).toHaveLength(1)
+      expect(await jobsTablesAndRows(database.query)).toEqual(before)
+
+      await database.migrate(PG_MIGRATIONS)
+      const replies = defineQueue('replies')
+      await enqueue(database.db, replies, null, { id: 'after' })
+      const after = work(database.db, replies, () => 'ran', { pollInterval: '10ms', onError: (error) => errors.push(error) })
+      try {
+        await waitFor(async () => (await getJob(database.db, replies, 'after'))?.state === 'done', 'the job to run')
+      } finally {
+        await after.stop()
+      }
+      expect(errors).toHaveLength(1)
+    } finally {
+      await database.close()
     }
   })
 })
