@@ -2,8 +2,8 @@ import { defineConfig } from 'vitest/config'
 
 /**
  * The fresh-app installs (test/fresh-apps/), run after the main suite and on their own: they install from npm
- * and compile better-sqlite3, which would slow the timing of the suite's other files. The three apps install at
- * once (test.concurrent): one's compile overlaps the others' downloads.
+ * and compile better-sqlite3, which would slow the timing of the suite's other files. The apps install at once
+ * (test.concurrent, five at a time: vitest's default maxConcurrency): one's compile overlaps the others' downloads.
  */
 export default defineConfig({
   test: {

@@ -9,7 +9,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFile
 import { dirname, join, relative, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterAll, expect, test } from 'vitest'
-import { DRIZZLE_1 } from './fresh-apps/drizzle-1.js'
+import { DRIZZLE_1, oldest } from './fresh-apps/versions.js'
 
 const ROOT = resolve(import.meta.dirname, '..')
 const BIN = join(ROOT, 'node_modules', '.bin')
@@ -152,9 +152,13 @@ test('package peers: each range is made of the lines a test runs, each from the 
     pg: { optional: true },
     postgres: { optional: true },
   })
-  /** The first version of each line a test runs: the suite's devDependency, one beside it under an alias, or the fresh apps' drizzle-orm 1.0. */
+  /**
+   * The first version of each line a test runs: the suite's devDependency, one beside it under an alias, the
+   * fresh apps' drizzle-orm 1.0, or PGlite 0.5, which only the fresh apps run (they run the first version of each
+   * line: versions.ts).
+   */
   const tested: Record<string, string[]> = {
-    '@electric-sql/pglite': [devVersion('@electric-sql/pglite')],
+    '@electric-sql/pglite': [oldest('@electric-sql/pglite')[0]!, devVersion('@electric-sql/pglite')],
     '@libsql/client': [devVersion('@libsql/client')],
     'better-sqlite3': [devVersion('better-sqlite3')],
     'drizzle-orm': [devVersion('drizzle-orm'), DRIZZLE_1],

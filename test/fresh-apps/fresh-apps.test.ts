@@ -1,13 +1,14 @@
 /**
- * The package installed into fresh apps the way the README says, with no lockfile, no pinned versions and no
- * --legacy-peer-deps, so that npm picks the newest versions the peer ranges allow: a SQLite app on
- * better-sqlite3, one on libsql (whose command-line tool opens the file with libsql), a PostgreSQL app on
- * node-postgres, one on postgres.js and one on PGlite (whose database is a directory of the app's, which the
- * command-line tool does not open). Each runs the README's adoption
- * path end to end (drizzle-kit generate and migrate, a job added in the app's transaction, a worker, the job
- * done, the command-line tool's status and dashboard), from ES modules and from CommonJS, with the contracts
- * of smoke.ts; and then again after moving to drizzle-orm and drizzle-kit 1.0 (their release candidate,
- * which npm serves under no tag, so it is named), on a fresh database with migrations made by drizzle-kit 1.0.
+ * The package installed into fresh apps the way the README says, with no lockfile and no --legacy-peer-deps: a
+ * SQLite app on better-sqlite3, one on libsql (whose command-line tool opens the file with libsql), a PostgreSQL
+ * app on node-postgres, one on postgres.js and one on PGlite (whose database is a directory of the app's, which
+ * the command-line tool does not open). Each app installs the newest releases npm has of its driver, drizzle-orm
+ * and drizzle-kit, named as an app already on them has them (versions.ts): a peer range that leaves one out fails
+ * its install. Then again on the oldest versions the peer ranges admit, where they differ. Each runs the README's
+ * adoption path end to end (drizzle-kit generate and migrate, a job added in the app's transaction, a worker, the
+ * job done, the command-line tool's status and dashboard), from ES modules and from CommonJS, with the contracts
+ * of smoke.ts; and then again after moving to drizzle-orm and drizzle-kit 1.0 (their release candidate, which
+ * npm serves under no tag, so it is named), on a fresh database with migrations made by drizzle-kit 1.0.
  * An app has only its own driver: the tool run on the other database says which package to install.
  *
  * When a new major of a peer appears, this is the test that fails first. It runs after the main suite
@@ -20,7 +21,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { freshPgDb } from '../helpers/pg.js'
-import { DRIZZLE_1 } from './drizzle-1.js'
+import { DRIZZLE_1, newest, oldest } from './versions.js'
 
 const ROOT = resolve(import.meta.dirname, '../..')
 const APPS = join(import.meta.dirname, 'apps')
@@ -77,20 +78,49 @@ function run(
 
 type Dialect = 'sqlite' | 'libsql' | 'pg' | 'postgres' | 'pglite'
 
-/** A new app folder with the README's install: the package, drizzle-orm and the app's driver, and drizzle-kit. */
-async function newApp(dialect: Dialect, driver: string, types: string[]): Promise<string> {
-  const app = join(scratch, `${dialect}-app`)
-  mkdirSync(join(app, 'src'), { recursive: true })
+/** An app's versions before its move to drizzle-orm 1.0, and which they are. */
+interface Versions {
+  driver: string
+  drizzleOrm: string
+  drizzleKit: string
+  which: string
+}
+
+const NEWEST = await newest(['drizzle-orm', 'drizzle-kit', 'better-sqlite3', '@libsql/client', 'pg', 'postgres', '@electric-sql/pglite'])
+
+/**
+ * The versions an app on `driver` runs on: the newest releases; then the first version of each line of the
+ * driver's peer range, with the first of drizzle-orm's, where that is not the newest again. drizzle-kit, which
+ * the package does not import and gives no range, is its newest in each.
+ */
+function versionsOf(driver: string): Versions[] {
+  const drizzleKit = NEWEST['drizzle-kit']!
+  const latest = { driver: NEWEST[driver]!, drizzleOrm: NEWEST['drizzle-orm']!, drizzleKit }
+  const first = oldest(driver).map((version) => ({ driver: version, drizzleOrm: oldest('drizzle-orm')[0]!, drizzleKit }))
+  const same = (a: Omit<Versions, 'which'>) => a.driver === latest.driver && a.drizzleOrm === latest.drizzleOrm
+  return [
+    { ...latest, which: first.some(same) ? 'the newest, and the oldest the ranges admit' : 'the newest' },
+    ...first.filter((versions) => !same(versions)).map((versions) => ({ ...versions, which: 'the oldest the ranges admit' })),
+  ]
+}
+
+/** What a test's name says of an app's versions. */
+const named = (driver: string, versions: Versions): string =>
+  `${driver}@${versions.driver} and drizzle-orm@${versions.drizzleOrm} (${versions.which})`
+
+/**
+ * A new app folder with the README's install, each package named at its version: the package, drizzle-orm and
+ * the app's driver, and drizzle-kit.
+ */
+async function newApp(dialect: Dialect, driver: string, versions: Versions, types: string[]): Promise<string> {
+  const app = mkdtempSync(join(scratch, `${dialect}-app-`))
+  mkdirSync(join(app, 'src'))
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: `fresh-${dialect}-app`, private: true, type: 'module' }, null, 2))
-  await run(app, 'npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, 'drizzle-orm', driver], { env: PREBUILDS_ENV })
-  await run(
-    app,
-    'npm',
-    ['install', '--no-audit', '--no-fund', '--prefer-offline', '--save-dev', 'drizzle-kit', 'typescript', '@types/node', ...types],
-    {
-      env: PREBUILDS_ENV,
-    },
-  )
+  const install = ['install', '--no-audit', '--no-fund', '--prefer-offline']
+  await run(app, 'npm', [...install, tarball, `drizzle-orm@${versions.drizzleOrm}`, `${driver}@${versions.driver}`], { env: PREBUILDS_ENV })
+  await run(app, 'npm', [...install, '--save-dev', `drizzle-kit@${versions.drizzleKit}`, 'typescript', '@types/node', ...types], {
+    env: PREBUILDS_ENV,
+  })
   writeFileSync(
     join(app, 'tsconfig.json'),
     JSON.stringify(
@@ -201,53 +231,59 @@ async function saysWhichDriver(app: string, database: string, driver: string): P
   expect(refused.stderr).toContain(`npm install ${driver}`)
 }
 
-test.concurrent('a fresh SQLite app: npm install drizzle-jobs drizzle-orm better-sqlite3, then the README on drizzle-orm 0.45 and 1.0', async () => {
-  const app = await newApp('sqlite', 'better-sqlite3', ['@types/better-sqlite3'])
-  console.log(`SQLite app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', 'better-sqlite3'])}`)
-  await adopt(app, 'app.db', {})
-  await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
+for (const versions of versionsOf('better-sqlite3')) {
+  test.concurrent(`a fresh SQLite app on ${named('better-sqlite3', versions)}: npm install drizzle-jobs drizzle-orm better-sqlite3, then the README on drizzle-orm 0.45 and 1.0`, async () => {
+    const app = await newApp('sqlite', 'better-sqlite3', versions, ['@types/better-sqlite3'])
+    console.log(`SQLite app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', 'better-sqlite3'])}`)
+    await adopt(app, 'app.db', {})
+    await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
 
-  await toDrizzle1(app, PREBUILDS_ENV)
-  console.log(`SQLite app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', 'better-sqlite3'])}`)
-  await adopt(app, 'app.db', {})
-}, 900_000)
+    await toDrizzle1(app, PREBUILDS_ENV)
+    console.log(`SQLite app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', 'better-sqlite3'])}`)
+    await adopt(app, 'app.db', {})
+  }, 900_000)
+}
 
 for (const [dialect, driver, types] of [
   ['pg', 'pg', ['@types/pg']],
   ['postgres', 'postgres', []],
 ] as const) {
-  test.concurrent(`a fresh PostgreSQL app on ${driver}: npm install drizzle-jobs drizzle-orm ${driver}, then the README on drizzle-orm 0.45 and 1.0`, async () => {
-    const app = await newApp(dialect, driver, [...types])
-    console.log(`PostgreSQL app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
-    for (const stage of ['0.45', '1.0']) {
-      if (stage === '1.0') {
-        await toDrizzle1(app)
-        console.log(`PostgreSQL app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
+  for (const versions of versionsOf(driver)) {
+    test.concurrent(`a fresh PostgreSQL app on ${named(driver, versions)}: npm install drizzle-jobs drizzle-orm ${driver}, then the README on drizzle-orm 0.45 and 1.0`, async () => {
+      const app = await newApp(dialect, driver, versions, [...types])
+      console.log(`PostgreSQL app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
+      for (const stage of ['0.45', '1.0']) {
+        if (stage === '1.0') {
+          await toDrizzle1(app)
+          console.log(`PostgreSQL app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
+        }
+        const database = await freshPgDb({ migrate: false })
+        try {
+          await adopt(app, database.url, { DATABASE_URL: database.url })
+        } finally {
+          await database.drop()
+        }
       }
-      const database = await freshPgDb({ migrate: false })
-      try {
-        await adopt(app, database.url, { DATABASE_URL: database.url })
-      } finally {
-        await database.drop()
-      }
-    }
-    // A SQLite file, which needs a driver this app does not have.
-    writeFileSync(join(app, 'other.db'), '')
-    await saysWhichDriver(app, 'other.db', 'better-sqlite3')
-  }, 900_000)
+      // A SQLite file, which needs a driver this app does not have.
+      writeFileSync(join(app, 'other.db'), '')
+      await saysWhichDriver(app, 'other.db', 'better-sqlite3')
+    }, 900_000)
+  }
 }
 
 for (const [dialect, name, driver, database, guide] of [
   ['libsql', 'libsql', '@libsql/client', 'app.db', 'the README'],
   ['pglite', 'PGlite', '@electric-sql/pglite', null, 'docs/postgres.md'],
 ] as const) {
-  test.concurrent(`a fresh ${name} app: npm install drizzle-jobs drizzle-orm ${driver}, then ${guide} on drizzle-orm 0.45 and 1.0`, async () => {
-    const app = await newApp(dialect, driver, [])
-    for (const stage of ['0.45', '1.0']) {
-      if (stage === '1.0') await toDrizzle1(app)
-      console.log(`${name} app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
-      await adopt(app, database, {})
-    }
-    await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
-  }, 900_000)
+  for (const versions of versionsOf(driver)) {
+    test.concurrent(`a fresh ${name} app on ${named(driver, versions)}: npm install drizzle-jobs drizzle-orm ${driver}, then ${guide} on drizzle-orm 0.45 and 1.0`, async () => {
+      const app = await newApp(dialect, driver, versions, [])
+      for (const stage of ['0.45', '1.0']) {
+        if (stage === '1.0') await toDrizzle1(app)
+        console.log(`${name} app: ${await installed(app, ['drizzle-orm', 'drizzle-kit', driver])}`)
+        await adopt(app, database, {})
+      }
+      await saysWhichDriver(app, 'postgres://127.0.0.1:9/none', 'pg')
+    }, 900_000)
+  }
 }
