@@ -8,11 +8,13 @@
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pgTable, serial, text } from 'drizzle-orm/pg-core'
+import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js'
+import type postgres from 'postgres'
 import { afterEach, describe, expect, test } from 'vitest'
 import { defineQueue, enqueue, getJob, watch, work, type JobSnapshot, type Worker } from '../../src/index.js'
 import { followed, SIGNAL_TABLE, steps } from '../fixtures/contract-queues.js'
 import { removeTempDirs, tempDir } from '../helpers/db.js'
-import { eachFreshPgDb, POSTGRES_JS, type PostgresJsMajor } from '../helpers/pg.js'
+import { eachFreshPgDb, openPostgresJs, POSTGRES_JS, type PostgresJsMajor } from '../helpers/pg.js'
 import { killChildren, startFixture } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 
@@ -33,6 +35,17 @@ function postgresJs(major: PostgresJsMajor) {
   const opened = t.postgresJs(major)
   clients.push(opened.client)
   return opened.db
+}
+
+/**
+ * A postgres.js client on the test's database whose notices are kept, where postgres.js would print each (its
+ * default `onnotice` is console.log), and its Drizzle handle.
+ */
+function postgresJsNoticing(major: PostgresJsMajor): { db: PostgresJsDatabase; notices: postgres.Notice[] } {
+  const notices: postgres.Notice[] = []
+  const client = openPostgresJs(major, t.url, { max: 4, onnotice: (notice) => notices.push(notice) })
+  clients.push(client)
+  return { db: drizzle(client), notices }
 }
 
 /** The job as stored, read through node-postgres: what committed, and nothing else. */
@@ -86,6 +99,23 @@ for (const major of POSTGRES_JS) {
       expect(await stored('replies', 'rolled-back')).toBeUndefined()
       expect((await t.pool.query('select text from messages')).rows).toEqual([{ text: 'kept' }])
       expect(await count('jobs_job')).toBe(1)
+    })
+
+    test(`[${major}] on a database just migrated, the worker's first start sends no notice to a client that prints them (postgres.js logs each unless told not to)`, async () => {
+      const { db, notices } = postgresJsNoticing(major)
+      const q = defineQueue('replies')
+      const worker = work(db, q, () => 'ran')
+      workers.push(worker)
+      await enqueue(db, q, null, { id: 'first' })
+      await waitFor(async () => (await stored('replies', 'first'))?.state === 'done', 'the job to run')
+      expect(notices).toEqual([])
+    })
+
+    test(`[${major}] on a database just migrated, the app's first add, inside db.transaction, sends no notice to a client that prints them`, async () => {
+      const { db, notices } = postgresJsNoticing(major)
+      await db.transaction(async (tx) => void (await enqueue(tx, defineQueue('replies'), null, { id: 'first' })))
+      expect(await stored('replies', 'first')).toMatchObject({ state: 'waiting' })
+      expect(notices).toEqual([])
     })
 
     test(`JOB-08 [${major}] a worker drains the jobs: done with its result, failed by run.fail, failed after its last attempt throws`, async () => {

@@ -56,11 +56,24 @@ const BROKEN = (r: string) =>
     .join(' or ')})`
 
 /**
- * The trigger's function and the trigger, for the counters' install (counts.ts), which also fails the jobs
- * written before it, and drops the triggers of earlier versions: a job failed here names no worker and keeps no step.
+ * Drops an earlier version's trigger and function where they exist, in PL/pgSQL: `drop … if exists` would send a
+ * notice ("does not exist, skipping") on every database that never had them, which postgres.js prints unless the
+ * app passes its own `onnotice`.
+ */
+const dropBefore = (name: string) => `if exists (select from pg_trigger where tgrelid = to_regclass('jobs_job') and tgname = '${name}') then
+    drop trigger ${name} on jobs_job;
+  end if;
+  if to_regprocedure('${name}()') is not null then
+    drop function ${name}();
+  end if;`
+
+/**
+ * The trigger's function and the trigger, for the counters' install (counts.ts: the body of its PL/pgSQL block),
+ * which also fails the jobs written before it, and drops the triggers of earlier versions: a job failed here names
+ * no worker and keeps no step.
  */
 export const INSTALL_PROTOCOL = `
-  ${PROTOCOL_TRIGGERS_BEFORE.map((name) => `drop trigger if exists ${name} on jobs_job; drop function if exists ${name}();`).join('\n  ')}
+  ${PROTOCOL_TRIGGERS_BEFORE.map(dropBefore).join('\n  ')}
   create or replace function ${PROTOCOL_TRIGGER}() returns trigger language plpgsql as $f$
   begin
     new.error := case ${RULES('new')
