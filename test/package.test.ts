@@ -86,9 +86,9 @@ test('package bin: the drizzle-jobs command is a built file with a node shebang 
   expect(help).toMatch(/^usage: drizzle-jobs COMMAND/m)
 })
 
-test('package contents: npm pack takes dist/, README.md and package.json, and no source map, whose sources are not shipped', () => {
+test('package contents: npm pack takes dist/, README.md, LICENSE and package.json, and no source map, whose sources are not shipped', () => {
   const files = packed()
-  expect(files.filter((path) => !path.startsWith('dist/')).sort()).toEqual(['README.md', 'package.json'])
+  expect(files.filter((path) => !path.startsWith('dist/')).sort()).toEqual(['LICENSE', 'README.md', 'package.json'])
   expect(files.filter((path) => path.endsWith('.map'))).toEqual([])
   // A stack trace then names the shipped dist/ file and line: no comment sends a debugger to a missing src/.
   for (const path of files.filter((path) => path.endsWith('.js')))
@@ -188,8 +188,12 @@ function devVersion(name: string): string {
   return version
 }
 
-test('package scripts: prepare builds, so that an install from a git URL gets dist/', () => {
-  expect(pkg.scripts.prepare).toBe('npm run build')
+test('package scripts: prepack builds, so that npm pack ships a fresh dist/; dependencies builds, so that npm ci and an install from a git URL get dist/; no script for an installer', () => {
+  expect(pkg.scripts.prepack).toBe('npm run build')
+  // npm runs the root's `dependencies` after changing its node_modules, and a dependency's never.
+  expect(pkg.scripts.dependencies).toBe('npm run build')
+  // What an install of the tarball would run, or list as waiting for allowScripts: none is shipped.
+  for (const script of ['preinstall', 'install', 'postinstall', 'prepare']) expect(pkg.scripts[script], script).toBeUndefined()
   expect(pkg.scripts.build).toMatch(/^rm -rf dist && tsc -p tsconfig\.build\.json\b/)
   const build = JSON.parse(readFileSync(resolve(ROOT, 'tsconfig.build.json'), 'utf8')) as { compilerOptions: Record<string, unknown> }
   expect(build.compilerOptions).toMatchObject({ sourceMap: false, stripInternal: true })
