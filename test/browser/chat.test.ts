@@ -21,7 +21,7 @@ const CHAT = resolve(import.meta.dirname, '../../examples/chat/main.ts')
 let browser: Browser
 const chats: WebProcess[] = []
 const contexts: BrowserContext[] = []
-/** What each test opened on its database: readers, and the PostgreSQL database itself, closed or dropped after the chat stops. */
+/** What each test opened on its database: readers, samplers, and the PostgreSQL database itself, closed, stopped or dropped after the chat stops. */
 const closers: (() => Promise<void> | void)[] = []
 
 beforeAll(async () => {
@@ -158,15 +158,30 @@ async function storedReplies(
   return { asked, failing: failing?.id, replies: new Map(rows.map((row) => [String(row.replyTo), row.text])), copies }
 }
 
-/** Calls `read` every 15 ms, one call at a time, until the answered `stop`, which waits for the call under way. */
+/**
+ * Calls `read` every 15 ms, one call at a time, until the answered `stop`, which waits for the call under way and
+ * throws what a call threw (the first failed call ends the sampling). The test's end stops it too, before the
+ * database it reads is closed: a test that failed before its own stop leaves no read behind it.
+ */
 function sampleEvery15ms(read: () => Promise<void>): () => Promise<void> {
   let reading: Promise<void> | null = null
+  let failed: { error: unknown } | null = null
   const timer = setInterval(() => {
-    reading ??= read().finally(() => (reading = null))
+    reading ??= read()
+      .catch((error: unknown) => {
+        failed ??= { error }
+        clearInterval(timer)
+      })
+      .finally(() => (reading = null))
   }, 15)
-  return async () => {
+  const stopped = async () => {
     clearInterval(timer)
     await reading
+  }
+  closers.push(stopped)
+  return async () => {
+    await stopped()
+    if (failed) throw failed.error
   }
 }
 
