@@ -422,6 +422,21 @@ describe('JOB-13 limits and bad input give a JobsError with its code and write n
     client.close()
   })
 
+  test('JOB-13 SCHEMA_MISSING on a database in memory says so: the tables of a migrated file are not there, and the file is opened by its path', () => {
+    const client = new Database(':memory:')
+    const db = drizzle({ client })
+    expect(() => enqueue(db, replies, { messageId: 1 })).toThrow(
+      expect.objectContaining({
+        code: 'SCHEMA_MISSING',
+        message: expect.stringMatching(
+          /^table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule are missing: the database is in memory, .*open that file by its path.*`drizzle\(\{ client \}\)`/,
+        ),
+      }),
+    )
+    expect(refusal(() => work(db, replies, () => {}))).toBe('SCHEMA_MISSING')
+    client.close()
+  })
+
   test('JOB-13 SCHEMA_MISSING names every table that is missing, the schedules table included', () => {
     const partial = freshDb('partial.db')
     partial.client.exec('drop table jobs_schedule; drop table jobs_step')

@@ -67,6 +67,20 @@ test('JOB-13 [libsql] on a file with no tables, work tells onError SCHEMA_MISSIN
   }
 })
 
+test('JOB-13 [libsql] SCHEMA_MISSING on a database in memory says so: the tables of a migrated file are not there, and the file is opened by its path', async () => {
+  const client = createClient({ url: ':memory:' })
+  try {
+    await expect(enqueue(drizzle({ client }), replies, { n: 1 })).rejects.toThrow(
+      expect.objectContaining({
+        code: 'SCHEMA_MISSING',
+        message: expect.stringMatching(/^table jobs_queue, .* are missing: the database is in memory, .*open that file by its path/),
+      }),
+    )
+  } finally {
+    client.close()
+  }
+})
+
 test("[libsql] an embedded replica (a file with libsql's -info beside it) is worked through the app's client, which sends its writes to the primary", async () => {
   const file = join(tempDir(), 'replica.db')
   const setup = createClient({ url: `file:${file}` })

@@ -52,7 +52,7 @@ export function connectionOf(db: unknown): SqliteConnection {
 function connectionOfClient(client: Database.Database): SqliteConnection {
   let connection = connections.get(client)
   if (!connection) {
-    runSync(checkSchema(prepareAll(client, SCHEMA_CHECK)))
+    runSync(checkSchema(prepareAll(client, SCHEMA_CHECK), { local: true }))
     connection = open(client)
     connections.set(client, connection)
   }

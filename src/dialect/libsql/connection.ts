@@ -95,7 +95,8 @@ function firstUse(on: LibsqlClient | LibsqlTransaction) {
      */
     ready: (): Promise<string> =>
       (checked ??= (async () => {
-        await runAsync(checkSchema(client.prepareAll(SCHEMA_CHECK)))
+        // Only a Client says whether its database is on this machine (protocol 'file'): the app's transaction does not.
+        await runAsync(checkSchema(client.prepareAll(SCHEMA_CHECK), { local: 'protocol' in on && on.protocol === 'file' }))
         const { file } = client.prepareAll({ file: SQL.mainFile })
         // A remote server may not say (or hold) a file: the database is then named by nothing but this connection.
         const path = (await file.get().catch(() => undefined)) ?? ''

@@ -20,15 +20,33 @@ const FOR_SCHEDULES_ONLY: ReadonlySet<string> = new Set(['jobs_schedule'])
 export const MIGRATE_HINT =
   "add `export * from 'drizzle-jobs/schema'` to your Drizzle schema, then run `drizzle-kit generate` and `drizzle-kit migrate`"
 
-/** The statements the check reads, to be prepared on the connection. @internal */
-export const SCHEMA_CHECK = { tablesPresent: SQL.tablesPresent, latestColumnPresent: SQL.latestColumnPresent }
+/**
+ * What SCHEMA_MISSING tells the app to do on a database in memory, which no migration of a file reached: most often
+ * the app meant to open its file, and drizzle-orm 1.0 opened a database in memory in its place.
+ */
+const IN_MEMORY_HINT =
+  "the database is in memory, so it holds none of the tables that `drizzle-kit migrate` made in your database file: open that file by its path, and give Drizzle its client as `drizzle({ client })` (drizzle-orm 1.0 reads `drizzle(client)` as options and opens a new database in memory); or migrate the database in memory first, with drizzle-orm's `migrate()`"
 
-/** Checks that the tables exist, as this version of drizzle-jobs made them: reads only. Throws SCHEMA_MISSING. @internal */
-export function* checkSchema<K extends Kind>(check: PreparedStatements<K, typeof SCHEMA_CHECK>): Program<void> {
+/** The statements the check reads, to be prepared on the connection. @internal */
+export const SCHEMA_CHECK = { tablesPresent: SQL.tablesPresent, latestColumnPresent: SQL.latestColumnPresent, mainFile: SQL.mainFile }
+
+/**
+ * Checks that the tables exist, as this version of drizzle-jobs made them: reads only. Throws SCHEMA_MISSING, which
+ * says when the database is in memory: `local` when it is on this machine, where a main database with no file is
+ * one in memory. @internal
+ */
+export function* checkSchema<K extends Kind>(
+  check: PreparedStatements<K, typeof SCHEMA_CHECK>,
+  { local }: { local: boolean },
+): Program<void> {
   const present = new Set(yield* ask(check.tablesPresent.all()))
   const missing = TABLES.filter((table) => !present.has(table))
   if (missing.some((table) => !FOR_SCHEDULES_ONLY.has(table))) {
-    throw new JobsError('SCHEMA_MISSING', `table ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ${MIGRATE_HINT}`)
+    const inMemory = local && !(yield* ask(check.mainFile.get()))
+    throw new JobsError(
+      'SCHEMA_MISSING',
+      `table ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ${inMemory ? IN_MEMORY_HINT : MIGRATE_HINT}`,
+    )
   }
   if ((yield* ask(check.latestColumnPresent.get())) === 0) {
     throw new JobsError(
