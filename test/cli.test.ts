@@ -9,6 +9,7 @@ import { createServer } from 'node:net'
 import { join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { LOCK_FILE } from '../src/dialect/pglite/driver.js'
 import { defineQueue, enqueue, listJobs, queueCounts, schedule, work } from '../src/index.js'
 import { drain, runSchedule } from '../src/testing/index.js'
 import { freshDb, removeTempDirs, tempDir } from './helpers/db.js'
@@ -520,6 +521,37 @@ describe('errors and exit codes', () => {
       code: 0,
       stdout: `${(JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { version: string }).version}\n`,
     })
+  })
+})
+
+describe('PGlite: a data directory', () => {
+  test('JOB-13 [pglite] --db names a PGlite data directory: while the app that opened it runs, exit 3 naming its process; once it is gone, the commands read it', async () => {
+    const dir = join(tempDir(), 'data')
+    const app = startFixture('pglite-child.ts', [dir])
+    try {
+      await waitFor(() => app.output().includes('ready'), 'the app to open its database', 30_000)
+      const pid = Number(/ready (\d+)/.exec(app.output())![1])
+      const refused = await cli('status', '--db', dir)
+      expect(refused.code).toBe(3)
+      expect(refused.stderr).toContain(`the PGlite data directory ${dir} is open in process ${pid}: PGlite serves one process`)
+    } finally {
+      app.process.kill('SIGKILL')
+      await app.exited
+    }
+    const shown = await cli('show', 'from-the-child', '--db', dir, '--json')
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(json(shown)).toMatchObject({ id: 'from-the-child', queue: 'replies', value: { n: 1 } })
+    // The tool let go of the directory as it ended: the app may open it again.
+    expect(existsSync(join(dir, LOCK_FILE))).toBe(false)
+  })
+
+  test('a directory that is neither a SQLite file nor a PGlite data directory exits 3 saying what --db takes', async () => {
+    const dir = tempDir()
+    const ran = await cli('status', '--db', dir)
+    expect(ran.code).toBe(3)
+    expect(ran.stderr).toContain(
+      `${dir} is a directory, neither a SQLite database file nor a PGlite data directory (it holds no PG_VERSION): pass the SQLite file or the PGlite directory your app opens with --db`,
+    )
   })
 })
 

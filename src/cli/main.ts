@@ -36,8 +36,8 @@ commands
                                              other address needs a token (or DRIZZLE_JOBS_TOKEN)
 
 options
-  --db FILE|URL the SQLite file the app uses, or a postgres:// URL (or set DRIZZLE_JOBS_DB;
-                without either, DATABASE_URL names a PostgreSQL database)
+  --db FILE|URL the SQLite file the app uses, a postgres:// URL, or a PGlite data directory
+                (or set DRIZZLE_JOBS_DB; without either, DATABASE_URL names a PostgreSQL database)
   --json        print JSON on stdout for scripts; errors as {"error":{...}} on stderr
   -h, --help    this text
   --version     the version of drizzle-jobs
@@ -48,14 +48,15 @@ exit codes
   0  done
   1  unexpected failure (a bug, a disk error): see stderr
   2  usage: unknown command or option, missing or bad argument
-  3  database: no such file, not a SQLite database, or the jobs_* tables are not migrated
+  3  database: no such file, not a SQLite database nor a PGlite data directory, a PGlite
+     directory another process has open, or the jobs_* tables are not migrated
   4  not found: no job with that id
   5  refused: the job's state does not allow it (nothing changed)
   6  bad URL: the database URL cannot be read, or is not postgres:// or postgresql://
   7  unreachable: the PostgreSQL server refused the connection (nothing listens there,
      no such database, or the login failed)
   8  driver: the database's driver is not installed (better-sqlite3 or @libsql/client
-     for a file, pg or postgres for a URL)
+     for a file, pg or postgres for a URL, @electric-sql/pglite for a PGlite directory)
 `
 
 const OPTIONS = {

@@ -1,8 +1,9 @@
 /**
  * Opening the database a command names, with a clear message for each way it
  * can be unusable: a SQLite file that is missing, not SQLite, or not
- * migrated; a PostgreSQL URL that is not one, a server that refuses the
- * connection, or a database whose tables are not migrated.
+ * migrated; a directory that is not PGlite's, or that another process uses;
+ * a PostgreSQL URL that is not one, a server that refuses the connection, or
+ * a database whose tables are not migrated.
  */
 import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
@@ -12,12 +13,13 @@ import { done } from '../dialect/program.js'
 import { isModuleMissing, openPgUrl, type OpenedPg } from '../dialect/pg/open.js'
 import { openSqliteFile } from '../dialect/better-sqlite3/open.js'
 import { openLibsqlFile } from '../dialect/libsql/open.js'
+import { isPgliteDataDir, openPgliteDataDir } from '../dialect/pglite/open.js'
 import { isJobsError } from '../errors.js'
 import { CliError, EXIT, usageError } from './exit.js'
 
 /** An open database: its Drizzle handle, its connection, what a person calls it, and its close. */
 export interface OpenDatabase {
-  /** The SQLite file's path, or the PostgreSQL URL without its password. */
+  /** The SQLite file's or PGlite directory's path, or the PostgreSQL URL without its password. */
   label: string
   db: Database
   connection: Connection
@@ -36,8 +38,8 @@ export function databaseTarget(db: string | undefined, env: NodeJS.ProcessEnv): 
 const URL_LIKE = /^[a-z][a-z0-9+.-]*:\/\//i
 
 /**
- * Opens the database `target` names: a PostgreSQL URL (postgres:// or postgresql://) or a SQLite file's path.
- * DATABASE_URL must be a PostgreSQL URL. Throws a CliError whose exit code says what is wrong.
+ * Opens the database `target` names: a PostgreSQL URL (postgres:// or postgresql://), a SQLite file's path, or a
+ * PGlite data directory's. DATABASE_URL must be a PostgreSQL URL. Throws a CliError whose exit code says what is wrong.
  */
 export async function openDatabase(target: { target: string; from: string } | undefined): Promise<OpenDatabase> {
   if (target === undefined) {
@@ -53,7 +55,14 @@ async function openSqlite(file: string): Promise<OpenDatabase> {
   const path = resolve(file)
   if (!existsSync(path))
     throw new CliError(EXIT.DATABASE, `no database file at ${path}: pass the SQLite file your app uses with --db`, 'database')
-  if (statSync(path).isDirectory()) throw new CliError(EXIT.DATABASE, `${path} is a directory, not a SQLite database file`, 'database')
+  if (statSync(path).isDirectory()) {
+    if (isPgliteDataDir(path)) return openPglite(path)
+    throw new CliError(
+      EXIT.DATABASE,
+      `${path} is a directory, neither a SQLite database file nor a PGlite data directory (it holds no PG_VERSION): pass the SQLite file or the PGlite directory your app opens with --db`,
+      'database',
+    )
+  }
   let opened: { db: Database; close(): void }
   try {
     opened = await openSqliteFile(path).catch(async (error: unknown) => {
@@ -78,6 +87,31 @@ async function openSqlite(file: string): Promise<OpenDatabase> {
     const code = (error as { code?: unknown }).code
     if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT')
       throw new CliError(EXIT.DATABASE, `${path} is not a SQLite database (${(error as Error).message})`, 'database')
+    throw error
+  }
+}
+
+/**
+ * Opens a PGlite data directory through the app's @electric-sql/pglite. PGlite serves one process: while the app
+ * that opened the directory runs, it is refused (exit 3, naming that process), before PGlite opens it.
+ */
+async function openPglite(path: string): Promise<OpenDatabase> {
+  let opened: { db: Database; close(): Promise<void> }
+  try {
+    opened = await openPgliteDataDir(path)
+  } catch (error) {
+    if (isModuleMissing(error)) throw missingDriver('a PGlite data directory', '@electric-sql/pglite', error)
+    if (isJobsError(error, 'INVALID_OPTION')) throw new CliError(EXIT.DATABASE, error.message, 'database')
+    throw new CliError(EXIT.DATABASE, `cannot open the PGlite data directory ${path}: ${oneLine(error)}`, 'database')
+  }
+  try {
+    const connection = connectionOf(opened.db)
+    // The first read checks the schema (every jobs_* table present).
+    await connection.read(() => done(undefined))
+    return { label: path, db: opened.db, connection, close: opened.close }
+  } catch (error) {
+    await opened.close()
+    if (isJobsError(error, 'SCHEMA_MISSING')) throw new CliError(EXIT.DATABASE, `${path}: ${error.message}`, 'database')
     throw error
   }
 }

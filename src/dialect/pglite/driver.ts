@@ -95,12 +95,28 @@ const marked = new Set<string>()
 
 /**
  * Marks the instance's data directory, when it is one of the file system, as this process's; throws INVALID_OPTION
- * when a live process of this host has marked it (a mark left by a process that is gone, or by another host, where
- * no process can be asked, is taken over). The mark is removed when this process exits.
+ * when a live process of this host has marked it (markDataDirectory).
  */
 function markDataDir(client: Pglite): void {
   const dir = fileDataDir(client.dataDir)
-  if (dir === null || marked.has(dir)) return
+  if (dir === null) return
+  const holder = markDataDirectory(dir)
+  if (holder !== null) {
+    throw new JobsError(
+      'INVALID_OPTION',
+      `db: the PGlite database in ${dir} is open in process ${holder} (${join(dir, LOCK_FILE)}): PGlite serves one process, and a second one on the same directory would overwrite what the first writes. Run every worker in the process that opened it, or use a PostgreSQL server for several processes`,
+    )
+  }
+}
+
+/**
+ * Marks the data directory `dir` (an absolute path) as this process's, unless a live process of this host has
+ * marked it: answers that process's pid, or null (a mark left by a process that is gone, or by another host, where
+ * no process can be asked, is taken over). The mark is removed when this process exits. The command-line tool
+ * marks a directory before it opens PGlite on it. @internal
+ */
+export function markDataDirectory(dir: string): number | null {
+  if (marked.has(dir)) return null
   const file = join(dir, LOCK_FILE)
   const mine = [String(process.pid), hostname(), pidNamespace()]
   for (let tries = 0; tries < 3; tries++) {
@@ -108,28 +124,24 @@ function markDataDir(client: Pglite): void {
       writeFileSync(file, `${mine.join('\n')}\n`, { flag: 'wx' })
       marked.add(dir)
       if (marked.size === 1) process.once('exit', unmarkAll)
-      return
+      return null
     } catch (error) {
       // A directory this process cannot write to: nothing can be marked, and PGlite will say what it cannot do.
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') return
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') return null
     }
     const [pid, host, namespace] = readMark(file)
     if (pid === process.pid && host === mine[1]) {
       marked.add(dir)
-      return
+      return null
     }
-    if (host === mine[1] && namespace === mine[2] && isAlive(pid)) {
-      throw new JobsError(
-        'INVALID_OPTION',
-        `db: the PGlite database in ${dir} is open in process ${pid} (${file}): PGlite serves one process, and a second one on the same directory would overwrite what the first writes. Run every worker in the process that opened it, or use a PostgreSQL server for several processes`,
-      )
-    }
+    if (host === mine[1] && namespace === mine[2] && isAlive(pid)) return pid
     try {
       unlinkSync(file)
     } catch {
       // Taken over by another process meanwhile: the next try reads its mark.
     }
   }
+  return null
 }
 
 /** A data directory of the file system (`./data`, `file://./data`); null for one in memory or in a browser's store. */
