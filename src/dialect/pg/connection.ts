@@ -10,7 +10,7 @@ import type { DriverEntry } from '../connection.js'
 import { Lane, runAsync, type ChangeKind, type Connection, type ProgressNotices, type Work } from '../index.js'
 import type { PgClientDriver, PgDatabaseName, PgDriver, PgPoolDriver, Queryable } from './driver.js'
 import { pgExecutor } from './executor.js'
-import { COUNT_TRIGGERS, COUNT_TRIGGERS_PRESENT, INSTALL_COUNTERS } from './counts.js'
+import { COUNT_TRIGGERS, COUNT_TRIGGERS_PRESENT, INSTALL_COUNTERS, INSTALL_LOOK, LOCK_FOR_INSTALL, TRY_LOCK_FOR_INSTALL } from './counts.js'
 import { all, one } from './statement.js'
 import { MAX_NOTICE_PAYLOAD_BYTES, NOTICE_CHANNEL, PROGRESS_CHANNEL, SQL } from './statements.js'
 
@@ -178,11 +178,23 @@ function open(driver: PgDriver): PgConnection {
  * every queue, so counts are right even if jobs were written before. The triggers' names carry their
  * version, so a later version installs its own.
  *
- * A connection of its own (a pool) installs in a transaction of its own, and once that committed, or the
- * triggers were found, it looks no more. A connection inside the app's transaction installs in a savepoint
- * of it, which may yet roll back with the app's transaction: until it finds the triggers that it did not
- * install itself (so committed by another), each of its writes looks again, and a rolled-back install is
- * made again.
+ * An install looks for the triggers first, with no lock. Where they are missing it asks for jobs_job's lock and
+ * looks again, as another may have installed them meanwhile: if so, it rolls back, which lets the lock go at once,
+ * where a savepoint released inside the app's transaction would keep it until that transaction ends, holding up
+ * every write of jobs.
+ *
+ * A connection of its own (a pool) installs in a transaction of its own, waiting for the lock (LOCK_FOR_INSTALL)
+ * while it holds nothing else. Once one committed, or the triggers were found, it looks no more.
+ *
+ * A connection inside the app's transaction installs in a savepoint of it, and takes the lock only where it is free
+ * at once (TRY_LOCK_FOR_INSTALL): waiting for it there, the app's transaction would wait, holding its own rows, for
+ * every transaction that writes jobs, and one of those may wait for those rows in turn (a deadlock that fails the
+ * app's transaction). Refused, the write goes on without installing: an installer under way (a worker's start, say)
+ * holds the lock until it commits, and the write waits for that, holding nothing the installer waits for; where
+ * none is under way, the next install's recount counts what the write added. An install made in the savepoint keeps
+ * the lock until the app's transaction ends, and may yet roll back with it: until the connection finds the triggers
+ * that it did not install itself (so committed by another), each of its writes looks again, and a rolled-back
+ * install is made again.
  */
 class CounterInstall {
   private committed = false
@@ -195,12 +207,24 @@ class CounterInstall {
     if (this.committed) return undefined
     const driver = this.driver
     if (driver.inTransaction) {
-      return driver.savepoint(async (q) => {
-        if (!(await this.install(q))) this.committed = !this.installedHere
-      })
+      return driver
+        .savepoint((q) => this.install(q, TRY_LOCK_FOR_INSTALL))
+        .then(
+          (installed) => {
+            if (!installed) this.found()
+          },
+          (error: unknown) => {
+            if (error instanceof FoundInstalled) return this.found()
+            // Refused: the write goes on, and the next one looks again.
+            if (!(error instanceof LockRefused)) throw error
+          },
+        )
     }
     return (this.pending ??= driver
-      .transaction((q) => this.install(q))
+      .transaction((q) => this.install(q, LOCK_FOR_INSTALL))
+      .catch((error: unknown) => {
+        if (!(error instanceof FoundInstalled)) throw error
+      })
       .then(
         () => void (this.committed = true),
         (error: unknown) => {
@@ -210,14 +234,33 @@ class CounterInstall {
       ))
   }
 
-  /** Installs the triggers where they are missing; answers whether it did. */
-  private async install(q: Queryable): Promise<boolean> {
+  /**
+   * Installs the triggers where they are missing, asking for jobs_job's lock with `lock`; answers whether it did.
+   * Throws, so that its savepoint or transaction rolls back and the lock goes: FoundInstalled when another
+   * installed them meanwhile, LockRefused when `lock` did not get the lock.
+   */
+  private async install(q: Queryable, lock: typeof LOCK_FOR_INSTALL): Promise<boolean> {
     if ((await one(q, COUNT_TRIGGERS_PRESENT, {})).present === COUNT_TRIGGERS.length) return false
+    await all(q, lock, {})
+    const look = await one(q, INSTALL_LOOK, {})
+    if (look.present === COUNT_TRIGGERS.length) throw new FoundInstalled()
+    if (!look.locked) throw new LockRefused()
     await all(q, INSTALL_COUNTERS, {})
     this.installedHere = true
     return true
   }
+
+  /** The triggers were found in place: committed by another, unless this connection's savepoint installed them. */
+  private found(): void {
+    this.committed = !this.installedHere
+  }
 }
+
+/** Rolls back an install that found, once it asked for jobs_job's lock, the triggers installed by another meanwhile. */
+class FoundInstalled extends Error {}
+
+/** Rolls back an install inside the app's transaction that did not get jobs_job's lock at once: it installs nothing. */
+class LockRefused extends Error {}
 
 /**
  * Progress by NOTIFY (src/progress/notices.ts): values on a channel of their own, which only processes that

@@ -43,19 +43,42 @@ const appendChanges = (changes: string) => `insert into jobs_count (queue, ${STA
     group by queue having ${STATES.map((state) => `sum(${state}) <> 0`).join(' or ')}`
 
 /**
- * Installs the triggers and recounts every queue, in the writer's transaction. The lock on jobs_job first:
- * two installers take turns (the second finds the triggers there and does nothing), and no job is written
- * between the recount and the triggers' start, so the counts are exact from then on. Run only when a
- * writer found the triggers missing (countTriggers): the lock waits for every write under way.
+ * jobs_job's lock for an install, taken before it by a statement of its own while the installer holds nothing else:
+ * it waits for every write under way and holds back every other until the installing transaction ends, so that two
+ * installers take turns and no job is written between the recount and the triggers' start.
+ */
+export const LOCK_FOR_INSTALL = pgStatement('lockForInstall', `lock table jobs_job in share row exclusive mode`)
+
+/**
+ * The same lock, taken only where it is free at once, in a block that passes over its refusal (lock_not_available),
+ * so that nothing fails and the server logs no error: INSTALL_LOOK then says whether it is held. The install inside
+ * the app's transaction takes it so, and never waits for it (connection.ts says why).
+ */
+export const TRY_LOCK_FOR_INSTALL = pgStatement(
+  'tryLockForInstall',
+  `do $lock$
+begin
+  lock table jobs_job in share row exclusive mode nowait;
+exception when lock_not_available then
+  null;
+end $lock$`,
+)
+
+/** What an installer sees once it asked for jobs_job's lock: how many of the triggers are in place, and whether it holds the lock. */
+export const INSTALL_LOOK = pgStatement<Record<never, never>, { present: number; locked: boolean }>(
+  'installLook',
+  `select (${PRESENT})::int as present, exists (select from pg_locks where locktype = 'relation' and relation = to_regclass('jobs_job')
+      and pid = pg_backend_pid() and mode = 'ShareRowExclusiveLock' and granted) as locked`,
+)
+
+/**
+ * Installs the triggers and recounts every queue, in the installer's transaction, which holds jobs_job's lock
+ * (LOCK_FOR_INSTALL or TRY_LOCK_FOR_INSTALL) and found the triggers missing once it held it (INSTALL_LOOK).
  */
 export const INSTALL_COUNTERS = pgStatement(
   'installCounters',
   `do $install$
 begin
-  lock table jobs_job in share row exclusive mode;
-  if (${PRESENT}) = ${COUNT_TRIGGERS.length} then
-    return;
-  end if;
   create or replace function jobs_job_counts_added_v1() returns trigger language plpgsql as $f$
   begin
     ${appendChanges(perState('jobs_counts_new', ''))};
