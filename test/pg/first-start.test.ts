@@ -1,11 +1,14 @@
 /**
  * The first start on a database that drizzle-kit has just migrated, where no writer has installed the counting
- * triggers yet (src/dialect/pg/counts.ts): workers start, and the app's first adds run inside its own transactions,
- * all at once. Whoever installs, no app transaction may fail (JOB-02): the engine cannot try the app's transaction
- * again, so it must take no lock in an order that deadlocks with an add. Before the install held its lock only
- * while it installed, an app's transaction that found the triggers installed by a worker once it held the lock
- * kept the lock until it ended, and waited for the worker's uncommitted jobs_queue row while that worker's claim
- * waited for the lock: `deadlock detected`, in about half the rounds on node-postgres.
+ * triggers yet (src/dialect/pg/counts.ts): workers start, and the app's first adds run inside its own transactions.
+ * Whoever installs, no app transaction may fail (JOB-02): the engine cannot try the app's transaction again, so it
+ * must take no lock in an order that deadlocks with an add.
+ * - All at once, many rounds: before the install let its lock go on finding the triggers there, an app's
+ *   transaction that found them installed by a worker kept jobs_job's lock until it ended, and waited for the
+ *   worker's uncommitted jobs_queue row while that worker's claim waited for the lock (`deadlock detected` in most
+ *   rounds on node-postgres).
+ * - The app's transaction holding its queue's row: before the install stopped rewriting the queues' rows, it waited
+ *   for that row while holding jobs_job's lock, which the app's add then waited for.
  */
 import { sql } from 'drizzle-orm'
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres'
@@ -13,7 +16,7 @@ import type { PgDatabase as DrizzlePgDatabase, PgQueryResultHKT } from 'drizzle-
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import pg from 'pg'
 import { describe, expect, test } from 'vitest'
-import { defineQueue, enqueue, work, type Queue } from '../../src/index.js'
+import { defineQueue, enqueue, work, type Queue, type Worker } from '../../src/index.js'
 import { freshPgDb, openPostgresJs, POSTGRES_JS, type TestPgDb } from '../helpers/pg.js'
 import { waitFor } from '../helpers/wait.js'
 
@@ -100,5 +103,57 @@ describe.each(DRIVERS)('%s', (driver) => {
       }
     }
     expect(failures).toEqual([])
+  })
+
+  test(`JOB-02 [postgres] ${driver}: the app's transaction holds its queue's row (\`for update\`) while a worker's first start installs the triggers, then adds: the add is not failed`, async () => {
+    const fresh = await freshPgDb()
+    const app = openHandle(driver, fresh.url)
+    const queue = defineQueue<{ n: number }>('held')
+    const workerErrors: string[] = []
+    let worker: Worker | undefined
+    try {
+      // The queue's row, as another program or an operator's plain SQL made it before any writer of the engine.
+      await fresh.pool.query(`insert into jobs_queue (name) values ('held')`)
+      let rowHeld!: () => void
+      const holding = new Promise<void>((resolve) => (rowHeld = resolve))
+      let add!: () => void
+      const adding = new Promise<void>((resolve) => (add = resolve))
+      const transaction = app.db.transaction(async (tx) => {
+        await tx.execute(sql`select * from jobs_queue where name = 'held' for update`)
+        rowHeld()
+        await adding
+        await enqueue(tx, queue, { n: 1 }, { id: 'held:1' })
+      })
+      await holding
+      worker = work(app.db, queue, () => 'ran', { onError: (error) => void workerErrors.push(String(error)), pollInterval: '20ms' })
+      // The install either committed, or waits for a lock (the row, where it rewrote the queues' rows): the add comes
+      // once the server's deadlock check of that wait has passed, as an add later in the app's transaction would.
+      await waitFor(
+        async () =>
+          (await engineTriggers(fresh)) === 5 ||
+          (
+            await fresh.pool.query(
+              `select 1 from pg_locks where not granted and database = (select oid from pg_database where datname = current_database())`,
+            )
+          ).rowCount,
+        "the worker's install to commit or wait",
+      )
+      const { deadlockMs } = (
+        await fresh.pool.query(`select extract(epoch from current_setting('deadlock_timeout')::interval) * 1000 as "deadlockMs"`)
+      ).rows[0]
+      await new Promise((resolve) => setTimeout(resolve, Number(deadlockMs) + 200))
+      add()
+      await expect(transaction).resolves.toBeUndefined()
+      await waitFor(
+        async () => (await fresh.pool.query(`select state from jobs_job where id = 'held:1'`)).rows[0]?.state === 'done',
+        'the job to run',
+      )
+      await worker.stop({ timeout: 1_000 })
+      expect(workerErrors).toEqual([])
+    } finally {
+      await worker?.stop({ timeout: 1_000 })
+      await app.close()
+      await fresh.drop()
+    }
   })
 })

@@ -5,6 +5,7 @@
  * in, and the schema check done once for it.
  */
 import { JobsError } from '../../errors.js'
+import { BUSY_BACKOFF_FIRST_MS, BUSY_BACKOFF_MAX_MS } from '../../limits.js'
 import type { DrizzleHandle, PgDatabase } from '../drizzle.js'
 import type { DriverEntry } from '../connection.js'
 import { Lane, runAsync, type ChangeKind, type Connection, type ProgressNotices, type Work } from '../index.js'
@@ -181,10 +182,12 @@ function open(driver: PgDriver): PgConnection {
  * An install looks for the triggers first, with no lock. Where they are missing it asks for jobs_job's lock and
  * looks again, as another may have installed them meanwhile: if so, it rolls back, which lets the lock go at once,
  * where a savepoint released inside the app's transaction would keep it until that transaction ends, holding up
- * every write of jobs.
+ * every write of jobs. Once it holds the lock it waits for nothing (INSTALL_COUNTERS), so that no transaction that
+ * waits for the lock is ever waited for by the install.
  *
  * A connection of its own (a pool) installs in a transaction of its own, waiting for the lock (LOCK_FOR_INSTALL)
- * while it holds nothing else. Once one committed, or the triggers were found, it looks no more.
+ * while it holds nothing else; an install refused a further lock (lock_not_available) is tried again after a
+ * backoff. Once one committed, or the triggers were found, it looks no more.
  *
  * A connection inside the app's transaction installs in a savepoint of it, and takes the lock only where it is free
  * at once (TRY_LOCK_FOR_INSTALL): waiting for it there, the app's transaction would wait, holding its own rows, for
@@ -216,22 +219,31 @@ class CounterInstall {
           (error: unknown) => {
             if (error instanceof FoundInstalled) return this.found()
             // Refused: the write goes on, and the next one looks again.
-            if (!(error instanceof LockRefused)) throw error
+            if (!(error instanceof LockRefused) && sqlStateOf(error) !== LOCK_NOT_AVAILABLE) throw error
           },
         )
     }
-    return (this.pending ??= driver
-      .transaction((q) => this.install(q, LOCK_FOR_INSTALL))
-      .catch((error: unknown) => {
-        if (!(error instanceof FoundInstalled)) throw error
-      })
-      .then(
-        () => void (this.committed = true),
-        (error: unknown) => {
-          this.pending = undefined
-          throw error
-        },
-      ))
+    return (this.pending ??= this.installOnItsOwn(driver).then(
+      () => void (this.committed = true),
+      (error: unknown) => {
+        this.pending = undefined
+        throw error
+      },
+    ))
+  }
+
+  /** Installs in a transaction of its own, again after a backoff while a lock the install needs is held by another transaction. */
+  private async installOnItsOwn(driver: PgPoolDriver): Promise<void> {
+    for (let waitMs = BUSY_BACKOFF_FIRST_MS; ; waitMs = Math.min(waitMs * 2, BUSY_BACKOFF_MAX_MS)) {
+      try {
+        await driver.transaction((q) => this.install(q, LOCK_FOR_INSTALL))
+        return
+      } catch (error) {
+        if (error instanceof FoundInstalled) return
+        if (sqlStateOf(error) !== LOCK_NOT_AVAILABLE) throw error
+      }
+      await new Promise((resolve) => setTimeout(resolve, waitMs))
+    }
   }
 
   /**
@@ -261,6 +273,9 @@ class FoundInstalled extends Error {}
 
 /** Rolls back an install inside the app's transaction that did not get jobs_job's lock at once: it installs nothing. */
 class LockRefused extends Error {}
+
+/** lock_not_available: a lock asked for with NOWAIT is held by another transaction. */
+const LOCK_NOT_AVAILABLE = '55P03'
 
 /**
  * Progress by NOTIFY (src/progress/notices.ts): values on a channel of their own, which only processes that

@@ -16,6 +16,9 @@ import { INSTALL_PROTOCOL, PROTOCOL_TRIGGER } from './protocol.js'
 
 const STATES = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] as const
 
+/** The trigger that keeps a deleted jobs_queue row's counts: the one trigger the install puts on jobs_queue. */
+const KEPT_TRIGGER = 'jobs_queue_counts_kept_v1'
+
 /**
  * The triggers' names: the version is in the name, so that a later version installs its own beside a dropped older
  * one. With the counting triggers: the table protocol's (protocol.ts), and jobs_queue_counts_kept_v1, which keeps the
@@ -26,7 +29,7 @@ export const COUNT_TRIGGERS = [
   'jobs_job_counts_update_v1',
   'jobs_job_counts_delete_v1',
   PROTOCOL_TRIGGER,
-  'jobs_queue_counts_kept_v1',
+  KEPT_TRIGGER,
 ] as const
 
 /** The triggers present, of those the engine installs, on jobs_job and jobs_queue. */
@@ -71,9 +74,22 @@ export const INSTALL_LOOK = pgStatement<Record<never, never>, { present: number;
       and pid = pg_backend_pid() and mode = 'ShareRowExclusiveLock' and granted) as locked`,
 )
 
+/** Each queue's kept counts (its row's, and those not folded yet), negated: rows of queue and one column per state. */
+const KEPT_NEGATED = `select name as queue, ${STATES.map((state) => `-${state} as ${state}`).join(', ')} from jobs_queue
+    union all select queue, ${STATES.map((state) => `-${state}`).join(', ')} from jobs_count`
+
 /**
  * Installs the triggers and recounts every queue, in the installer's transaction, which holds jobs_job's lock
- * (LOCK_FOR_INSTALL or TRY_LOCK_FOR_INSTALL) and found the triggers missing once it held it (INSTALL_LOOK).
+ * (LOCK_FOR_INSTALL or TRY_LOCK_FOR_INSTALL) and found the triggers missing once it held it (INSTALL_LOOK). Holding
+ * that lock, it waits for nothing, so that no transaction that waits for the lock is waited for in turn:
+ * - a lock it needs beyond that one is asked for with NOWAIT (jobs_queue's, for its trigger, only where the trigger
+ *   is missing; jobs_job's exclusive one, to drop an earlier version's trigger, only where there is one): where
+ *   another transaction holds it, the install fails with lock_not_available, having changed nothing;
+ * - the recount writes no row that another transaction may hold: it appends to jobs_count, per queue, the difference
+ *   between its jobs and its kept counts, where it would otherwise clear jobs_count and rewrite the jobs_queue rows,
+ *   which a claim of a limited queue, a fold or the app's own `for update` may hold. No job changes meanwhile (the
+ *   lock), and a fold that commits meanwhile moves counts from jobs_count to the row, leaving their sum as it was;
+ * - the protocol's check of the jobs written before passes over a job another transaction holds (protocol.ts).
  */
 export const INSTALL_COUNTERS = pgStatement(
   'installCounters',
@@ -100,20 +116,18 @@ begin
     referencing old table as jobs_counts_old new table as jobs_counts_new for each statement execute function jobs_job_counts_moved_v1();
   create or replace trigger jobs_job_counts_delete_v1 after delete on jobs_job
     referencing old table as jobs_counts_old for each statement execute function jobs_job_counts_deleted_v1();
-  create or replace function jobs_queue_counts_kept_v1() returns trigger language plpgsql as $f$
+  create or replace function ${KEPT_TRIGGER}() returns trigger language plpgsql as $f$
   begin
     insert into jobs_count (queue, ${STATES.join(', ')}) values (old.name, ${STATES.map((state) => `old.${state}`).join(', ')});
     return null;
   end $f$;
-  create or replace trigger jobs_queue_counts_kept_v1 after delete on jobs_queue
-    for each row when (${STATES.map((state) => `old.${state} <> 0`).join(' or ')}) execute function jobs_queue_counts_kept_v1();
+  if not exists (select from pg_trigger where tgrelid = to_regclass('jobs_queue') and tgname = '${KEPT_TRIGGER}') then
+    lock table jobs_queue in share row exclusive mode nowait;
+    create trigger ${KEPT_TRIGGER} after delete on jobs_queue
+      for each row when (${STATES.map((state) => `old.${state} <> 0`).join(' or ')}) execute function ${KEPT_TRIGGER}();
+  end if;
   ${INSTALL_PROTOCOL}
-  delete from jobs_count;
-  insert into jobs_queue (name) select distinct queue from jobs_job on conflict (name) do nothing;
-  update jobs_queue set ${STATES.map((state) => `${state} = 0`).join(', ')};
-  update jobs_queue q set ${STATES.map((state) => `${state} = c.${state}`).join(', ')}
-    from (select queue, ${STATES.map((state) => `count(*) filter (where state = '${state}') as ${state}`).join(', ')} from jobs_job group by queue) c
-    where q.name = c.queue;
+  ${appendChanges(`${perState('jobs_job', '')} union all ${KEPT_NEGATED}`)};
 end $install$`,
 )
 

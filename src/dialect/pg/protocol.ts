@@ -58,9 +58,11 @@ const BROKEN = (r: string) =>
 /**
  * Drops an earlier version's trigger and function where they exist, in PL/pgSQL: `drop … if exists` would send a
  * notice ("does not exist, skipping") on every database that never had them, which postgres.js prints unless the
- * app passes its own `onnotice`.
+ * app passes its own `onnotice`. Dropping a trigger takes jobs_job's exclusive lock, which any reader holds up: the
+ * install asks for it with NOWAIT, as it waits for nothing once it holds jobs_job's lock (counts.ts).
  */
 const dropBefore = (name: string) => `if exists (select from pg_trigger where tgrelid = to_regclass('jobs_job') and tgname = '${name}') then
+    lock table jobs_job in access exclusive mode nowait;
     drop trigger ${name} on jobs_job;
   end if;
   if to_regprocedure('${name}()') is not null then
@@ -70,7 +72,9 @@ const dropBefore = (name: string) => `if exists (select from pg_trigger where tg
 /**
  * The trigger's function and the trigger, for the counters' install (counts.ts: the body of its PL/pgSQL block),
  * which also fails the jobs written before it, and drops the triggers of earlier versions: a job failed here names
- * no worker and keeps no step.
+ * no worker and keeps no step. A job written before that another transaction holds (another program's `for update`)
+ * is passed over, not waited for, as the install waits for nothing once it holds jobs_job's lock (counts.ts): a later
+ * write that leaves it waiting or scheduled meets the trigger.
  */
 export const INSTALL_PROTOCOL = `
   ${PROTOCOL_TRIGGERS_BEFORE.map(dropBefore).join('\n  ')}
@@ -89,4 +93,4 @@ export const INSTALL_PROTOCOL = `
   end $f$;
   create or replace trigger ${PROTOCOL_TRIGGER} before insert or update on jobs_job
     for each row when (${BROKEN('new')}) execute function ${PROTOCOL_TRIGGER}();
-  update jobs_job set state = state where ${BROKEN('jobs_job')};`
+  update jobs_job set state = state where seq in (select seq from jobs_job where ${BROKEN('jobs_job')} for no key update skip locked);`
