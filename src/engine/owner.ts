@@ -1,8 +1,11 @@
 /**
  * Who holds a lease. An owner names its host, its process (pid and start
  * time, so a reused pid is not taken for the old process), a random token
- * per process, and the worker within it. On the same host, a worker can
- * tell whether an owner's process is gone and end its leases at once.
+ * per copy of this module, and the worker within it. On the same host, a
+ * worker can tell whether an owner's process is gone and end its leases at
+ * once. Worker threads and second copies of the package share their
+ * process's pid and start time and differ by token: they are alive while
+ * the process is.
  */
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -25,13 +28,15 @@ export function isOwnOwner(owner: string): boolean {
   return owner.startsWith(`${HOST}/${process.pid}/${START_TIME}/${PROCESS_TOKEN}/`)
 }
 
-/** True only when `owner` is a process of this host that is certainly gone. */
+/**
+ * True only when `owner` is a process of this host that is certainly gone: no process runs under its pid, or the one
+ * that does started at another time. Where start times cannot be read, a live pid is never taken for gone.
+ */
 export function isOwnerGone(owner: string): boolean {
-  const [host, pidText, startTime, token] = owner.split('/')
+  const [host, pidText, startTime] = owner.split('/')
   if (host !== HOST || !pidText || startTime === undefined) return false
   const pid = Number(pidText)
   if (!Number.isSafeInteger(pid) || pid <= 0) return false
-  if (pid === process.pid) return token !== PROCESS_TOKEN
   try {
     process.kill(pid, 0)
   } catch (error) {
