@@ -37,6 +37,12 @@ export const DEFAULT_AHEAD_INTERVAL_MS = 250
 /** The least time between two walks of a queue's line for due `ahead` counts (less when a watch's interval is shorter): counts that fall due close together are made in one walk. */
 export const AHEAD_WALK_GAP_MS = 50
 export const DEFAULT_LEASE_MS = 30_000
+/**
+ * The part of a lease kept as a margin for other hosts' clocks: a step's function starts only while its run's lease,
+ * just renewed, holds for more than this part of the lease by the worker's own monotonic clock (a third: 10 s of the
+ * default 30 s). Other hosts' clocks must agree within it.
+ */
+export const STEP_LEASE_MARGIN = 1 / 3
 /** A worker renews its leases this many times per lease. */
 export const LEASE_RENEWALS_PER_LEASE = 3
 /** How often a worker takes back expired leases and prunes ended jobs. */

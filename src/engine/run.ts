@@ -7,7 +7,7 @@ import type { ClaimedJob } from '../dialect/index.js'
 import { toMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
-import { MAX_PROGRESS_BYTES, MAX_VALUE_BYTES } from '../limits.js'
+import { MAX_PROGRESS_BYTES, MAX_VALUE_BYTES, STEP_LEASE_MARGIN } from '../limits.js'
 import { retryWhileBusy } from './busy.js'
 import { confirmLease } from './lease.js'
 import type { JsonShape } from '../types.js'
@@ -121,10 +121,7 @@ export class RunContext implements Run {
     const db = this.connection.executor
     const kept = await this.whileBusy(() => db.stepGet(this.seq, name))
     if (kept !== undefined) return (kept === null ? undefined : JSON.parse(kept)) as A
-    // The lease may have been taken while this process could not tell (its event loop blocked past the lease, say).
-    if (!(await this.whileBusy(() => confirmLease(this.connection, this.owner, this, this.lease.clock() + this.lease.ms))))
-      this.assertHeld()
-    const answer = await fn()
+    const answer = await this.callHoldingLease(fn)
     const json = encodeJson(answer, `the answer of step '${name}'`, MAX_VALUE_BYTES, true)
     this.assertHeld()
     // A write whose answer was lost with its connection may have landed: tried again, it writes nothing, and the read finds it.
@@ -136,6 +133,27 @@ export class RunContext implements Run {
       this.assertHeld()
     }
     return (json === null ? undefined : JSON.parse(json)) as A
+  }
+
+  /**
+   * Calls `fn` once the run's lease is proved held: renewed in the database behind the fence, by an answer that this
+   * process's monotonic clock shows arrived while the renewal still holds by a margin (STEP_LEASE_MARGIN) for other
+   * hosts' clocks. An answer that arrived late (the event loop blocked, the process frozen) is asked again. The last
+   * check and the call are one synchronous stretch: no other run's work, no late answer, comes between (JOB-16).
+   * Throws LEASE_LOST when the run lost its lease, or the abort's reason.
+   */
+  private async callHoldingLease<A>(fn: () => A | Promise<A>): Promise<A> {
+    const provesFor = this.lease.ms * (1 - STEP_LEASE_MARGIN)
+    for (;;) {
+      let sentAt = 0
+      const held = await this.whileBusy(() => {
+        sentAt = performance.now()
+        return confirmLease(this.connection, this.owner, this, this.lease.clock() + this.lease.ms)
+      })
+      if (!held) this.assertHeld()
+      if (this.abortReason) throw this.abortReason
+      if (performance.now() - sentAt < provesFor) return fn()
+    }
   }
 
   /**
