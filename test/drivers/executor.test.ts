@@ -264,6 +264,17 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 0, scheduled: 0, running: 6 })
     })
 
+    test(`JOB-16 ${on} no renewal shortens a worker's row: a claim, workerRenew and leaseRenewIfHeld whose time was read before a later renewal keep the later expiry`, async () => {
+      const seqs = await addJobs(c(), [newJob('replies', 'a'), newJob('replies', 'b')])
+      await claim(c(), replies, request('owner-1', 1, { renewLease: workerLease('owner-1', { expiresAt: NOW + 50_000 }) }))
+      expect(await db().leaseRenewIfHeld({ seq: seqs.get('a')!, owner: 'owner-1', attempt: 1, expiresAt: NOW + 40_000 })).toBe(true)
+      await db().workerRenew({ owner: 'owner-1', expiresAt: NOW + 45_000, channel: null })
+      await claim(c(), replies, request('owner-1', 1, { renewLease: workerLease('owner-1', { expiresAt: NOW + 35_000 }) }))
+      expect(await d.workers()).toEqual([{ owner: 'owner-1', expires: NOW + 50_000, channel: null }])
+      expect(await db().leaseRenewIfHeld({ seq: seqs.get('b')!, owner: 'owner-1', attempt: 1, expiresAt: NOW + 60_000 })).toBe(true)
+      expect(await d.workers()).toEqual([{ owner: 'owner-1', expires: NOW + 60_000, channel: null }])
+    })
+
     test(`JOB-04 ${on} a claim renews its worker's row only when asked; a claim of nothing writes no row`, async () => {
       await addJobs(c(), [newJob('replies', 'a'), newJob('replies', 'b')])
       expect(await claim(c(), replies, request('owner-1', 1, { renewLease: null }))).toHaveLength(1)

@@ -77,10 +77,14 @@ function endEach(j: string, e: string): string {
 /** The first due job of @queue, in claim order, whose last run was abandoned (jobs_job_abandoned): a lateral subquery. */
 const FIRST_ALONE = `(select seq, run_at from jobs_job where abandoned and ${DUE} order by ${CLAIM_ORDER} limit 1)`
 
-/** A claim's renewal of the worker's row until @leaseUntil (with @channel), when it is set and the CTE `claimed` took any job. */
+/**
+ * A claim's renewal of the worker's row until @leaseUntil (with @channel), when it is set and the CTE `claimed` took any
+ * job. Like every renewal it never shortens the row: a claim whose time was read before a step's renewal may commit
+ * after it, and the step started its function on the promise of that renewal (engine/run.ts).
+ */
 const RENEW_IF_CLAIMED = `insert into jobs_worker (owner, expires_at, channel)
     select @owner::text, ${at('@leaseUntil')}, @channel::text where @leaseUntil::float8 is not null and exists (select 1 from claimed)
-    on conflict (owner) do update set expires_at = excluded.expires_at, channel = excluded.channel`
+    on conflict (owner) do update set expires_at = greatest(jobs_worker.expires_at, excluded.expires_at), channel = excluded.channel`
 
 /**
  * The running jobs of @queue: the entries of jobs_job_running for the queue, a few however many jobs it holds. Every
@@ -465,7 +469,7 @@ export const SQL = {
     `with locked as materialized (
       select owner from jobs_worker where owner = @owner::text for no key update skip locked
     ), renewed as (
-      update jobs_worker set expires_at = ${at('@expiresAt')}, channel = @channel::text
+      update jobs_worker set expires_at = greatest(expires_at, ${at('@expiresAt')}), channel = @channel::text
       where owner = (select owner from locked)
       returning 1
     ), added as (
@@ -554,7 +558,7 @@ export const SQL = {
     `with ${fence(ONE_RUN)}
     insert into jobs_worker (owner, expires_at)
     select @owner::text, ${at('@expiresAt')} from fenced
-    on conflict (owner) do update set expires_at = excluded.expires_at
+    on conflict (owner) do update set expires_at = greatest(jobs_worker.expires_at, excluded.expires_at)
     returning 1 as held`,
   ),
   readStep: pgStatement<{ seq: number; name: string }, Pick<StepRow, 'answer'>>(

@@ -234,7 +234,7 @@ export const SQL = {
    * its jobs were taken back already, and the fence keeps its old runs from writing).
    */
   workerRenew: statement<[WorkerLease], never>(`insert into jobs_worker (owner, expires_at, channel) values (@owner, @expiresAt, @channel)
-    on conflict (owner) do update set expires_at = excluded.expires_at, channel = excluded.channel`),
+    on conflict (owner) do update set expires_at = max(expires_at, excluded.expires_at), channel = excluded.channel`),
   workerDelete: statement<[owner: string], never>(`delete from jobs_worker where owner = ?`),
   /** The first row of a worker expired by @now that holds no run: a worker that died idle, or whose runs were taken back. */
   workerExpired: statement<[{ now: number }], 1>(`select 1 from jobs_worker where expires_at <= @now and ${HOLDS_NO_RUN} limit 1`, {
@@ -288,7 +288,7 @@ export const SQL = {
    */
   leaseRenewIfHeld: statement<[LeaseParams & { expiresAt: number }], never>(`insert into jobs_worker (owner, expires_at)
     select @owner, @expiresAt from jobs_job where seq = @seq and ${fence('jobs_job', '@attempt')}
-    on conflict (owner) do update set expires_at = excluded.expires_at`),
+    on conflict (owner) do update set expires_at = max(expires_at, excluded.expires_at)`),
   readStep: statement<[seq: number, name: string], StepRow['answer']>(`select answer from jobs_step where job = ? and name = ?`, {
     pluck: true,
   }),
