@@ -1,7 +1,7 @@
 /**
  * libsql beyond a local file that the engine may open itself: a database in memory, and a file that is an
- * embedded replica, where the engine works through the app's own client. The contracts on a local file run with
- * the others (`[libsql]`).
+ * embedded replica, where the engine works through the app's own client; and on a local file, the engine's own
+ * client after libsql refused one of its statements. The contracts on a local file run with the others (`[libsql]`).
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -12,6 +12,7 @@ import { afterEach, expect, test } from 'vitest'
 import { connectionOf } from '../src/dialect/open.js'
 import { defineQueue, enqueue, getJob, work } from '../src/index.js'
 import { MIGRATIONS, removeTempDirs, tempDir } from './helpers/db.js'
+import { freshLibsql } from './helpers/libsql.js'
 import { waitFor } from './helpers/wait.js'
 
 afterEach(() => removeTempDirs())
@@ -98,5 +99,27 @@ test("[libsql] an embedded replica (a file with libsql's -info beside it) is wor
     expect((await getJob(db, replies, 'a'))?.state).toBe('waiting')
   } finally {
     client.close()
+  }
+})
+
+test("[libsql] on a local file, a write of the engine's refused while another connection holds the lock leaves nothing stale: its next reads see that connection's commit, its data version moves, and its next write lands", async () => {
+  const t = await freshLibsql()
+  try {
+    const { executor } = connectionOf(t.db)
+    const before = await executor.dataVersion()
+    // libsql leaves a refused statement in progress: its connection would read the file as at its next read, for good.
+    const other = await t.client.transaction('write')
+    await expect(executor.workerRenew({ owner: 'this', expiresAt: 1, channel: null })).rejects.toMatchObject({ code: 'SQLITE_BUSY' })
+    const refused = await executor.dataVersion()
+    expect(await executor.workerHasExpired(2)).toBe(false)
+    await other.execute(`insert into jobs_worker (owner, expires_at) values ('other', 1)`)
+    await other.commit()
+    expect(await executor.dataVersion()).not.toBe(refused)
+    expect(refused).not.toBe(before)
+    expect(await executor.workerHasExpired(2)).toBe(true)
+    await executor.workerRenew({ owner: 'this', expiresAt: 1, channel: null })
+    expect(await t.query(`select owner from jobs_worker order by owner`)).toEqual([{ owner: 'other' }, { owner: 'this' }])
+  } finally {
+    t.close()
   }
 })

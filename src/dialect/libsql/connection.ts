@@ -167,58 +167,82 @@ async function beginning<T>(begin: () => Promise<T>, wait: boolean): Promise<T> 
 
 /**
  * The engine's work on a libsql Client, taking turns: one transaction at a time, and the statements outside any
- * transaction between them. On the engine's own client (`remade`: it makes another), a `BEGIN IMMEDIATE` that
- * libsql's local client could not run (another connection held the write lock) stays in progress on its connection,
- * and every later COMMIT there fails ("cannot commit transaction - SQL statements in progress"); so a refused begin
- * closes that client, and the next try makes another. On the app's client (`remade` null), whose transactions may
- * each take another connection of its pool, the data version moves at every look.
+ * transaction between them. On the engine's own client (`remade`: it makes another), a statement that libsql's local
+ * client refused with SQLITE_BUSY (a `BEGIN IMMEDIATE`, or a write outside a transaction, while another connection
+ * held the write lock) stays in progress on its connection until the garbage collector frees it: the connection stays
+ * inside a read transaction, so every later read there sees the database as it was at the first read after the
+ * refusal, its data version stops, every write is refused, and every COMMIT fails ("cannot commit transaction - SQL
+ * statements in progress"). So any refusal closes that client, and the next statement makes another; the data version
+ * the session answers moves when its connection's does and when the connection is a new one, whose own is not
+ * comparable with the last one's. On the app's client (`remade` null), whose transactions may each take another
+ * connection of its pool, the data version moves at every look.
  */
 function laneSession(first: LibsqlClient, remade: (() => LibsqlClient) | null): Session {
   const lane = new Lane()
   let client = first
   let direct = executorOn(client)
+  /** The data version the session answered last. */
   let version = 0
-  const begin = async (mode: 'write' | 'deferred') => {
+  /** The connection's data version at the last look; undefined on a connection not looked at yet. */
+  let seen: number | undefined
+  /** Runs `fn` on the client; on the engine's own client, a refusal closes it and makes another. */
+  const onClient = async <T>(fn: () => Promise<T>): Promise<T> => {
     try {
-      return await client.transaction(mode)
+      return await fn()
     } catch (error) {
       if (remade && isBusy(error)) {
         client.close()
         client = remade()
         direct = executorOn(client)
+        seen = undefined
       }
       throw error
     }
   }
+  const dataVersion = async (on: Executor<'async'>) => {
+    const now = await on.dataVersion()
+    if (now !== seen) {
+      version++
+      seen = now
+    }
+    return version
+  }
   const inTransaction = <T>(mode: 'write' | 'deferred', wait: boolean, work: (tx: LibsqlTransaction) => Promise<T>) =>
     lane.run(async () => {
-      const tx = await beginning(() => begin(mode), wait)
-      try {
-        const value = await work(tx)
-        await tx.commit()
-        return value
-      } catch (error) {
-        if (!tx.closed) await tx.rollback().catch(() => {})
-        throw error
-      } finally {
-        tx.close()
-      }
+      const tx = await beginning(() => onClient(() => client.transaction(mode)), wait)
+      return onClient(async () => {
+        try {
+          const value = await work(tx)
+          await tx.commit()
+          return value
+        } catch (error) {
+          if (!tx.closed) await tx.rollback().catch(() => {})
+          throw error
+        } finally {
+          tx.close()
+        }
+      })
     })
   const running =
     <T>(work: Work<'async', T>) =>
-    (tx: LibsqlTransaction) =>
-      runAsync(work(executorOn(tx)))
+    (tx: LibsqlTransaction) => {
+      const executor = executorOn(tx)
+      return runAsync(work(remade ? { ...executor, dataVersion: () => dataVersion(executor) } : executor))
+    }
   const executor = Object.fromEntries(
     Object.keys(direct).map((name) => [
       name,
       (...args: unknown[]) =>
-        lane.run(() => Promise.resolve((direct as unknown as Record<string, (...args: unknown[]) => unknown>)[name]!(...args))),
+        lane.run(() => onClient(async () => (direct as unknown as Record<string, (...args: unknown[]) => unknown>)[name]!(...args))),
     ]),
   ) as unknown as Executor<'async'>
   return {
     write: (work, wait) => inTransaction('write', wait, running(work)),
     read: (work) => inTransaction('deferred', false, running(work)),
-    executor: remade ? executor : { ...executor, dataVersion: async () => ++version },
+    executor: {
+      ...executor,
+      dataVersion: remade ? () => lane.run(() => onClient(() => dataVersion(direct))) : async () => ++version,
+    },
     install: (install) => inTransaction('write', true, install).then(() => undefined),
   }
 }
