@@ -2,7 +2,7 @@
 import { answer, connectionOf, type AnswerOf, type Database } from '../dialect/open.js'
 import { jobsChanged } from '../engine/wake.js'
 import { sqlLiteral } from '../stored.js'
-import { andThen, ask, type CountsRow, type Executor, type ScheduleRow } from '../dialect/index.js'
+import { allOf, andThen, ask, type CountsRow, type Executor, type ScheduleRow } from '../dialect/index.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 
 /** A queue's jobs by state, as the engine's counters hold them. */
@@ -86,11 +86,9 @@ export function queueCounts(db: Database, queue?: QueueRef): QueueCounts | Queue
     const name = queue === undefined ? undefined : queueNameOf(queue)
     const executor = connection.executor
     if (name === undefined) {
-      const [counts, schedules] = [executor.queueGetCountsAll(), executor.scheduleList(null)]
-      if (counts instanceof Promise || schedules instanceof Promise) {
-        return Promise.all([counts, schedules]).then(([rows, list]) => withScheduledQueues(rows.map(toCounts), list))
-      }
-      return withScheduledQueues(counts.map(toCounts), schedules)
+      return andThen(allOf<[CountsRow[], ScheduleRow[]]>([executor.queueGetCountsAll(), executor.scheduleList(null)]), ([rows, list]) =>
+        withScheduledQueues(rows.map(toCounts), list),
+      )
     }
     return andThen(executor.queueGetCounts(name), (row) => (row ? toCounts(row) : noJobs(name)))
   })

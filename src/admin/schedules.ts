@@ -193,17 +193,9 @@ function* schedulesWithLastJobs(connection: Connection, queue: string | null): P
 
 /** Answers as `answer` does, with a missing jobs_schedule table (an older version's migrations) told as SCHEMA_MISSING. */
 function withScheduleTable<T>(connection: Connection, call: () => T | Promise<T>): T | Promise<T> {
-  const told = (error: unknown): never => {
+  return answer(connection, call, (error): never => {
     throw scheduleTableMissing(error) ?? error
-  }
-  if (connection.capabilities.synchronous) {
-    try {
-      return call()
-    } catch (error) {
-      return told(error)
-    }
-  }
-  return (answer(connection, call) as Promise<T>).catch(told)
+  })
 }
 
 function* upsert(write: boolean | Promise<boolean>): Program<boolean> {

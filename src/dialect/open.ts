@@ -7,7 +7,7 @@ import { JobsError } from '../errors.js'
 import type { Connection, DriverEntry } from './connection.js'
 import { drizzleHandleOf, type AsyncSqliteDatabase, type DrizzleHandle } from './drizzle.js'
 import type { Kind } from './executor.js'
-import { runAsync, runSync, type Program } from './program.js'
+import { runAsync, runSync, type Answer, type Program } from './program.js'
 import { libsql } from './libsql/connection.js'
 import { nodePostgres } from './node-postgres/driver.js'
 import { pgDriverEntry, type AsyncPgDatabase } from './pg/connection.js'
@@ -80,13 +80,23 @@ export function runOn<T>(connection: Connection, program: Program<T>): T | Promi
 
 /**
  * Runs `call` and answers as `connection` does: a synchronous connection's result or throw as is; on an
- * asynchronous one, a promise, which rejects where `call` threw (bad input, say). @internal
+ * asynchronous one, a promise, which rejects where `call` threw (bad input, say). `failed`, where given, takes
+ * what `call` threw or its promise's rejection, and answers in its place (at once, or as the promise). @internal
  */
-export function answer<K extends Kind, T>(connection: Connection<K>, call: () => T | Promise<T>): T | Promise<T> {
-  if (connection.kind === 'sync') return call()
-  try {
-    return Promise.resolve(call())
-  } catch (error) {
-    return Promise.reject(error)
+export function answer<K extends Kind, T>(connection: Connection<K>, call: () => Answer<T>, failed?: (error: unknown) => T): Answer<T> {
+  if (connection.kind === 'sync') {
+    if (!failed) return call()
+    try {
+      return call()
+    } catch (error) {
+      return failed(error)
+    }
   }
+  let answered: Promise<T>
+  try {
+    answered = Promise.resolve(call())
+  } catch (error) {
+    answered = Promise.reject(error)
+  }
+  return failed ? answered.catch(failed) : answered
 }

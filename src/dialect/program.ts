@@ -46,10 +46,32 @@ export function* done<T>(value: T): Program<T> {
   return value
 }
 
-/** Applies `next` to a value that came at once or as a promise, keeping how it came: a synchronous caller stays synchronous. */
-export function andThen<T, U>(value: T | Promise<T>, next: (value: T) => U): U | Promise<U> {
-  if (value instanceof Promise) return value.then<U>(next)
-  return next(value)
+/**
+ * What a connection's call answers: a value at once on a synchronous driver, a promise on an asynchronous one.
+ * Code outside src/dialect/ carries it with the functions below and never asks which of the two it holds.
+ */
+export type Answer<T> = T | Promise<T>
+
+/**
+ * Hands an answer to `now` where it came at once, or to `later` where it is still to come: for a caller whose own
+ * shape follows the answer's (a watch that is ready at once, or one that starts once its read answers).
+ */
+export function whenAnswered<T, U>(answer: Answer<T>, now: (value: T) => U, later: (answer: Promise<T>) => U): U {
+  return answer instanceof Promise ? later(answer) : now(answer)
+}
+
+/**
+ * Applies `next` to an answer, keeping how it came: at once, so that a synchronous caller stays synchronous, or
+ * once the promise resolves. `failed`, where given, takes a promise's rejection (an answer that came at once has
+ * none; an error thrown by `next` is never handed to it).
+ */
+export function andThen<T, U>(answer: Answer<T>, next: (value: T) => U, failed?: (error: unknown) => U): Answer<U> {
+  return whenAnswered<T, Answer<U>>(answer, next, (later) => later.then<U, U>(next, failed))
+}
+
+/** The answers of several calls, once all have come: at once where each came at once, else a promise (which rejects as the first rejection). */
+export function allOf<T extends readonly unknown[]>(answers: { readonly [I in keyof T]: Answer<T[I]> }): Answer<T> {
+  return answers.some((answer) => answer instanceof Promise) ? (Promise.all(answers) as Promise<T>) : (answers as unknown as T)
 }
 
 /** Runs work one piece after another: for a connection that one piece of work at a time may use (a transaction's, where interleaved savepoints would cross). */

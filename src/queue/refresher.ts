@@ -24,7 +24,7 @@
  * that (a job back to waiting, say) gets a fresh count with it, so that a
  * snapshot's `ahead` never contradicts its state.
  */
-import { ask, type Connection, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
+import { andThen, ask, type Answer, type Connection, type Executor, type Program, type SnapshotRow } from '../dialect/index.js'
 import { listenToOthers, onJobsChanged, type ChangeKind } from '../engine/wake.js'
 import type { Written } from '../engine/written.js'
 import { JobsError } from '../errors.js'
@@ -188,18 +188,17 @@ export class WatchedConnection {
   }
 
   private poll(): void {
-    let version: number | Promise<number>
+    let version: Answer<number>
     try {
       version = this.connection.executor.dataVersion()
     } catch (error) {
       return this.pollFailed(error)
     }
-    if (version instanceof Promise)
-      version.then(
-        (answered) => this.polled(answered),
-        (error) => this.pollFailed(error),
-      )
-    else this.polled(version)
+    andThen(
+      version,
+      (answered) => this.polled(answered),
+      (error) => this.pollFailed(error),
+    )
   }
 
   /** The first look only takes note: the watchers' own first reads came after it. */
@@ -264,7 +263,7 @@ export class WatchedConnection {
       for (const { watcher } of countOnly) counted.push(watcher.row)
       return counted
     }
-    let answer: Watched | Promise<Watched>
+    let answer: Answer<Watched>
     try {
       answer = this.connection.read((db) => readWatched(db, [...seqs], toCount))
     } catch (error) {
@@ -298,9 +297,10 @@ export class WatchedConnection {
       }
       this.armAheadTimer()
     }
-    if (!(answer instanceof Promise)) return hand(answer)
+    // Another refresh waits while this read is under way (on an asynchronous connection; one that answers at once is done here).
     this.refreshing = true
-    answer.then(
+    andThen(
+      answer,
       (answered) => {
         this.refreshing = false
         hand(answered)

@@ -8,7 +8,7 @@
  * (PostgreSQL). A snapshot is built when the consumer takes it.
  */
 import { connectionOf, type Database } from '../dialect/open.js'
-import type { Connection, SnapshotRow } from '../dialect/index.js'
+import { andThen, whenAnswered, type Answer, type Connection, type SnapshotRow } from '../dialect/index.js'
 import { isOwnOwner } from '../engine/owner.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
@@ -80,6 +80,25 @@ export interface JobWatch<Result = unknown> extends AsyncIterableIterator<JobSna
  * }
  */
 export function watch<Q extends QueueRef>(db: Database, queue: Q, id: string, options: WatchOptions = {}): JobWatch<ResultOf<Q>> {
+  // On an asynchronous database the job is read as the watch starts: its first next() answers NOT_FOUND.
+  return whenAnswered(
+    startWatch(db, queue, id, options),
+    (watching) => watching,
+    (later) => new StartingWatch(later),
+  )
+}
+
+/**
+ * The watch of {@link watch}, once its job was read: at once where the read answers at once (throwing NOT_FOUND
+ * there), else a promise of it (which rejects NOT_FOUND), for a caller that must know before it goes on whether
+ * the job is there (jobEvents' 404). Throws as {@link watch} does. @internal
+ */
+export function startWatch<Q extends QueueRef>(
+  db: Database,
+  queue: Q,
+  id: string,
+  options: WatchOptions = {},
+): Answer<JobWatch<ResultOf<Q>>> {
   const connection = connectionOf(db)
   const name = queueNameOf(queue)
   lookupText(id, 'id')
@@ -102,17 +121,17 @@ export function watch<Q extends QueueRef>(db: Database, queue: Q, id: string, op
     }
     return new JobWatcher<ResultOf<Q>>(watched, row.row, row.ahead, { lineMoves, aheadIntervalMs, signal })
   }
-  let first: FirstRow | Promise<FirstRow>
+  let first: Answer<FirstRow>
   try {
     first = connection.read((db) => readJob(db, name, id))
   } catch (error) {
     watched.releaseIfIdle()
     throw error
   }
-  // On an asynchronous database the job is read as the watch starts: its first next() answers NOT_FOUND.
-  return first instanceof Promise
-    ? new StartingWatch(first.then(found, (error) => (watched.releaseIfIdle(), Promise.reject(error))))
-    : found(first)
+  return andThen(first, found, (error): never => {
+    watched.releaseIfIdle()
+    throw error
+  })
 }
 
 type FirstRow = { row: SnapshotRow; ahead: number | null } | undefined

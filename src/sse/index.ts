@@ -4,11 +4,12 @@
  * return as is, and that `pipeResponse` writes to a `node:http` response.
  */
 import type { ServerResponse } from 'node:http'
-import { connectionOf, type AsyncSqliteDatabase, type Database, type PgDatabase, type SyncDatabase } from '../dialect/open.js'
+import { andThen, type Answer } from '../dialect/index.js'
+import type { AsyncSqliteDatabase, Database, PgDatabase, SyncDatabase } from '../dialect/open.js'
 import { toTimerMs, type Duration } from '../duration.js'
 import { JobsError, isJobsError } from '../errors.js'
 import type { QueueRef, ResultOf } from '../queue/ref.js'
-import { watch, type JobWatch } from '../queue/watch.js'
+import { startWatch, type JobWatch } from '../queue/watch.js'
 import { ENDED_STATES, type EndedState, type JobSnapshot } from '../types.js'
 import { checkKnownOptions } from '../options.js'
 
@@ -104,52 +105,36 @@ export function jobEvents<Q extends QueueRef>(
     else signal?.addEventListener('abort', () => stop.abort(), { once: true })
   }
   const headers = new Headers(options.headers)
-  let watching: JobWatch<ResultOf<Q>>
-  try {
-    watching = watch(db, queue, id, { signal: stop.signal, aheadInterval: options.aheadInterval })
-  } catch (error) {
+  const notFound = (error: unknown): Response => {
     if (!isJobsError(error, 'NOT_FOUND')) throw error
     headers.set('content-type', 'text/plain; charset=utf-8')
     return new Response(error.message, { status: 404, headers })
   }
+  // At once where the job is read at once; else once its read answers, so that an unknown job is still a 404.
+  let started: Answer<JobWatch<ResultOf<Q>>>
+  try {
+    started = startWatch(db, queue, id, { signal: stop.signal, aheadInterval: options.aheadInterval })
+  } catch (error) {
+    return notFound(error)
+  }
   if (options.request?.headers.get('last-event-id') === END_EVENT_ID) {
-    void watching.return()
+    andThen(
+      started,
+      (watching) => void watching.return(),
+      () => {},
+    )
     return new Response(null, { status: 204, headers })
   }
-  const respond = (watching: JobWatch<ResultOf<Q>>): Response => {
-    headers.set('content-type', 'text/event-stream; charset=utf-8')
-    headers.set('cache-control', 'no-cache, no-transform')
-    headers.set('x-accel-buffering', 'no')
-    return new Response(eventStream(watching, serialize, retryMs, heartbeatMs, stop), { status: 200, headers })
-  }
-  if (connectionOf(db).capabilities.synchronous) return respond(watching)
-  // On an asynchronous driver the job is read as the watch starts: its first snapshot says whether there is one.
-  const started = watching
-  return started.next().then(
-    (first) => respond(first.done ? started : startingWith(first.value, started)),
-    (error: unknown) => {
-      if (!isJobsError(error, 'NOT_FOUND')) throw error
-      headers.set('content-type', 'text/plain; charset=utf-8')
-      return new Response(error.message, { status: 404, headers })
+  return andThen(
+    started,
+    (watching) => {
+      headers.set('content-type', 'text/event-stream; charset=utf-8')
+      headers.set('cache-control', 'no-cache, no-transform')
+      headers.set('x-accel-buffering', 'no')
+      return new Response(eventStream(watching, serialize, retryMs, heartbeatMs, stop), { status: 200, headers })
     },
+    notFound,
   )
-}
-
-/** The watch, with the snapshot already taken from it given back first. */
-function startingWith<Result>(first: JobSnapshot<Result>, rest: JobWatch<Result>): JobWatch<Result> {
-  let pending: JobSnapshot<Result> | undefined = first
-  return {
-    [Symbol.asyncIterator]() {
-      return this
-    },
-    next() {
-      if (pending === undefined) return rest.next()
-      const value = pending
-      pending = undefined
-      return Promise.resolve({ value, done: false })
-    },
-    return: () => rest.return(),
-  }
 }
 
 function eventStream<Result>(

@@ -6,7 +6,7 @@
  * batches.
  */
 import { connectionOf, type Database } from '../dialect/open.js'
-import type { Connection } from '../dialect/index.js'
+import { whenAnswered, type Answer, type Connection } from '../dialect/index.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
 import { isJobsError, JobsError } from '../errors.js'
 import {
@@ -159,8 +159,7 @@ export function work<T, R, A extends HandlerAnswer<A, R>>(
   const connection = connectionOf(db)
   // A synchronous database was checked as it was taken (SCHEMA_MISSING is thrown there); an asynchronous one checks
   // its tables now, and the worker starts once they are found.
-  const prepared = connection.prepareWrites()
-  return new QueueWorker(connection, definition, handler as Handler<unknown>, settings, prepared instanceof Promise ? prepared : null)
+  return new QueueWorker(connection, definition, handler as Handler<unknown>, settings, connection.prepareWrites())
 }
 
 /** A clock must be a function that answers ms since the epoch: asked once here, so that a bad one is refused before it runs anything. */
@@ -220,7 +219,7 @@ class QueueWorker implements Worker {
     private readonly definition: Queue,
     private readonly handler: Handler<unknown>,
     private readonly settings: Settings,
-    prepared: Promise<void> | null,
+    prepared: Answer<void>,
   ) {
     this.queue = definition.name
     this.active = new ActiveRuns(connection, this.owner, this.queue, { clock: settings.clock, ms: settings.leaseMs })
@@ -246,8 +245,11 @@ class QueueWorker implements Worker {
       stopping: () => this.stopping,
       track: (task) => this.track(task),
     })
-    if (prepared) this.track(this.startWhenPrepared(prepared))
-    else this.startClaiming()
+    whenAnswered(
+      prepared,
+      () => this.startClaiming(),
+      (later) => this.track(this.startWhenPrepared(later)),
+    )
   }
 
   /** Listens for changes and arms the worker's timers; its first maintenance pass claims the first jobs. */
