@@ -86,12 +86,12 @@ export const CONTENDED_SPELL_MS = 1_000
 export const CONTENDED_GAP_MS = 2
 /**
  * The most jobs a worker claims ahead of its free slots, to start as runs end (worker/flush.ts), by whether its
- * driver answers at once: a synchronous one (SQLite) flushes in-process, in well under a millisecond; an
- * asynchronous one (PostgreSQL) pays at least one round trip a flush, which larger batches spread (measured: a
- * no-op drain at 1 slot ran 11,600 jobs/s at 128 and 17,700 at 512; on SQLite 512 gained nothing that held across
- * processes).
+ * requests cost round trips (Capabilities.roundTrips): a driver that answers in-process (better-sqlite3) flushes
+ * in well under a millisecond; one whose requests may cost round trips (PostgreSQL) pays at least one a flush,
+ * which larger batches spread (measured: a no-op drain at 1 slot ran 11,600 jobs/s at 128 and 17,700 at 512; on
+ * SQLite 512 gained nothing that held across processes).
  */
-export const MAX_CLAIM_AHEAD = { synchronous: 128, asynchronous: 512 } as const
+export const MAX_CLAIM_AHEAD = { inProcess: 128, roundTrips: 512 } as const
 /**
  * A start counts against a queue's rate for its window plus this many ms (at most a tenth of the window): room for
  * the time between a claim's write of its starts and its handlers' calls (the commit, the process's event loop),

@@ -17,8 +17,12 @@ export type Work<K extends Kind, T> = (db: Executor<K>) => Program<T>
  * driver added in a folder of its own says what it can do here and nothing outside its folder changes.
  */
 export interface Capabilities {
-  /** The driver answers at once (better-sqlite3): calls answer values, where an asynchronous driver's answer promises. */
-  readonly synchronous: boolean
+  /**
+   * A request may wait for a round trip (to a server: PostgreSQL's, a remote libsql database's) and answers as a
+   * promise: a worker claims more jobs ahead in a flush, to spread that wait (MAX_CLAIM_AHEAD). False where requests
+   * are answered in-process, at once (better-sqlite3), and a flush takes well under a millisecond.
+   */
+  readonly roundTrips: boolean
   /**
    * One writer at a time for the whole database (SQLite's write lock): a worker that finds other writers leaves a
    * gap between its flushes, for them to take the lock.

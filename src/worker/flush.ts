@@ -9,8 +9,8 @@
  * a transaction is under way need not wait for the next one. How many is
  * what the slots can start during one flush: slots × the flush's time /
  * a run's time, both averaged as they go (a worker whose runs are short
- * next to its transactions claims up to MAX_CLAIM_AHEAD ahead (128 on
- * SQLite, 512 on PostgreSQL, whose flushes cost round trips); one whose
+ * next to its transactions claims up to MAX_CLAIM_AHEAD ahead (128 where
+ * the database answers in-process, 512 where its flushes cost round trips); one whose
  * runs are long next to them claims none, or one). A
  * queue with a concurrency, a cap per group or a rate claims nothing ahead
  * (engine/claim.ts): there a claimed job counts against the limit.
@@ -170,7 +170,7 @@ export class Flusher {
   private aheadWanted(): number {
     if (this.runMs === null || this.flushMs === null) return 0
     return Math.min(
-      MAX_CLAIM_AHEAD[this.worker.connection.capabilities.synchronous ? 'synchronous' : 'asynchronous'],
+      MAX_CLAIM_AHEAD[this.worker.connection.capabilities.roundTrips ? 'roundTrips' : 'inProcess'],
       Math.round((this.worker.slots * this.flushMs) / Math.max(this.runMs, MIN_RUN_MS)),
     )
   }

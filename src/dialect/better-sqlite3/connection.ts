@@ -105,7 +105,7 @@ function open(client: Database.Database): SqliteConnection {
   }
   return {
     kind: 'sync',
-    capabilities: { synchronous: true, oneWriter: true, jsonAsText: true },
+    capabilities: { roundTrips: false, oneWriter: true, jsonAsText: true },
     client,
     executor,
     key: file,

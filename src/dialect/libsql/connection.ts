@@ -297,7 +297,7 @@ function openClient(client: LibsqlClient): Connection<'async'> {
   ) as unknown as Executor<'async'>
   return {
     kind: 'async',
-    capabilities: { synchronous: false, oneWriter: true, jsonAsText: true },
+    capabilities: { roundTrips: true, oneWriter: true, jsonAsText: true },
     executor: direct,
     get key() {
       return use.key()
@@ -339,7 +339,7 @@ function openTransaction(tx: LibsqlTransaction): Connection<'async'> {
     })
   return {
     kind: 'async',
-    capabilities: { synchronous: false, oneWriter: true, jsonAsText: true },
+    capabilities: { roundTrips: true, oneWriter: true, jsonAsText: true },
     executor: { ...executor, dataVersion: async () => ++version },
     get key() {
       return use.key()

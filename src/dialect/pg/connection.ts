@@ -144,7 +144,7 @@ function open(driver: PgDriver): PgConnection {
   const notices = noticesOf(driver)
   return {
     kind: 'async',
-    capabilities: { synchronous: false, oneWriter: false, jsonAsText: false },
+    capabilities: { roundTrips: true, oneWriter: false, jsonAsText: false },
     driver,
     executor: { ...executor, dataVersion: async () => notices.version() },
     get key() {
