@@ -71,7 +71,9 @@ export function andThen<T, U>(answer: Answer<T>, next: (value: T) => U, failed?:
 
 /** The answers of several calls, once all have come: at once where each came at once, else a promise (which rejects as the first rejection). */
 export function allOf<T extends readonly unknown[]>(answers: { readonly [I in keyof T]: Answer<T[I]> }): Answer<T> {
-  return answers.some((answer) => answer instanceof Promise) ? (Promise.all(answers) as Promise<T>) : (answers as unknown as T)
+  if (!answers.some((answer) => answer instanceof Promise)) return answers as unknown as T
+  const joined: Promise<unknown[]> = Promise.all(answers)
+  return joined as Promise<unknown> as Promise<T>
 }
 
 /** Runs work one piece after another: for a connection that one piece of work at a time may use (a transaction's, where interleaved savepoints would cross). */
