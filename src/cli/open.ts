@@ -7,13 +7,9 @@
  */
 import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
-import type { Connection } from '../dialect/index.js'
-import { connectionOf, type Database } from '../dialect/open.js'
-import { done } from '../dialect/program.js'
-import { isModuleMissing, openPgUrl, type OpenedPg } from '../dialect/pg/open.js'
-import { openSqliteFile } from '../dialect/better-sqlite3/open.js'
-import { openLibsqlFile } from '../dialect/libsql/open.js'
-import { isPgliteDataDir, openPgliteDataDir } from '../dialect/pglite/open.js'
+import { done, type Connection } from '../dialect/index.js'
+import type { Address, OpenedDatabase, Opener, PathAddress, UrlAddress } from '../dialect/connection.js'
+import { connectionOf, isModuleMissing, openAddress, openersOf, type Database } from '../dialect/open.js'
 import { isJobsError } from '../errors.js'
 import { CliError, EXIT, usageError } from './exit.js'
 
@@ -34,12 +30,18 @@ export function databaseTarget(db: string | undefined, env: NodeJS.ProcessEnv): 
   return undefined
 }
 
-/** A target that names a URL (`scheme://…`), not a file: only PostgreSQL's are served. */
+/** A target that names a URL (`scheme://…`), not a file. */
 const URL_LIKE = /^[a-z][a-z0-9+.-]*:\/\//i
 
+/** How long the first connection may take before the server counts as unreachable. */
+const CONNECT_TIMEOUT_MS = 10_000
+/** Connections a command keeps open at most: the dashboard reads a few things at once, a command one at a time. */
+const POOL_SIZE = 4
+
 /**
- * Opens the database `target` names: a PostgreSQL URL (postgres:// or postgresql://), a SQLite file's path, or a
- * PGlite data directory's. DATABASE_URL must be a PostgreSQL URL. Throws a CliError whose exit code says what is wrong.
+ * Opens the database `target` names, through the driver registry (src/dialect/open.ts) as the app's own handle is
+ * opened: a PostgreSQL URL (postgres:// or postgresql://), a SQLite file's path, or a PGlite data directory's.
+ * DATABASE_URL must be a PostgreSQL URL. Throws a CliError whose exit code says what is wrong.
  */
 export async function openDatabase(target: { target: string; from: string } | undefined): Promise<OpenDatabase> {
   if (target === undefined) {
@@ -47,42 +49,52 @@ export async function openDatabase(target: { target: string; from: string } | un
       '--db is required: the SQLite file your app uses, or a postgres:// URL (or set DRIZZLE_JOBS_DB, or DATABASE_URL for PostgreSQL)',
     )
   }
-  if (URL_LIKE.test(target.target) || target.from === 'DATABASE_URL') return openPostgres(target.target, target.from)
-  return openSqlite(target.target)
+  if (URL_LIKE.test(target.target) || target.from === 'DATABASE_URL') return openUrl(target.target, target.from)
+  return openPath(target.target)
 }
 
-async function openSqlite(file: string): Promise<OpenDatabase> {
+/**
+ * Opens `address` on the first of its drivers whose package the app has installed. A driver missing exits 8, naming
+ * the package to install; any other failure to open is `failed`'s to tell.
+ */
+async function openThrough(address: Address, failed: (error: unknown) => CliError): Promise<OpenedDatabase> {
+  try {
+    return await openAddress(address, { maxConnections: POOL_SIZE, connectTimeoutMs: CONNECT_TIMEOUT_MS })
+  } catch (error) {
+    if (isModuleMissing(error)) throw missingDriver(openersOf(address), error)
+    throw failed(error)
+  }
+}
+
+/**
+ * Opens a SQLite file or a PGlite data directory. PGlite serves one process: while the app that opened the directory
+ * runs, it is refused (exit 3, naming that process), before PGlite opens it.
+ */
+async function openPath(file: string): Promise<OpenDatabase> {
   const path = resolve(file)
   if (!existsSync(path))
     throw new CliError(EXIT.DATABASE, `no database file at ${path}: pass the SQLite file your app uses with --db`, 'database')
-  if (statSync(path).isDirectory()) {
-    if (isPgliteDataDir(path)) return openPglite(path)
+  const address: PathAddress = { path, directory: statSync(path).isDirectory() }
+  if (address.directory && openersOf(address).length === 0) {
     throw new CliError(
       EXIT.DATABASE,
       `${path} is a directory, neither a SQLite database file nor a PGlite data directory (it holds no PG_VERSION): pass the SQLite file or the PGlite directory your app opens with --db`,
       'database',
     )
   }
-  let opened: { db: Database; close(): void }
-  try {
-    opened = await openSqliteFile(path).catch(async (error: unknown) => {
-      // An app on libsql has no better-sqlite3: its own driver opens the file.
-      if (!isModuleMissing(error)) throw error
-      return openLibsqlFile(path).catch((other: unknown) => {
-        throw isModuleMissing(other) ? error : other
-      })
-    })
-  } catch (error) {
-    if (isModuleMissing(error)) throw missingDriver('a SQLite file', 'better-sqlite3 (or @libsql/client)', error)
-    throw new CliError(EXIT.DATABASE, `cannot open ${path}: ${(error as Error).message}`, 'database')
-  }
+  const opened = await openThrough(address, (error) => {
+    if (isJobsError(error, 'INVALID_OPTION')) return new CliError(EXIT.DATABASE, error.message, 'database')
+    if (address.directory)
+      return new CliError(EXIT.DATABASE, `cannot open the PGlite data directory ${path}: ${oneLine(error)}`, 'database')
+    return new CliError(EXIT.DATABASE, `cannot open ${path}: ${(error as Error).message}`, 'database')
+  })
   try {
     const connection = connectionOf(opened.db)
     // The tables are checked now, on every driver: an asynchronous one checks on its first read.
     await connection.read(() => done(undefined))
-    return { label: path, db: opened.db, connection, close: async () => opened.close() }
+    return { label: path, db: opened.db, connection, close: opened.close }
   } catch (error) {
-    opened.close()
+    await opened.close()
     if (isJobsError(error, 'SCHEMA_MISSING')) throw new CliError(EXIT.DATABASE, `${path}: ${error.message}`, 'database')
     const code = (error as { code?: unknown }).code
     if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT')
@@ -92,55 +104,24 @@ async function openSqlite(file: string): Promise<OpenDatabase> {
 }
 
 /**
- * Opens a PGlite data directory through the app's @electric-sql/pglite. PGlite serves one process: while the app
- * that opened the directory runs, it is refused (exit 3, naming that process), before PGlite opens it.
+ * Opens a pool on a PostgreSQL URL, and checks that the server answers and that the tables are migrated before any
+ * command runs, so that each failure has its exit code: BAD_URL, UNREACHABLE, DATABASE.
  */
-async function openPglite(path: string): Promise<OpenDatabase> {
-  let opened: { db: Database; close(): Promise<void> }
-  try {
-    opened = await openPgliteDataDir(path)
-  } catch (error) {
-    if (isModuleMissing(error)) throw missingDriver('a PGlite data directory', '@electric-sql/pglite', error)
-    if (isJobsError(error, 'INVALID_OPTION')) throw new CliError(EXIT.DATABASE, error.message, 'database')
-    throw new CliError(EXIT.DATABASE, `cannot open the PGlite data directory ${path}: ${oneLine(error)}`, 'database')
-  }
-  try {
-    const connection = connectionOf(opened.db)
-    // The first read checks the schema (every jobs_* table present).
-    await connection.read(() => done(undefined))
-    return { label: path, db: opened.db, connection, close: opened.close }
-  } catch (error) {
-    await opened.close()
-    if (isJobsError(error, 'SCHEMA_MISSING')) throw new CliError(EXIT.DATABASE, `${path}: ${error.message}`, 'database')
-    throw error
-  }
-}
-
-/** How long the first connection may take before the server counts as unreachable. */
-const CONNECT_TIMEOUT_MS = 10_000
-/** Connections a command keeps open at most: the dashboard reads a few things at once, a command one at a time. */
-const POOL_SIZE = 4
-
-/**
- * Opens a node-postgres pool on `url`, and checks that the server answers and that the tables are migrated
- * before any command runs, so that each failure has its exit code: BAD_URL, UNREACHABLE, DATABASE.
- */
-async function openPostgres(url: string, from: string): Promise<OpenDatabase> {
-  const label = shownUrl(url, from)
-  let opened: OpenedPg
-  try {
-    opened = await openPgUrl(url, { max: POOL_SIZE, connectTimeoutMs: CONNECT_TIMEOUT_MS })
-  } catch (error) {
-    if (isModuleMissing(error)) throw missingDriver('a PostgreSQL URL', 'pg (or postgres)', error)
-    throw new CliError(
-      EXIT.BAD_URL,
-      `${label} is not a PostgreSQL URL that can be read (${oneLine(error)}): expected postgres://USER:PASSWORD@HOST:PORT/DATABASE`,
-      'bad_url',
-    )
-  }
+async function openUrl(text: string, from: string): Promise<OpenDatabase> {
+  const address = urlAddress(text, from)
+  const label = shownUrl(address.url)
+  const opened = await openThrough(
+    address,
+    (error) =>
+      new CliError(
+        EXIT.BAD_URL,
+        `${label} is not a PostgreSQL URL that can be read (${oneLine(error)}): expected postgres://USER:PASSWORD@HOST:PORT/DATABASE`,
+        'bad_url',
+      ),
+  )
   const { db, close } = opened
   try {
-    await opened.ping()
+    await opened.ping?.()
   } catch (error) {
     await close()
     throw new CliError(EXIT.UNREACHABLE, `cannot connect to ${label}: ${refusal(error)}`, 'unreachable')
@@ -157,11 +138,8 @@ async function openPostgres(url: string, from: string): Promise<OpenDatabase> {
   return { label, db, connection, close }
 }
 
-/**
- * The URL as it can be shown: without its password. Throws BAD_URL for text that is not a URL, or a URL of
- * another scheme than postgres:// or postgresql://.
- */
-function shownUrl(text: string, from: string): string {
+/** The URL `text`, which some driver opens. Throws BAD_URL for text that is not a URL, or a URL that no driver opens. */
+function urlAddress(text: string, from: string): UrlAddress {
   let url: URL
   try {
     url = new URL(text)
@@ -172,25 +150,35 @@ function shownUrl(text: string, from: string): string {
       'bad_url',
     )
   }
-  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+  const address: UrlAddress = { url, text }
+  if (openersOf(address).length === 0) {
     throw new CliError(
       EXIT.BAD_URL,
       `${from}: ${url.protocol}// URLs are not served: expected postgres:// or postgresql://, or a SQLite file's path with --db`,
       'bad_url',
     )
   }
-  if (url.password !== '') url.password = '***'
-  return url.href
+  return address
+}
+
+/** The URL as it can be shown: without its password. */
+function shownUrl(url: URL): string {
+  const shown = new URL(url.href)
+  if (shown.password !== '') shown.password = '***'
+  return shown.href
 }
 
 /**
- * The error for a driver the app has not installed. Each database's driver is loaded only when a command
- * names such a database, so an app installs only its own.
+ * The error for a driver the app has not installed: what the address is, and the packages that open it, the first
+ * to install. Each driver's package is loaded only when a command names such a database, so an app installs only its
+ * own.
  */
-function missingDriver(what: string, driver: string, error: unknown): CliError {
+function missingDriver(openers: readonly Opener[], error: unknown): CliError {
+  const [first, ...others] = openers.map((opener) => opener.package)
+  const packages = others.length > 0 ? `${first} (or ${others.join(' or ')})` : first
   return new CliError(
     EXIT.DRIVER,
-    `${what} needs the ${driver} package, which is not installed here: npm install ${driver.split(' ')[0]} (${oneLine(error)})`,
+    `${openers[0]!.what} needs the ${packages} package, which is not installed here: npm install ${first} (${oneLine(error)})`,
     'driver',
   )
 }

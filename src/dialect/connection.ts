@@ -6,6 +6,7 @@
  */
 import type { Executor, Kind, Result } from './executor.js'
 import type { DrizzleHandle } from './drizzle.js'
+import type { Database } from './open.js'
 import type { ChangeKind } from './rows.js'
 import type { Program } from './program.js'
 
@@ -114,4 +115,56 @@ export interface DriverEntry {
   takes(handle: DrizzleHandle): boolean
   /** The connection behind a handle it takes, made on the first call and kept for the handle's client. */
   connectionOf(handle: DrizzleHandle): Connection
+  /** How it opens a database by its address, for the command-line tool (`--db`). */
+  readonly opener: Opener
+}
+
+/** A database as the command-line tool names it: a URL, or a path of the file system that exists. */
+export type Address = UrlAddress | PathAddress
+
+export interface UrlAddress {
+  readonly url: URL
+  /** The URL as it was given, which the driver reads itself. */
+  readonly text: string
+}
+
+export interface PathAddress {
+  /** An absolute path. */
+  readonly path: string
+  readonly directory: boolean
+}
+
+/** What every opener is given. */
+export interface OpenOptions {
+  /** The most connections a driver that keeps a pool keeps open. */
+  readonly maxConnections: number
+  /** How long a first connection to a server may take. */
+  readonly connectTimeoutMs: number
+}
+
+/** A database an opener opened: its Drizzle handle, and its close. */
+export interface OpenedDatabase {
+  readonly db: Database
+  /** Where the database is a server's: makes a connection and runs one statement, throwing the driver's error when the server refuses it. */
+  ping?(): Promise<void>
+  close(): Promise<void>
+}
+
+/**
+ * How a driver opens a database by its address, for the command-line tool, through its own package, which only `open`
+ * loads: an app that has not installed a driver runs the tool on its own. src/dialect/open.ts asks each registered
+ * driver's opener in turn (openAddress).
+ */
+export interface Opener<A extends Address = Address> {
+  /** What it opens, as the tool's errors say it: `a PostgreSQL URL`. */
+  readonly what: string
+  /** The package `open` loads, as `npm install` names it. */
+  readonly package: string
+  /** Whether it opens `address`: a URL by its scheme, a path by what is there. Reads no more than a file's name or a directory's entry. */
+  opens(address: Address): address is A
+  /**
+   * Opens `address`, which it opens, as a Drizzle database. Throws the import's error (ERR_MODULE_NOT_FOUND) where
+   * its package is not installed, the driver's where it cannot open the address.
+   */
+  open(address: A, options: OpenOptions): Promise<OpenedDatabase>
 }

@@ -2,9 +2,11 @@
  * The connection behind a Drizzle handle, whatever its dialect: the one door
  * through which the API's functions reach a database. Each connection is
  * checked and prepared on its first use, and kept for the handle's client.
+ * The command-line tool opens the database it is given through the same
+ * registry (openAddress).
  */
 import { JobsError } from '../errors.js'
-import type { Connection, DriverEntry } from './connection.js'
+import type { Address, Connection, DriverEntry, OpenedDatabase, Opener, OpenOptions } from './connection.js'
 import { drizzleHandleOf, type AsyncSqliteDatabase, type DrizzleHandle } from './drizzle.js'
 import type { Kind } from './executor.js'
 import { runAsync, runSync, type Answer, type Program } from './program.js'
@@ -68,6 +70,39 @@ export function connectionOf(db: Database): Connection {
     throw new JobsError('INVALID_OPTION', `db: drizzle-jobs runs on ${runsOn(handle.dialect)}; this Drizzle handle uses another driver`)
   }
   return driver.connectionOf(handle)
+}
+
+/** The registered drivers' openers of `address`, in the order openAddress tries them. @internal */
+export function openersOf(address: Address): Opener[] {
+  return DRIVERS.map((entry) => entry.opener).filter((opener) => opener.opens(address))
+}
+
+/**
+ * Opens the database at `address` (the command-line tool's `--db`) through the first of its openers whose package is
+ * installed, so that the tool opens it on the app's own driver. Throws the first opener's import error where none's
+ * package is installed (isModuleMissing), INVALID_OPTION where no driver opens such an address, and the driver's
+ * error where it cannot open it. @internal
+ */
+export async function openAddress(address: Address, options: OpenOptions): Promise<OpenedDatabase> {
+  const openers = openersOf(address)
+  if (openers.length === 0)
+    throw new JobsError('INVALID_OPTION', `no driver opens ${'url' in address ? `${address.url.protocol}// URLs` : address.path}`)
+  const missing: unknown[] = []
+  for (const opener of openers) {
+    try {
+      return await opener.open(address, options)
+    } catch (error) {
+      if (!isModuleMissing(error)) throw error
+      missing.push(error)
+    }
+  }
+  throw missing[0]
+}
+
+/** Whether an import failed because the package is not installed. @internal */
+export function isModuleMissing(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND'
 }
 
 /**

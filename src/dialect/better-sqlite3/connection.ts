@@ -8,6 +8,7 @@ import type Database from 'better-sqlite3'
 import { JobsError } from '../../errors.js'
 import { drizzleHandleOf, type DrizzleHandle, type SyncDatabase } from '../drizzle.js'
 import type { DriverEntry } from '../connection.js'
+import { betterSqlite3Opener } from './open.js'
 import { runSync, type Connection, type Work } from '../index.js'
 import { sqliteExecutor } from '../sqlite/executor.js'
 import {
@@ -38,6 +39,7 @@ export const betterSqlite3: DriverEntry = {
   label: 'better-sqlite3',
   takes: (handle: DrizzleHandle) => handle.dialect === 'sqlite' && isBetterSqlite3(handle.client),
   connectionOf: (handle: DrizzleHandle) => connectionOfClient(handle.client as Database.Database),
+  opener: betterSqlite3Opener,
 }
 
 /** The connection behind a Drizzle SQLite handle on better-sqlite3, checked and prepared on first use. */

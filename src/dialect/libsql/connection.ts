@@ -17,6 +17,7 @@ import { inSavepoint } from '../savepoint.js'
 import { existsSync } from 'node:fs'
 import { JobsError } from '../../errors.js'
 import type { DriverEntry } from '../connection.js'
+import { libsqlOpener } from './open.js'
 import type { DrizzleHandle } from '../drizzle.js'
 import { Lane, runAsync, type Connection, type Executor, type Work } from '../index.js'
 import { sqliteExecutor } from '../sqlite/executor.js'
@@ -74,6 +75,7 @@ export const libsql: DriverEntry = {
     }
     return connection
   },
+  opener: libsqlOpener,
 }
 
 let unnamed = 0

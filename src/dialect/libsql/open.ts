@@ -1,12 +1,18 @@
-/** Opening a SQLite file by its path through libsql, for the commands that name one, where better-sqlite3 is not installed. */
-import type { AsyncSqliteDatabase } from '../drizzle.js'
+/** Opening a SQLite file by its path through libsql, for the command-line tool: a libsql client behind Drizzle. */
+import type { Opener, PathAddress } from '../connection.js'
+import { isFile, SQLITE_FILE } from '../sqlite/open.js'
 
 /**
- * Opens the SQLite file at `path` as a Drizzle database on libsql (`@libsql/client`), loaded here, on first use:
- * throws the import's error when the package is missing. @internal
+ * Opens the SQLite file at the path as a Drizzle database on libsql (`@libsql/client`), loaded on first use: throws
+ * the import's error when the package is missing. @internal
  */
-export async function openLibsqlFile(path: string): Promise<{ db: AsyncSqliteDatabase; close(): void }> {
-  const [{ createClient }, { drizzle }] = await Promise.all([import('@libsql/client'), import('drizzle-orm/libsql')])
-  const client = createClient({ url: `file:${path}` })
-  return { db: drizzle({ client }), close: () => client.close() }
+export const libsqlOpener: Opener<PathAddress> = {
+  what: SQLITE_FILE,
+  package: '@libsql/client',
+  opens: isFile,
+  async open({ path }) {
+    const [{ createClient }, { drizzle }] = await Promise.all([import('@libsql/client'), import('drizzle-orm/libsql')])
+    const client = createClient({ url: `file:${path}` })
+    return { db: drizzle({ client }), close: async () => client.close() }
+  },
 }

@@ -3,6 +3,7 @@
  * of the app's own, and the client behind a transaction, recognised by their
  * shape (the package is never imported here).
  */
+import { nodePostgresOpener } from './open.js'
 import { Lane } from '../program.js'
 import { inSavepoint } from '../savepoint.js'
 import { hasFunctions } from '../drizzle.js'
@@ -52,6 +53,7 @@ interface NodePgPool extends NodePgQueryable {
 /** The node-postgres clients. @internal */
 export const nodePostgres: PgClientDriver = {
   label: 'node-postgres (pg)',
+  opener: nodePostgresOpener,
   driverOf(client, inTransaction) {
     if (inTransaction) return isNodePgClient(client) ? nodePgTransaction(client) : null
     if (isNodePgPool(client)) return nodePgPool(client)

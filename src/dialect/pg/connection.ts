@@ -31,7 +31,7 @@ const transactions = new WeakMap<object, PgConnection>()
 
 /**
  * The entry that registers a driver of the PostgreSQL dialect (src/dialect/open.ts): the handles whose client it
- * recognises, and their connections. @internal
+ * recognises, their connections, and its opener of a URL. @internal
  */
 export function pgDriverEntry(clients: PgClientDriver): DriverEntry {
   return {
@@ -43,6 +43,7 @@ export function pgDriverEntry(clients: PgClientDriver): DriverEntry {
       if (!connection) throw new JobsError('INVALID_OPTION', `db: this Drizzle PostgreSQL handle's client is not one of ${clients.label}`)
       return connection
     },
+    opener: clients.opener,
   }
 }
 

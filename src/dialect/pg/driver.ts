@@ -9,6 +9,7 @@
  * Values go to the server as text, numbers, booleans or null only, each cast
  * in the statement's SQL; rows come back as plain objects.
  */
+import type { Opener } from '../connection.js'
 
 /** A statement as a driver runs it: its text with `$n` placeholders, and a name unique to that text. */
 export interface PgStatementText {
@@ -103,6 +104,8 @@ export interface PgClientDriver {
    * Answers null for a client of another package.
    */
   driverOf(client: unknown, inTransaction: boolean): PgDriver | null
+  /** How it opens a database by its URL, for the command-line tool: its folder's open.ts. */
+  readonly opener: Opener
 }
 
 /** An identifier quoted for SQL. */

@@ -15,16 +15,16 @@
  * PGlite keeps no lock on a data directory: a second process that opens the
  * same directory reads and writes it beside the first, and each overwrites
  * what the other wrote. So the first connection of a process to an instance on
- * a directory of the file system marks it as this process's (LOCK_FILE), and
- * a connection of another live process of the same host is refused.
+ * a directory of the file system marks it as this process's (LOCK_FILE,
+ * data-directory.ts), and a connection of another live process of the same
+ * host is refused.
  */
 import { hasFunctions } from '../drizzle.js'
 import { inSavepoint } from '../savepoint.js'
-import { readFileSync, unlinkSync, writeFileSync } from 'node:fs'
-import { hostname } from 'node:os'
 import { join, resolve } from 'node:path'
 import { JobsError } from '../../errors.js'
-import { pidNamespace } from '../../pid.js'
+import { LOCK_FILE, markDataDirectory } from './data-directory.js'
+import { pgliteOpener } from './open.js'
 import type { PgClientDriver, PgDatabaseName, PgPoolDriver, PgTransactionDriver, PgValue, Queryable } from '../pg/driver.js'
 
 /** What the engine needs of PGlite's transaction object, and of the instance, which runs statements alike. */
@@ -45,6 +45,7 @@ interface Pglite extends PgliteQueryable {
 /** The PGlite clients. @internal */
 export const pglite: PgClientDriver = {
   label: 'PGlite (@electric-sql/pglite)',
+  opener: pgliteOpener,
   driverOf(client, inTransaction) {
     if (inTransaction) return isPgliteTransaction(client) ? pgliteTransaction(client) : null
     return isPglite(client) ? pglitePool(client) : null
@@ -87,12 +88,6 @@ function nameOf(client: Pglite): PgDatabaseName {
 const WRITE_SETTINGS = 'set transaction isolation level read committed'
 const READ_SETTINGS = 'set transaction isolation level repeatable read, read only'
 
-/** The file in a data directory that names the process whose connections use it: its pid, host and pid namespace. */
-export const LOCK_FILE = 'drizzle-jobs.pid'
-
-/** The data directories this process has marked as its own. */
-const marked = new Set<string>()
-
 /**
  * Marks the instance's data directory, when it is one of the file system, as this process's; throws INVALID_OPTION
  * when a live process of this host has marked it (markDataDirectory).
@@ -109,75 +104,11 @@ function markDataDir(client: Pglite): void {
   }
 }
 
-/**
- * Marks the data directory `dir` (an absolute path) as this process's, unless a live process of this host has
- * marked it: answers that process's pid, or null (a mark left by a process that is gone, or by another host, where
- * no process can be asked, is taken over). The mark is removed when this process exits. The command-line tool
- * marks a directory before it opens PGlite on it. @internal
- */
-export function markDataDirectory(dir: string): number | null {
-  if (marked.has(dir)) return null
-  const file = join(dir, LOCK_FILE)
-  const mine = [String(process.pid), hostname(), pidNamespace()]
-  for (let tries = 0; tries < 3; tries++) {
-    try {
-      writeFileSync(file, `${mine.join('\n')}\n`, { flag: 'wx' })
-      marked.add(dir)
-      if (marked.size === 1) process.once('exit', unmarkAll)
-      return null
-    } catch (error) {
-      // A directory this process cannot write to: nothing can be marked, and PGlite will say what it cannot do.
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') return null
-    }
-    const [pid, host, namespace] = readMark(file)
-    if (pid === process.pid && host === mine[1]) {
-      marked.add(dir)
-      return null
-    }
-    if (host === mine[1] && namespace === mine[2] && isAlive(pid)) return pid
-    try {
-      unlinkSync(file)
-    } catch {
-      // Taken over by another process meanwhile: the next try reads its mark.
-    }
-  }
-  return null
-}
-
 /** A data directory of the file system (`./data`, `file://./data`); null for one in memory or in a browser's store. */
 function fileDataDir(dataDir: string | undefined): string | null {
   if (!dataDir) return null
   if (dataDir.startsWith('file://')) return resolve(dataDir.slice('file://'.length))
   return /^[a-z]+:\/\//.test(dataDir) ? null : resolve(dataDir)
-}
-
-function readMark(file: string): [pid: number, host: string, namespace: string] {
-  try {
-    const [pid = '', host = '', namespace = ''] = readFileSync(file, 'utf8').split('\n')
-    return [Number(pid), host, namespace]
-  } catch {
-    return [Number.NaN, '', '']
-  }
-}
-
-function isAlive(pid: number): boolean {
-  if (!Number.isSafeInteger(pid) || pid <= 0) return false
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'
-  }
-}
-
-function unmarkAll(): void {
-  for (const dir of marked) {
-    try {
-      unlinkSync(join(dir, LOCK_FILE))
-    } catch {
-      // Already gone.
-    }
-  }
 }
 
 function pglitePool(client: Pglite): PgPoolDriver {

@@ -3,6 +3,7 @@
  * its Sql and the TransactionSql behind a transaction, recognised by their
  * shape (the package is never imported here).
  */
+import { postgresJsOpener } from './open.js'
 import { hasFunctions } from '../drizzle.js'
 import {
   READ_BEGIN,
@@ -36,6 +37,7 @@ const POSTGRES_JS_WRITE_LIMIT = `select set_config('idle_in_transaction_session_
 /** The postgres.js clients. @internal */
 export const postgresJs: PgClientDriver = {
   label: 'postgres.js (postgres)',
+  opener: postgresJsOpener,
   driverOf(client, inTransaction) {
     if (inTransaction) return isPostgresJsTransaction(client) ? postgresJsTransaction(client) : null
     return isPostgresJsPool(client) ? postgresJsPool(client) : null
