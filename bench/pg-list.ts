@@ -48,7 +48,7 @@ await withPgDatabase(4, async (pool, db) => {
   // 16 runs under way for one worker, with its live row, as a worker with 16 slots holds them.
   await pool.query(`update jobs_job set state = 'running', attempts = 1, owner = 'bench'
     where seq in (select seq from jobs_job where queue = 'big' and state = 'waiting' order by seq limit 16)`)
-  await pool.query(`insert into jobs_worker (owner, expires_at) values ('bench', now() + interval '30 seconds')`)
+  await pool.query(`insert into jobs_lease (owner, expires_at) values ('bench', now() + interval '30 seconds')`)
   const filled = performance.now() - started
   started = performance.now()
   await pool.query('analyze')

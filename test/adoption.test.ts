@@ -80,7 +80,7 @@ console.log(JSON.stringify(db.select().from(schema.messages).all()))
   const migrations = readdirSync(join(app, 'drizzle')).filter((file) => file.endsWith('.sql'))
   expect(migrations).toHaveLength(1)
   const sql = readFileSync(join(app, 'drizzle', migrations[0]!), 'utf8')
-  for (const table of ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_worker', 'messages']) expect(sql).toContain(`CREATE TABLE \`${table}\``)
+  for (const table of ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'messages']) expect(sql).toContain(`CREATE TABLE \`${table}\``)
   expect(sql).toContain("WHERE state in ('waiting', 'scheduled')")
 
   run('drizzle-kit', ['migrate'])

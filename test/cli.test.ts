@@ -493,9 +493,7 @@ describe('errors and exit codes', () => {
     expect(garbage.code).toBe(3)
     expect(garbage.stderr).toContain('is not a SQLite database')
     expect(unmigrated.code).toBe(3)
-    expect(unmigrated.stderr).toMatch(
-      /table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule are missing: .*drizzle-kit migrate/,
-    )
+    expect(unmigrated.stderr).toMatch(/table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule are missing: .*drizzle-kit migrate/)
     expect(JSON.parse(unmigratedJson.stderr).error).toMatchObject({ kind: 'database', exitCode: 3 })
   })
 
@@ -633,7 +631,7 @@ describe('PostgreSQL: errors and exit codes', () => {
       ])
       expect(text).toMatchObject({ code: 3, stdout: '' })
       expect(text.stderr).toMatch(
-        /^drizzle-jobs: postgres:\/\/\S+: table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule, jobs_count are missing: .*drizzle-kit migrate`\n$/,
+        /^drizzle-jobs: postgres:\/\/\S+: table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing: .*drizzle-kit migrate`\n$/,
       )
       expect(JSON.parse(asJson.stderr).error).toMatchObject({ kind: 'database', exitCode: 3 })
       expect(dashboard.code).toBe(3)

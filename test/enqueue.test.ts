@@ -416,7 +416,7 @@ describe('JOB-13 limits and bad input give a JobsError with its code and write n
     expect(caught).toBeInstanceOf(JobsError)
     expect((caught as JobsError).code).toBe('SCHEMA_MISSING')
     expect((caught as JobsError).message).toMatch(
-      /^table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule are missing: .*drizzle-kit generate.*drizzle-kit migrate/,
+      /^table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule are missing: .*drizzle-kit generate.*drizzle-kit migrate/,
     )
     expect(refusal(() => work(db, replies, () => {}))).toBe('SCHEMA_MISSING')
     client.close()
@@ -429,7 +429,7 @@ describe('JOB-13 limits and bad input give a JobsError with its code and write n
       expect.objectContaining({
         code: 'SCHEMA_MISSING',
         message: expect.stringMatching(
-          /^table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule are missing: the database is in memory, .*open that file by its path.*`drizzle\(\{ client \}\)`/,
+          /^table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule are missing: the database is in memory, .*open that file by its path.*`drizzle\(\{ client \}\)`/,
         ),
       }),
     )

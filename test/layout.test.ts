@@ -160,7 +160,7 @@ test('the check finds SQL text and a driver where they are', () => {
   expect(DRIVER_IMPORT.test("import pg from 'pg'")).toBe(true)
   expect(DRIVER_IMPORT.test("import type { Sql } from 'postgres'")).toBe(true)
   expect(SQL_TEXT.test('const q = `select seq from jobs_job`')).toBe(true)
-  expect(SQL_TEXT.test("run('delete from jobs_worker where owner = ?')")).toBe(true)
+  expect(SQL_TEXT.test("run('delete from jobs_lease where owner = ?')")).toBe(true)
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal is what it tests
   expect(SQL_TEXT.test("createHash('sha256').update(`${port} ${base}`)")).toBe(false)
 })

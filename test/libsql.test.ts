@@ -14,6 +14,7 @@ import { defineQueue, enqueue, getJob, work } from '../src/index.js'
 import { MIGRATIONS, removeTempDirs, tempDir } from './helpers/db.js'
 import { freshLibsql } from './helpers/libsql.js'
 import { waitFor } from './helpers/wait.js'
+import { workerLease } from './pg/jobs.js'
 
 afterEach(() => removeTempDirs())
 
@@ -58,7 +59,7 @@ test('JOB-13 [libsql] on a file with no tables, work tells onError SCHEMA_MISSIN
       expect.objectContaining({
         code: 'SCHEMA_MISSING',
         message: expect.stringMatching(
-          /^table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule are missing: .*`drizzle-kit migrate`/,
+          /^table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule are missing: .*`drizzle-kit migrate`/,
         ),
       }),
     ])
@@ -109,16 +110,16 @@ test("[libsql] on a local file, a write of the engine's refused while another co
     const before = await executor.dataVersion()
     // libsql leaves a refused statement in progress: its connection would read the file as at its next read, for good.
     const other = await t.client.transaction('write')
-    await expect(executor.workerRenew({ owner: 'this', expiresAt: 1, channel: null })).rejects.toMatchObject({ code: 'SQLITE_BUSY' })
+    await expect(executor.workerRenew(workerLease('this', { expiresAt: 1, channel: null }))).rejects.toMatchObject({ code: 'SQLITE_BUSY' })
     const refused = await executor.dataVersion()
     expect(await executor.workerHasExpired(2)).toBe(false)
-    await other.execute(`insert into jobs_worker (owner, expires_at) values ('other', 1)`)
+    await other.execute(`insert into jobs_lease (owner, expires_at) values ('other', 1)`)
     await other.commit()
     expect(await executor.dataVersion()).not.toBe(refused)
     expect(refused).not.toBe(before)
     expect(await executor.workerHasExpired(2)).toBe(true)
-    await executor.workerRenew({ owner: 'this', expiresAt: 1, channel: null })
-    expect(await t.query(`select owner from jobs_worker order by owner`)).toEqual([{ owner: 'other' }, { owner: 'this' }])
+    await executor.workerRenew(workerLease('this', { expiresAt: 1, channel: null }))
+    expect(await t.query(`select owner from jobs_lease order by owner`)).toEqual([{ owner: 'other' }, { owner: 'this' }])
   } finally {
     t.close()
   }

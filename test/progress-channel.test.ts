@@ -51,7 +51,7 @@ test('JOB-11 a watcher in another process sees every change, progress included, 
     if (snapshot.state === 'running' && snapshot.progress === null) child.send('think')
     if (snapshot.state === 'running' && snapshot.progress !== null) {
       channel ??= t.client
-        .prepare(`select w.channel from jobs_job j join jobs_worker w on w.owner = j.owner where j.id = 'reply:1'`)
+        .prepare(`select w.channel from jobs_job j join jobs_lease w on w.owner = j.owner where j.id = 'reply:1'`)
         .pluck()
         .get() as string
       child.send('finish')

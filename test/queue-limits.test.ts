@@ -194,7 +194,7 @@ test("JOB-19 drain stores its definition's limits as a worker's start does, and 
   release()
 })
 
-test('JOB-13 tables migrated before the latest migration are refused with SCHEMA_MISSING naming what is missing, until it runs', () => {
+test('JOB-13 tables migrated before the latest migrations are refused with SCHEMA_MISSING naming what is missing, until they run', () => {
   const apply = (client: { exec(sql: string): unknown }, file: string) => {
     for (const statement of readFileSync(join(MIGRATIONS, file), 'utf8').split('--> statement-breakpoint')) client.exec(statement)
   }
@@ -202,14 +202,23 @@ test('JOB-13 tables migrated before the latest migration are refused with SCHEMA
     .filter((file) => file.endsWith('.sql'))
     .sort()
   const latestAt = files.length - 1
-  expect(files[latestAt]).toMatch(/_lease_per_worker\.sql$/)
+  expect(files.slice(latestAt - 1)).toEqual([expect.stringMatching(/_lease_per_worker\.sql$/), expect.stringMatching(/_jobs_lease\.sql$/)])
   const opened = openDb(join(tempDir(), 'old.db'))
-  for (const file of files.slice(0, latestAt)) apply(opened.client, file)
+  // The version of one jobs_lease row per running job: a jobs_lease of another shape, told apart by its columns.
+  for (const file of files.slice(0, latestAt - 1)) apply(opened.client, file)
   const queue = defineQueue('upgraded', { concurrency: 2 })
   expect(() => enqueue(opened.db, queue, null)).toThrow(
     expect.objectContaining({
       code: 'SCHEMA_MISSING',
-      message: expect.stringMatching(/^table jobs_worker is missing: .*drizzle-kit migrate/),
+      message: expect.stringMatching(/^the jobs_\* tables are an older version's \(jobs_lease has no host column\): .*drizzle-kit migrate/),
+    }),
+  )
+  // The version whose workers had rows in jobs_worker.
+  apply(opened.client, files[latestAt - 1]!)
+  expect(() => enqueue(opened.db, queue, null)).toThrow(
+    expect.objectContaining({
+      code: 'SCHEMA_MISSING',
+      message: expect.stringMatching(/^table jobs_lease is missing: .*drizzle-kit migrate/),
     }),
   )
   for (const file of files.slice(latestAt)) apply(opened.client, file)

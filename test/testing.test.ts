@@ -137,7 +137,7 @@ describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
       }
       expect(await t.held()).toBe(0)
       // drain holds no job once it returns: its worker's row is gone too.
-      expect(await t.count('jobs_worker')).toBe(0)
+      expect(await t.count('jobs_lease')).toBe(0)
       // Steps of ended jobs are gone (JOB-14); those of jobs that will run again are kept (JOB-06).
       expect(
         (await t.query<{ id: string }>('select j.id from jobs_step s join jobs_job j on j.seq = s.job order by j.seq')).map(

@@ -434,7 +434,7 @@ describe('progress', () => {
     expect(seen?.progress).toEqual({ marker, i: 49 })
     const check = (): void => {
       const tables = t.client.prepare(`select name from sqlite_master where type = 'table'`).pluck().all() as string[]
-      expect(tables).toEqual(expect.arrayContaining(['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_worker']))
+      expect(tables).toEqual(expect.arrayContaining(['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease']))
       for (const table of tables) {
         const columns = t.client.prepare(`select name from pragma_table_info(?)`).pluck().all(table) as string[]
         for (const column of columns) {

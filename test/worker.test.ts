@@ -98,7 +98,7 @@ describe('JOB-13 work refuses what it cannot use', () => {
       for (const [what, call, message] of cases) {
         const before = {
           jobs: t.client.prepare('select * from jobs_job').all(),
-          workers: t.client.prepare('select * from jobs_worker').all(),
+          workers: t.client.prepare('select * from jobs_lease').all(),
         }
         t.db.transaction((tx) => {
           tx.run(sql`insert into notes (text) values (${`before ${what}`})`)
@@ -115,7 +115,7 @@ describe('JOB-13 work refuses what it cannot use', () => {
           tx.run(sql`insert into notes (text) values (${`after ${what}`})`)
         })
         expect(
-          { jobs: t.client.prepare('select * from jobs_job').all(), workers: t.client.prepare('select * from jobs_worker').all() },
+          { jobs: t.client.prepare('select * from jobs_job').all(), workers: t.client.prepare('select * from jobs_lease').all() },
           what,
         ).toEqual(before)
         expect(count(t.client, 'notes', `text in ('before ${what}', 'after ${what}')`), what).toBe(2)
@@ -502,7 +502,7 @@ describe('stop', () => {
 describe('leases', () => {
   /** Writes the row of a worker of another process, 'elsewhere/1/1/x/1', live for an hour: its runs are not to be taken back. */
   function elsewhereAlive(): void {
-    t.client.prepare(`insert into jobs_worker (owner, expires_at) values ('elsewhere/1/1/x/1', ?)`).run(Date.now() + 3_600_000)
+    t.client.prepare(`insert into jobs_lease (owner, expires_at) values ('elsewhere/1/1/x/1', ?)`).run(Date.now() + 3_600_000)
   }
 
   test('JOB-16 a run that lost its lease cannot write a step or end its job', async () => {
@@ -694,7 +694,7 @@ describe('leases', () => {
   })
 
   test('a worker whose own clock jumps an hour, either way, between claim and completion still completes its runs', async () => {
-    const expiresAt = t.client.prepare('select w.expires_at from jobs_job j join jobs_worker w on w.owner = j.owner where j.id = ?').pluck()
+    const expiresAt = t.client.prepare('select w.expires_at from jobs_job j join jobs_lease w on w.owner = j.owner where j.id = ?').pluck()
     for (const jump of [3_600_000, -3_600_000]) {
       let skew = 0
       const q = defineQueue(`clock${jump > 0 ? 'forward' : 'back'}`)

@@ -57,7 +57,7 @@ export type Result<K extends Kind, T> = K extends 'sync' ? T : Promise<T>
  * (Connection.immediate), but for a run's step writes and lease renewals and a fold of the counts, each one
  * statement outside any transaction. Those that end a run, keep a step or renew one run's lease carry the
  * fence (each dialect's terms.ts: the job running this attempt for this owner) in the same statement, so a run
- * that lost its lease changes nothing (JOB-16). A worker's lease is its row in jobs_worker, one for all its runs.
+ * that lost its lease changes nothing (JOB-16). A worker's lease is its row in jobs_lease, one for all its runs.
  */
 export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** A number that moves when another connection commits: the poll that finds other processes' writes. */
@@ -158,12 +158,12 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** The runs a worker holds: a run missing here lost its lease (a cancel, a rescue). */
   jobListHeld(owner: string): Result<K, HeldRun[]>
   /**
-   * Renews the lease of one run's worker until `expiresAt`, outside any transaction, behind the fence (its job
-   * running that attempt for that owner); answers whether the run still holds it. A lease that expired but that
-   * nobody took is the run's again: a rescue that read it expired re-checks the expiry under its locks, and no
-   * longer takes it.
+   * Renews the lease of one run's worker until `expiresAt` (writing its row with `host` and `pid` if it is gone),
+   * outside any transaction, behind the fence (its job running that attempt for that owner); answers whether the run
+   * still holds it. A lease that expired but that nobody took is the run's again: a rescue that read it expired
+   * re-checks the expiry under its locks, and no longer takes it.
    */
-  leaseRenewIfHeld(lease: LeaseParams & { expiresAt: number }): Result<K, boolean>
+  leaseRenewIfHeld(lease: LeaseParams & Pick<WorkerLease, 'host' | 'pid' | 'expiresAt'>): Result<K, boolean>
   /** The workers running jobs of a queue. */
   jobRunningOwners(queue: string): Result<K, string[]>
   /** Runs of a queue, not `self`'s, whose worker's row expired or is gone, or whose worker is one of `deadOwners`. */

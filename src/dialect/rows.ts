@@ -66,9 +66,14 @@ export interface StepRow {
   answer: JsonText | null
 }
 
-/** A `jobs_worker` row: a worker's lease on every job it runs. */
-export interface WorkerRow {
+/**
+ * A `jobs_lease` row: a worker's lease on every job it runs. `host` and `pid` say where the worker runs, as its owner
+ * names it: the engine writes them on every insert of its row; another program's row may leave them null.
+ */
+export interface LeaseRow {
   owner: string
+  host: string | null
+  pid: number | null
   expiresAt: EpochMs
   channel: string | null
 }
@@ -216,9 +221,11 @@ export type NewJobTuple = readonly [
   runAt: number,
 ]
 
-/** A worker's row, as its renewal writes it. */
+/** A worker's row, as its renewal writes it: the engine's rows always say where the worker runs. */
 export interface WorkerLease {
   owner: string
+  host: string
+  pid: number
   expiresAt: number
   channel: string | null
 }
@@ -317,7 +324,7 @@ export type SnapshotRow = Pick<
   owner: string | null
   /** The attempt it runs (the job's attempts) while it runs, else null. */
   leaseAttempt: number | null
-  channel: WorkerRow['channel']
+  channel: LeaseRow['channel']
 } & SnapshotRate
 
 /**

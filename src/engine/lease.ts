@@ -1,6 +1,6 @@
 /**
  * The one place that decides a run lost its lease. A worker's lease is its
- * row in jobs_worker, one for all its runs, renewed every third of the lease;
+ * row in jobs_lease, one for all its runs, renewed every third of the lease;
  * a run holds its lease while its job is running that attempt for that
  * worker (the job's `owner` and `attempts`). A cancel or a rescue clears or
  * replaces the owner; a run that lost its lease is aborted with LEASE_LOST,
@@ -8,6 +8,7 @@
  */
 import { ask, type Connection, type Executor, type Kind, type Program, type Result } from '../dialect/index.js'
 import type { ClaimedJob, WorkerLease } from '../dialect/index.js'
+import { OWN_HOST_AND_PID } from './owner.js'
 import type { RunContext } from './run.js'
 
 /** Marks `run` as having lost its lease, saying so as a cancel when its job was canceled. */
@@ -75,7 +76,7 @@ export class LeaseClock {
 
   /** The row a renewal at `now` writes. */
   row(now: number): WorkerLease {
-    return { owner: this.owner, expiresAt: now + this.ms, channel: this.channel() }
+    return { owner: this.owner, ...OWN_HOST_AND_PID, expiresAt: now + this.ms, channel: this.channel() }
   }
 
   /** Notes that `row` was written. */
@@ -92,7 +93,7 @@ export class LeaseClock {
  * @internal
  */
 export async function confirmLease(connection: Connection, owner: string, run: RunContext, expiresAt: number): Promise<boolean> {
-  if (await connection.executor.leaseRenewIfHeld({ seq: run.seq, owner, attempt: run.attempt, expiresAt })) return true
+  if (await connection.executor.leaseRenewIfHeld({ seq: run.seq, owner, attempt: run.attempt, ...OWN_HOST_AND_PID, expiresAt })) return true
   await connection.read((db) => leaseLost(db, run))
   return false
 }

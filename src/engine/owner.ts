@@ -19,6 +19,12 @@ const PROCESS_TOKEN = randomBytes(6).toString('hex')
 const START_TIME = processStartTime(process.pid)
 let workersStarted = 0
 
+/**
+ * Where this process's workers run, as their owners name it: the host (with its pid namespace) and the process id.
+ * A worker's row stores them beside its owner, for a tool that reads the table.
+ */
+export const OWN_HOST_AND_PID: { readonly host: string; readonly pid: number } = { host: HOST, pid: process.pid }
+
 export function newOwner(): string {
   return `${HOST}/${process.pid}/${START_TIME}/${PROCESS_TOKEN}/${++workersStarted}`
 }

@@ -6,7 +6,7 @@
  *
  * A process that runs workers listens on one local socket (a Unix socket
  * in a private folder of the temp dir, a named pipe on Windows), and each of
- * its workers names that socket in its row (`jobs_worker.channel`). A watcher
+ * its workers names that socket in its row (`jobs_lease.channel`). A watcher
  * in another process reads it with the job's row, connects to the
  * socket (one connection per pair of processes, shared by every watcher),
  * and subscribes to the run (owner, job, attempt). It gets the run's

@@ -69,7 +69,7 @@ export const jobsJob = sqliteTable(
     /** Internal: the stack of the error that ended the last failed run, for the dashboard. */
     errorStack: text('error_stack'),
     /**
-     * The worker running the job (its `jobs_worker` row), set by the claim that starts a run and cleared by its end:
+     * The worker running the job (its `jobs_lease` row), set by the claim that starts a run and cleared by its end:
      * with `attempts`, the run's fence. Null unless the job is running.
      */
     owner: text('owner'),
@@ -108,10 +108,15 @@ export const jobsStep = sqliteTable(
 /**
  * One row per worker: its lease on every job it runs. A worker renews its row every third of the lease, however
  * many jobs it runs; a job whose worker's row expired (or is gone) is taken back by the others. The owner names
- * its host and process, so that a worker on the same host takes back a dead process's jobs at once.
+ * its host and process, so that a worker on the same host takes back a dead process's jobs at once; `host` and
+ * `pid` say the same in columns of their own, for a tool that reads the table.
  */
-export const jobsWorker = sqliteTable('jobs_worker', {
+export const jobsLease = sqliteTable('jobs_lease', {
   owner: text('owner').primaryKey(),
+  /** The worker's host as its owner names it (its pid namespace after an `@`, where Linux shows one), or null when its writer did not say. */
+  host: text('host'),
+  /** The worker's process id on that host, or null when its writer did not say. */
+  pid: integer('pid'),
   /** Until when (ms) the worker holds the jobs it runs. */
   expiresAt: integer('expires_at').notNull(),
   /** Internal: where the worker's process publishes its runs' live progress (a local socket path), or null. */

@@ -80,7 +80,7 @@ export const jobsJob = pgTable(
     /** Internal: the stack of the error that ended the last failed run, for the dashboard. */
     errorStack: text('error_stack'),
     /**
-     * The worker running the job (its `jobs_worker` row), set by the claim that starts a run and cleared by its end:
+     * The worker running the job (its `jobs_lease` row), set by the claim that starts a run and cleared by its end:
      * with `attempts`, the run's fence. Null unless the job is running.
      */
     owner: text('owner'),
@@ -117,10 +117,15 @@ export const jobsStep = pgTable(
 /**
  * One row per worker: its lease on every job it runs. A worker renews its row every third of the lease, however
  * many jobs it runs; a job whose worker's row expired (or is gone) is taken back by the others. The owner names
- * its host and process, so that a worker on the same host takes back a dead process's jobs at once.
+ * its host and process, so that a worker on the same host takes back a dead process's jobs at once; `host` and
+ * `pid` say the same in columns of their own, for a tool that reads the table.
  */
-export const jobsWorker = pgTable('jobs_worker', {
+export const jobsLease = pgTable('jobs_lease', {
   owner: text('owner').primaryKey(),
+  /** The worker's host as its owner names it (its pid namespace after an `@`, where Linux shows one), or null when its writer did not say. */
+  host: text('host'),
+  /** The worker's process id on that host, or null when its writer did not say. */
+  pid: integer('pid'),
   /** Until when the worker holds the jobs it runs. */
   expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
   /** Internal: where the worker's process publishes its runs' live progress, or null. */

@@ -16,7 +16,7 @@ import { claimJobs, type ClaimReport } from '../engine/claim.js'
 import { execute } from '../engine/executor.js'
 import { handedBack } from '../engine/outcome.js'
 import { checkLeases } from '../engine/lease.js'
-import { newOwner } from '../engine/owner.js'
+import { newOwner, OWN_HOST_AND_PID } from '../engine/owner.js'
 import { storeLimits } from '../engine/queue-limits.js'
 import { recordEnds } from '../engine/record.js'
 import { RunContext, type Run } from '../engine/run.js'
@@ -111,7 +111,13 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
             db,
             definition,
             // Each claim writes the drain's row for the job it takes: the lease outlives the run's timeout.
-            { limit: 1, idle: true, owner, now: Date.now(), renewLease: { owner, expiresAt: Date.now() + leaseMs, channel: null } },
+            {
+              limit: 1,
+              idle: true,
+              owner,
+              now: Date.now(),
+              renewLease: { owner, ...OWN_HOST_AND_PID, expiresAt: Date.now() + leaseMs, channel: null },
+            },
             moved,
             hold,
           )

@@ -481,7 +481,7 @@ describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
     await enqueue(t.db, q, { n: 1 }, { id: 'left' })
     // Plain SQL that put back a running job and kept its owner, whose worker's row holds for an hour more.
     const expires = t.dialect === 'sqlite' ? Date.now() + 3_600_000 : new Date(Date.now() + 3_600_000).toISOString()
-    await t.run(`insert into jobs_worker (owner, expires_at, channel) values ('gone-host/1/1/x/1', $1, null)`, expires)
+    await t.run(`insert into jobs_lease (owner, expires_at, channel) values ('gone-host/1/1/x/1', $1, null)`, expires)
     await t.run(`update jobs_job set owner = 'gone-host/1/1/x/1' where queue = 'stale-owner' and id = 'left' and state = 'waiting'`)
     expect(await t.held()).toBe(1)
     const ran: number[] = []

@@ -63,7 +63,7 @@ describe.each(PROCESS_DATABASES)('%s', (dialect) => {
       if (snapshot.state === 'running' && snapshot.progress !== null) {
         channel ??= (
           await t.query<{ channel: string | null }>(
-            `select w.channel from jobs_job j join jobs_worker w on w.owner = j.owner where j.id = 'w'`,
+            `select w.channel from jobs_job j join jobs_lease w on w.owner = j.owner where j.id = 'w'`,
           )
         )[0]!.channel
         expect(await getJob(t.db, followed, 'w')).toMatchObject({ state: 'running', progress: { step: 'thinking' } })

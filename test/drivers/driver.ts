@@ -20,7 +20,7 @@ import { connectionOf } from '../../src/dialect/open.js'
 
 import { NOW } from '../pg/jobs.js'
 
-export { done, endOne, newJob, NOW, request, retried, workerLease } from '../pg/jobs.js'
+export { done, endOne, newJob, NOW, request, retried, WORKER_HOST_AND_PID, workerLease } from '../pg/jobs.js'
 
 /** Every driver the suite runs on, by the name its tests carry. */
 export const DRIVERS = ['sqlite', 'libsql', 'postgres', ...POSTGRES_JS, 'pglite'] as const
@@ -160,7 +160,7 @@ function common(
       if (!row) throw new Error(`no job ${seq}`)
       return { ...row, result: json(row.result) }
     },
-    workers: () => rows<StoredWorker>(`select owner, ${ms('expires_at')} as expires, channel from jobs_worker order by owner`),
+    workers: () => rows<StoredWorker>(`select owner, ${ms('expires_at')} as expires, channel from jobs_lease order by owner`),
     owned: async () =>
       (await rows<{ id: string; owner: string }>(`select id, owner from jobs_job where owner is not null order by id`)).map(
         (row) => `${row.id}:${row.owner}`,

@@ -37,6 +37,7 @@ import {
   request,
   retried,
   store,
+  WORKER_HOST_AND_PID,
   workerLease,
 } from './driver.js'
 
@@ -267,11 +268,15 @@ describe.each(DRIVERS)('%s', (driver) => {
     test(`JOB-16 ${on} no renewal shortens a worker's row: a claim, workerRenew and leaseRenewIfHeld whose time was read before a later renewal keep the later expiry`, async () => {
       const seqs = await addJobs(c(), [newJob('replies', 'a'), newJob('replies', 'b')])
       await claim(c(), replies, request('owner-1', 1, { renewLease: workerLease('owner-1', { expiresAt: NOW + 50_000 }) }))
-      expect(await db().leaseRenewIfHeld({ seq: seqs.get('a')!, owner: 'owner-1', attempt: 1, expiresAt: NOW + 40_000 })).toBe(true)
-      await db().workerRenew({ owner: 'owner-1', expiresAt: NOW + 45_000, channel: null })
+      expect(
+        await db().leaseRenewIfHeld({ ...WORKER_HOST_AND_PID, seq: seqs.get('a')!, owner: 'owner-1', attempt: 1, expiresAt: NOW + 40_000 }),
+      ).toBe(true)
+      await db().workerRenew(workerLease('owner-1', { expiresAt: NOW + 45_000, channel: null }))
       await claim(c(), replies, request('owner-1', 1, { renewLease: workerLease('owner-1', { expiresAt: NOW + 35_000 }) }))
       expect(await d.workers()).toEqual([{ owner: 'owner-1', expires: NOW + 50_000, channel: null }])
-      expect(await db().leaseRenewIfHeld({ seq: seqs.get('b')!, owner: 'owner-1', attempt: 1, expiresAt: NOW + 60_000 })).toBe(true)
+      expect(
+        await db().leaseRenewIfHeld({ ...WORKER_HOST_AND_PID, seq: seqs.get('b')!, owner: 'owner-1', attempt: 1, expiresAt: NOW + 60_000 }),
+      ).toBe(true)
       expect(await d.workers()).toEqual([{ owner: 'owner-1', expires: NOW + 60_000, channel: null }])
     })
 
@@ -365,10 +370,10 @@ describe.each(DRIVERS)('%s', (driver) => {
       // The claim renews the worker's row when it takes a job, and only then.
       const renewLease = workerLease('owner-1')
       await c().write((tx) => ask(tx.jobClaim(take('owner-1', { window: 10, groupRoom: { listed: {}, other: 0 }, renewLease }))))
-      expect(await d.rows(`select owner from jobs_worker`)).toEqual([{ owner: 'owner-1' }])
+      expect(await d.rows(`select owner from jobs_lease`)).toEqual([{ owner: 'owner-1' }])
       const nothing = take('owner-2', { window: 10, groupRoom: { listed: {}, other: 0 }, renewLease: workerLease('owner-2') })
       expect(await c().write((tx) => ask(tx.jobClaim(nothing)))).toEqual({ claimed: [], heldBack: ['x', 'y'] })
-      expect(await d.rows(`select owner from jobs_worker`)).toEqual([{ owner: 'owner-1' }])
+      expect(await d.rows(`select owner from jobs_lease`)).toEqual([{ owner: 'owner-1' }])
       expect(await d.owned()).toEqual(['free:owner-1'])
     })
 
@@ -589,13 +594,13 @@ describe.each(DRIVERS)('%s', (driver) => {
       await claim(c(), replies, request('owner-1', 2))
       await claim(c(), replies, request('owner-2', 1))
       const [a, b, cc] = ['a', 'b', 'c'].map((id) => seqs.get(id)!)
-      const renewed = await db().workerRenew({ owner: 'owner-1', expiresAt: NOW + 99_000, channel: 'chan' })
+      const renewed = await db().workerRenew(workerLease('owner-1', { expiresAt: NOW + 99_000, channel: 'chan' }))
       expect([...renewed].sort((x, y) => x.job - y.job)).toEqual([
         { job: a, attempt: 1 },
         { job: b, attempt: 1 },
       ])
       // A worker with no row yet gets one; it holds no runs.
-      expect(await db().workerRenew({ owner: 'owner-3', expiresAt: NOW + 5_000, channel: null })).toEqual([])
+      expect(await db().workerRenew(workerLease('owner-3', { expiresAt: NOW + 5_000, channel: null }))).toEqual([])
       expect(await d.workers()).toEqual([
         { owner: 'owner-1', expires: NOW + 99_000, channel: 'chan' },
         { owner: 'owner-2', expires: NOW + 30_000, channel: null },
@@ -622,14 +627,14 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await c().write((tx) => ask(tx.jobCancel(a!, NOW)))).toBe(true)
       expect(await db().leaseGet(a!)).toBeUndefined()
       expect(await db().jobRunningOwners('replies')).toEqual(['owner-2'])
-      expect(await db().workerRenew({ owner: 'owner-1', expiresAt: NOW + 99_000, channel: null })).toEqual([])
+      expect(await db().workerRenew(workerLease('owner-1', { expiresAt: NOW + 99_000, channel: null }))).toEqual([])
     })
 
     test(`JOB-15 ${on} workerHasExpired and workerDeleteExpired: the rows of workers expired and holding no run go; a row that holds, or whose worker runs a job, stays`, async () => {
       const seq = (await addJobs(c(), [newJob('replies', 'a')])).get('a')!
       await claim(c(), replies, request('running', 1, { renewLease: workerLease('running', { expiresAt: NOW + 1_000 }) }))
-      await db().workerRenew({ owner: 'idle', expiresAt: NOW + 1_000, channel: null })
-      await db().workerRenew({ owner: 'fresh', expiresAt: NOW + 60_000, channel: null })
+      await db().workerRenew(workerLease('idle', { expiresAt: NOW + 1_000, channel: null }))
+      await db().workerRenew(workerLease('fresh', { expiresAt: NOW + 60_000, channel: null }))
       expect(await db().workerHasExpired(NOW + 1_000 - 1)).toBe(false)
       expect(await db().workerHasExpired(NOW + 5_000)).toBe(true)
       expect(await c().write((tx) => ask(tx.workerDeleteExpired(NOW + 5_000)))).toBe(1)
@@ -651,24 +656,70 @@ describe.each(DRIVERS)('%s', (driver) => {
       const [a, b] = [seqs.get('a')!, seqs.get('b')!]
       await claim(c(), replies, request('owner-1', 1))
       await claim(c(), replies, request('owner-2', 1, { renewLease: workerLease('owner-2', { channel: 'chan' }) }))
-      expect(await db().leaseRenewIfHeld({ seq: b, owner: 'owner-2', attempt: 1, expiresAt: NOW + 50_000 })).toBe(true)
+      expect(await db().leaseRenewIfHeld({ ...WORKER_HOST_AND_PID, seq: b, owner: 'owner-2', attempt: 1, expiresAt: NOW + 50_000 })).toBe(
+        true,
+      )
       // Another worker, another attempt, a job it does not run: no row of theirs is written.
-      expect(await db().leaseRenewIfHeld({ seq: b, owner: 'owner-1', attempt: 1, expiresAt: NOW + 90_000 })).toBe(false)
-      expect(await db().leaseRenewIfHeld({ seq: b, owner: 'owner-2', attempt: 2, expiresAt: NOW + 90_000 })).toBe(false)
-      expect(await db().leaseRenewIfHeld({ seq: a, owner: 'owner-3', attempt: 1, expiresAt: NOW + 90_000 })).toBe(false)
+      expect(await db().leaseRenewIfHeld({ ...WORKER_HOST_AND_PID, seq: b, owner: 'owner-1', attempt: 1, expiresAt: NOW + 90_000 })).toBe(
+        false,
+      )
+      expect(await db().leaseRenewIfHeld({ ...WORKER_HOST_AND_PID, seq: b, owner: 'owner-2', attempt: 2, expiresAt: NOW + 90_000 })).toBe(
+        false,
+      )
+      expect(await db().leaseRenewIfHeld({ ...WORKER_HOST_AND_PID, seq: a, owner: 'owner-3', attempt: 1, expiresAt: NOW + 90_000 })).toBe(
+        false,
+      )
       expect(await d.workers()).toEqual([
         { owner: 'owner-1', expires: NOW + 30_000, channel: null },
         { owner: 'owner-2', expires: NOW + 50_000, channel: 'chan' },
       ])
       await c().write((tx) => ask(tx.workerDelete('owner-1')))
-      expect(await db().leaseRenewIfHeld({ seq: a, owner: 'owner-1', attempt: 1, expiresAt: NOW + 60_000 })).toBe(true)
+      expect(await db().leaseRenewIfHeld({ ...WORKER_HOST_AND_PID, seq: a, owner: 'owner-1', attempt: 1, expiresAt: NOW + 60_000 })).toBe(
+        true,
+      )
       expect(await d.workers()).toEqual([
         { owner: 'owner-1', expires: NOW + 60_000, channel: null },
         { owner: 'owner-2', expires: NOW + 50_000, channel: 'chan' },
       ])
       // A canceled run renews nothing.
       await c().write((tx) => ask(tx.jobCancel(b, NOW)))
-      expect(await db().leaseRenewIfHeld({ seq: b, owner: 'owner-2', attempt: 1, expiresAt: NOW + 70_000 })).toBe(false)
+      expect(await db().leaseRenewIfHeld({ ...WORKER_HOST_AND_PID, seq: b, owner: 'owner-2', attempt: 1, expiresAt: NOW + 70_000 })).toBe(
+        false,
+      )
+    })
+
+    test(`JOB-05 ${on} every write of a worker's row that inserts it stores its host and pid: workerRenew, a claim's renewal${sqliteDriver ? '' : ", a flush's"} and leaseRenewIfHeld`, async () => {
+      const seqs = await addJobs(
+        c(),
+        ['a', 'b', 'c'].map((id) => newJob('replies', id)),
+      )
+      await db().workerRenew(workerLease('renewed', { host: 'renew-host', pid: 11 }))
+      await claim(c(), replies, request('claimed', 1, { renewLease: workerLease('claimed', { host: 'claim-host', pid: 12 }) }))
+      await claim(c(), replies, request('stepped', 1, { renewLease: workerLease('stepped', { host: 'gone-host', pid: 13 }) }))
+      await c().write((tx) => ask(tx.workerDelete('stepped')))
+      const stepped = seqs.get('b')!
+      expect(
+        await db().leaseRenewIfHeld({ seq: stepped, owner: 'stepped', attempt: 1, host: 'step-host', pid: 14, expiresAt: NOW + 40_000 }),
+      ).toBe(true)
+      const expected = [
+        { owner: 'claimed', host: 'claim-host', pid: 12 },
+        { owner: 'renewed', host: 'renew-host', pid: 11 },
+        { owner: 'stepped', host: 'step-host', pid: 14 },
+      ]
+      if (!sqliteDriver) {
+        const flushed = await db().jobFlush!({
+          queue: 'replies',
+          owner: 'flushed',
+          now: NOW,
+          ends: [],
+          limit: 1,
+          passOver: [],
+          renewLease: workerLease('flushed', { host: 'flush-host', pid: 15 }),
+        })
+        expect(flushed.claimed?.map((job) => job.seq)).toEqual([seqs.get('c')])
+        expected.splice(1, 0, { owner: 'flushed', host: 'flush-host', pid: 15 })
+      }
+      expect(await d.rows(`select owner, host, cast(pid as integer) as pid from jobs_lease order by owner`)).toEqual(expected)
     })
 
     test(`JOB-05 ${on} runs whose worker's row expired or is gone, or whose worker is dead, are taken back, never the asking worker's own`, async () => {
@@ -739,9 +790,11 @@ describe.each(DRIVERS)('%s', (driver) => {
       test(`JOB-05 ${on} a renewal after the rescuer read the row expired makes the rescue change nothing; a dead owner is taken whatever its row says`, async () => {
         const { seq, rescue } = await expiredRun()
         // The run's renewal before a step, then the worker's.
-        expect(await db().leaseRenewIfHeld({ seq, owner: 'owner-1', attempt: 1, expiresAt: NOW + 40_000 })).toBe(true)
+        expect(await db().leaseRenewIfHeld({ ...WORKER_HOST_AND_PID, seq, owner: 'owner-1', attempt: 1, expiresAt: NOW + 40_000 })).toBe(
+          true,
+        )
         expect(await rescue(NOW + 5_000)).toBe(false)
-        await db().workerRenew({ owner: 'owner-1', expiresAt: NOW + 40_000, channel: null })
+        await db().workerRenew(workerLease('owner-1', { expiresAt: NOW + 40_000, channel: null }))
         expect(await rescue(NOW + 5_000)).toBe(false)
         expect(await d.job(seq)).toMatchObject({ state: 'running', attempts: 1, error: null, owner: 'owner-1' })
         expect(await db().jobListHeld('owner-1')).toEqual([{ job: seq, attempt: 1 }])

@@ -7,7 +7,7 @@
  */
 import { getTableColumns, getTableName, type Column, type Table } from 'drizzle-orm'
 import { describe, expect, expectTypeOf, test } from 'vitest'
-import type { EpochMs, Flag, JobRow, JsonText, QueueRow, StepRow, WorkerRow } from '../../src/dialect/index.js'
+import type { EpochMs, Flag, JobRow, JsonText, QueueRow, StepRow, LeaseRow } from '../../src/dialect/index.js'
 import * as sqlite from '../../src/schema/index.js'
 import * as pg from '../../src/schema/pg.js'
 
@@ -75,7 +75,11 @@ const TABLES = [
     }),
   },
   { sqlite: sqlite.jobsStep, pg: pg.jobsStep, keys: keysOf<StepRow>({ job: true, name: true, answer: true }) },
-  { sqlite: sqlite.jobsWorker, pg: pg.jobsWorker, keys: keysOf<WorkerRow>({ owner: true, expiresAt: true, channel: true }) },
+  {
+    sqlite: sqlite.jobsLease,
+    pg: pg.jobsLease,
+    keys: keysOf<LeaseRow>({ owner: true, host: true, pid: true, expiresAt: true, channel: true }),
+  },
 ]
 
 describe('the protocol rows and the schemas', () => {
@@ -83,22 +87,22 @@ describe('the protocol rows and the schemas', () => {
     expectTypeOf<SqliteRead<typeof sqlite.jobsJob, keyof JobRow>>().toEqualTypeOf<JobRow>()
     expectTypeOf<SqliteRead<typeof sqlite.jobsQueue, keyof QueueRow>>().toEqualTypeOf<QueueRow>()
     expectTypeOf<SqliteRead<typeof sqlite.jobsStep, keyof StepRow>>().toEqualTypeOf<StepRow>()
-    expectTypeOf<SqliteRead<typeof sqlite.jobsWorker, keyof WorkerRow>>().toEqualTypeOf<WorkerRow>()
+    expectTypeOf<SqliteRead<typeof sqlite.jobsLease, keyof LeaseRow>>().toEqualTypeOf<LeaseRow>()
     expectTypeOf<Exclude<keyof typeof sqlite.jobsJob.$inferSelect, keyof JobRow>>().toEqualTypeOf<'engineWrites'>()
     expectTypeOf<Exclude<keyof typeof sqlite.jobsQueue.$inferSelect, keyof QueueRow>>().toBeNever()
     expectTypeOf<Exclude<keyof typeof sqlite.jobsStep.$inferSelect, keyof StepRow>>().toBeNever()
-    expectTypeOf<Exclude<keyof typeof sqlite.jobsWorker.$inferSelect, keyof WorkerRow>>().toBeNever()
+    expectTypeOf<Exclude<keyof typeof sqlite.jobsLease.$inferSelect, keyof LeaseRow>>().toBeNever()
   })
 
   test("PostgreSQL schema: each protocol column, read as the protocol's type; beyond them only jobs_step.seq", () => {
     expectTypeOf<PgRead<typeof pg.jobsJob, keyof JobRow>>().toEqualTypeOf<JobRow>()
     expectTypeOf<PgRead<typeof pg.jobsQueue, keyof QueueRow>>().toEqualTypeOf<QueueRow>()
     expectTypeOf<PgRead<typeof pg.jobsStep, keyof StepRow>>().toEqualTypeOf<StepRow>()
-    expectTypeOf<PgRead<typeof pg.jobsWorker, keyof WorkerRow>>().toEqualTypeOf<WorkerRow>()
+    expectTypeOf<PgRead<typeof pg.jobsLease, keyof LeaseRow>>().toEqualTypeOf<LeaseRow>()
     expectTypeOf<Exclude<keyof typeof pg.jobsJob.$inferSelect, keyof JobRow>>().toBeNever()
     expectTypeOf<Exclude<keyof typeof pg.jobsQueue.$inferSelect, keyof QueueRow>>().toBeNever()
     expectTypeOf<Exclude<keyof typeof pg.jobsStep.$inferSelect, keyof StepRow>>().toEqualTypeOf<'seq'>()
-    expectTypeOf<Exclude<keyof typeof pg.jobsWorker.$inferSelect, keyof WorkerRow>>().toBeNever()
+    expectTypeOf<Exclude<keyof typeof pg.jobsLease.$inferSelect, keyof LeaseRow>>().toBeNever()
   })
 
   test.each(TABLES.map((table) => [getTableName(table.sqlite), table] as const))(

@@ -53,7 +53,7 @@ export interface ContractDb {
   /** The job of `queue` with `id` as stored: state, attempts and error. */
   job(queue: string, id: string): Promise<{ state: string; attempts: number; error: string | null } | undefined>
   /** How many rows `table` holds. */
-  count(table: 'jobs_job' | 'jobs_step' | 'jobs_worker'): Promise<number>
+  count(table: 'jobs_job' | 'jobs_step' | 'jobs_lease'): Promise<number>
   /** How many jobs name a worker (their `owner`): the runs holding a lease. */
   held(): Promise<number>
 }

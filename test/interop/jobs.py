@@ -6,7 +6,8 @@ is all another language needs:
   add       adds jobs in one transaction; an id the queue holds adds nothing
   claim     claims the first runnable job in claim order (priority, run_at,
             seq), counting its attempt and naming the worker as its owner, and
-            renews the worker's lease (its jobs_worker row), under the limits
+            renews the worker's lease (its jobs_lease row, with its host and
+            pid), under the limits
             the queue's row holds: a paused queue, a queue at its concurrency
             and a group at its per-group cap are skipped
   step      keeps a step's answer, fenced by the run (job, owner, attempt)
@@ -25,6 +26,8 @@ Usage:
 """
 
 import json
+import os
+import socket
 import sqlite3
 import sys
 import time
@@ -128,9 +131,9 @@ def claim(path, queue, owner, lease_ms):
         seq, job_id, grp, value, attempt, max_attempts = row
         # The worker's lease on every job it runs: one row, renewed as it claims (and, for long runs, every third of it).
         connection.execute(
-            """insert into jobs_worker (owner, expires_at) values (?, ?)
+            """insert into jobs_lease (owner, host, pid, expires_at) values (?, ?, ?, ?)
                on conflict (owner) do update set expires_at = excluded.expires_at""",
-            (owner, now + lease_ms),
+            (owner, socket.gethostname(), os.getpid(), now + lease_ms),
         )
         return {"seq": seq, "id": job_id, "group": grp, "value": json.loads(value), "attempt": attempt, "max_attempts": max_attempts}
 

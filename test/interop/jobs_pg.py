@@ -8,10 +8,10 @@ plain SQL"), which is all another language needs:
   claim     claims the first runnable job in claim order (priority, run_at,
             seq) with FOR UPDATE SKIP LOCKED, counts its attempt, names the
             worker as its owner and renews the worker's lease (its
-            jobs_worker row), in one transaction; a queue with limits is
-            claimed under a lock on its jobs_queue row: a paused queue, a
-            queue at its concurrency and a group at its per-group cap are
-            skipped
+            jobs_lease row, with its host and pid), in one transaction; a
+            queue with limits is claimed under a lock on its jobs_queue row:
+            a paused queue, a queue at its concurrency and a group at its
+            per-group cap are skipped
   step      keeps a step's answer, fenced by the run (job, owner, attempt)
   complete  ends the job done and clears its owner, fenced by the run; only
             then drops the job's steps, and tells the workers
@@ -27,6 +27,8 @@ Usage:
 """
 
 import json
+import os
+import socket
 import sys
 
 import psycopg
@@ -113,9 +115,10 @@ def claim(url, queue, owner, lease_ms):
         ).fetchone()
         # The worker's lease on every job it runs: one row, renewed as it claims (and, for long runs, every third of it).
         connection.execute(
-            """insert into jobs_worker (owner, expires_at) values (%s, now() + %s * interval '1 millisecond')
+            """insert into jobs_lease (owner, host, pid, expires_at)
+               values (%s, %s, %s, now() + %s * interval '1 millisecond')
                on conflict (owner) do update set expires_at = excluded.expires_at""",
-            (owner, lease_ms),
+            (owner, socket.gethostname(), os.getpid(), lease_ms),
         )
         notify(connection, "claimed", queue)
         return {"seq": seq, "id": job_id, "group": grp, "value": value, "attempt": attempt, "max_attempts": max_attempts}

@@ -6,6 +6,7 @@
  */
 import { execFile, spawnSync } from 'node:child_process'
 import { promisify } from 'node:util'
+import { hostname } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterEach, beforeEach, expect, test } from 'vitest'
@@ -153,7 +154,14 @@ test('JOB-16 [postgres] a Python worker claims a job with FOR UPDATE SKIP LOCKED
   expect(await rowOf('pyq', 'first')).toMatchObject({ state: 'running', attempts: 1 })
   expect(await rowOf('pyq', 'second')).toMatchObject({ state: 'waiting', attempts: 0 })
   expect((await t.pool.query('select owner, attempts from jobs_job where seq = $1', [seq])).rows).toEqual([{ owner, attempts: 1 }])
-  expect(await count('select count(*) from jobs_worker where owner = $1 and expires_at > now()', owner)).toBe(1)
+  expect(await count('select count(*) from jobs_lease where owner = $1 and expires_at > now()', owner)).toBe(1)
+  // Each worker's row says where it runs, whatever its language: the Python one's, and the Node one's (its owner's host).
+  expect((await t.pool.query('select host, pid from jobs_lease where owner = $1', [owner])).rows).toEqual([
+    { host: hostname(), pid: expect.any(Number) },
+  ])
+  expect((await t.pool.query('select host, pid from jobs_lease where owner <> $1', [owner])).rows).toEqual([
+    { host: expect.stringMatching(new RegExp(`^${hostname()}(@|$)`)), pid: process.pid },
+  ])
 
   expect(states).toEqual(['waiting', 'running'])
   expect(await py('complete', t.url, seq, owner, '1', JSON.stringify({ byPython: true }))).toEqual({ landed: true })

@@ -4,6 +4,7 @@
  * README's table layout and protocol are enough for another language.
  */
 import { execFileSync } from 'node:child_process'
+import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, expect, test } from 'vitest'
 import { defineQueue, enqueue, work, type Worker } from '../../src/index.js'
@@ -113,7 +114,15 @@ test('JOB-16 a Python worker claims a job by the protocol, keeps a step, complet
   expect(rowOf('pyq', 'first')).toMatchObject({ state: 'running', attempts: 1 })
   expect(rowOf('pyq', 'second')).toMatchObject({ state: 'waiting', attempts: 0 })
   expect(t.client.prepare('select owner, attempts from jobs_job where seq = ?').get(claimed.seq)).toEqual({ owner, attempts: 1 })
-  expect(t.client.prepare('select expires_at from jobs_worker where owner = ?').pluck().get(owner)).toBeGreaterThan(Date.now())
+  expect(t.client.prepare('select expires_at from jobs_lease where owner = ?').pluck().get(owner)).toBeGreaterThan(Date.now())
+  // Each worker's row says where it runs, whatever its language: the Python one's, and the Node one's (its owner's host).
+  expect(t.client.prepare('select host, pid from jobs_lease where owner = ?').get(owner)).toEqual({
+    host: hostname(),
+    pid: expect.any(Number),
+  })
+  expect(t.client.prepare('select host, pid from jobs_lease where owner <> ?').all(owner)).toEqual([
+    { host: expect.stringMatching(new RegExp(`^${hostname()}(@|$)`)), pid: process.pid },
+  ])
 
   expect(python('complete', t.file, String(claimed.seq), owner, '1', JSON.stringify({ byPython: true }))).toEqual({ landed: true })
   expect(rowOf('pyq', 'first')).toMatchObject({ state: 'done', attempts: 1, result: JSON.stringify({ byPython: true }) })

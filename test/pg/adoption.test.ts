@@ -76,7 +76,7 @@ export default defineConfig({ dialect: 'postgresql', schema: './src/db/schema.ts
   const migrations = readdirSync(join(app, 'drizzle')).filter((file) => file.endsWith('.sql'))
   expect(migrations).toHaveLength(1)
   const sql = readFileSync(join(app, 'drizzle', migrations[0]!), 'utf8')
-  for (const table of ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_worker', 'jobs_schedule', 'jobs_count', 'messages'])
+  for (const table of ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule', 'jobs_count', 'messages'])
     expect(sql).toContain(`CREATE TABLE "${table}"`)
   expect(sql).toContain("WHERE state in ('waiting', 'scheduled')")
 
@@ -87,10 +87,10 @@ export default defineConfig({ dialect: 'postgresql', schema: './src/db/schema.ts
   expect(tables.rows.map((row) => row.table_name)).toEqual([
     'jobs_count',
     'jobs_job',
+    'jobs_lease',
     'jobs_queue',
     'jobs_schedule',
     'jobs_step',
-    'jobs_worker',
     'messages',
   ])
   // The app's row and the job that follows it up commit in one transaction, in plain SQL.

@@ -207,7 +207,7 @@ describe('the schema check', () => {
       const missing = expect.objectContaining({
         code: 'SCHEMA_MISSING',
         message: expect.stringMatching(
-          /^table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule, jobs_count are missing: add `export \* from 'drizzle-jobs\/pg\/schema'`.*`drizzle-kit generate`.*`drizzle-kit migrate`/,
+          /^table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing: add `export \* from 'drizzle-jobs\/pg\/schema'`.*`drizzle-kit generate`.*`drizzle-kit migrate`/,
         ),
       })
       await expect(c.write(adding('a'))).rejects.toThrow(missing)
@@ -219,7 +219,7 @@ describe('the schema check', () => {
         await expect(pgConnectionOf(tx).write(adding('a'))).rejects.toThrow(missing)
       })
       await bare.pool.query(`create table jobs_queue (name text primary key)`)
-      await expect(c.prepareWrites()).rejects.toThrow(/^table jobs_job, jobs_step, jobs_worker, jobs_schedule, jobs_count are missing/)
+      await expect(c.prepareWrites()).rejects.toThrow(/^table jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing/)
       await bare.pool.query(`drop table jobs_queue`)
       await migrate(bare.db, { migrationsFolder: PG_MIGRATIONS })
       expect(await c.write(adding('a'))).toBe(true)
@@ -228,14 +228,34 @@ describe('the schema check', () => {
     }
   })
 
-  test('SCHEMA_MISSING on a database migrated to the version before workers had rows of their own: jobs_worker is named, until the last migration runs', async () => {
+  test('SCHEMA_MISSING on a database migrated to the version whose workers had rows in jobs_worker: jobs_lease is named, until the last migration runs', async () => {
+    const earlier = await freshPgDb({ migrate: false })
+    try {
+      await migrate(earlier.db, { migrationsFolder: migrationsBefore('0003_jobs_lease') })
+      const c = pgConnectionOf(earlier.db)
+      await expect(c.write(adding('a'))).rejects.toThrow(
+        expect.objectContaining({ code: 'SCHEMA_MISSING', message: expect.stringMatching(/^table jobs_lease is missing: /) }),
+      )
+      await migrate(earlier.db, { migrationsFolder: PG_MIGRATIONS })
+      expect(await c.write(adding('a'))).toBe(true)
+    } finally {
+      await earlier.drop()
+    }
+  })
+
+  test('SCHEMA_MISSING on a database migrated to the version of one jobs_lease row per running job: its jobs_lease is told apart by the missing host column, until the last migrations run', async () => {
     const earlier = await freshPgDb({ migrate: false })
     try {
       await migrate(earlier.db, { migrationsFolder: migrationsBefore('0002_lease_per_worker') })
       const c = pgConnectionOf(earlier.db)
-      await expect(c.write(adding('a'))).rejects.toThrow(
-        expect.objectContaining({ code: 'SCHEMA_MISSING', message: expect.stringMatching(/^table jobs_worker is missing: /) }),
-      )
+      const older = expect.objectContaining({
+        code: 'SCHEMA_MISSING',
+        message: expect.stringMatching(
+          /^the jobs_\* tables are an older version's \(jobs_lease has no host column\): .*`drizzle-kit migrate`/,
+        ),
+      })
+      await expect(c.write(adding('a'))).rejects.toThrow(older)
+      await expect(c.read((db) => ask(db.jobExists('replies', 'a')))).rejects.toThrow(older)
       await migrate(earlier.db, { migrationsFolder: PG_MIGRATIONS })
       expect(await c.write(adding('a'))).toBe(true)
     } finally {
@@ -308,7 +328,7 @@ describe.each(WORK_DRIVERS)('JOB-13 work on tables not migrated, on %s', (driver
         expect.objectContaining({
           code: 'SCHEMA_MISSING',
           message: expect.stringMatching(
-            /^table jobs_queue, jobs_job, jobs_step, jobs_worker, jobs_schedule, jobs_count are missing: add `export \* from 'drizzle-jobs\/pg\/schema'`.*`drizzle-kit generate`.*`drizzle-kit migrate`/,
+            /^table jobs_queue, jobs_job, jobs_step, jobs_lease, jobs_schedule, jobs_count are missing: add `export \* from 'drizzle-jobs\/pg\/schema'`.*`drizzle-kit generate`.*`drizzle-kit migrate`/,
           ),
         }),
       ])
@@ -320,15 +340,15 @@ describe.each(WORK_DRIVERS)('JOB-13 work on tables not migrated, on %s', (driver
     }
   })
 
-  test(`JOB-13 [${driver}] on tables of the version before workers had rows of their own, work tells onError SCHEMA_MISSING once, naming jobs_worker, and stops, writing nothing; once migrated, a worker runs`, async () => {
-    const database = await databaseOn(driver, migrationsBefore('0002_lease_per_worker'))
+  test(`JOB-13 [${driver}] on tables of the version whose workers had rows in jobs_worker, work tells onError SCHEMA_MISSING once, naming jobs_lease, and stops, writing nothing; once migrated, a worker runs`, async () => {
+    const database = await databaseOn(driver, migrationsBefore('0003_jobs_lease'))
     try {
       const before = await jobsTablesAndRows(database.query)
       const { errors, worker } = await workerErrors(database.db)
       expect(errors).toEqual([
         expect.objectContaining({
           code: 'SCHEMA_MISSING',
-          message: expect.stringMatching(/^table jobs_worker is missing: .*`drizzle-kit migrate`/),
+          message: expect.stringMatching(/^table jobs_lease is missing: .*`drizzle-kit migrate`/),
         }),
       ])
       await worker.stop()

@@ -84,7 +84,7 @@ describe('fences that waited for a lock', () => {
     const other = await t.pool.connect()
     try {
       await other.query('begin')
-      await other.query(`update jobs_worker set expires_at = $1 where owner = 'owner-1'`, [new Date(NOW + 60_000)])
+      await other.query(`update jobs_lease set expires_at = $1 where owner = 'owner-1'`, [new Date(NOW + 60_000)])
       // The rescue reads the row expired in its snapshot, locks the job row, and waits for the worker's row.
       const rescuing = rescue(NOW + 5_000)
       const deadline = performance.now() + 10_000
@@ -106,7 +106,7 @@ describe('leases that wait on no lock', () => {
   /** The worker rows, as plain SQL reads them. */
   const workers = () =>
     rows<{ owner: string; expires: number; channel: string | null }>(
-      `select owner, (extract(epoch from expires_at) * 1000)::float8 as expires, channel from jobs_worker order by owner`,
+      `select owner, (extract(epoch from expires_at) * 1000)::float8 as expires, channel from jobs_lease order by owner`,
     )
 
   test("JOB-05 [postgres] workerRenew waits for nothing: a worker's row another transaction holds is passed over, and its runs are answered all the same", async () => {
@@ -116,8 +116,8 @@ describe('leases that wait on no lock', () => {
     const other = await t.pool.connect()
     try {
       await other.query('begin')
-      await other.query(`select 1 from jobs_worker where owner = 'owner-1' for update`)
-      const renewing = c.executor.workerRenew({ owner: 'owner-1', expiresAt: NOW + 99_000, channel: 'chan' })
+      await other.query(`select 1 from jobs_lease where owner = 'owner-1' for update`)
+      const renewing = c.executor.workerRenew(workerLease('owner-1', { expiresAt: NOW + 99_000, channel: 'chan' }))
       const answered = await Promise.race([renewing, new Promise((resolve) => setTimeout(() => resolve('waited'), 5_000))])
       expect(answered).toEqual([{ job: seq, attempt: 1 }])
       await other.query('commit')
@@ -126,7 +126,7 @@ describe('leases that wait on no lock', () => {
     }
     // Passed over, so not renewed: the next renewal renews it.
     expect(await workers()).toEqual([{ owner: 'owner-1', expires: NOW + 30_000, channel: null }])
-    await c.executor.workerRenew({ owner: 'owner-1', expiresAt: NOW + 99_000, channel: 'chan' })
+    await c.executor.workerRenew(workerLease('owner-1', { expiresAt: NOW + 99_000, channel: 'chan' }))
     expect(await workers()).toEqual([{ owner: 'owner-1', expires: NOW + 99_000, channel: 'chan' }])
   })
 
@@ -134,8 +134,8 @@ describe('leases that wait on no lock', () => {
     const c = connection()
     const seq = (await addJobs(c, [newJob('replies', 'a')])).get('a')!
     await claim(c, replies, request('running', 1, { renewLease: workerLease('running', { expiresAt: NOW + 1_000 }) }))
-    await c.executor.workerRenew({ owner: 'idle', expiresAt: NOW + 1_000, channel: null })
-    await c.executor.workerRenew({ owner: 'fresh', expiresAt: NOW + 60_000, channel: null })
+    await c.executor.workerRenew(workerLease('idle', { expiresAt: NOW + 1_000, channel: null }))
+    await c.executor.workerRenew(workerLease('fresh', { expiresAt: NOW + 60_000, channel: null }))
     expect(await c.executor.workerHasExpired(NOW + 1_000 - 1)).toBe(false)
     expect(await c.executor.workerHasExpired(NOW + 5_000)).toBe(true)
     expect(await c.write((db) => ask(db.workerDeleteExpired(NOW + 5_000)))).toBe(1)
@@ -148,7 +148,7 @@ describe('leases that wait on no lock', () => {
     const other = await t.pool.connect()
     try {
       await other.query('begin')
-      await other.query(`select 1 from jobs_worker where owner = 'running' for update`)
+      await other.query(`select 1 from jobs_lease where owner = 'running' for update`)
       expect(await c.write((db) => ask(db.workerDeleteExpired(NOW + 5_000)))).toBe(0)
       await other.query('commit')
     } finally {
@@ -188,7 +188,7 @@ describe('claims at once', () => {
       [{ owned: 200, owners: taken.filter((mine) => mine.length > 0).length }],
     )
     // A claimer writes its row with its first claim that takes a job: one that found every job locked by others has none.
-    expect(await rows(`select count(*)::int as workers from jobs_worker`)).toEqual([
+    expect(await rows(`select count(*)::int as workers from jobs_lease`)).toEqual([
       { workers: taken.filter((mine) => mine.length > 0).length },
     ])
     expect(await rows(`select state, attempts, count(*)::int as count from jobs_job group by state, attempts`)).toEqual([

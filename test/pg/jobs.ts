@@ -58,9 +58,12 @@ export async function addJobs(connection: PgConnection, jobs: NewJob[]): Promise
   return seqs
 }
 
+/** Where the workers of these tests run, as their rows say: the engine writes its own process's. */
+export const WORKER_HOST_AND_PID = { host: 'test-host', pid: 4242 } as const
+
 /** A worker's row as its renewal writes it: held for 30 s from NOW unless `fields` say otherwise. */
 export function workerLease(owner: string, fields: Partial<WorkerLease> = {}): WorkerLease {
-  return { owner, expiresAt: NOW + 30_000, channel: null, ...fields }
+  return { owner, ...WORKER_HOST_AND_PID, expiresAt: NOW + 30_000, channel: null, ...fields }
 }
 
 /** A claim request of `owner` for up to `limit` jobs at `now`, writing the worker's row (workerLease) as a first claim does. */

@@ -32,7 +32,7 @@ beforeAll(async () => {
     [NOW],
   )
   await pool.query(`update jobs_job set owner = 'owner-' || (seq % 4), attempts = 1 where state = 'running'`)
-  await pool.query(`insert into jobs_worker (owner, expires_at) values ('owner-0', now()), ('owner-1', now()), ('owner-2', now())`)
+  await pool.query(`insert into jobs_lease (owner, expires_at) values ('owner-0', now()), ('owner-1', now()), ('owner-2', now())`)
   await pool.query(`insert into jobs_step (job, name, answer) select seq, 'step', '1' from jobs_job where state = 'running'`)
   await pool.query(`insert into jobs_queue (name, concurrency) values ('q1', 10), ('q2', null)`)
   await pool.query(`analyze`)

@@ -49,7 +49,7 @@ test('the migrations create the tables with their documented columns and types',
   const tables = await query<{ table_name: string }>(
     `select table_name from information_schema.tables where table_schema = current_schema() order by table_name`,
   )
-  expect(tables.map((row) => row.table_name)).toEqual(['jobs_count', 'jobs_job', 'jobs_queue', 'jobs_schedule', 'jobs_step', 'jobs_worker'])
+  expect(tables.map((row) => row.table_name)).toEqual(['jobs_count', 'jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_schedule', 'jobs_step'])
 
   expect(await columns('jobs_queue')).toEqual([
     'name text not null',
@@ -99,7 +99,14 @@ test('the migrations create the tables with their documented columns and types',
     'owner text',
   ])
   expect(await columns('jobs_step')).toEqual(['job bigint not null', 'name text not null', 'answer jsonb', 'seq bigint not null'])
-  expect(await columns('jobs_worker')).toEqual(['owner text not null', 'expires_at timestamp with time zone not null', 'channel text'])
+  expect(await columns('jobs_lease')).toEqual([
+    'owner text not null',
+    'expires_at timestamp with time zone not null',
+    'channel text',
+    // Added by the migration that renamed jobs_worker: last in the table's order.
+    'host text',
+    'pid integer',
+  ])
 
   const keys = await query<{ table_name: string; columns: string }>(
     `select tc.table_name, string_agg(kcu.column_name, ', ' order by kcu.ordinal_position) as columns
@@ -110,10 +117,10 @@ test('the migrations create the tables with their documented columns and types',
   )
   expect(keys).toEqual([
     { table_name: 'jobs_job', columns: 'seq' },
+    { table_name: 'jobs_lease', columns: 'owner' },
     { table_name: 'jobs_queue', columns: 'name' },
     { table_name: 'jobs_schedule', columns: 'queue, name' },
     { table_name: 'jobs_step', columns: 'job, name' },
-    { table_name: 'jobs_worker', columns: 'owner' },
   ])
 })
 
@@ -159,7 +166,7 @@ test('an id is unique within its queue, and the same id may be used by another q
 test("deleting a job deletes its steps, and leaves its worker's row; a step of no job is refused", async () => {
   const seq = await addJob('q', 'a')
   const other = await addJob('q', 'b')
-  await query(`insert into jobs_worker (owner, expires_at) values ('host:1', now() + interval '30 seconds')`)
+  await query(`insert into jobs_lease (owner, expires_at) values ('host:1', now() + interval '30 seconds')`)
   for (const job of [seq, other]) {
     await query(`insert into jobs_step (job, name, answer) values ($1, 'history', '["hi"]'), ($1, 'answer', '"hello"')`, [job])
     await query(`update jobs_job set state = 'running', attempts = 1, owner = 'host:1' where seq = $1`, [job])
@@ -170,7 +177,7 @@ test("deleting a job deletes its steps, and leaves its worker's row; a step of n
     { job: String(other), name: 'history', answer: ['hi'] },
   ])
   // The worker's row is its lease on every job it runs, the other one among them.
-  expect(await query(`select owner from jobs_worker`)).toEqual([{ owner: 'host:1' }])
+  expect(await query(`select owner from jobs_lease`)).toEqual([{ owner: 'host:1' }])
   expect(await query(`select seq from jobs_job where owner = 'host:1'`)).toEqual([{ seq: String(other) }])
   // 23503: foreign key violation.
   expect((await failure(`insert into jobs_step (job, name) values (${seq}, 'history')`)).code).toBe('23503')

@@ -99,7 +99,7 @@ export const ADMIN_SQL = {
   jobLease: pgStatement<{ seq: number }, { owner: string; attempt: number; expiresAt: number | null }>(
     'jobLease',
     `select j.owner, j.attempts as attempt, ${ms('w.expires_at')} as "expiresAt"
-    from jobs_job j left join jobs_worker w on w.owner = j.owner
+    from jobs_job j left join jobs_lease w on w.owner = j.owner
     where j.seq = @seq::bigint and j.state = 'running' and j.owner is not null`,
   ),
   /** Every job of a queue in add order: for the testing helpers, on small test databases. */

@@ -371,15 +371,22 @@ const UNNOTIFIED_LOOK_MS = 1_000
 const CHANGE_KINDS: ReadonlySet<string> = new Set<ChangeKind>(['added', 'claimed', 'ended', 'revoked', 'other'])
 
 /**
- * Checks that the tables exist (jobs_count among them, and jobs_worker, the newest migration's: a database migrated
- * to an earlier version is told to migrate); answers the database the server says the connection is on.
+ * Checks that the tables exist as the newest migration left them (jobs_count among them, and jobs_lease with its
+ * `host`: a database migrated to an earlier version is told to migrate); answers the database the server says the
+ * connection is on.
  */
 async function checkSchema(q: Queryable): Promise<PgDatabaseName> {
-  const { missing, ...server } = await one(q, SQL.schemaCheck, {})
+  const { missing, latest, ...server } = await one(q, SQL.schemaCheck, {})
   // Jobs need every table but jobs_schedule, which only schedules need (they say so themselves); when the
   // check fails, its message names every table that is missing, jobs_schedule among them.
   if (missing?.split(', ').some((table) => table !== 'jobs_schedule')) {
     throw new JobsError('SCHEMA_MISSING', `table ${missing} ${missing.includes(',') ? 'are' : 'is'} missing: ${MIGRATE_HINT}`)
+  }
+  if (!latest) {
+    throw new JobsError(
+      'SCHEMA_MISSING',
+      "the jobs_* tables are an older version's (jobs_lease has no host column): run `drizzle-kit generate` and `drizzle-kit migrate`",
+    )
   }
   return server
 }

@@ -5,7 +5,7 @@
  * client of a transaction), turning lists into JSON text and bounds into
  * times the server takes.
  */
-import type { ClaimedJob, Executor, ListingOrder, ListParams } from '../index.js'
+import type { ClaimedJob, Executor, ListingOrder, ListParams, WorkerLease } from '../index.js'
 import { ADMIN_SQL } from './admin.js'
 import { FOLD, HAS_UNFOLDED } from './counts.js'
 import type { Queryable } from './driver.js'
@@ -64,6 +64,13 @@ function pageKeys(order: ListingOrder, page: ListParams): { k1: number | string;
 }
 
 /** The executor that runs its requests on `q`. @internal */
+/** A claim's renewal of the worker's row, as the claim and flush statements take it: a null @leaseUntil renews nothing. */
+function leaseRenewal(
+  lease: WorkerLease | null,
+): Pick<WorkerLease, 'channel'> & { leaseUntil: number | null; host: string | null; pid: number | null } {
+  return { leaseUntil: lease?.expiresAt ?? null, host: lease?.host ?? null, pid: lease?.pid ?? null, channel: lease?.channel ?? null }
+}
+
 export function pgExecutor(q: Queryable): Executor<'async'> {
   return {
     ...pgScheduleRequests(q),
@@ -122,8 +129,7 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
         perGroup: take.perGroup,
         groupRoom: take.groupRoom && JSON.stringify(take.groupRoom.listed),
         otherRoom: take.groupRoom?.other ?? null,
-        leaseUntil: take.renewLease?.expiresAt ?? null,
-        channel: take.renewLease?.channel ?? null,
+        ...leaseRenewal(take.renewLease),
       })
       const claimed: ClaimedJob[] = []
       const heldBack: string[] = []
@@ -144,8 +150,7 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
         ends: endsAsJson(flush.ends),
         limit: flush.limit,
         passOver: JSON.stringify(flush.passOver),
-        leaseUntil: flush.renewLease?.expiresAt ?? null,
-        channel: flush.renewLease?.channel ?? null,
+        ...leaseRenewal(flush.renewLease),
       })
       const ended = new Set<number>()
       const claimed: ClaimedJob[] = []
@@ -161,13 +166,20 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     jobGetState: async (seq) => (await get(q, SQL.jobState, { seq }))?.state,
     stepDeleteMany: async (seqs) => void (await all(q, SQL.deleteSteps, { seqs: JSON.stringify(seqs) })),
 
-    workerRenew: ({ owner, expiresAt, channel }) => all(q, SQL.workerRenew, { owner, expiresAt, channel }),
+    workerRenew: ({ owner, host, pid, expiresAt, channel }) => all(q, SQL.workerRenew, { owner, host, pid, expiresAt, channel }),
     workerDelete: async (owner) => void (await all(q, SQL.workerDelete, { owner })),
     workerHasExpired: (now) => some(q, SQL.workerExpired, { now: timeBound(now) }),
     workerDeleteExpired: async (now) => (await one(q, SQL.workerDeleteExpired, { now: timeBound(now) })).count,
     jobListHeld: (owner) => all(q, SQL.heldRuns, { owner }),
     leaseRenewIfHeld: (lease) =>
-      some(q, SQL.leaseRenewIfHeld, { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt }),
+      some(q, SQL.leaseRenewIfHeld, {
+        seq: lease.seq,
+        owner: lease.owner,
+        attempt: lease.attempt,
+        host: lease.host,
+        pid: lease.pid,
+        expiresAt: lease.expiresAt,
+      }),
     jobRunningOwners: async (queue) => (await all(q, SQL.runningOwners, { queue })).map((row) => row.owner),
     leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) =>
       all(q, SQL.abandonedLeases, { queue, self, now: timeBound(now), deadOwners: JSON.stringify(deadOwners), limit }),

@@ -15,7 +15,8 @@ import { MAX_STORED_INT, MAX_TIME_MS } from '../../limits.js'
 
 /**
  * The trigger's name (and its function's), with its version: a later version installs its own, and drops the ones
- * before it. v2 clears the failed job's worker, where v1 deleted its jobs_lease row (a table since dropped).
+ * before it. v2 clears the failed job's worker, where v1 deleted the job's row of jobs_lease as it was then (one row
+ * per running job, by its `job` column).
  */
 export const PROTOCOL_TRIGGER = 'jobs_job_protocol_v2'
 

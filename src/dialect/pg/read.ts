@@ -14,7 +14,7 @@ const RATE_COLUMNS = `q.rate_limit as "rateLimit", q.rate_per::float8 as "ratePe
   case when j.state = 'waiting' then q.rate_starts::text end as "rateStarts",
   case when j.state = 'waiting' and q.rate_limit is not null then ${ms('clock_timestamp()')} end as "rateNow"`
 /** The row of the job's worker, while it runs, and the job's queue row. */
-const JOINS = `jobs_job j left join jobs_worker w on w.owner = j.owner and j.state = 'running' left join jobs_queue q on q.name = j.queue`
+const JOINS = `jobs_job j left join jobs_lease w on w.owner = j.owner and j.state = 'running' left join jobs_queue q on q.name = j.queue`
 
 /**
  * A job's row with its lease (the worker running it and the attempt, while it runs; where that worker publishes its

@@ -3,7 +3,7 @@
  * that end a run or keep a step carry the fence (terms.ts: the job running
  * this attempt for this worker) in the same statement, locking what it
  * checks, so a run that lost its lease changes nothing (JOB-16). A worker's
- * lease on all its runs is its one row of jobs_worker.
+ * lease on all its runs is its one row of jobs_lease.
  *
  * Unlike SQLite's, these statements update no counters in jobs_queue: a
  * counter row updated by every claim, end and add would make every writer of
@@ -35,7 +35,7 @@ import { kept, UNFOLDED } from './counts.js'
 /** Runnable jobs of @queue due by @now. */
 const DUE = `queue = @queue::text and ${RUNNABLE} and run_at <= ${at('@now')}`
 
-/** The worker of the row `w` of jobs_worker runs no job: no entry of jobs_job_running names it. */
+/** The worker of the row `w` of jobs_lease runs no job: no entry of jobs_job_running names it. */
 const HOLDS_NO_RUN = `not exists (select 1 from jobs_job where state = 'running' and owner = w.owner)`
 
 /** The columns a run's end writes, from RunEndParams: the job names no worker from then on. */
@@ -78,13 +78,15 @@ function endEach(j: string, e: string): string {
 const FIRST_ALONE = `(select seq, run_at from jobs_job where abandoned and ${DUE} order by ${CLAIM_ORDER} limit 1)`
 
 /**
- * A claim's renewal of the worker's row until @leaseUntil (with @channel), when it is set and the CTE `claimed` took any
- * job. Like every renewal it never shortens the row: a claim whose time was read before a step's renewal may commit
- * after it, and the step started its function on the promise of that renewal (engine/run.ts).
+ * A claim's renewal of the worker's row until @leaseUntil (with @channel, and @host and @pid where it writes the row),
+ * when it is set and the CTE `claimed` took any job. Like every renewal it never shortens the row: a claim whose time
+ * was read before a step's renewal may commit after it, and the step started its function on the promise of that
+ * renewal (engine/run.ts).
  */
-const RENEW_IF_CLAIMED = `insert into jobs_worker (owner, expires_at, channel)
-    select @owner::text, ${at('@leaseUntil')}, @channel::text where @leaseUntil::float8 is not null and exists (select 1 from claimed)
-    on conflict (owner) do update set expires_at = greatest(jobs_worker.expires_at, excluded.expires_at), channel = excluded.channel`
+const RENEW_IF_CLAIMED = `insert into jobs_lease (owner, host, pid, expires_at, channel)
+    select @owner::text, @host::text, @pid::int, ${at('@leaseUntil')}, @channel::text
+    where @leaseUntil::float8 is not null and exists (select 1 from claimed)
+    on conflict (owner) do update set expires_at = greatest(jobs_lease.expires_at, excluded.expires_at), channel = excluded.channel`
 
 /**
  * The running jobs of @queue: the entries of jobs_job_running for the queue, a few however many jobs it holds. Every
@@ -113,12 +115,17 @@ export type ClaimRow = { part: 'claimed' | 'held' } & ClaimedJob
 export type FlushRow = { part: 'ended' | 'claimed' | 'general' | 'notice' } & ClaimedJob
 
 export const SQL = {
-  /** Which of the tables the migrations make are missing, and the database the connection is on (for a client whose options do not say). */
-  schemaCheck: pgStatement<Record<never, never>, { missing: string | null; database: string; host: string; port: number }>(
+  /**
+   * Which of the tables the migrations make are missing, whether jobs_lease has the column the latest migration adds
+   * (`host`: a jobs_lease without it is an older version's, of one row per running job), and the database the
+   * connection is on (for a client whose options do not say).
+   */
+  schemaCheck: pgStatement<Record<never, never>, { missing: string | null; latest: boolean; database: string; host: string; port: number }>(
     'schemaCheck',
     `select
-      (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_worker', 'jobs_schedule', 'jobs_count']) with ordinality as t(name, ord)
+      (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule', 'jobs_count']) with ordinality as t(name, ord)
        where to_regclass(t.name) is null) as missing,
+      exists (select 1 from pg_attribute where attrelid = to_regclass('jobs_lease') and attname = 'host' and not attisdropped) as latest,
       current_database() as database, coalesce(host(inet_server_addr()), 'localhost') as host,
       coalesce(inet_server_port(), current_setting('port')::int) as port`,
   ),
@@ -321,6 +328,8 @@ export const SQL = {
       groupRoom: string | null
       otherRoom: number | null
       leaseUntil: number | null
+      host: string | null
+      pid: number | null
       channel: string | null
     },
     ClaimRow
@@ -407,6 +416,8 @@ export const SQL = {
       limit: number
       passOver: string
       leaseUntil: number | null
+      host: string | null
+      pid: number | null
       channel: string | null
     },
     FlushRow
@@ -467,26 +478,26 @@ export const SQL = {
   workerRenew: pgStatement<WorkerLease, HeldRun>(
     'workerRenew',
     `with locked as materialized (
-      select owner from jobs_worker where owner = @owner::text for no key update skip locked
+      select owner from jobs_lease where owner = @owner::text for no key update skip locked
     ), renewed as (
-      update jobs_worker set expires_at = greatest(expires_at, ${at('@expiresAt')}), channel = @channel::text
+      update jobs_lease set expires_at = greatest(expires_at, ${at('@expiresAt')}), channel = @channel::text
       where owner = (select owner from locked)
       returning 1
     ), added as (
-      insert into jobs_worker (owner, expires_at, channel)
-      select @owner::text, ${at('@expiresAt')}, @channel::text
-      where not exists (select 1 from jobs_worker where owner = @owner::text)
+      insert into jobs_lease (owner, host, pid, expires_at, channel)
+      select @owner::text, @host::text, @pid::int, ${at('@expiresAt')}, @channel::text
+      where not exists (select 1 from jobs_lease where owner = @owner::text)
       on conflict (owner) do nothing
       returning 1
     )
     select seq::float8 as job, attempts as attempt from jobs_job where state = 'running' and owner = @owner::text`,
   ),
   /** Deletes a worker's row: a worker that stopped, holding no runs. */
-  workerDelete: pgStatement<{ owner: string }>('workerDelete', `delete from jobs_worker where owner = @owner::text`),
+  workerDelete: pgStatement<{ owner: string }>('workerDelete', `delete from jobs_lease where owner = @owner::text`),
   /** The first row of a worker expired by @now that holds no run: a worker that died idle, or whose runs were taken back. */
   workerExpired: pgStatement<{ now: number }, { found: 1 }>(
     'workerExpired',
-    `select 1 as found from jobs_worker w where w.expires_at <= ${at('@now')} and ${HOLDS_NO_RUN} limit 1`,
+    `select 1 as found from jobs_lease w where w.expires_at <= ${at('@now')} and ${HOLDS_NO_RUN} limit 1`,
   ),
   /**
    * Deletes the rows of workers expired by @now that hold no run, waiting for none: a row another transaction holds
@@ -496,8 +507,8 @@ export const SQL = {
   workerDeleteExpired: pgStatement<{ now: number }, { count: number }>(
     'workerDeleteExpired',
     `with gone as (
-      delete from jobs_worker where owner = any(array(
-        select w.owner from jobs_worker w where w.expires_at <= ${at('@now')} and ${HOLDS_NO_RUN}
+      delete from jobs_lease where owner = any(array(
+        select w.owner from jobs_lease w where w.expires_at <= ${at('@now')} and ${HOLDS_NO_RUN}
         order by w.owner for update skip locked))
       returning 1
     )
@@ -511,7 +522,7 @@ export const SQL = {
     'abandonedLeases',
     `select j.seq::float8 as seq, j.owner, j.attempts as attempt, ${ms('w.expires_at')} as "expiresAt", j.attempts,
       j.max_attempts as "maxAttempts"
-    from jobs_job j left join jobs_worker w on w.owner = j.owner
+    from jobs_job j left join jobs_lease w on w.owner = j.owner
     where j.queue = @queue::text and j.state = 'running' and j.owner <> @self::text
       and (w.owner is null or w.expires_at <= ${at('@now')}
            or j.owner in (select value from jsonb_array_elements_text(@deadOwners::jsonb)))
@@ -548,17 +559,17 @@ export const SQL = {
   runningOwners: pgStatement<QueueParam, { owner: string }>('runningOwners', `select distinct owner from ${RUNNING} and owner is not null`),
 
   /**
-   * Renews the row of one run's worker until @expiresAt, writing it where it is gone, behind the fence (terms.ts: the
-   * job row locked first, then the worker's), and answers a row only if the run still holds its job: a run asks
-   * before it calls a step's function. Expired or not, a row nobody took the runs of is the worker's again, and a
-   * rescue that read it expired no longer takes them (its fence re-checks the expiry on the row it locks).
+   * Renews the row of one run's worker until @expiresAt, writing it (with @host and @pid) where it is gone, behind the
+   * fence (terms.ts: the job row locked first, then the worker's), and answers a row only if the run still holds its
+   * job: a run asks before it calls a step's function. Expired or not, a row nobody took the runs of is the worker's
+   * again, and a rescue that read it expired no longer takes them (its fence re-checks the expiry on the row it locks).
    */
-  leaseRenewIfHeld: pgStatement<LeaseParams & { expiresAt: number }, { held: 1 }>(
+  leaseRenewIfHeld: pgStatement<LeaseParams & Pick<WorkerLease, 'host' | 'pid' | 'expiresAt'>, { held: 1 }>(
     'leaseRenewIfHeld',
     `with ${fence(ONE_RUN)}
-    insert into jobs_worker (owner, expires_at)
-    select @owner::text, ${at('@expiresAt')} from fenced
-    on conflict (owner) do update set expires_at = greatest(jobs_worker.expires_at, excluded.expires_at)
+    insert into jobs_lease (owner, host, pid, expires_at)
+    select @owner::text, @host::text, @pid::int, ${at('@expiresAt')} from fenced
+    on conflict (owner) do update set expires_at = greatest(jobs_lease.expires_at, excluded.expires_at)
     returning 1 as held`,
   ),
   readStep: pgStatement<{ seq: number; name: string }, Pick<StepRow, 'answer'>>(

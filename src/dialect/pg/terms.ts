@@ -39,9 +39,9 @@ export const CLAIM_ORDER = `jobs_job.priority, jobs_job.run_at, jobs_job.seq`
  * The fence of every write a run makes (JOB-16), written once: the runs of `runs` (a select of `seq` and `attempt`)
  * whose job is running that attempt for the worker @owner, as the CTEs `fence_runs`, `fence_jobs` and `fenced(seq)`.
  * With `rescue`, the fence of a rescue's end adds the worker's row: the runs are taken only if @owner's row in
- * jobs_worker is gone or expired by @expiredBy (ms), as the rescuer read it, so that a worker that renewed its row
+ * jobs_lease is gone or expired by @expiredBy (ms), as the rescuer read it, so that a worker that renewed its row
  * since keeps its runs; a null @expiredBy (a worker whose process is gone, or the run's own end) takes them whatever
- * the row says, and locks no row of jobs_worker.
+ * the row says, and locks no row of jobs_lease.
  *
  * Each job row is locked, in seq order, then the worker's row, as every transaction of the engine takes them (an end
  * writes job rows only; a claim, a rescue and a run's renewal take the job rows, then the worker's row), and the job
@@ -71,7 +71,7 @@ export function fence(runs: string, options: { rescue?: boolean } = {}): string 
   fenced as materialized (select seq from fence_jobs)`
   return `${jobs},
   fence_worker as materialized (
-    select w.expires_at from jobs_worker w
+    select w.expires_at from jobs_lease w
     where w.owner = @owner::text and @expiredBy::float8 is not null and (select count(*) from fence_jobs) > 0
     for update of w
   ),

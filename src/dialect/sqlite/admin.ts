@@ -46,7 +46,7 @@ export const ADMIN_SQL = {
   /** A running job's lease: its worker, the attempt, and until when the worker's row holds it (null: gone). */
   jobLease: statement<[seq: number], { owner: string; attempt: number; expiresAt: number | null }>(
     `select j.owner, j.attempts as attempt, w.expires_at as expiresAt
-    from jobs_job j left join jobs_worker w on w.owner = j.owner where j.seq = ? and j.state = 'running' and j.owner is not null`,
+    from jobs_job j left join jobs_lease w on w.owner = j.owner where j.seq = ? and j.state = 'running' and j.owner is not null`,
   ),
   /** Every job of a queue in add order: for the testing helpers, on small test databases. */
   queueJobs: statement<[queue: string], AdminJobRow>(`select ${JOB} from jobs_job where queue = ? order by seq`),

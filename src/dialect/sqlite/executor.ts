@@ -202,7 +202,16 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     workerDeleteExpired: (now) => mapAnswer(sql.workerDeleteExpired.run({ now }), (result) => result.changes),
     jobListHeld: (owner) => sql.heldRuns.all(owner),
     leaseRenewIfHeld: (lease) =>
-      changedOne(sql.leaseRenewIfHeld.run({ seq: lease.seq, owner: lease.owner, attempt: lease.attempt, expiresAt: lease.expiresAt })),
+      changedOne(
+        sql.leaseRenewIfHeld.run({
+          seq: lease.seq,
+          owner: lease.owner,
+          attempt: lease.attempt,
+          host: lease.host,
+          pid: lease.pid,
+          expiresAt: lease.expiresAt,
+        }),
+      ),
     jobRunningOwners: (queue) => sql.runningOwners.all(queue),
     leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) =>
       sql.abandonedLeases.all({ queue, self, now, deadOwners: JSON.stringify(deadOwners), limit }),

@@ -10,7 +10,7 @@ import { LIMIT, RUNNABLE } from './terms.js'
 const RATE_COLUMNS = `q.rate_limit as rateLimit, q.rate_per as ratePer, q.rate_per_group as ratePerGroup,
   case when j.state = 'waiting' then q.rate_starts end as rateStarts, null as rateNow`
 /** The job's worker (while it runs) and queue row. */
-const JOINS = `jobs_job j left join jobs_worker w on w.owner = j.owner and j.state = 'running' left join jobs_queue q on q.name = j.queue`
+const JOINS = `jobs_job j left join jobs_lease w on w.owner = j.owner and j.state = 'running' left join jobs_queue q on q.name = j.queue`
 
 /** A job's row with its run's worker, as snapshots are built from. The result is read only once the job has ended. */
 const JOB_COLUMNS = `j.seq, j.queue, j.id, j.grp, j.state, j.priority, j.run_at as runAt, j.attempts,

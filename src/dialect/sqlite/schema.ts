@@ -13,7 +13,7 @@ import { SQL } from './statements.js'
  * Every table the migrations make, each named when the check fails. Jobs need all but jobs_schedule, which
  * only schedules need (they say so themselves): tables of a version before schedules still run jobs.
  */
-const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_worker', 'jobs_schedule'] as const
+const TABLES = ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule'] as const
 const FOR_SCHEDULES_ONLY: ReadonlySet<string> = new Set(['jobs_schedule'])
 
 /** What SCHEMA_MISSING tells the app to do. @internal */
@@ -51,7 +51,7 @@ export function* checkSchema<K extends Kind>(
   if ((yield* ask(check.latestColumnPresent.get())) === 0) {
     throw new JobsError(
       'SCHEMA_MISSING',
-      `the jobs_* tables are an older version's (jobs_job has no owner column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``,
+      `the jobs_* tables are an older version's (jobs_lease has no host column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``,
     )
   }
 }

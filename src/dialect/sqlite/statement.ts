@@ -12,7 +12,7 @@
 import type { Kind, Result } from '../executor.js'
 import { andThen, type Program } from '../program.js'
 
-export type { JobRow, QueueRow, StepRow, WorkerRow } from '../index.js'
+export type { JobRow, LeaseRow, QueueRow, StepRow } from '../index.js'
 
 /**
  * A statement's SQL, with `P` the arguments its calls take, `R` what one row reads as (a plucked

@@ -44,8 +44,8 @@ function markRunning(jobs: string): string {
     where ${jobs} and ${RUNNABLE}`
 }
 
-/** The worker of the row `jobs_worker` runs no job. */
-const HOLDS_NO_RUN = `not exists (select 1 from jobs_job indexed by jobs_job_running where state = 'running' and owner = jobs_worker.owner)`
+/** The worker of the row `jobs_lease` runs no job. */
+const HOLDS_NO_RUN = `not exists (select 1 from jobs_job indexed by jobs_job_running where state = 'running' and owner = jobs_lease.owner)`
 
 /** A value bound to one of insertJobRows' per-job parameters. */
 type JobParam = string | number | null
@@ -68,13 +68,16 @@ function insertJobRows(rows: number) {
 
 export const SQL = {
   tablesPresent: statement<[], string>(
-    `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_worker', 'jobs_schedule')`,
+    `select name from sqlite_master where type = 'table' and name in ('jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule')`,
     { pluck: true },
   ),
   triggersPresent: single<[], number>(`select count(*) from sqlite_master where type = 'trigger' and name in
     ('jobs_job_counts_insert_v4', 'jobs_job_counts_update_v4', 'jobs_job_counts_delete_v1', 'jobs_job_protocol_v2', 'jobs_queue_counts_kept_v1')`),
-  /** The column that the latest migration adds: without it the tables are an older version's. */
-  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_job') where name = 'owner'`),
+  /**
+   * The column that the latest migration adds: without it the tables are an older version's (one whose jobs_lease
+   * held a row per running job).
+   */
+  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_lease') where name = 'host'`),
   dataVersion: single<[], number>(`pragma data_version`),
   /** The main database's file: '' for one in memory. */
   mainFile: statement<[], string>(`select file from pragma_database_list where name = 'main'`, { pluck: true }),
@@ -230,18 +233,19 @@ export const SQL = {
   deleteStepsOfAll: statement<[{ seqs: string }], never>(`delete from jobs_step where job ${IN_SEQS}`),
 
   /**
-   * Renews a worker's row until @expiresAt, or writes it again if it is gone (deleted while the worker was stalled:
-   * its jobs were taken back already, and the fence keeps its old runs from writing).
+   * Renews a worker's row until @expiresAt, or writes it again, with its host and pid, if it is gone (deleted while
+   * the worker was stalled: its jobs were taken back already, and the fence keeps its old runs from writing).
    */
-  workerRenew: statement<[WorkerLease], never>(`insert into jobs_worker (owner, expires_at, channel) values (@owner, @expiresAt, @channel)
+  workerRenew: statement<[WorkerLease], never>(`insert into jobs_lease (owner, host, pid, expires_at, channel)
+    values (@owner, @host, @pid, @expiresAt, @channel)
     on conflict (owner) do update set expires_at = max(expires_at, excluded.expires_at), channel = excluded.channel`),
-  workerDelete: statement<[owner: string], never>(`delete from jobs_worker where owner = ?`),
+  workerDelete: statement<[owner: string], never>(`delete from jobs_lease where owner = ?`),
   /** The first row of a worker expired by @now that holds no run: a worker that died idle, or whose runs were taken back. */
-  workerExpired: statement<[{ now: number }], 1>(`select 1 from jobs_worker where expires_at <= @now and ${HOLDS_NO_RUN} limit 1`, {
+  workerExpired: statement<[{ now: number }], 1>(`select 1 from jobs_lease where expires_at <= @now and ${HOLDS_NO_RUN} limit 1`, {
     pluck: true,
   }),
   /** Deletes the rows of workers expired by @now that hold no run: a worker that comes back writes its row again. */
-  workerDeleteExpired: statement<[{ now: number }], never>(`delete from jobs_worker where expires_at <= @now and ${HOLDS_NO_RUN}`),
+  workerDeleteExpired: statement<[{ now: number }], never>(`delete from jobs_lease where expires_at <= @now and ${HOLDS_NO_RUN}`),
   /** The runs a worker holds: a run missing here had its lease taken (a cancel, a rescue). */
   heldRuns: statement<[owner: string], HeldRun>(
     `select seq as job, attempts as attempt from jobs_job indexed by jobs_job_running where state = 'running' and owner = ?`,
@@ -254,7 +258,7 @@ export const SQL = {
     [{ queue: string; self: string; now: number; deadOwners: string; limit: number }],
     AbandonedLease
   >(`select j.seq, j.owner, j.attempts as attempt, w.expires_at as expiresAt, j.attempts, j.max_attempts as maxAttempts
-    from jobs_job j indexed by jobs_job_running left join jobs_worker w on w.owner = j.owner
+    from jobs_job j indexed by jobs_job_running left join jobs_lease w on w.owner = j.owner
     where j.queue = @queue and j.state = 'running' and j.owner is not null and j.owner <> @self
       and (w.owner is null or w.expires_at <= @now or j.owner in (select value from json_each(@deadOwners)))
     ${LIMIT}`),
@@ -284,10 +288,13 @@ export const SQL = {
 
   /**
    * Renews the row of a run's worker until @expiresAt, behind the fence, only if the run still holds its job: a run
-   * asks before it calls a step's function. A row deleted meanwhile is written again.
+   * asks before it calls a step's function. A row deleted meanwhile is written again, with its host and pid.
    */
-  leaseRenewIfHeld: statement<[LeaseParams & { expiresAt: number }], never>(`insert into jobs_worker (owner, expires_at)
-    select @owner, @expiresAt from jobs_job where seq = @seq and ${fence('jobs_job', '@attempt')}
+  leaseRenewIfHeld: statement<
+    [LeaseParams & Pick<WorkerLease, 'host' | 'pid' | 'expiresAt'>],
+    never
+  >(`insert into jobs_lease (owner, host, pid, expires_at)
+    select @owner, @host, @pid, @expiresAt from jobs_job where seq = @seq and ${fence('jobs_job', '@attempt')}
     on conflict (owner) do update set expires_at = max(expires_at, excluded.expires_at)`),
   readStep: statement<[seq: number, name: string], StepRow['answer']>(`select answer from jobs_step where job = ? and name = ?`, {
     pluck: true,
@@ -311,9 +318,10 @@ export const SQL = {
 } as const
 
 /**
- * Triggers of earlier versions whose programs name a table since dropped (jobs_lease): SQLite compiles a table's
- * triggers into every statement that writes it, so none of the engine's statements would prepare while one is
- * there. A connection that may write drops them before it prepares (the install then makes the new ones).
+ * Triggers of earlier versions whose programs name a table since dropped, or its columns (jobs_lease of one row per
+ * running job, whose `job` column today's jobs_lease lacks): SQLite compiles a table's triggers into every statement
+ * that writes it, so none of the engine's statements would prepare while one is there. A connection that may write
+ * drops them before it prepares (the install then makes the new ones).
  */
 export const OBSOLETE_TRIGGERS = ['jobs_job_protocol_v1'] as const
 export const TRIGGER_PRESENT = statement<[name: string], 1>(`select 1 from sqlite_master where type = 'trigger' and name = ?`, {

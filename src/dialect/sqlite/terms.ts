@@ -37,4 +37,4 @@ export function fence(job: string, attempt: string, rescue?: 'rescue'): string {
  * null (an owner whose process is gone) takes them whatever the expiry. A run whose worker's row expired but that
  * nobody took still holds its job: the expiry alone changes nothing.
  */
-const RESCUABLE = `(@expiredBy is null or coalesce((select expires_at from jobs_worker where owner = @owner), -1e308) <= @expiredBy)`
+const RESCUABLE = `(@expiredBy is null or coalesce((select expires_at from jobs_lease where owner = @owner), -1e308) <= @expiredBy)`
