@@ -4,7 +4,7 @@ import { afterEach, expect, test, vi } from 'vitest'
 import { defineQueue, enqueue, enqueueMany, work, type Worker } from '../src/index.js'
 import { drain } from '../src/testing/index.js'
 import { MIGRATIONS, freshDb, openDb, removeTempDirs, tempDir, type TestDb } from './helpers/db.js'
-import { killChildren, startFixture, type Child } from './helpers/processes.js'
+import { killChildren, STARTUP_MS, started, startFixture, type Child } from './helpers/processes.js'
 import { waitFor } from './helpers/wait.js'
 
 let t: TestDb | undefined
@@ -25,74 +25,79 @@ interface Moment {
   stored: number | null
 }
 
-test("JOB-19 worker processes whose definitions differ (concurrency 1, then 4, then 1) run under one stored limit, the last started one's, never above it", async () => {
-  t = freshDb()
-  t.client.exec('create table gauge (name text primary key, now integer not null)')
-  t.client.exec(
-    'create table moments (at integer primary key, pid integer not null, running integer not null, mine integer not null, stored integer)',
-  )
-  const shared = defineQueue<{ n: number }>('shared')
-  const stored = () =>
-    t!.client.prepare(`select concurrency, limits_set_at as setAt from jobs_queue where name = 'shared'`).get() as
-      | { concurrency: number | null; setAt: number | null }
-      | undefined
-  const done = () => t!.client.prepare(`select count(*) from jobs_job where state = 'done'`).pluck().get() as number
-  let added = 0
-  /** Runs `n` jobs through whatever workers run now, from an idle queue to an idle queue, so no limit changes while jobs run. */
-  async function runJobs(n: number): Promise<Moment[]> {
-    const first = (t!.client.prepare('select coalesce(max(at), 0) from moments').pluck().get() as number) + 1
-    enqueueMany(
-      t!.db,
-      shared,
-      Array.from({ length: n }, () => ({ value: { n: added++ } })),
+test(
+  "JOB-19 worker processes whose definitions differ (concurrency 1, then 4, then 1) run under one stored limit, the last started one's, never above it",
+  async () => {
+    t = freshDb()
+    t.client.exec('create table gauge (name text primary key, now integer not null)')
+    t.client.exec(
+      'create table moments (at integer primary key, pid integer not null, running integer not null, mine integer not null, stored integer)',
     )
-    await waitFor(() => done() === added, `all ${added} jobs to be done`, 45_000)
-    return t!.client.prepare('select pid, running, mine, stored from moments where at >= ?').all(first) as Moment[]
-  }
-  async function startWorker(concurrency: number, slots: number): Promise<Child> {
-    const before = stored()?.setAt ?? null
-    const child = startFixture('limits-worker.ts', [t!.file, String(concurrency), String(slots)])
-    await waitFor(() => child.output().includes('working'), 'the worker process to start', 30_000)
-    await waitFor(
-      () => stored()?.setAt !== before && stored()?.concurrency === concurrency,
-      `concurrency ${concurrency} to be stored`,
-      30_000,
-    )
-    return child
-  }
-  const warnings = (child: Child) =>
-    child
-      .output()
-      .split('\n')
-      .filter((line) => line.startsWith('warning '))
+    const shared = defineQueue<{ n: number }>('shared')
+    const stored = () =>
+      t!.client.prepare(`select concurrency, limits_set_at as setAt from jobs_queue where name = 'shared'`).get() as
+        | { concurrency: number | null; setAt: number | null }
+        | undefined
+    const done = () => t!.client.prepare(`select count(*) from jobs_job where state = 'done'`).pluck().get() as number
+    let added = 0
+    /** Runs `n` jobs through whatever workers run now, from an idle queue to an idle queue, so no limit changes while jobs run. */
+    async function runJobs(n: number): Promise<Moment[]> {
+      const first = (t!.client.prepare('select coalesce(max(at), 0) from moments').pluck().get() as number) + 1
+      enqueueMany(
+        t!.db,
+        shared,
+        Array.from({ length: n }, () => ({ value: { n: added++ } })),
+      )
+      await waitFor(() => done() === added, `all ${added} jobs to be done`, 45_000)
+      return t!.client.prepare('select pid, running, mine, stored from moments where at >= ?').all(first) as Moment[]
+    }
+    async function startWorker(concurrency: number, slots: number): Promise<Child> {
+      const before = stored()?.setAt ?? null
+      const child = startFixture('limits-worker.ts', [t!.file, String(concurrency), String(slots)])
+      await started(child, 'working', 'the worker process to start')
+      await waitFor(
+        () => stored()?.setAt !== before && stored()?.concurrency === concurrency,
+        `concurrency ${concurrency} to be stored`,
+        30_000,
+      )
+      return child
+    }
+    const warnings = (child: Child) =>
+      child
+        .output()
+        .split('\n')
+        .filter((line) => line.startsWith('warning '))
 
-  // A, defined with concurrency 1 and 4 slots, alone: its limit is stored and holds.
-  const a = await startWorker(1, 4)
-  const alone = await runJobs(12)
-  expect(alone).toHaveLength(12)
-  for (const moment of alone) expect(moment).toMatchObject({ stored: 1, running: 1 })
+    // A, defined with concurrency 1 and 4 slots, alone: its limit is stored and holds.
+    const a = await startWorker(1, 4)
+    const alone = await runJobs(12)
+    expect(alone).toHaveLength(12)
+    for (const moment of alone) expect(moment).toMatchObject({ stored: 1, running: 1 })
 
-  // B, defined with concurrency 4 but only 2 slots, starts: 4 is in force in both, so A runs more than its own 1.
-  const b = await startWorker(4, 2)
-  const raised = await runJobs(80)
-  for (const moment of raised) expect(moment.stored).toBe(4)
-  for (const moment of raised) expect(moment.running).toBeLessThanOrEqual(4)
-  expect(Math.max(...raised.map((moment) => moment.running))).toBe(4)
-  expect(Math.max(...raised.filter((moment) => moment.pid === a.process.pid).map((moment) => moment.mine))).toBeGreaterThanOrEqual(2)
-  expect(Math.max(...raised.filter((moment) => moment.pid === b.process.pid).map((moment) => moment.mine))).toBeLessThanOrEqual(2)
+    // B, defined with concurrency 4 but only 2 slots, starts: 4 is in force in both, so A runs more than its own 1.
+    const b = await startWorker(4, 2)
+    const raised = await runJobs(80)
+    for (const moment of raised) expect(moment.stored).toBe(4)
+    for (const moment of raised) expect(moment.running).toBeLessThanOrEqual(4)
+    expect(Math.max(...raised.map((moment) => moment.running))).toBe(4)
+    expect(Math.max(...raised.filter((moment) => moment.pid === a.process.pid).map((moment) => moment.mine))).toBeGreaterThanOrEqual(2)
+    expect(Math.max(...raised.filter((moment) => moment.pid === b.process.pid).map((moment) => moment.mine))).toBeLessThanOrEqual(2)
 
-  // C, defined with concurrency 1, starts last: 1 is in force in all three, B's definition of 4 included.
-  const c = await startWorker(1, 4)
-  const lowered = await runJobs(30)
-  for (const moment of lowered) expect(moment).toMatchObject({ stored: 1, running: 1 })
+    // C, defined with concurrency 1, starts last: 1 is in force in all three, B's definition of 4 included.
+    const c = await startWorker(1, 4)
+    const lowered = await runJobs(30)
+    for (const moment of lowered) expect(moment).toMatchObject({ stored: 1, running: 1 })
 
-  // Each start that replaced other limits warned once, naming the queue and both values.
-  expect(warnings(a)).toEqual([])
-  expect(warnings(b)).toHaveLength(1)
-  expect(warnings(b)[0]).toMatch(/queue 'shared'.*concurrency \{ total: 1 \}.*concurrency \{ total: 4 \}/)
-  expect(warnings(c)).toHaveLength(1)
-  expect(warnings(c)[0]).toMatch(/queue 'shared'.*concurrency \{ total: 4 \}.*concurrency \{ total: 1 \}/)
-})
+    // Each start that replaced other limits warned once, naming the queue and both values.
+    expect(warnings(a)).toEqual([])
+    expect(warnings(b)).toHaveLength(1)
+    expect(warnings(b)[0]).toMatch(/queue 'shared'.*concurrency \{ total: 1 \}.*concurrency \{ total: 4 \}/)
+    expect(warnings(c)).toHaveLength(1)
+    expect(warnings(c)[0]).toMatch(/queue 'shared'.*concurrency \{ total: 4 \}.*concurrency \{ total: 1 \}/)
+    // Three starts, each with the wait for its limits to be stored, and three batches of jobs.
+  },
+  3 * (STARTUP_MS + 30_000 + 45_000) + 30_000,
+)
 
 test('JOB-19 a worker started with other limits replaces them and warns once, naming both; the same limits warn nothing; no limit stored is no limit', async () => {
   t = freshDb()
