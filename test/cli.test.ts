@@ -15,7 +15,7 @@ import { drain, runSchedule } from '../src/testing/index.js'
 import { freshDb, removeTempDirs, tempDir } from './helpers/db.js'
 import { DIALECTS, eachContractDb } from './helpers/dialects.js'
 import { databaseUrl, freshPgDb, pgServerUrl } from './helpers/pg.js'
-import { startFixture } from './helpers/processes.js'
+import { STARTUP_MS, started, startFixture } from './helpers/processes.js'
 import { startDashboardCommand } from './helpers/dashboard.js'
 import { waitFor } from './helpers/wait.js'
 
@@ -193,16 +193,21 @@ describe.each(DIALECTS)('%s', (dialect) => {
       })
     })
 
-    test(`${on} shows a running job's steps and lease`, async () => {
-      const q = defineQueue<{ hold?: boolean }>('admin')
-      const child = startFixture('admin-child.ts', [t.address])
-      await enqueue(t.db, q, { hold: true }, { id: 'busy' })
-      await waitFor(() => child.output().includes('running busy'), 'the worker process to run the job')
-      const ran = await cli('show', 'busy', '--db', t.address)
-      expect(ran.stdout).toMatch(/state {6}running\n/)
-      expect(ran.stdout).toMatch(new RegExp(`lease {6}attempt 1 by \\S+/${child.process.pid}/\\S+, expires in \\d+s`))
-      expect(ran.stdout).toContain('steps\n  one: "kept"')
-    })
+    test(
+      `${on} shows a running job's steps and lease`,
+      async () => {
+        const q = defineQueue<{ hold?: boolean }>('admin')
+        const child = startFixture('admin-child.ts', [t.address])
+        await enqueue(t.db, q, { hold: true }, { id: 'busy' })
+        await started(child, 'ready', 'the worker process to start')
+        await waitFor(() => child.output().includes('running busy'), 'the worker process to run the job')
+        const ran = await cli('show', 'busy', '--db', t.address)
+        expect(ran.stdout).toMatch(/state {6}running\n/)
+        expect(ran.stdout).toMatch(new RegExp(`lease {6}attempt 1 by \\S+/${child.process.pid}/\\S+, expires in \\d+s`))
+        expect(ran.stdout).toContain('steps\n  one: "kept"')
+      },
+      STARTUP_MS + 60_000,
+    )
   })
 
   describe('retry and cancel', () => {
@@ -220,28 +225,37 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(await cli('retry', 'nope', '--queue', 'replies', '--db', t.address)).toMatchObject({ code: 4 })
     })
 
-    test(`${on} cancel ends a waiting job; a running job in a worker process is aborted within its poll interval`, async () => {
-      await seed()
-      expect(await cli('cancel', 'reply:3', '--db', t.address, '--json')).toMatchObject({
-        code: 0,
-        stdout: expect.stringContaining('"canceled": true'),
-      })
-      expect((await jobRow('reply:3'))!.state).toBe('canceled')
-      const again = await cli('cancel', 'reply:3', '--db', t.address)
-      expect(again).toMatchObject({
-        code: 5,
-        stderr: "drizzle-jobs: job 'reply:3' of queue 'replies' has already ended (canceled); nothing changed\n",
-      })
+    test(
+      `${on} cancel ends a waiting job; a running job in a worker process is aborted within its poll interval`,
+      async () => {
+        await seed()
+        expect(await cli('cancel', 'reply:3', '--db', t.address, '--json')).toMatchObject({
+          code: 0,
+          stdout: expect.stringContaining('"canceled": true'),
+        })
+        expect((await jobRow('reply:3'))!.state).toBe('canceled')
+        const again = await cli('cancel', 'reply:3', '--db', t.address)
+        expect(again).toMatchObject({
+          code: 5,
+          stderr: "drizzle-jobs: job 'reply:3' of queue 'replies' has already ended (canceled); nothing changed\n",
+        })
 
-      const q = defineQueue<{ hold?: boolean }>('admin')
-      const child = startFixture('admin-child.ts', [t.address])
-      await enqueue(t.db, q, { hold: true }, { id: 'long' })
-      await waitFor(() => child.output().includes('running long'), 'the worker process to run the job')
-      expect(await cli('cancel', 'long', '--db', t.address)).toMatchObject({ code: 0, stdout: "job 'long' of queue 'admin' is canceled\n" })
-      await waitFor(() => child.output().includes('aborted long LEASE_LOST'), 'the worker process to abort the run')
-      expect(await jobRow('long', 'admin')).toMatchObject({ state: 'canceled', result: null })
-      expect(await t.held()).toBe(0)
-    })
+        const q = defineQueue<{ hold?: boolean }>('admin')
+        const child = startFixture('admin-child.ts', [t.address])
+        await enqueue(t.db, q, { hold: true }, { id: 'long' })
+        await started(child, 'ready', 'the worker process to start')
+        await waitFor(() => child.output().includes('running long'), 'the worker process to run the job')
+        expect(await cli('cancel', 'long', '--db', t.address)).toMatchObject({
+          code: 0,
+          stdout: "job 'long' of queue 'admin' is canceled\n",
+        })
+        await waitFor(() => child.output().includes('aborted long LEASE_LOST'), 'the worker process to abort the run')
+        expect(await jobRow('long', 'admin')).toMatchObject({ state: 'canceled', result: null })
+        expect(await t.held()).toBe(0)
+      },
+      // The worker's start, its two waits, and three commands (30 s each at most).
+      STARTUP_MS + 150_000,
+    )
   })
 
   describe('pause, resume and prune', () => {
@@ -523,25 +537,29 @@ describe('errors and exit codes', () => {
 })
 
 describe('PGlite: a data directory', () => {
-  test('JOB-13 [pglite] --db names a PGlite data directory: while the app that opened it runs, exit 3 naming its process; once it is gone, the commands read it', async () => {
-    const dir = join(tempDir(), 'data')
-    const app = startFixture('pglite-child.ts', [dir])
-    try {
-      await waitFor(() => app.output().includes('ready'), 'the app to open its database', 30_000)
-      const pid = Number(/ready (\d+)/.exec(app.output())![1])
-      const refused = await cli('status', '--db', dir)
-      expect(refused.code).toBe(3)
-      expect(refused.stderr).toContain(`the PGlite data directory ${dir} is open in process ${pid}: PGlite serves one process`)
-    } finally {
-      app.process.kill('SIGKILL')
-      await app.exited
-    }
-    const shown = await cli('show', 'from-the-child', '--db', dir, '--json')
-    expect(shown.code, shown.stderr).toBe(0)
-    expect(json(shown)).toMatchObject({ id: 'from-the-child', queue: 'replies', value: { n: 1 } })
-    // The tool let go of the directory as it ended: the app may open it again.
-    expect(existsSync(join(dir, LOCK_FILE))).toBe(false)
-  })
+  test(
+    'JOB-13 [pglite] --db names a PGlite data directory: while the app that opened it runs, exit 3 naming its process; once it is gone, the commands read it',
+    async () => {
+      const dir = join(tempDir(), 'data')
+      const app = startFixture('pglite-child.ts', [dir])
+      try {
+        await started(app, 'ready', 'the app to start and open its database')
+        const pid = Number(/ready (\d+)/.exec(app.output())![1])
+        const refused = await cli('status', '--db', dir)
+        expect(refused.code).toBe(3)
+        expect(refused.stderr).toContain(`the PGlite data directory ${dir} is open in process ${pid}: PGlite serves one process`)
+      } finally {
+        app.process.kill('SIGKILL')
+        await app.exited
+      }
+      const shown = await cli('show', 'from-the-child', '--db', dir, '--json')
+      expect(shown.code, shown.stderr).toBe(0)
+      expect(json(shown)).toMatchObject({ id: 'from-the-child', queue: 'replies', value: { n: 1 } })
+      // The tool let go of the directory as it ended: the app may open it again.
+      expect(existsSync(join(dir, LOCK_FILE))).toBe(false)
+    },
+    STARTUP_MS + 90_000,
+  )
 
   test('a directory that is neither a SQLite file nor a PGlite data directory exits 3 saying what --db takes', async () => {
     const dir = tempDir()

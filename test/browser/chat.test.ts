@@ -11,6 +11,7 @@ import Database from 'better-sqlite3'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { launchBrowser, screenshot, startWebProcess, type WebProcess } from '../helpers/browser.js'
+import { STARTUP_MS } from '../helpers/processes.js'
 import { removeTempDirs, tempDir } from '../helpers/db.js'
 import { DIALECTS, type DialectName } from '../helpers/dialects.js'
 import { freshPgDb } from '../helpers/pg.js'
@@ -212,139 +213,156 @@ function sampleRateStarts(db: ChatDatabase): { starts(): number[]; stop(): Promi
   return { starts: () => [...seen].sort((a, b) => a - b), stop }
 }
 
+/** A chat test's timeout: the chat's start (its processes', node --import tsx each), then its waits (20 s each, 40 s for the replies). */
+const CHAT_TEST_MS = STARTUP_MS + 120_000
+
 describe.each(DIALECTS)('%s', (dialect) => {
   const on = `[${dialect}]`
   /** Screenshots of the SQLite chat keep their names; the PostgreSQL chat's are named after it. */
   const shot = (page: Page, name: string) => screenshot(page, dialect === 'sqlite' ? name : name.replace('chat-', 'chat-pg-'))
 
-  test(`JOB-11 ${on} the chat page shows "N ahead", "thinking" and every reply once, with two web processes and concurrency 4 across them`, async () => {
-    const chat = await startChat(dialect, 2, '1000-1400')
-    const running = sampleRunning(chat.db)
-    const [alice, bob] = [await openUser(chat.url), await openUser(chat.url)]
-    const asks = {
-      alice: ['Hello there !fail', 'What is SQLite?', 'Tell me a joke', 'How are you?'],
-      bob: ['Hi !slow', 'What is Drizzle?', 'Why a queue?', 'Thanks'],
-    }
-    await Promise.all([post(alice, asks.alice), post(bob, asks.bob)])
-    // Eight replies, four at once: some wait, and say how many are ahead of them.
-    await waitFor(
-      async () => (await Promise.all([alice, bob].map(seenOn))).flat().some((s) => /\d+ ahead/.test(s.status ?? '')),
-      'a reply waiting its turn',
-    )
-    await shot(alice, 'chat-waiting')
-    await waitFor(async () => (await seenOn(bob)).some((s) => s.status === 'thinking…'), 'a reply thinking')
-    await shot(bob, 'chat-thinking')
-
-    const shown = await Promise.all([allReplied(alice, 4), allReplied(bob, 4)])
-    await running.stop()
-    await shot(alice, 'chat-replied')
-    const stored = await storedReplies(chat.db)
-    expect(stored.asked).toHaveLength(8)
-    expect(stored.copies).toEqual(Array(8).fill(1))
-    for (const replies of shown) {
-      for (const [messageId, text] of replies) {
-        expect(text.length).toBeGreaterThan(0)
-        expect(text).toBe(stored.replies.get(messageId))
+  test(
+    `JOB-11 ${on} the chat page shows "N ahead", "thinking" and every reply once, with two web processes and concurrency 4 across them`,
+    async () => {
+      const chat = await startChat(dialect, 2, '1000-1400')
+      const running = sampleRunning(chat.db)
+      const [alice, bob] = [await openUser(chat.url), await openUser(chat.url)]
+      const asks = {
+        alice: ['Hello there !fail', 'What is SQLite?', 'Tell me a joke', 'How are you?'],
+        bob: ['Hi !slow', 'What is Drizzle?', 'Why a queue?', 'Thanks'],
       }
-    }
-    const seen = [...(await seenOn(alice)), ...(await seenOn(bob))]
-    const byReply = new Map<string, Seen[]>()
-    for (const s of seen) byReply.set(s.reply, [...(byReply.get(s.reply) ?? []), s])
-    expect(byReply.size).toBe(8)
-    for (const [reply, events] of byReply) {
-      // Each reply arrived once: it entered "done" a single time, and showed "thinking" while it ran.
+      await Promise.all([post(alice, asks.alice), post(bob, asks.bob)])
+      // Eight replies, four at once: some wait, and say how many are ahead of them.
+      await waitFor(
+        async () => (await Promise.all([alice, bob].map(seenOn))).flat().some((s) => /\d+ ahead/.test(s.status ?? '')),
+        'a reply waiting its turn',
+      )
+      await shot(alice, 'chat-waiting')
+      await waitFor(async () => (await seenOn(bob)).some((s) => s.status === 'thinking…'), 'a reply thinking')
+      await shot(bob, 'chat-thinking')
+
+      const shown = await Promise.all([allReplied(alice, 4), allReplied(bob, 4)])
+      await running.stop()
+      await shot(alice, 'chat-replied')
+      const stored = await storedReplies(chat.db)
+      expect(stored.asked).toHaveLength(8)
+      expect(stored.copies).toEqual(Array(8).fill(1))
+      for (const replies of shown) {
+        for (const [messageId, text] of replies) {
+          expect(text.length).toBeGreaterThan(0)
+          expect(text).toBe(stored.replies.get(messageId))
+        }
+      }
+      const seen = [...(await seenOn(alice)), ...(await seenOn(bob))]
+      const byReply = new Map<string, Seen[]>()
+      for (const s of seen) byReply.set(s.reply, [...(byReply.get(s.reply) ?? []), s])
+      expect(byReply.size).toBe(8)
+      for (const [reply, events] of byReply) {
+        // Each reply arrived once: it entered "done" a single time, and showed "thinking" while it ran.
+        expect(
+          events.filter((e) => e.state === 'done'),
+          `reply to ${reply}`,
+        ).toHaveLength(1)
+        expect(
+          events.some((e) => e.status === 'thinking…'),
+          `reply to ${reply} thinking`,
+        ).toBe(true)
+      }
+      expect(seen.some((s) => /^\d+ ahead$/.test(s.status ?? '') && s.status !== '0 ahead')).toBe(true)
+      // The reply that failed once shows its retry, and the one told to slow down its snooze.
+      // Found by its text: the two users post at once, so either may have the first message.
+      const failedOnce = stored.failing
       expect(
-        events.filter((e) => e.state === 'done'),
-        `reply to ${reply}`,
-      ).toHaveLength(1)
-      expect(
-        events.some((e) => e.status === 'thinking…'),
-        `reply to ${reply} thinking`,
+        byReply.get(String(failedOnce))!.some((e) => /attempt 1 of 5 failed \(the model is overloaded.*trying again/.test(e.status ?? '')),
       ).toBe(true)
-    }
-    expect(seen.some((s) => /^\d+ ahead$/.test(s.status ?? '') && s.status !== '0 ahead')).toBe(true)
-    // The reply that failed once shows its retry, and the one told to slow down its snooze.
-    // Found by its text: the two users post at once, so either may have the first message.
-    const failedOnce = stored.failing
-    expect(
-      byReply.get(String(failedOnce))!.some((e) => /attempt 1 of 5 failed \(the model is overloaded.*trying again/.test(e.status ?? '')),
-    ).toBe(true)
-    const slowed = await bob.$$eval('[data-reply-to]', (nodes) => (nodes[0] as HTMLElement).dataset.replyTo!)
-    expect(byReply.get(slowed)!.some((e) => /slow down; trying again/.test(e.status ?? ''))).toBe(true)
-    expect(running.max()).toBe(4)
-  })
+      const slowed = await bob.$$eval('[data-reply-to]', (nodes) => (nodes[0] as HTMLElement).dataset.replyTo!)
+      expect(byReply.get(slowed)!.some((e) => /slow down; trying again/.test(e.status ?? ''))).toBe(true)
+      expect(running.max()).toBe(4)
+    },
+    CHAT_TEST_MS,
+  )
 
-  test(`JOB-05 ${on} a web process SIGKILLed in the middle of a reply: the reply still arrives, once, on the page`, async () => {
-    const chat = await startChat(dialect, 2, '1800-2200')
-    const carol = await openUser(chat.url)
-    await post(carol, ['First question', 'Second question', 'Third question'])
-    await waitFor(async () => (await seenOn(carol)).filter((s) => s.status === 'thinking…').length >= 2, 'replies thinking')
-    const lease = await waitFor(
-      async () =>
-        (
-          await chat.db.query<{ id: string; owner: string }>(`select id, owner from jobs_job where owner is not null order by seq limit 1`)
-        )[0],
-      'a running reply',
-    )
-    const pid = Number(lease.owner.split('/')[1])
-    expect(pid).not.toBe(chat.web.process.pid)
-    process.kill(pid, 'SIGKILL')
-    await shot(carol, 'chat-killed')
-    await waitFor(() => chat.web.output().includes(`web process ${pid} ended (SIGKILL)`), 'the chat to notice the killed process')
+  test(
+    `JOB-05 ${on} a web process SIGKILLed in the middle of a reply: the reply still arrives, once, on the page`,
+    async () => {
+      const chat = await startChat(dialect, 2, '1800-2200')
+      const carol = await openUser(chat.url)
+      await post(carol, ['First question', 'Second question', 'Third question'])
+      await waitFor(async () => (await seenOn(carol)).filter((s) => s.status === 'thinking…').length >= 2, 'replies thinking')
+      const lease = await waitFor(
+        async () =>
+          (
+            await chat.db.query<{ id: string; owner: string }>(
+              `select id, owner from jobs_job where owner is not null order by seq limit 1`,
+            )
+          )[0],
+        'a running reply',
+      )
+      const pid = Number(lease.owner.split('/')[1])
+      expect(pid).not.toBe(chat.web.process.pid)
+      process.kill(pid, 'SIGKILL')
+      await shot(carol, 'chat-killed')
+      await waitFor(() => chat.web.output().includes(`web process ${pid} ended (SIGKILL)`), 'the chat to notice the killed process')
 
-    const shown = await allReplied(carol, 3)
-    await shot(carol, 'chat-recovered')
-    const [{ attempts }] = (await chat.db.query<{ attempts: number }>(`select attempts from jobs_job where id = $1`, lease.id)) as [
-      { attempts: number },
-    ]
-    expect(attempts).toBe(2)
-    const stored = await storedReplies(chat.db)
-    expect(stored.copies).toEqual([1, 1, 1])
-    for (const [messageId, text] of shown) expect(text).toBe(stored.replies.get(messageId))
-    const killedReply = lease.id.replace('reply:', '')
-    const events = (await seenOn(carol)).filter((e) => e.reply === killedReply)
-    expect(events.filter((e) => e.state === 'done')).toHaveLength(1)
-    expect(events.filter((e) => e.status === 'thinking…').length).toBeGreaterThanOrEqual(1)
-  })
+      const shown = await allReplied(carol, 3)
+      await shot(carol, 'chat-recovered')
+      const [{ attempts }] = (await chat.db.query<{ attempts: number }>(`select attempts from jobs_job where id = $1`, lease.id)) as [
+        { attempts: number },
+      ]
+      expect(attempts).toBe(2)
+      const stored = await storedReplies(chat.db)
+      expect(stored.copies).toEqual([1, 1, 1])
+      for (const [messageId, text] of shown) expect(text).toBe(stored.replies.get(messageId))
+      const killedReply = lease.id.replace('reply:', '')
+      const events = (await seenOn(carol)).filter((e) => e.reply === killedReply)
+      expect(events.filter((e) => e.state === 'done')).toHaveLength(1)
+      expect(events.filter((e) => e.status === 'thinking…').length).toBeGreaterThanOrEqual(1)
+    },
+    CHAT_TEST_MS,
+  )
 
-  test(`JOB-22 ${on} a reply the model's rate limit holds back says so on the page, then arrives`, async () => {
-    // One reply started per 4 s across both web processes.
-    const chat = await startChat(dialect, 2, '300-500', ['--rate', '1/4s'])
-    const stamped = sampleRateStarts(chat.db)
-    const dave = await openUser(chat.url)
-    await post(dave, ['First question', 'Second question'])
-    await waitFor(
-      async () => (await seenOn(dave)).some((s) => /^waiting for the model's rate limit \(\d+ s\)/.test(s.status ?? '')),
-      'a reply waiting for the rate limit',
-      20_000,
-    )
-    await shot(dave, 'chat-rate-limited')
-    const shown = await allReplied(dave, 2)
-    const stored = await storedReplies(chat.db)
-    expect(stored.copies).toEqual([1, 1])
-    for (const [messageId, text] of shown) expect(text).toBe(stored.replies.get(messageId))
-    // The held reply showed the wait, then ran: "thinking" came after it.
-    const [, second] = stored.asked.map(String) as [string, string]
-    const events = (await seenOn(dave)).filter((e) => e.reply === second)
-    const waited = events.findIndex((e) => /rate limit/.test(e.status ?? ''))
-    expect(waited).toBeGreaterThanOrEqual(0)
-    expect(events.slice(waited).some((e) => e.status === 'thinking…')).toBe(true)
-    // The rate held across both processes: the starts the claims stamped, one per reply (and one more for a run handed
-    // back unstarted, which the first reply may show too on a loaded machine: a run that cannot begin within 100 ms of
-    // its stamped start goes back, and waits for the window like any other), are each a window (4 s) apart. Starts
-    // stamped together by two processes would leave one in the log, and fewer starts than replies.
-    await stamped.stop()
-    const starts = stamped.starts()
-    expect(starts.length).toBeGreaterThanOrEqual(2)
-    for (const [i, start] of starts.slice(1).entries()) expect(start - starts[i]!).toBeGreaterThanOrEqual(4_000)
-    // And each reply ended after a start of its own: the second ended after the last start.
-    const finished = await chat.db.query<{ t: number | string }>(
-      dialect === 'sqlite'
-        ? `select finished_at as t from jobs_job where queue = 'replies' order by finished_at`
-        : `select extract(epoch from finished_at) * 1000 as t from jobs_job where queue = 'replies' order by finished_at`,
-    )
-    expect(finished).toHaveLength(2)
-    expect(Number(finished[0]!.t)).toBeGreaterThan(starts[0]!)
-    expect(Number(finished[1]!.t)).toBeGreaterThan(starts.at(-1)!)
-  })
+  test(
+    `JOB-22 ${on} a reply the model's rate limit holds back says so on the page, then arrives`,
+    async () => {
+      // One reply started per 4 s across both web processes.
+      const chat = await startChat(dialect, 2, '300-500', ['--rate', '1/4s'])
+      const stamped = sampleRateStarts(chat.db)
+      const dave = await openUser(chat.url)
+      await post(dave, ['First question', 'Second question'])
+      await waitFor(
+        async () => (await seenOn(dave)).some((s) => /^waiting for the model's rate limit \(\d+ s\)/.test(s.status ?? '')),
+        'a reply waiting for the rate limit',
+        20_000,
+      )
+      await shot(dave, 'chat-rate-limited')
+      const shown = await allReplied(dave, 2)
+      const stored = await storedReplies(chat.db)
+      expect(stored.copies).toEqual([1, 1])
+      for (const [messageId, text] of shown) expect(text).toBe(stored.replies.get(messageId))
+      // The held reply showed the wait, then ran: "thinking" came after it.
+      const [, second] = stored.asked.map(String) as [string, string]
+      const events = (await seenOn(dave)).filter((e) => e.reply === second)
+      const waited = events.findIndex((e) => /rate limit/.test(e.status ?? ''))
+      expect(waited).toBeGreaterThanOrEqual(0)
+      expect(events.slice(waited).some((e) => e.status === 'thinking…')).toBe(true)
+      // The rate held across both processes: the starts the claims stamped, one per reply (and one more for a run handed
+      // back unstarted, which the first reply may show too on a loaded machine: a run that cannot begin within 100 ms of
+      // its stamped start goes back, and waits for the window like any other), are each a window (4 s) apart. Starts
+      // stamped together by two processes would leave one in the log, and fewer starts than replies.
+      await stamped.stop()
+      const starts = stamped.starts()
+      expect(starts.length).toBeGreaterThanOrEqual(2)
+      for (const [i, start] of starts.slice(1).entries()) expect(start - starts[i]!).toBeGreaterThanOrEqual(4_000)
+      // And each reply ended after a start of its own: the second ended after the last start.
+      const finished = await chat.db.query<{ t: number | string }>(
+        dialect === 'sqlite'
+          ? `select finished_at as t from jobs_job where queue = 'replies' order by finished_at`
+          : `select extract(epoch from finished_at) * 1000 as t from jobs_job where queue = 'replies' order by finished_at`,
+      )
+      expect(finished).toHaveLength(2)
+      expect(Number(finished[0]!.t)).toBeGreaterThan(starts[0]!)
+      expect(Number(finished[1]!.t)).toBeGreaterThan(starts.at(-1)!)
+    },
+    CHAT_TEST_MS,
+  )
 })

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { chromium, type Browser, type Page } from 'playwright-core'
+import { STARTUP_MS } from './processes.js'
 
 export const CHROMIUM = '/usr/bin/chromium'
 export const CHROMIUM_ARGS = [
@@ -45,13 +46,14 @@ export interface WebProcess {
 }
 
 /**
- * Starts `node --import tsx SCRIPT ...args` and resolves once it prints a URL (or rejects if it ends or takes past `timeoutMs`).
- * Its environment is this process's, with `env`'s variables set (or, where undefined, removed).
+ * Starts `node --import tsx SCRIPT ...args` and resolves once it prints a URL (or rejects if it ends or takes past
+ * `timeoutMs`, STARTUP_MS by default: a process's start on a loaded machine). Its environment is this process's, with
+ * `env`'s variables set (or, where undefined, removed).
  */
 export function startWebProcess(
   script: string,
   args: string[],
-  timeoutMs = 30_000,
+  timeoutMs = STARTUP_MS,
   env: Record<string, string | undefined> = {},
 ): Promise<WebProcess> {
   const childEnv = { ...process.env, ...env }

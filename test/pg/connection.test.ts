@@ -23,6 +23,7 @@ import { JobsError } from '../../src/errors.js'
 import { defineQueue, enqueue, getJob, work, type Worker } from '../../src/index.js'
 import { tempDir } from '../helpers/db.js'
 import { eachFreshPgDb, freshPgDb, PG_MIGRATIONS, pgConnectionOf, POSTGRES_JS } from '../helpers/pg.js'
+import { STARTUP_MS } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 import { spawnFixture } from '../reliability/processes.js'
 import { addJobs, newJob } from './jobs.js'
@@ -511,5 +512,7 @@ describe('isBusy', () => {
       })
       expect(await ids()).toEqual(['after'])
     },
+    // The child's start, on a loaded machine, then its few statements.
+    STARTUP_MS + 30_000,
   )
 })

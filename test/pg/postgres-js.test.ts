@@ -15,7 +15,7 @@ import { defineQueue, enqueue, getJob, watch, work, type JobSnapshot, type Worke
 import { followed, SIGNAL_TABLE, steps } from '../fixtures/contract-queues.js'
 import { removeTempDirs, tempDir } from '../helpers/db.js'
 import { eachFreshPgDb, openPostgresJs, POSTGRES_JS, type PostgresJsMajor } from '../helpers/pg.js'
-import { killChildren, startFixture } from '../helpers/processes.js'
+import { killChildren, STARTUP_MS, started, startFixture } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 
 const t = eachFreshPgDb()
@@ -168,42 +168,46 @@ for (const major of POSTGRES_JS) {
       expect(await count('jobs_step')).toBe(0)
     })
 
-    test(`JOB-05 [${major}] JOB-06 a worker process on postgres.js SIGKILLed after a step: another worker finishes the job, the step not rerun`, async () => {
-      const stepLog = join(tempDir(), 'steps.log')
-      writeFileSync(stepLog, '')
-      await t.pool.query(`insert into jobs_job (queue, id, value, max_attempts) values ('steps', 'resumable', '{"n":1}', 5)`)
-      const child = startFixture('contract-child.ts', ['work', t.url, 'step-then-hang'], { STEP_LOG: stepLog, PG_DRIVER: major })
-      await waitFor(() => child.output().includes('step-done'), 'the child to finish its step')
-      // The child talks to the server through postgres.js, which names itself; nothing else here has opened it yet.
-      const onPostgresJs = await t.pool.query(
-        `select count(*) as n from pg_stat_activity where datname = $1 and application_name = 'postgres.js'`,
-        [t.name],
-      )
-      expect(Number(onPostgresJs.rows[0].n)).toBeGreaterThan(0)
-      child.process.kill('SIGKILL')
-      expect(await child.exited).toBe('SIGKILL')
-      expect(await stored('steps', 'resumable')).toMatchObject({ state: 'running', attempts: 1 })
-      expect(await count('jobs_step')).toBe(1)
+    test(
+      `JOB-05 [${major}] JOB-06 a worker process on postgres.js SIGKILLed after a step: another worker finishes the job, the step not rerun`,
+      async () => {
+        const stepLog = join(tempDir(), 'steps.log')
+        writeFileSync(stepLog, '')
+        await t.pool.query(`insert into jobs_job (queue, id, value, max_attempts) values ('steps', 'resumable', '{"n":1}', 5)`)
+        const child = startFixture('contract-child.ts', ['work', t.url, 'step-then-hang'], { STEP_LOG: stepLog, PG_DRIVER: major })
+        await started(child, 'step-done', 'the child to start and finish its step')
+        // The child talks to the server through postgres.js, which names itself; nothing else here has opened it yet.
+        const onPostgresJs = await t.pool.query(
+          `select count(*) as n from pg_stat_activity where datname = $1 and application_name = 'postgres.js'`,
+          [t.name],
+        )
+        expect(Number(onPostgresJs.rows[0].n)).toBeGreaterThan(0)
+        child.process.kill('SIGKILL')
+        expect(await child.exited).toBe('SIGKILL')
+        expect(await stored('steps', 'resumable')).toMatchObject({ state: 'running', attempts: 1 })
+        expect(await count('jobs_step')).toBe(1)
 
-      // A worker on this host finds the job's worker gone and runs the job again at once, without waiting for its lease.
-      const db = postgresJs(major)
-      const ran: string[] = []
-      workers.push(
-        work(db, steps, async (_value, run) => {
-          const first = await run.step('one', () => {
-            throw new Error('step one finished in the killed process: it must not run again')
-          })
-          ran.push(`${String(first)}@${run.attempt}`)
-          await run.step('two', () => appendFileSync(stepLog, `two ${run.id} ${run.attempt}\n`))
-        }),
-      )
-      await waitFor(async () => (await stored('steps', 'resumable'))?.state === 'done', 'another worker to finish the job')
-      expect(ran).toEqual(['first@2'])
-      expect(await stored('steps', 'resumable')).toMatchObject({ state: 'done', attempts: 2 })
-      expect(readFileSync(stepLog, 'utf8').trim().split('\n')).toEqual(['one resumable 1', 'two resumable 2'])
-      expect(await count('jobs_step')).toBe(0)
-      expect(await held()).toBe(0)
-    })
+        // A worker on this host finds the job's worker gone and runs the job again at once, without waiting for its lease.
+        const db = postgresJs(major)
+        const ran: string[] = []
+        workers.push(
+          work(db, steps, async (_value, run) => {
+            const first = await run.step('one', () => {
+              throw new Error('step one finished in the killed process: it must not run again')
+            })
+            ran.push(`${String(first)}@${run.attempt}`)
+            await run.step('two', () => appendFileSync(stepLog, `two ${run.id} ${run.attempt}\n`))
+          }),
+        )
+        await waitFor(async () => (await stored('steps', 'resumable'))?.state === 'done', 'another worker to finish the job')
+        expect(ran).toEqual(['first@2'])
+        expect(await stored('steps', 'resumable')).toMatchObject({ state: 'done', attempts: 2 })
+        expect(readFileSync(stepLog, 'utf8').trim().split('\n')).toEqual(['one resumable 1', 'two resumable 2'])
+        expect(await count('jobs_step')).toBe(0)
+        expect(await held()).toBe(0)
+      },
+      STARTUP_MS + 60_000,
+    )
 
     test(`JOB-11 [${major}] watch on one postgres.js client follows a job that a worker on another runs: waiting, running with its progress, done`, async () => {
       const watching = postgresJs(major)
@@ -235,30 +239,34 @@ for (const major of POSTGRES_JS) {
       expect(seen.map((snapshot) => snapshot.state).filter((s, i, all) => s !== all[i - 1])).toEqual(['waiting', 'running', 'done'])
     })
 
-    test(`JOB-11 [${major}] watch on postgres.js follows a run of another process on postgres.js, its progress by notice: both attempts, each with its progress, and done`, async () => {
-      const watching = postgresJs(major)
-      await t.pool.query(SIGNAL_TABLE)
-      await enqueue(watching, followed, { n: 3 }, { id: 'w' })
-      const child = startFixture('contract-child.ts', ['work', t.url, 'progress'], { PG_DRIVER: major })
-      await waitFor(() => child.output().includes('working'), 'the worker process to start', 30_000)
-      const seen: string[] = []
-      for await (const snapshot of watch(watching, followed, 'w')) {
-        const label = `${snapshot.state} ${(snapshot.progress as { step?: string } | null)?.step ?? ''}`.trim()
-        seen.push(label)
-        if (label === 'running') await t.pool.query('insert into signal (name) values ($1)', [`think${snapshot.attempt}`])
-        if (label === 'running thinking') await t.pool.query('insert into signal (name) values ($1)', [`finish${snapshot.attempt}`])
-        if (label === 'scheduled' && seen.indexOf('scheduled') === seen.length - 1)
-          await t.pool.query(`update jobs_job set run_at = now() where id = 'w'`)
-      }
-      expect(seen.filter((label, i) => label !== seen[i - 1])).toEqual([
-        'waiting',
-        'running',
-        'running thinking',
-        'scheduled',
-        'running',
-        'running thinking',
-        'done',
-      ])
-    })
+    test(
+      `JOB-11 [${major}] watch on postgres.js follows a run of another process on postgres.js, its progress by notice: both attempts, each with its progress, and done`,
+      async () => {
+        const watching = postgresJs(major)
+        await t.pool.query(SIGNAL_TABLE)
+        await enqueue(watching, followed, { n: 3 }, { id: 'w' })
+        const child = startFixture('contract-child.ts', ['work', t.url, 'progress'], { PG_DRIVER: major })
+        await started(child, 'working', 'the worker process to start')
+        const seen: string[] = []
+        for await (const snapshot of watch(watching, followed, 'w')) {
+          const label = `${snapshot.state} ${(snapshot.progress as { step?: string } | null)?.step ?? ''}`.trim()
+          seen.push(label)
+          if (label === 'running') await t.pool.query('insert into signal (name) values ($1)', [`think${snapshot.attempt}`])
+          if (label === 'running thinking') await t.pool.query('insert into signal (name) values ($1)', [`finish${snapshot.attempt}`])
+          if (label === 'scheduled' && seen.indexOf('scheduled') === seen.length - 1)
+            await t.pool.query(`update jobs_job set run_at = now() where id = 'w'`)
+        }
+        expect(seen.filter((label, i) => label !== seen[i - 1])).toEqual([
+          'waiting',
+          'running',
+          'running thinking',
+          'scheduled',
+          'running',
+          'running thinking',
+          'done',
+        ])
+      },
+      STARTUP_MS + 120_000,
+    )
   })
 }

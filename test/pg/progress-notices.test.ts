@@ -10,7 +10,7 @@ import { defineQueue, enqueue, enqueueMany, watch, work, type Worker } from '../
 import { MAX_PROGRESS_BYTES } from '../../src/limits.js'
 import { followed, SIGNAL_TABLE } from '../fixtures/contract-queues.js'
 import { eachFreshPgDb } from '../helpers/pg.js'
-import { killChildren, startFixture } from '../helpers/processes.js'
+import { killChildren, STARTUP_MS, started, startFixture } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 
 const t = eachFreshPgDb()
@@ -112,28 +112,32 @@ test('JOB-12 [postgres] a run that sets no progress sends no notice', async () =
   expect(payloads).toEqual(['marker'])
 })
 
-test('JOB-12 [postgres] a watcher whose listening connection is killed listens anew, asks again, and gets the progress set meanwhile', async () => {
-  await t.pool.query(SIGNAL_TABLE)
-  await enqueue(t.db, followed, { n: 1 }, { id: 'w' })
-  const child = startFixture('contract-child.ts', ['work', t.url, 'progress'])
-  await waitFor(() => child.output().includes('working'), 'the worker process to start', 30_000)
-  const seen: string[] = []
-  const following = (async () => {
-    for await (const snapshot of watch(t.db, followed, 'w')) {
-      seen.push(`${snapshot.state} ${(snapshot.progress as { step?: string } | null)?.step ?? ''}`.trim())
-    }
-  })()
-  await waitFor(() => seen.includes('running'), 'the run to start')
-  const listening = `select pid from pg_stat_activity where datname = current_database() and query = 'listen "drizzle_jobs_progress"'`
-  await waitFor(async () => (await t.pool.query(listening)).rows.length === 1, 'this process to listen for progress')
-  await t.pool.query(`select pg_terminate_backend(pid) from (${listening}) l`)
-  // The value is set while the listening is lost or being made anew: the ask that follows the new LISTEN brings it.
-  await t.pool.query(`insert into signal (name) values ('think1')`)
-  await waitFor(() => seen.includes('running thinking'), 'the progress set meanwhile', 20_000)
-  await t.pool.query(`insert into signal (name) values ('finish1')`)
-  await waitFor(() => seen.includes('scheduled'), 'the run to end')
-  await t.pool.query(`update jobs_job set state = 'canceled', finished_at = now() where id = 'w'`)
-  await t.pool.query(`select pg_notify('drizzle_jobs', 'other:followed')`)
-  await following
-  killChildren()
-})
+test(
+  'JOB-12 [postgres] a watcher whose listening connection is killed listens anew, asks again, and gets the progress set meanwhile',
+  async () => {
+    await t.pool.query(SIGNAL_TABLE)
+    await enqueue(t.db, followed, { n: 1 }, { id: 'w' })
+    const child = startFixture('contract-child.ts', ['work', t.url, 'progress'])
+    await started(child, 'working', 'the worker process to start')
+    const seen: string[] = []
+    const following = (async () => {
+      for await (const snapshot of watch(t.db, followed, 'w')) {
+        seen.push(`${snapshot.state} ${(snapshot.progress as { step?: string } | null)?.step ?? ''}`.trim())
+      }
+    })()
+    await waitFor(() => seen.includes('running'), 'the run to start')
+    const listening = `select pid from pg_stat_activity where datname = current_database() and query = 'listen "drizzle_jobs_progress"'`
+    await waitFor(async () => (await t.pool.query(listening)).rows.length === 1, 'this process to listen for progress')
+    await t.pool.query(`select pg_terminate_backend(pid) from (${listening}) l`)
+    // The value is set while the listening is lost or being made anew: the ask that follows the new LISTEN brings it.
+    await t.pool.query(`insert into signal (name) values ('think1')`)
+    await waitFor(() => seen.includes('running thinking'), 'the progress set meanwhile', 20_000)
+    await t.pool.query(`insert into signal (name) values ('finish1')`)
+    await waitFor(() => seen.includes('scheduled'), 'the run to end')
+    await t.pool.query(`update jobs_job set state = 'canceled', finished_at = now() where id = 'w'`)
+    await t.pool.query(`select pg_notify('drizzle_jobs', 'other:followed')`)
+    await following
+    killChildren()
+  },
+  STARTUP_MS + 120_000,
+)
