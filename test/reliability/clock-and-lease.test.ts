@@ -8,6 +8,7 @@
 import { afterEach, beforeEach, expect, test, vi } from 'vitest'
 import { defineQueue, enqueue, JobsError, work, type Run, type Worker } from '../../src/index.js'
 import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
+import { STARTUP_MS } from '../helpers/processes.js'
 import { spawnFixture, stopFixture, waitFor, type FixtureProcess } from './processes.js'
 
 const HOUR_MS = 3_600_000
@@ -42,13 +43,19 @@ const count = (sql: string, ...params: unknown[]): number =>
     .get(...params) as number
 
 /**
+ * How long the block may last: the other process's start (spawned as the block begins), then its takeover.
+ * A wait for it is not what a test proves.
+ */
+const TAKEOVER_MS = STARTUP_MS + 30_000
+
+/**
  * Blocks this process's event loop (no timer, no renewal runs) until the
- * job is done by someone else, or 30 s pass. It sleeps in Atomics.wait, so
- * the block costs no CPU.
+ * job is done by someone else, or TAKEOVER_MS pass. It sleeps in Atomics.wait,
+ * so the block costs no CPU.
  */
 function blockUntilDoneElsewhere(queue: string, id: string): void {
   const cell = new Int32Array(new SharedArrayBuffer(4))
-  const deadline = performance.now() + 30_000
+  const deadline = performance.now() + TAKEOVER_MS
   while (jobOf(queue, id).state !== 'done' && performance.now() < deadline) Atomics.wait(cell, 0, 0, 20)
 }
 
@@ -79,37 +86,45 @@ async function stallPastLease(
     { lease: '300ms', slots: 1 },
   )
   enqueue(t.db, queue, {}, { id: 'stalled' })
-  await waitFor('the stalled run to wake and finish', () => lateOutcome !== undefined, 40_000, 20)
+  await waitFor('the stalled run to wake and finish', () => lateOutcome !== undefined, TAKEOVER_MS + 10_000, 20)
   await worker.stop()
   return { beforeCalls, lateOutcome, signalReason }
 }
 
-test('JOB-16 a handler that blocks its event loop past its lease loses the job to another process, is aborted, and its late step is refused without calling its function', async () => {
-  let afterCalls = 0
-  const { beforeCalls, lateOutcome, signalReason } = await stallPastLease('stall-step', (run) =>
-    run.step('after', () => (afterCalls++, 'late')),
-  )
-  expect(lateOutcome).toMatchObject({ error: { code: 'LEASE_LOST' } })
-  expect((lateOutcome as { error: unknown }).error).toBeInstanceOf(JobsError)
-  expect(signalReason).toMatchObject({ code: 'LEASE_LOST' })
-  expect(afterCalls).toBe(0)
-  const job = jobOf('stall-step', 'stalled')
-  expect(job).toMatchObject({ state: 'done', attempts: 2 })
-  expect(JSON.parse(job.result!)).toEqual({ by: 'takeover', attempt: 2, before: 'from the stalled run', beforeRanHere: false })
-  expect(beforeCalls).toBe(1)
-  expect(count('select count(*) from jobs_step where job = ?', job.seq)).toBe(0)
-  expect(count('select count(*) from jobs_job where owner is not null')).toBe(0)
-})
+test(
+  'JOB-16 a handler that blocks its event loop past its lease loses the job to another process, is aborted, and its late step is refused without calling its function',
+  async () => {
+    let afterCalls = 0
+    const { beforeCalls, lateOutcome, signalReason } = await stallPastLease('stall-step', (run) =>
+      run.step('after', () => (afterCalls++, 'late')),
+    )
+    expect(lateOutcome).toMatchObject({ error: { code: 'LEASE_LOST' } })
+    expect((lateOutcome as { error: unknown }).error).toBeInstanceOf(JobsError)
+    expect(signalReason).toMatchObject({ code: 'LEASE_LOST' })
+    expect(afterCalls).toBe(0)
+    const job = jobOf('stall-step', 'stalled')
+    expect(job).toMatchObject({ state: 'done', attempts: 2 })
+    expect(JSON.parse(job.result!)).toEqual({ by: 'takeover', attempt: 2, before: 'from the stalled run', beforeRanHere: false })
+    expect(beforeCalls).toBe(1)
+    expect(count('select count(*) from jobs_step where job = ?', job.seq)).toBe(0)
+    expect(count('select count(*) from jobs_job where owner is not null')).toBe(0)
+  },
+  TAKEOVER_MS + 30_000,
+)
 
-test('JOB-16 a handler that blocks its event loop past its lease, then returns, cannot end the job another process finished', async () => {
-  const { lateOutcome } = await stallPastLease('stall-end', async () => 'returns at once')
-  expect(lateOutcome).toEqual({ value: 'returns at once' })
-  const job = jobOf('stall-end', 'stalled')
-  expect(job).toMatchObject({ state: 'done', attempts: 2, error: null })
-  expect(JSON.parse(job.result!)).toMatchObject({ by: 'takeover', attempt: 2, beforeRanHere: false })
-  expect(count(`select done from jobs_queue where name = 'stall-end'`)).toBe(1)
-  expect(count('select count(*) from jobs_job where owner is not null')).toBe(0)
-})
+test(
+  'JOB-16 a handler that blocks its event loop past its lease, then returns, cannot end the job another process finished',
+  async () => {
+    const { lateOutcome } = await stallPastLease('stall-end', async () => 'returns at once')
+    expect(lateOutcome).toEqual({ value: 'returns at once' })
+    const job = jobOf('stall-end', 'stalled')
+    expect(job).toMatchObject({ state: 'done', attempts: 2, error: null })
+    expect(JSON.parse(job.result!)).toMatchObject({ by: 'takeover', attempt: 2, beforeRanHere: false })
+    expect(count(`select done from jobs_queue where name = 'stall-end'`)).toBe(1)
+    expect(count('select count(*) from jobs_job where owner is not null')).toBe(0)
+  },
+  TAKEOVER_MS + 30_000,
+)
 
 /** A system clock the test moves: `Date.now` for enqueue, and the same clock for the workers through their `clock` option. */
 function movableClock(): { clock: () => number; jump: (ms: number) => void } {

@@ -1,6 +1,7 @@
 /** Child processes for the reliability suite: the scripts of test/fixtures, run with tsx, killed for real. */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { join, resolve } from 'node:path'
+import { STARTUP_MS } from '../helpers/processes.js'
 
 export const ROOT = resolve(import.meta.dirname, '../..')
 const FIXTURES = join(ROOT, 'test/fixtures')
@@ -16,7 +17,7 @@ export interface Exit {
 export interface FixtureProcess {
   readonly child: ChildProcess
   readonly pid: number
-  /** Resolves when the script printed its `ready` line (its worker has started). */
+  /** Resolves when the script printed its `ready` line (its worker has started); rejects if it ends first, or after STARTUP_MS. */
   readonly ready: Promise<void>
   readonly isReady: () => boolean
   /** Resolves when the process is gone, however it ended. */
@@ -62,13 +63,26 @@ export function spawnFixture(script: string, args: readonly string[], env: NodeJ
       resolveExit({ code, signal, at: Date.now() })
     })
   })
+  let startTimer: NodeJS.Timeout | undefined
+  const readyOrNot = Promise.race([
+    readyPromise,
+    exited.then((exit) => Promise.reject(new Error(`${script} exited before it was ready (${exit.code ?? exit.signal}): ${errText}`))),
+    new Promise<never>((_, reject) => {
+      startTimer = setTimeout(
+        () => reject(new Error(`timed out after ${STARTUP_MS} ms waiting for ${script} to be ready: ${errText}`)),
+        STARTUP_MS,
+      )
+      startTimer.unref()
+    }),
+  ])
+  void readyOrNot.then(
+    () => clearTimeout(startTimer),
+    () => clearTimeout(startTimer),
+  )
   return {
     child,
     pid: child.pid,
-    ready: Promise.race([
-      readyPromise,
-      exited.then((exit) => Promise.reject(new Error(`${script} exited before it was ready (${exit.code ?? exit.signal}): ${errText}`))),
-    ]),
+    ready: readyOrNot,
     isReady: () => ready,
     exited,
     lines,

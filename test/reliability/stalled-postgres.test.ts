@@ -5,7 +5,7 @@
  */
 import { describe, test } from 'vitest'
 import { eachFreshPgDb } from '../helpers/pg.js'
-import { stallRounds, stallScenario } from './stalled.js'
+import { stallRounds, stallScenario, stallScenarioMs } from './stalled.js'
 
 const t = eachFreshPgDb()
 const ROUNDS = stallRounds(2)
@@ -21,7 +21,7 @@ describe.each([
     async () => {
       await stallScenario(db(), t.url, env, ROUNDS, ['after-done'])
     },
-    30_000 + ROUNDS * 30_000,
+    stallScenarioMs(ROUNDS, ['after-done']),
   )
 
   test(
@@ -29,6 +29,6 @@ describe.each([
     async () => {
       await stallScenario(db(), t.url, env, ROUNDS, ['during-takeover'])
     },
-    30_000 + ROUNDS * 30_000,
+    stallScenarioMs(ROUNDS, ['during-takeover']),
   )
 })

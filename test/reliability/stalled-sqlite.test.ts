@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach, test } from 'vitest'
 import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
-import { stallRounds, stallScenario } from './stalled.js'
+import { stallRounds, stallScenario, stallScenarioMs } from './stalled.js'
 
 let t: TestDb
 beforeEach(() => {
@@ -23,7 +23,7 @@ test(
   async () => {
     await stallScenario(t.db, t.file, {}, ROUNDS, ['after-done'])
   },
-  30_000 + ROUNDS * 30_000,
+  stallScenarioMs(ROUNDS, ['after-done']),
 )
 
 test(
@@ -31,5 +31,5 @@ test(
   async () => {
     await stallScenario(t.db, t.file, {}, ROUNDS, ['during-takeover'])
   },
-  30_000 + ROUNDS * 30_000,
+  stallScenarioMs(ROUNDS, ['during-takeover']),
 )

@@ -10,6 +10,7 @@ import { expect } from 'vitest'
 import { enqueue, enqueueMany, getJob, work, type PgDatabase, type SyncDatabase, type Worker } from '../../src/index.js'
 import { tempDir } from '../helpers/db.js'
 import { FILLERS, STALL_POINTS, stalls, type StallPoint } from '../fixtures/stall-queues.js'
+import { STARTUP_MS } from '../helpers/processes.js'
 import { spawnFixture, stopFixture, waitFor, type FixtureProcess } from './processes.js'
 
 /**
@@ -22,6 +23,14 @@ export type WakeAt = 'after-done' | 'during-takeover'
 /** How many times each case runs: STALL_ROUNDS, or `rounds`. */
 export function stallRounds(rounds: number): number {
   return Number(process.env.STALL_ROUNDS ?? rounds)
+}
+
+/** How long each wait of a case may take before it fails: a hang guard, for a loaded machine. */
+const STEP_MS = 20_000
+
+/** A test's timeout for `stallScenario(…, rounds, wakeAt)`: more than the child's start and every wait of every case at its deadline. */
+export function stallScenarioMs(rounds: number, wakeAt: readonly WakeAt[]): number {
+  return STARTUP_MS + rounds * wakeAt.length * STALL_POINTS.length * 4 * STEP_MS + 30_000
 }
 
 interface Takeover {
@@ -60,7 +69,7 @@ export async function stallScenario(
             stalls,
             Array.from({ length: FILLERS }, () => ({ value: { at: 'filler' as const } })),
           )
-          await waitFor(`the stalled run of ${id} to block`, () => child.lines.includes(`stalling ${id}`), 20_000, 5)
+          await waitFor(`the stalled run of ${id} to block`, () => child.lines.includes(`stalling ${id}`), STEP_MS, 5)
           worker = work(
             db,
             stalls,
@@ -69,7 +78,7 @@ export async function stallScenario(
               takeover.runs++
               if (wake === 'during-takeover') {
                 writeFileSync(join(dir, `release-${id}`), '')
-                await waitFor(`the stalled run of ${id} to wake and its worker to stop`, () => settledIn(child, settled, id), 20_000, 5)
+                await waitFor(`the stalled run of ${id} to wake and its worker to stop`, () => settledIn(child, settled, id), STEP_MS, 5)
               }
               await run.step('a', () => effect(dir, id, 'a', run.attempt))
               await run.step('b', () => effect(dir, id, 'b', run.attempt))
@@ -81,7 +90,7 @@ export async function stallScenario(
           )
           await jobDone(db, id, child)
           if (wake === 'after-done') writeFileSync(join(dir, `release-${id}`), '')
-          await waitFor(`the stalled worker of ${id} to stop`, () => settledIn(child, settled, id), 20_000, 5)
+          await waitFor(`the stalled worker of ${id} to stop`, () => settledIn(child, settled, id), STEP_MS, 5)
           await worker.stop()
           worker = undefined
           await checkRound(db, dir, id, at, takeover, child)
@@ -95,9 +104,9 @@ export async function stallScenario(
   expect(child.stderr()).not.toMatch(/onError/)
 }
 
-/** Waits until this process's worker has ended the job (20 s at most), reading it through the public API. */
+/** Waits until this process's worker has ended the job (STEP_MS at most), reading it through the public API. */
 async function jobDone(db: SyncDatabase | PgDatabase, id: string, child: FixtureProcess): Promise<void> {
-  const deadline = performance.now() + 20_000
+  const deadline = performance.now() + STEP_MS
   for (;;) {
     const job = await getJob(db as SyncDatabase, stalls, id)
     if (job?.state === 'done') return
