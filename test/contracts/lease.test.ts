@@ -157,7 +157,10 @@ describe.each(DRIVERS)('$name', ({ name, database, env }) => {
     expect(logged.stalls, 'the worker blocked its event loop once').toHaveLength(1)
     const { late, doubled, tooSoon } = lateAndDoubled(logged)
     expect(late, `step functions started after another attempt of their job (${doubled} called twice)`).toEqual([])
-    expect(tooSoon, `step functions called twice, whose first call came after its lease was lost: ${describeCalls(logged, tooSoon)}`).toEqual([])
+    expect(
+      tooSoon,
+      `step functions called twice, whose first call came after its lease was lost: ${describeCalls(logged, tooSoon)}`,
+    ).toEqual([])
     expect(states).toEqual({ done: 400 })
     expect(
       logged.starts.some((start) => start.attempt > 1),
@@ -179,7 +182,10 @@ describe.each(DRIVERS)('$name', ({ name, database, env }) => {
     const logged = readLog(dir)
     const { late, doubled, tooSoon } = lateAndDoubled(logged)
     expect(late, `step functions started after another attempt of their job (${doubled} called twice)`).toEqual([])
-    expect(tooSoon, `step functions called twice, whose first call came after its lease was lost: ${describeCalls(logged, tooSoon)}`).toEqual([])
+    expect(
+      tooSoon,
+      `step functions called twice, whose first call came after its lease was lost: ${describeCalls(logged, tooSoon)}`,
+    ).toEqual([])
     expect(states).toEqual({ done: 400 })
     expect(
       logged.starts.some((start) => start.attempt > 1),
