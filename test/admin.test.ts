@@ -29,7 +29,8 @@ import { dashboard } from '../src/dashboard/index.js'
 import { ADMIN_SQL } from '../src/dialect/sqlite/admin.js'
 import { openDb } from './helpers/db.js'
 import { DIALECTS, eachContractDb } from './helpers/dialects.js'
-import { startFixture } from './helpers/processes.js'
+import { cpuWait, serverPids } from './helpers/load.js'
+import { STARTUP_MS, started, startFixture } from './helpers/processes.js'
 import { waitFor } from './helpers/wait.js'
 
 const q = defineQueue<{ n?: number; hold?: boolean }>('admin', { attempts: 1 })
@@ -156,24 +157,37 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(await queueCounts(t.db, q)).toMatchObject({ running: 0, canceled: 1 })
     })
 
-    test(`JOB-16 ${on} a running job in another process: its signal aborts within the poll interval, and its late result is refused`, async () => {
-      const child = startFixture('admin-child.ts', [t.address])
-      await waitFor(() => child.output().includes('ready'), 'the worker process to start')
-      await enqueue(t.db, q, { hold: true }, { id: 'elsewhere' })
-      await waitFor(() => child.output().includes('running elsewhere'), 'the other process to run the job')
-      const canceledAt = Date.now()
-      expect(await cancel(t.db, q, 'elsewhere')).toBe(true)
-      await waitFor(() => child.output().includes('aborted elsewhere LEASE_LOST'), 'the other process to abort the run')
-      // Its poll interval is 20 ms; allow a loaded machine plenty of slack while still proving it was not a lease expiry (30 s).
-      expect(Date.now() - canceledAt).toBeLessThan(5_000)
-      // The child's handler returned 'too late' right after the abort; give its end a chance to try to land.
-      await enqueue(t.db, q, {}, { id: 'next' })
-      await waitFor(() => child.output().includes('ran next'), 'the other process to go on with the next job')
-      await waitFor(async () => (await state('next')) === 'done', 'the next job to be done')
-      expect(await jobRow('elsewhere')).toMatchObject({ state: 'canceled', result: null })
-      expect(await t.count('jobs_step')).toBe(0)
-      expect(await t.held()).toBe(0)
-    })
+    test(
+      `JOB-16 ${on} a running job in another process: its signal aborts within the poll interval, and its late result is refused`,
+      async () => {
+        const child = startFixture('admin-child.ts', [t.address])
+        await started(child, 'ready', 'the worker process to start')
+        await enqueue(t.db, q, { hold: true }, { id: 'elsewhere' })
+        await waitFor(() => child.output().includes('running elsewhere'), 'the other process to run the job')
+        const pids = [process.pid, child.process.pid!, ...(onPg ? await serverPids((sql) => t.query(sql)) : [])]
+        const load = cpuWait(pids)
+        const canceledAt = Date.now()
+        expect(await cancel(t.db, q, 'elsewhere')).toBe(true)
+        await waitFor(() => child.output().includes('aborted elsewhere LEASE_LOST'), 'the other process to abort the run')
+        // Its poll interval is 20 ms; allow a loaded machine plenty of slack while still proving it was not a lease expiry
+        // (30 s). The time this process, the child and the server's processes waited for a CPU meanwhile is the
+        // machine's load: it is not counted.
+        const abortedAfter = Date.now() - canceledAt
+        const waited = load.ms()
+        expect(
+          abortedAfter - waited,
+          `aborted ${abortedAfter} ms after the cancel; ${Math.round(waited)} ms waiting for a CPU`,
+        ).toBeLessThan(5_000)
+        // The child's handler returned 'too late' right after the abort; give its end a chance to try to land.
+        await enqueue(t.db, q, {}, { id: 'next' })
+        await waitFor(() => child.output().includes('ran next'), 'the other process to go on with the next job')
+        await waitFor(async () => (await state('next')) === 'done', 'the next job to be done')
+        expect(await jobRow('elsewhere')).toMatchObject({ state: 'canceled', result: null })
+        expect(await t.count('jobs_step')).toBe(0)
+        expect(await t.held()).toBe(0)
+      },
+      STARTUP_MS + 90_000,
+    )
 
     test(`${on} an unknown id is NOT_FOUND; a bad id or queue name is refused before anything is read`, async () => {
       await expectCode(() => cancel(t.db, q, 'missing'), 'NOT_FOUND')
@@ -230,28 +244,32 @@ describe.each(DIALECTS)('%s', (dialect) => {
   })
 
   describe('pauseQueue and resumeQueue', () => {
-    test(`${on} workers in this process and in another stop claiming while paused, and start again on resume`, async () => {
-      await pauseQueue(t.db, q)
-      expect((await queueCounts(t.db, q)).paused).toBe(true)
-      const child = startFixture('admin-child.ts', [t.address])
-      const ranHere: string[] = []
-      workers.push(work(t.db, q, (_value, run) => void ranHere.push(run.id), { pollInterval: '10ms' }))
-      await waitFor(() => child.output().includes('ready'), 'the worker process to start')
-      for (let n = 0; n < 6; n++) await enqueue(t.db, q, { n }, { id: `job-${n}` })
-      // Both workers poll every 10-20 ms: ten polls each and still nothing claimed.
-      const since = Date.now()
-      await waitFor(
-        async () => Date.now() - since > 300 && (await queueCounts(t.db, q)).waiting === 6,
-        'time for ten polls with nothing claimed',
-      )
-      expect(ranHere).toEqual([])
-      expect(child.output()).not.toContain('ran ')
-      expect(await queueCounts(t.db, q)).toMatchObject({ waiting: 6, running: 0, paused: true })
+    test(
+      `${on} workers in this process and in another stop claiming while paused, and start again on resume`,
+      async () => {
+        await pauseQueue(t.db, q)
+        expect((await queueCounts(t.db, q)).paused).toBe(true)
+        const child = startFixture('admin-child.ts', [t.address])
+        const ranHere: string[] = []
+        workers.push(work(t.db, q, (_value, run) => void ranHere.push(run.id), { pollInterval: '10ms' }))
+        await started(child, 'ready', 'the worker process to start')
+        for (let n = 0; n < 6; n++) await enqueue(t.db, q, { n }, { id: `job-${n}` })
+        // Both workers poll every 10-20 ms: ten polls each and still nothing claimed.
+        const since = Date.now()
+        await waitFor(
+          async () => Date.now() - since > 300 && (await queueCounts(t.db, q)).waiting === 6,
+          'time for ten polls with nothing claimed',
+        )
+        expect(ranHere).toEqual([])
+        expect(child.output()).not.toContain('ran ')
+        expect(await queueCounts(t.db, q)).toMatchObject({ waiting: 6, running: 0, paused: true })
 
-      await resumeQueue(t.db, q)
-      expect((await queueCounts(t.db, q)).paused).toBe(false)
-      await waitFor(async () => (await queueCounts(t.db, q)).done === 6, 'every job to run after the resume')
-    })
+        await resumeQueue(t.db, q)
+        expect((await queueCounts(t.db, q)).paused).toBe(false)
+        await waitFor(async () => (await queueCounts(t.db, q)).done === 6, 'every job to run after the resume')
+      },
+      STARTUP_MS + 60_000,
+    )
 
     test(`${on} a queue that never held a job can be paused; its flag survives a new connection`, async () => {
       await pauseQueue(t.db, 'empty')
