@@ -3,7 +3,7 @@ import { describe, expect, test } from 'vitest'
 import { cancel, defineQueue, enqueue, isJobsError, pauseQueue, watch, work, type Handler, type Json, type Queue } from '../src/index.js'
 import { assertEnqueued, drain, refuteEnqueued } from '../src/testing/index.js'
 import { freshDb } from './helpers/db.js'
-import { CONTRACT_DATABASES, eachContractDb, type ContractDb, type DialectName } from './helpers/dialects.js'
+import { CONTRACT_DATABASES, CONTRACT_TEST_MS, eachContractDb, type ContractDb, type DialectName } from './helpers/dialects.js'
 import { freshPgDb } from './helpers/pg.js'
 import { freshLibsql } from './helpers/libsql.js'
 import { freshPglite } from './helpers/pglite.js'
@@ -91,7 +91,7 @@ async function anotherDb(dialect: DialectName): Promise<{ db: ContractDb['db']; 
   }
 }
 
-describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
+describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 

@@ -5,12 +5,12 @@
  */
 import { describe, expect, test } from 'vitest'
 import { defineQueue, enqueueMany, getJob, listJobs, queueCounts, watch, work, type QueueCounts } from '../../src/index.js'
-import { CONTRACT_DATABASES, eachContractDb } from '../helpers/dialects.js'
+import { CONTRACT_DATABASES, CONTRACT_TEST_MS, eachContractDb } from '../helpers/dialects.js'
 import { waitFor } from '../helpers/wait.js'
 
 const STATES = ['waiting', 'scheduled', 'running', 'done', 'failed', 'canceled'] as const
 
-describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
+describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 

@@ -18,11 +18,11 @@ import {
   type JobSnapshot,
   type Run,
 } from '../../src/index.js'
-import { CONTRACT_DATABASES, eachContractDb } from '../helpers/dialects.js'
+import { CONTRACT_DATABASES, CONTRACT_TEST_MS, eachContractDb } from '../helpers/dialects.js'
 import { cpuWait, serverPids } from '../helpers/load.js'
 import { waitFor } from '../helpers/wait.js'
 
-describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
+describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 

@@ -9,7 +9,7 @@ import pg from 'pg'
 import { describe, expect, test, vi } from 'vitest'
 import { defineQueue, enqueueMany, getJob, isJobsError, watch, work, type JobSnapshot } from '../../src/index.js'
 import { tempDir } from '../helpers/db.js'
-import { CONTRACT_DATABASES, eachContractDb, PROCESS_DATABASES, type ContractDb } from '../helpers/dialects.js'
+import { CONTRACT_DATABASES, CONTRACT_TEST_MS, eachContractDb, PROCESS_DATABASES, type ContractDb } from '../helpers/dialects.js'
 import { cpuWait, serverPids } from '../helpers/load.js'
 import { STARTUP_MS, started, startFixture } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
@@ -197,7 +197,7 @@ describe.each(PROCESS_DATABASES)('%s', (dialect) => {
   })
 })
 
-describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
+describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 

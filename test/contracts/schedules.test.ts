@@ -11,13 +11,13 @@ import { dueSlots, slotRule } from '../../src/engine/slots.js'
 import { addSlotJobs, planSlots, runSchedulePass } from '../../src/engine/schedules.js'
 import { connectionOf } from '../../src/dialect/open.js'
 import { MAX_BACKFILL_SLOTS } from '../../src/limits.js'
-import { CONTRACT_DATABASES, eachContractDb } from '../helpers/dialects.js'
+import { CONTRACT_DATABASES, CONTRACT_TEST_MS, eachContractDb } from '../helpers/dialects.js'
 import { cpuWait, serverPids } from '../helpers/load.js'
 import { waitFor } from '../helpers/wait.js'
 
 const HOUR = 3_600_000
 
-describe.each(CONTRACT_DATABASES)('%s', (dialect) => {
+describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 

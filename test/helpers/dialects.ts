@@ -27,6 +27,13 @@ export const PROCESS_DATABASES: readonly DialectName[] = ['sqlite', 'libsql', 'p
 /** Every database the contracts of one process run on: DIALECTS, a SQLite file on libsql, and PGlite. */
 export const CONTRACT_DATABASES: readonly DialectName[] = ['sqlite', 'libsql', 'postgres', 'pglite']
 
+/**
+ * The timeout of a test of the contracts on CONTRACT_DATABASES, a hang guard: PGlite runs in the test's own
+ * process, so a loaded machine slows each of its statements as much as the test. JOB-02 [pglite] took 7 s here on
+ * an idle machine and 50 s at a load of 20, against vitest's 60 s.
+ */
+export const CONTRACT_TEST_MS = 120_000
+
 /** One test's database, on either dialect. */
 export interface ContractDb {
   /** The SQL it speaks: PGlite's is PostgreSQL's. */
