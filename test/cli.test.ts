@@ -31,13 +31,22 @@ interface Ran {
   stderr: string
 }
 
+/** How long a command may take, its process's start included (no TypeScript to compile): a hang guard. */
+const COMMAND_MS = 30_000
+
+/**
+ * A test's timeout: above its waits, a handful of commands (COMMAND_MS each at most) and a wait or two of 20 s. A
+ * command is a process's start: at a load of 25 to 29, tests of 4 to 7 commands took up to 37 s, against vitest's 60 s.
+ */
+const CLI_TEST_MS = 8 * COMMAND_MS
+
 /** Runs the command with DRIZZLE_JOBS_DB and DATABASE_URL unset, unless `env` sets them. */
 function cliWith(env: Record<string, string>, ...args: string[]): Promise<Ran> {
   return new Promise((done) => {
     execFile(
       process.execPath,
       [BIN, ...args],
-      { cwd: ROOT, env: { ...process.env, DRIZZLE_JOBS_DB: '', DATABASE_URL: '', ...env }, timeout: 30_000 },
+      { cwd: ROOT, env: { ...process.env, DRIZZLE_JOBS_DB: '', DATABASE_URL: '', ...env }, timeout: COMMAND_MS },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0
         done({ code, stdout, stderr })
@@ -58,7 +67,7 @@ beforeAll(() => {
 })
 afterEach(() => removeTempDirs())
 
-describe.each(DIALECTS)('%s', (dialect) => {
+describe.each(DIALECTS)('%s', { timeout: CLI_TEST_MS }, (dialect) => {
   const { t, workers } = eachContractDb(dialect)
   const on = `[${dialect}]`
 
@@ -485,7 +494,7 @@ describe.each(DIALECTS)('%s', (dialect) => {
   })
 })
 
-describe('errors and exit codes', () => {
+describe('errors and exit codes', { timeout: CLI_TEST_MS }, () => {
   /** A migrated SQLite file, for the commands that only need one to parse their arguments. */
   const file = () => freshDb('chat.db')
 
@@ -536,7 +545,7 @@ describe('errors and exit codes', () => {
   })
 })
 
-describe('PGlite: a data directory', () => {
+describe('PGlite: a data directory', { timeout: CLI_TEST_MS }, () => {
   test(
     'JOB-13 [pglite] --db names a PGlite data directory: while the app that opened it runs, exit 3 naming its process; once it is gone, the commands read it',
     async () => {
@@ -571,7 +580,7 @@ describe('PGlite: a data directory', () => {
   })
 })
 
-describe('commands', () => {
+describe('commands', { timeout: CLI_TEST_MS }, () => {
   test('names every object has are no commands', async () => {
     const t = freshDb('chat.db')
     const runs = await Promise.all(['constructor', 'toString', '__proto__', 'hasOwnProperty'].map((name) => cli(name, '--db', t.file)))
@@ -579,7 +588,7 @@ describe('commands', () => {
   })
 })
 
-describe('PostgreSQL: errors and exit codes', () => {
+describe('PostgreSQL: errors and exit codes', { timeout: CLI_TEST_MS }, () => {
   /** A loopback port where nothing listens: one the system gave a server that has closed since. */
   async function deadPort(): Promise<number> {
     const server = createServer()
