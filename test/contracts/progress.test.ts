@@ -105,15 +105,16 @@ describe.each(PROCESS_DATABASES)('%s', (dialect) => {
       await enqueue(t.db, followed, { n: 1 }, { id: 'flood' })
       const notices = dialect === 'postgres' ? await countNotices() : undefined
       const worker = startFixture('contract-child.ts', ['work', t.address, 'flood'], { FLOOD: String(FLOOD) })
-      await started(worker, 'working', 'the worker process to start')
       const received: number[] = []
       let floodMs = 0
+      // The watch starts before the worker can claim the job, so that it follows the whole flood.
       const following = (async () => {
         for await (const snapshot of watch(t.db, followed, 'flood')) {
           const i = (snapshot.progress as { i?: number } | null)?.i
           if (i !== undefined) received.push(i)
         }
       })()
+      await started(worker, 'working', 'the worker process to start')
       await waitFor(() => received.at(-1) === FLOOD, 'the last progress value', 60_000)
       await waitFor(() => /flooded \d+/.test(worker.output()), 'the worker to say how long the flood took')
       floodMs = Number(/flooded (\d+)/.exec(worker.output())![1])
