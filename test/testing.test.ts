@@ -179,6 +179,8 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
         for await (const s of watch(t.db, quick, 'a')) seen.push([s.state, s.attempt, s.error])
       })()
       const sawRetry = () => seen.some(([state]) => state === 'scheduled')
+      // The drain claims only once the watcher has read the job waiting: on a loaded machine its first read may come late.
+      await waitFor(() => seen.length > 0, "the watcher's first read")
       let released: Promise<unknown> = Promise.resolve()
       await drain(t.db, quick, async (_value, run) => {
         // Each run waits until the watcher saw it: on PostgreSQL the watcher reads the row after the claim's notice,

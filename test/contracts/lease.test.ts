@@ -13,7 +13,7 @@ import { afterAll, describe, expect, test } from 'vitest'
 import { defineQueue, enqueueMany, type Database } from '../../src/index.js'
 import { tempDir } from '../helpers/db.js'
 import { eachContractDb, type ContractDb, type DialectName } from '../helpers/dialects.js'
-import { startFixture, type Child } from '../helpers/processes.js'
+import { STARTUP_MS, startFixture, type Child } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 import type { Counted } from '../fixtures/lease-child.js'
 
@@ -126,7 +126,11 @@ describe.each(DRIVERS)('$name', ({ name, database, env }) => {
    * (with `stalledEnv`); then, once that one blocks its event loop or has called 40 step functions (so that it has runs
    * under way), lets the first one work.
    */
-  async function twoWorkers(dir: string, stalledEnv: Record<string, string> = {}): Promise<{ stalled: Child; other: Child }> {
+  async function twoWorkers(
+    dir: string,
+    stalledEnv: Record<string, string> = {},
+    beforeGo: (stalled: Child) => void = () => {},
+  ): Promise<{ stalled: Child; other: Child }> {
     const other = startFixture('lease-child.ts', ['work', t.address, dir], { ...env, LEASE_MS: String(LEASE_MS), WAIT_FOR_GO: '1' })
     const stalled = startFixture('lease-child.ts', ['work', t.address, dir], { ...env, ...stalledEnv, LEASE_MS: String(LEASE_MS) })
     const pid = Number(stalled.process.pid)
@@ -135,14 +139,19 @@ describe.each(DRIVERS)('$name', ({ name, database, env }) => {
         /^stalling /m.test(readFileSync(join(dir, 'log'), 'utf8')) ||
         readLog(dir).effects.filter((effect) => effect.pid === pid).length >= 40,
       'the worker that stalls to run steps',
-      60_000,
+      STARTUP_MS,
     )
+    beforeGo(stalled)
     writeFileSync(join(dir, 'go'), '')
-    await waitFor(() => other.output().includes('working'), 'the worker that takes over to start', 60_000)
     return { stalled, other }
   }
 
-  test(`JOB-16 ${on} a worker whose event loop is blocked for six leases starts no step's function of a job another process took meanwhile`, async () => {
+  /** Waits until the other worker has started a later attempt of a job: it took the stalled one's jobs over. */
+  async function tookOver(dir: string): Promise<void> {
+    await waitFor(() => readLog(dir).starts.some((start) => start.attempt > 1), 'the other worker to take jobs over', STARTUP_MS)
+  }
+
+  test(`JOB-16 ${on} a worker whose event loop is blocked past its lease starts no step's function of a job another process took meanwhile`, async () => {
     const dir = tempDir()
     writeFileSync(join(dir, 'log'), '')
     // A synchronous driver answers a step's check of its lease at once: the block must come between that answer and
@@ -150,8 +159,12 @@ describe.each(DRIVERS)('$name', ({ name, database, env }) => {
     // microtask queue after they start. On the others it falls while checks are in flight, once the worker is busy.
     const synchronous = name === 'sqlite'
     await addCounted(t.db, 400, { steps: 4, stepMs: 0 }, (i) => (i < 24 || i % 20 === 19 ? 3 + (i % 2) : undefined))
-    await twoWorkers(dir, { STALL_MS: String(6 * LEASE_MS), STALL_AFTER_EFFECTS: synchronous ? '0' : '40' })
-    await waitFor(() => readLog(dir).stalls.length > 0, 'the worker to block its event loop', 60_000)
+    // Blocked until the other worker took jobs over (at least six leases: its start, its look for expired leases),
+    // or two minutes, whatever the machine's load.
+    await twoWorkers(dir, { STALL_MS: String(STARTUP_MS), STALL_AFTER_EFFECTS: synchronous ? '0' : '40' })
+    await tookOver(dir)
+    writeFileSync(join(dir, 'release'), '')
+    await waitFor(() => readLog(dir).stalls.length > 0, 'the worker to wake', STARTUP_MS)
     const states = await allEnded(t, 400)
     const logged = readLog(dir)
     expect(logged.stalls, 'the worker blocked its event loop once').toHaveLength(1)
@@ -168,16 +181,24 @@ describe.each(DRIVERS)('$name', ({ name, database, env }) => {
     ).toBe(true)
   }, 180_000)
 
-  test(`JOB-16 ${on} a worker whose process is frozen with SIGSTOP for six leases starts no step's function of a job another process took meanwhile`, async () => {
+  test(`JOB-16 ${on} a worker whose process is frozen with SIGSTOP past its lease starts no step's function of a job another process took meanwhile`, async () => {
     const dir = tempDir()
     writeFileSync(join(dir, 'log'), '')
     await addCounted(t.db, 400, { steps: 4, stepMs: 0 })
-    const { stalled } = await twoWorkers(dir)
-    stalled.process.kill('SIGSTOP')
-    await waitFor(() => stopped(stalled.process.pid!), 'the worker to be stopped', 5_000)
-    // The freeze is what is tested: six leases, by the clock, whatever else happens meanwhile.
-    await new Promise((resolve) => setTimeout(resolve, 6 * LEASE_MS))
-    stalled.process.kill('SIGCONT')
+    // Frozen while its runs are under way, before the other worker starts; thawed once that one took jobs over. A
+    // freeze that falls inside a write of SQLite's holds its file's lock, and nobody takes anything over until it
+    // thaws: such a freeze is thawed after a while and the process frozen again.
+    const { stalled } = await twoWorkers(dir, {}, (frozen) => void frozen.process.kill('SIGSTOP'))
+    const taken = () => readLog(dir).starts.some((start) => start.attempt > 1)
+    for (let freeze = 1; ; freeze++) {
+      await waitFor(() => stopped(stalled.process.pid!), 'the worker to be stopped', 5_000)
+      const until = Date.now() + 20 * LEASE_MS
+      while (!taken() && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20))
+      stalled.process.kill('SIGCONT')
+      if (taken() || freeze === 10) break
+      await new Promise((resolve) => setTimeout(resolve, LEASE_MS / 5))
+      stalled.process.kill('SIGSTOP')
+    }
     const states = await allEnded(t, 400)
     const logged = readLog(dir)
     const { late, doubled, tooSoon } = lateAndDoubled(logged)
