@@ -111,6 +111,20 @@ function lateAndDoubled(logged: Logged) {
   return { late, doubled: doubled.length, tooSoon }
 }
 
+/** What every stall must leave: no late start, no call twice whose first came after its lease was lost, 400 done, a takeover. */
+function expectNoLateStep(logged: Logged, states: Record<string, number>): void {
+  const { late, doubled, tooSoon } = lateAndDoubled(logged)
+  expect(late, `step functions started after another attempt of their job (${doubled} called twice)`).toEqual([])
+  expect(tooSoon, `step functions called twice, whose first call came after its lease was lost: ${describeCalls(logged, tooSoon)}`).toEqual(
+    [],
+  )
+  expect(states).toEqual({ done: 400 })
+  expect(
+    logged.starts.some((start) => start.attempt > 1),
+    'another process took over jobs of the stalled one',
+  ).toBe(true)
+}
+
 /** The calls of `lists` with the starts of their jobs' runs, for a failure's message. */
 function describeCalls(logged: Logged, lists: Logged['effects'][]): string {
   return JSON.stringify(lists.map((list) => ({ calls: list, starts: logged.starts.filter((start) => start.id === list[0]!.id) })))
@@ -168,17 +182,7 @@ describe.each(DRIVERS)('$name', ({ name, database, env }) => {
     const states = await allEnded(t, 400)
     const logged = readLog(dir)
     expect(logged.stalls, 'the worker blocked its event loop once').toHaveLength(1)
-    const { late, doubled, tooSoon } = lateAndDoubled(logged)
-    expect(late, `step functions started after another attempt of their job (${doubled} called twice)`).toEqual([])
-    expect(
-      tooSoon,
-      `step functions called twice, whose first call came after its lease was lost: ${describeCalls(logged, tooSoon)}`,
-    ).toEqual([])
-    expect(states).toEqual({ done: 400 })
-    expect(
-      logged.starts.some((start) => start.attempt > 1),
-      'another process took over jobs of the stalled one',
-    ).toBe(true)
+    expectNoLateStep(logged, states)
   }, 180_000)
 
   test(`JOB-16 ${on} a worker whose process is frozen with SIGSTOP past its lease starts no step's function of a job another process took meanwhile`, async () => {
@@ -201,17 +205,7 @@ describe.each(DRIVERS)('$name', ({ name, database, env }) => {
     }
     const states = await allEnded(t, 400)
     const logged = readLog(dir)
-    const { late, doubled, tooSoon } = lateAndDoubled(logged)
-    expect(late, `step functions started after another attempt of their job (${doubled} called twice)`).toEqual([])
-    expect(
-      tooSoon,
-      `step functions called twice, whose first call came after its lease was lost: ${describeCalls(logged, tooSoon)}`,
-    ).toEqual([])
-    expect(states).toEqual({ done: 400 })
-    expect(
-      logged.starts.some((start) => start.attempt > 1),
-      'another process took over jobs of the frozen one',
-    ).toBe(true)
+    expectNoLateStep(logged, states)
   }, 180_000)
 
   test.each([
