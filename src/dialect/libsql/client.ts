@@ -1,5 +1,5 @@
 /**
- * libsql's client (`@libsql/client`) as a SQLite client (dialect/sqlite/statement.ts): each statement sent with
+ * libsql's client (`@libsql/client`) as a SQLite client (dialect/sqlite/driver.ts): each statement sent with
  * `execute`, its answers promises. The package is never imported here: its Client and Transaction are known by
  * their shape (connection.ts).
  *
@@ -10,7 +10,8 @@
  */
 import type { Program } from '../program.js'
 import { runAsync } from '../program.js'
-import type { Prepared, PreparedStatements, SqliteClient, StatementTable } from '../sqlite/statement.js'
+import type { SqliteConnectionClient } from '../sqlite/driver.js'
+import type { Prepared, PreparedStatements, StatementTable } from '../sqlite/statement.js'
 
 /** A value libsql binds. */
 export type LibsqlValue = string | number | bigint | boolean | null | ArrayBuffer | Uint8Array
@@ -18,6 +19,23 @@ export type LibsqlValue = string | number | bigint | boolean | null | ArrayBuffe
 /** A libsql Client or Transaction, as the engine runs statements on it. */
 export interface LibsqlExecutor {
   execute(statement: { sql: string; args: LibsqlValue[] }): Promise<{ rows: ArrayLike<unknown>[]; rowsAffected: number }>
+  executeMultiple(sql: string): Promise<void>
+}
+
+/** A libsql Transaction: statements, then commit or rollback; `close` lets its connection go. */
+export interface LibsqlTransaction extends LibsqlExecutor {
+  commit(): Promise<void>
+  rollback(): Promise<void>
+  close(): void
+  readonly closed: boolean
+}
+
+/** A libsql Client. */
+export interface LibsqlClient extends LibsqlExecutor {
+  transaction(mode: 'write' | 'deferred'): Promise<LibsqlTransaction>
+  readonly protocol: string
+  readonly closed: boolean
+  close(): void
 }
 
 /** Where each argument of a statement comes from: a named parameter of its object, or the nth positional one. */
@@ -70,8 +88,11 @@ function bindable(value: unknown): LibsqlValue {
   return value as LibsqlValue
 }
 
-/** The statements of `statements` on a libsql Client or Transaction. @internal */
-export function libsqlClient(executor: LibsqlExecutor): SqliteClient<'async'> {
+/**
+ * The statements of `statements` on a libsql Client or Transaction; `dataVersion`, where given, is the data version the
+ * executor answers in place of the connection's own. @internal
+ */
+export function libsqlClient(executor: LibsqlExecutor, dataVersion?: () => Promise<number>): SqliteConnectionClient<'async'> {
   return {
     prepareAll<D extends StatementTable>(statements: D): PreparedStatements<'async', D> {
       const prepared: Record<string, Prepared<'async', unknown[], unknown, unknown>> = {}
@@ -93,5 +114,7 @@ export function libsqlClient(executor: LibsqlExecutor): SqliteClient<'async'> {
       return prepared as unknown as PreparedStatements<'async', D>
     },
     run: <T>(program: Program<T>) => runAsync(program),
+    exec: (sql) => executor.executeMultiple(sql),
+    dataVersion,
   }
 }
