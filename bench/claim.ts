@@ -7,14 +7,14 @@
  *
  * SQLite: a fresh file in the temp folder, WAL and synchronous NORMAL. PostgreSQL: DATABASE_URL's server
  * (default postgres://postgres@127.0.0.1:5432/postgres), in a database of its own, dropped at the end. Each claim
- * runs in a write transaction of its own, as a flush's claim does (claimJobs inside counting). The jobs are in 64
+ * runs in a write transaction of its own, as a flush's claim does (Executor.jobFlush with the engine's plan). The jobs are in 64
  * groups, taken in turn; after each claim, outside the timing, its jobs are ended with plain SQL and a rated
  * queue's log is emptied, so every claim meets the same queue. Medians of ROUNDS claims, in µs.
  */
 import { defineQueue, enqueueMany, type PgDatabase, type Queue, type QueueOptions, type SyncDatabase } from '../src/index.js'
 import { connectionOf } from '../src/dialect/open.js'
-import { claimJobs } from '../src/engine/claim.js'
-import { counting } from '../src/engine/counts.js'
+import { ask } from '../src/dialect/index.js'
+import { claimPlanner } from '../src/engine/claim.js'
 import { storeLimits } from '../src/engine/queue-limits.js'
 import { withPgDatabase } from './lib/pg-database.js'
 import { withSqliteDatabase } from './lib/sqlite-database.js'
@@ -52,9 +52,12 @@ async function measure(db: SyncDatabase | PgDatabase, run: Run): Promise<Map<str
     )
     const times: number[] = []
     for (let round = 0; round < ROUNDS; round++) {
-      const request = { limit: BATCH, idle: true, owner: 'bench', now: Date.now(), renewLease: null }
+      const request = { limit: BATCH, idle: true, owner: 'bench', now: Date.now(), renewLease: null, clock: Date.now }
       const started = performance.now()
-      const claimed = await connection.write((db) => counting(db, name, (moved) => claimJobs(db, queue, request, moved)))
+      const planner = claimPlanner(name, request)
+      const { claimed } = await connection.write((db) =>
+        ask(db.jobFlush({ queue: name, owner: 'bench', now: request.now, clock: Date.now, ends: [], claim: planner })),
+      )
       times.push((performance.now() - started) * 1_000)
       if (claimed.length !== BATCH) throw new Error(`a claim under ${policy} took ${claimed.length} jobs, not ${BATCH}`)
       await run(`update jobs_job set state = 'done', owner = null where queue = $1 and state = 'running'`, name)

@@ -6,9 +6,12 @@
  *   npx tsx bench/limited-drain.ts [concurrency|group] [jobs]
  *
  * DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres), in a database of its own, dropped at
- * the end. Timed from the worker's start to its last handler's call; the queue's counts are printed after its stop.
+ * the end. Timed from the worker's start to its last handler's call; the queue's counts are printed after its stop,
+ * with the statements the worker sent per job meanwhile (each a round trip to the server: BEGIN and COMMIT among
+ * them, counted at node-postgres's Client#query).
  */
 import { defineQueue, enqueueMany, queueCounts, work, type QueueOptions } from '../src/index.js'
+import pg from 'pg'
 import { withPgDatabase } from './lib/pg-database.js'
 
 const policy = process.argv[2] === 'group' ? 'group' : 'concurrency'
@@ -29,6 +32,12 @@ await withPgDatabase(20, async (_pool, db) => {
   const all = new Promise<void>((done) => {
     resolve = done
   })
+  let statements = 0
+  const query = pg.Client.prototype.query
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    statements++
+    return (query as (...args: unknown[]) => unknown).apply(this, args)
+  } as typeof query
   const started = performance.now()
   const worker = work(
     db,
@@ -40,7 +49,11 @@ await withPgDatabase(20, async (_pool, db) => {
   )
   await all
   const ms = performance.now() - started
+  const sent = statements
+  pg.Client.prototype.query = query
   await worker.stop()
   const counts = await queueCounts(db, 'limited')
-  console.log(`${policy}: ${Math.round((JOBS / ms) * 1_000).toLocaleString('en')} jobs/s; done ${counts.done} of ${JOBS}`)
+  console.log(
+    `${policy}: ${Math.round((JOBS / ms) * 1_000).toLocaleString('en')} jobs/s; ${(sent / JOBS).toFixed(2)} statements per job; done ${counts.done} of ${JOBS}`,
+  )
 })

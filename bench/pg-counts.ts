@@ -61,10 +61,14 @@ async function triggerCost(): Promise<void> {
           const batch = seqs.slice(b * 16, b * 16 + 16)
           await client.query('begin')
           let started = performance.now()
-          await query(client, SQL.claim, {
+          await query(client, SQL.flushClaim, {
             queue: 'bench',
             owner: 'me',
             now: Date.now() + 60_000,
+            notify: 0,
+            total: null,
+            setWaiters: 0,
+            waiters: null,
             limit: batch.length,
             window: batch.length,
             passOver: '[]',

@@ -7,14 +7,14 @@
  *
  * SQLite: a fresh file in the temp folder, WAL and synchronous NORMAL. PostgreSQL: DATABASE_URL's server
  * (default postgres://postgres@127.0.0.1:5432/postgres), in a database of its own, dropped at the end.
- * Each claim runs in a write transaction of its own, as a flush's claim does (claimJobs inside counting);
+ * Each claim runs in a write transaction of its own, as a flush's claim does (Executor.jobFlush with the engine's plan);
  * before each claim of a rated queue its log is put back to the size measured (outside the timing), so every
  * claim reads, grows and writes a log of that size. Medians of ROUNDS claims, in µs.
  */
 import { defineQueue, enqueueMany, type PgDatabase, type Queue, type SyncDatabase } from '../src/index.js'
 import { connectionOf } from '../src/dialect/open.js'
-import { claimJobs, type ClaimReport } from '../src/engine/claim.js'
-import { counting } from '../src/engine/counts.js'
+import { ask } from '../src/dialect/index.js'
+import { claimPlanner, type ClaimReport } from '../src/engine/claim.js'
 import { storeLimits } from '../src/engine/queue-limits.js'
 import { withPgDatabase } from './lib/pg-database.js'
 import { withSqliteDatabase } from './lib/sqlite-database.js'
@@ -49,9 +49,12 @@ async function measure(db: SyncDatabase | PgDatabase, run: Run): Promise<Map<num
     for (let round = 0; round < ROUNDS; round++) {
       if (log !== null) await run('update jobs_queue set rate_starts = $1 where name = $2', log, name)
       const hold: ClaimReport = { waitMs: null }
-      const request = { limit: BATCH, idle: true, owner: 'bench', now: Date.now(), renewLease: null }
+      const request = { limit: BATCH, idle: true, owner: 'bench', now: Date.now(), renewLease: null, clock: Date.now }
       const started = performance.now()
-      const claimed = await connection.write((db) => counting(db, name, (moved) => claimJobs(db, queue, request, moved, hold)))
+      const planner = claimPlanner(name, request, hold)
+      const { claimed } = await connection.write((db) =>
+        ask(db.jobFlush({ queue: name, owner: 'bench', now: request.now, clock: Date.now, ends: [], claim: planner })),
+      )
       times.push((performance.now() - started) * 1_000)
       if (claimed.length !== BATCH) throw new Error(`a claim took ${claimed.length} jobs, not ${BATCH}`)
     }

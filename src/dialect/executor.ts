@@ -19,9 +19,6 @@ import type {
   AheadParams,
   ChangeKind,
   Claimable,
-  ClaimLimits,
-  ClaimTake,
-  ClaimTaken,
   CountsRow,
   EndedWindow,
   ExpiredBy,
@@ -95,49 +92,27 @@ export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
 
   /** What a worker reads before it takes the write lock. */
   queueClaimable(queue: string): Result<K, Claimable | undefined>
-  /**
-   * What a claim reads first, in its transaction: the queue's policy (ClaimLimits), the runs under way, and the first
-   * due job that must run alone. `ended` is how many runs of the queue this transaction has ended so far: their count
-   * is written as the transaction ends, and a dialect whose `running` is that count (SQLite's counter) takes them
-   * off, so that a worker may claim the slots its own ends freed in the same transaction. A queue with a limit or a
-   * rate is read under a lock its claims take turns on (PostgreSQL: its row, FOR UPDATE), so that its limits hold
-   * across processes.
-   */
-  queueClaimLimits(queue: string, ended: number, now: number): Result<K, ClaimLimits>
   queueLimitsGet(queue: string): Result<K, StoredLimits | undefined>
   /** Stores a queue's limits (its rate among them), replacing any others: the worker started last wins. */
   queueLimitsSet(limits: StoreLimitsParams): Result<K, void>
 
-  // Rates (JOB-22): a claim reads the log with queueClaimLimits, under the queue's write lock, and writes it back here.
-  /** Writes back a rated queue's log of recent starts (JSON text, engine/rate.ts) in the claim's transaction. */
-  queueRateStartsSet(queue: string, starts: string): Result<K, void>
-  /** Writes back the workers waiting for a share of a queue's concurrency (engine/fair-share.ts), read with queueClaimLimits; null for none. */
-  queueClaimWaitersSet(queue: string, waiters: string | null): Result<K, void>
-
   /**
-   * Claims runnable jobs for a worker within the bounds the engine worked out from the queue's policy (ClaimTake), as
-   * one operation: PostgreSQL one statement, its candidates locked FOR UPDATE SKIP LOCKED so that claims at once
-   * never take the same job; SQLite a select and an update in the transaction under way, which holds the write lock.
+   * A worker's flush of one queue, in the transaction under way: its own ends, each behind the fence (its job running
+   * that attempt for `owner`) with its own next state, the steps of the jobs that ended dropped; then, when it claims,
+   * the queue's policy (ClaimLimits) read under a lock its claims take turns on, so that its limits hold across
+   * processes, the engine's plan asked (ClaimPlanner), and the jobs claimed in claim order, marked running for
+   * `owner`, counting their attempt, with the worker's row renewed when the plan says so. The counts, the rate's log,
+   * the workers waiting for a share and the notice to other processes are written in the same operation. The claim
+   * never takes a job ended here: the end commits first, for watchers to see.
    */
-  jobClaim(take: ClaimTake): Result<K, ClaimTaken>
-
+  jobFlush(flush: FlushRequest): Result<K, FlushAnswer>
   /**
    * Ends runs of the worker `owner`, each with its own next state, behind the fence (its job running that attempt for
    * `owner`, and for a rescue the owner's row expired by `expiredBy`, or gone), checked in the same statement as the
    * write, which clears the job's owner; drops the steps of the jobs that ended. Answers the jobs it ended: a run
-   * missing there had lost its lease. PostgreSQL: one statement however the ends differ; SQLite: one update and the
-   * steps' delete.
+   * missing there had lost its lease.
    */
   jobEndMany(end: ExpiredBy & { owner: string; ends: readonly JobEnd[] }): Result<K, number[]>
-  /**
-   * A worker's flush of one queue as one operation, where the driver can write it whole (PostgreSQL: one statement,
-   * in a transaction of its own): its own ends, each behind the fence with its own next state, the steps
-   * of the jobs that ended, its claim of runnable jobs in claim order, its row renewed when it claimed, and one notice.
-   * A queue whose policy (a limit, a rate, a job that must run alone) needs the engine's general claim gets none, and
-   * the engine claims in a program of its own (engine/claim.ts). Absent where the engine's program is as cheap (SQLite:
-   * its transaction runs in-process, with no round trips).
-   */
-  jobFlush?(flush: FlushRequest): Result<K, FlushAnswer>
   /** Ends a run that names no worker, while it still names none; answers whether it landed. */
   jobSetStateIfUnleased(end: RunEndParams & { seq: number }): Result<K, boolean>
   jobGetState(seq: number): Result<K, JobState | undefined>

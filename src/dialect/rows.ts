@@ -103,19 +103,45 @@ export type UnleasedRun = Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
 export type Claimable = Pick<QueueRow, 'paused' | 'running' | 'waiting' | 'scheduled' | 'concurrency'> & { nextScheduled: number | null }
 
 /**
- * What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force, and the
- * first due job that must run alone. A queue with no row of its own (jobs written by another program) reads as
- * unpaused and unlimited.
+ * A queue's policy, as a flush reads it in its transaction: the pause flag, the runs under way, the limits in force,
+ * the rate's log, the workers waiting for a share, and the first due job that must run alone. A queue with no row of
+ * its own (jobs written by another program) reads as unpaused and unlimited.
  */
 export type ClaimLimits = Pick<QueueRow, 'paused' | 'running' | 'concurrency'> & {
   perGroup: QueueRow['concurrencyPerGroup']
-} & Partial<ClaimRate> & {
+} & Partial<StoredRate> & {
+    rateStarts?: unknown
+    /**
+     * The time on the clock the rate's log is kept with, read with the policy: the server's where the database keeps
+     * a clock (PostgreSQL's, read once the queue's lock is held), else the worker's (FlushRequest.clock).
+     */
+    rateNow: number
     /** The workers waiting for a share of the concurrency (engine/fair-share.ts), as stored: read when the queue has a concurrency. */
     claimWaiters?: unknown
     /** The first due job, in claim order, whose last run was abandoned (engine/alone.ts), and when it was due; null for none. */
     aloneSeq: number | null
     aloneRunAt: number | null
   }
+
+/** What a flush claims, as the engine planned it from the queue's policy (engine/claim.ts). */
+export interface ClaimPlan {
+  /** A job that must run alone, claimed first and by itself; null for none. */
+  alone: ClaimTake | null
+  /** Whether `take` waits while `alone` is not taken: the job has waited long enough for a worker to free up for it. */
+  holdBack: boolean
+  /** The claim, when `alone` took nothing; null to claim nothing. */
+  take: ClaimTake | null
+  /** The workers waiting for a share of the concurrency, to write back (JSON text, null for none); undefined leaves them. */
+  waiters?: string | null
+}
+
+/** The engine's plan of a flush's claim, which the driver asks in the flush's transaction. */
+export interface ClaimPlanner {
+  /** The claim for the queue's policy, read in the flush's transaction; `sentAt` is when (performance.now()) its read was sent. */
+  plan(policy: ClaimLimits, sentAt: number): ClaimPlan
+  /** After the claim: the rate's log to write back in the same transaction (JSON text), or null for none. */
+  claimed(taken: ClaimTaken): string | null
+}
 
 /**
  * A claim for one worker, as one operation (Executor.jobClaim): the queue's policy (its concurrency, its share for
@@ -159,16 +185,6 @@ export interface ClaimTaken {
   claimed: ClaimedJob[]
   /** The groups of the jobs it passed over for the rate's cap per group before it was full: the worker looks again when they open. */
   heldBack: string[]
-}
-
-/**
- * The queue's rate in force and its log of recent starts (engine/rate.ts), as a claim reads them under the queue's
- * write lock; `rateNow` is the time the rate's window ends at, on the clock the log is kept with: the server's on
- * PostgreSQL, read once the lock is held; null on SQLite, whose claims stamp starts with the worker's clock.
- */
-export interface ClaimRate extends StoredRate {
-  rateStarts: unknown
-  rateNow: number | null
 }
 
 /** A queue's stored rate (JOB-22): null columns for no rate. */
@@ -267,30 +283,28 @@ export interface JobEnd {
   transition: RunEndParams
 }
 
-/** A worker's flush of one queue, written whole by a driver that can (Executor.jobFlush). */
+/**
+ * A worker's flush of one queue, one operation of every driver (Executor.jobFlush): its own ends, then a claim the
+ * engine plans from the queue's policy, read in the same transaction.
+ */
 export interface FlushRequest {
   queue: string
   owner: string
   now: number
+  /** The worker's clock, read for the rate's log where the database keeps no clock of its own. */
+  clock: () => number
   /** The worker's own ends, each fenced by its run (the job running that attempt for `owner`). */
   ends: readonly JobEnd[]
-  /** How many runnable jobs to claim, in claim order: 0 for none. */
-  limit: number
-  /** Jobs the claim leaves alone (the ends' retries: their new state commits first, for watchers to see). */
-  passOver: readonly number[]
-  /** The worker's row to write when it claims, or null while it holds (engine/lease.ts). */
-  renewLease: WorkerLease | null
+  /** The engine's plan of the claim, from the queue's policy; null to write the ends alone. */
+  claim: ClaimPlanner | null
 }
 
-/** What a whole flush wrote. */
+/** What a flush wrote. */
 export interface FlushAnswer {
   /** Per end, whether it landed (false: its run had lost its lease). */
   landed: boolean[]
-  /**
-   * The jobs claimed, in claim order; null when the queue's policy needs the engine's general claim (a limit, a rate,
-   * or a due job whose last run was abandoned, which runs alone): then it claimed nothing.
-   */
-  claimed: ClaimedJob[] | null
+  /** The jobs claimed, in claim order. */
+  claimed: ClaimedJob[]
 }
 
 /** What changed of a queue's jobs: `added` (jobs that may run), `claimed`, `ended` (runs ended or were taken back), `revoked` (leases taken from running jobs: a cancel), `other`. */
@@ -331,7 +345,7 @@ export type SnapshotRow = Pick<
  * A waiting job's queue rate, for the snapshot's `rateLimitedUntil`: null columns for a job that is not waiting or a
  * queue with no rate. `rateNow`, on PostgreSQL, is the server's clock, which the log is kept with; null on SQLite.
  */
-export type SnapshotRate = { [K in keyof ClaimRate]: ClaimRate[K] | null }
+export type SnapshotRate = { [K in keyof StoredRate]: StoredRate[K] | null } & { rateStarts: unknown; rateNow: number | null }
 
 /** Where a job stands in claim order, for counting the jobs ahead of it, up to `limit`. */
 export interface AheadParams {

@@ -1,34 +1,20 @@
 /**
- * Claiming: inside the caller's `BEGIN IMMEDIATE` transaction, take up to
- * `limit` runnable jobs in claim order (priority, run_at, seq — JOB-17),
- * count their attempt (JOB-04), and lease them. The queue's concurrency is
- * decided here, from the database: the limits stored in `jobs_queue` (the
- * last started worker's, JOB-19, not the claiming process's definition) and
- * the runs under way, so it holds across processes (JOB-07).
- *
- * A queue's rate (JOB-22) is decided here too, in the same transaction, from
- * its log of recent starts (rate.ts): the claim takes no more than the
- * window has room for, passes over groups at their own rate cap, appends its
- * starts to the log and writes it back. When the rate held jobs back, the
- * claim says in `hold` how long until the window opens, so that an idle
- * worker wakes then rather than on its next poll.
+ * The claim's plan: from a queue's policy, read by the flush in its
+ * transaction (the limits stored in `jobs_queue` by the last started worker,
+ * JOB-19, the runs under way, the rate's log, the workers waiting for a
+ * share, the first job that must run alone), how many runnable jobs a
+ * worker takes and under which caps, so that the concurrency holds across
+ * processes (JOB-07) and the rate across hosts (JOB-22). Pure: the driver
+ * reads and writes (Executor.jobFlush), this decides.
  *
  * While several workers want more runs than a queue's concurrency lets them
- * have, each claims no more than its share of it (fair-share.ts): the
- * claimer says here that it waits, and counts the others that do.
- *
- * A due job whose last run was abandoned runs alone: alone.ts holds that
- * rule, and the claim asks it what to take.
- *
- * A claim never takes a job whose run ended in the same transaction
- * (`passOver`): the end commits first, so watchers see it (a retry's
- * `scheduled` and its error), and a later transaction claims the job again.
+ * have, each claims no more than its share of it (fair-share.ts). A due job
+ * whose last run was abandoned runs alone (alone.ts). When the rate held
+ * jobs back, the report says how long until its window opens, so that an
+ * idle worker wakes then rather than on its next poll.
  */
-import { ask, type Executor, type Program } from '../dialect/index.js'
-import { shift, type CountShift } from '../engine/counts.js'
-import type { QueueDefinition } from './definition.js'
+import type { ClaimLimits, ClaimPlan, ClaimPlanner, ClaimTake, ClaimTaken, WorkerLease } from '../dialect/index.js'
 import type { QueueLimits } from './queue-limits.js'
-import type { ClaimedJob, ClaimTake, ClaimTaken, WorkerLease } from '../dialect/index.js'
 import { aloneClaim } from './alone.js'
 import { RateLog, rateOf, rateSlackMs } from './rate.js'
 import { ClaimWaiters } from './fair-share.js'
@@ -48,12 +34,9 @@ export interface ClaimRequest {
   /** The worker's row to write in the claim's transaction when it claims jobs (its lease was last renewed long ago), or null. */
   renewLease: WorkerLease | null
   /** Jobs whose runs this transaction ended: a later transaction claims them. */
-  passOver?: ReadonlySet<number>
-  /**
-   * The claiming worker's clock, asked inside the transaction (once the write lock is held) for the time a rate's
-   * starts are stamped with, on SQLite; PostgreSQL stamps them with the server's clock. Defaults to `now`.
-   */
-  clock?: () => number
+  passOver?: readonly number[]
+  /** The claiming worker's clock: the rate's stamp moves on from the log's time by what it saw pass meanwhile. */
+  clock: () => number
   /**
    * The runs of this queue the claiming worker holds, counted after the ends this transaction wrote (its runs and the
    * jobs it claimed ahead): with it, the claim takes no more than the worker's share of the queue's concurrency while
@@ -81,8 +64,6 @@ export interface ClaimReport {
   othersRunning?: number
 }
 
-const NONE: ReadonlySet<number> = new Set()
-
 /**
  * How many runnable jobs a claim under a cap per group looks at, for each it may take: the jobs of groups at their
  * cap are passed over, and a claim that looked no further would take fewer than it could.
@@ -91,93 +72,91 @@ const GROUP_LOOK_AHEAD = 4
 const GROUP_LOOK_EXTRA = 16
 
 /**
- * Claims for `request`: the queue's policy read in the transaction (queueClaimLimits), worked out here into the
- * bounds of one claim (Executor.jobClaim), whose starts the rate's log then counts.
+ * The plan of a claim for `request` (Executor.jobFlush asks it): from the queue's policy as the flush read it in its
+ * transaction, the bounds of one claim; then, from what the claim took, the rate's log to write back. `report` is
+ * filled as it goes, for the worker.
  */
-export function* claimJobs(
-  db: Executor,
-  queue: QueueDefinition,
-  request: ClaimRequest,
-  moved: CountShift,
-  hold?: ClaimReport,
-): Program<ClaimedJob[]> {
-  // The runs this transaction ended so far (moved.running is negative by them): their slots are free for this claim.
-  const askedAt = performance.now()
-  const counts = yield* ask(db.queueClaimLimits(queue.name, Math.max(0, -moved.running), request.now))
-  if (hold && request.held !== undefined) hold.othersRunning = Math.max(0, counts.running - request.held)
-  if (counts.paused) return []
-  const limits: QueueLimits = { total: counts.concurrency ?? null, perGroup: counts.perGroup ?? null }
-  const rate = rateOf({ rateLimit: counts.rateLimit ?? null, ratePer: counts.ratePer ?? null, ratePerGroup: counts.ratePerGroup ?? null })
-  let limit = request.limit
-  // A claimed job counts as running against a limit: under one, a worker claims only what it starts now.
-  if (limits.total !== null || limits.perGroup !== null || rate !== null) limit -= request.ahead ?? 0
-  if (limits.total !== null) {
-    const wanted = limit
-    limit = Math.min(limit, limits.total - counts.running)
-    if (request.held !== undefined) {
-      const waiters = new ClaimWaiters(counts.claimWaiters, counts.rateNow ?? request.now)
-      limit = Math.min(limit, waiters.room(request.owner, limits.total, request.held))
-      const next = waiters.next(request.owner, limit < wanted, request.waitMs ?? CLAIM_WAIT_MS)
-      if (next !== undefined) yield* ask(db.queueClaimWaitersSet(queue.name, next))
-      if (hold) hold.waitingMs = waiters.remaining(request.owner)
-    }
-  }
-  if (limit <= 0) return []
-  const clock = request.clock ?? (() => request.now)
-  const readAt = clock()
-  // The log's clock, when the database keeps it, was read at some moment between the ask and now: the stamp below
-  // may be that much earlier than the moment it stands for, and the run's deadline counts it.
-  const unsure = counts.rateNow == null ? 0 : performance.now() - askedAt
-  const log = rate === null ? null : new RateLog(rate, counts.rateStarts, counts.rateNow ?? readAt)
-  if (log !== null) {
-    limit = Math.min(limit, log.room())
-    if (limit <= 0) {
-      if (hold) hold.waitMs = log.opensAt() - log.now
-      return []
-    }
-  }
-  const passOver = request.passOver ?? NONE
-  const alone = aloneClaim({ seq: counts.aloneSeq, runAt: counts.aloneRunAt }, request.idle, passOver, request.now)
-  const groupRoom = log?.groupRooms() ?? null
-  const grouped = limits.perGroup !== null || groupRoom !== null
-  const take: ClaimTake = {
-    queue: queue.name,
-    owner: request.owner,
-    now: request.now,
-    limit,
-    window: grouped ? limit * GROUP_LOOK_AHEAD + GROUP_LOOK_EXTRA : limit,
-    passOver: [...passOver],
-    skipAbandoned: alone.passOver,
-    only: null,
-    perGroup: limits.perGroup,
-    groupRoom,
-    renewLease: request.renewLease,
-  }
-  // A job that must run alone goes to an idle worker first; if its group's caps hold it back, the others may go.
-  let taken: ClaimTaken = { claimed: [], heldBack: [] }
-  if (alone.take !== null) taken = yield* ask(db.jobClaim({ ...take, limit: 1, window: 1, only: alone.take, skipAbandoned: false }))
-  if (taken.claimed.length === 0 && !alone.holdBack) {
-    const heldBack = taken.heldBack
-    taken = yield* ask(db.jobClaim(take))
-    taken.heldBack.push(...heldBack)
-  }
-  const { claimed } = taken
-  if (log !== null) {
-    for (const job of claimed) log.add(job.grp)
-    if (hold) {
+export function claimPlanner(queue: string, request: ClaimRequest, report: ClaimReport = { waitMs: null }): ClaimPlanner {
+  let log: RateLog | null = null
+  let readAt = 0
+  let unsure = 0
+  const clock = request.clock
+  return {
+    plan(policy: ClaimLimits, sentAt: number): ClaimPlan {
+      const none: ClaimPlan = { alone: null, holdBack: false, take: null }
+      if (request.held !== undefined) report.othersRunning = Math.max(0, policy.running - request.held)
+      if (policy.paused) return none
+      const limits: QueueLimits = { total: policy.concurrency ?? null, perGroup: policy.perGroup ?? null }
+      const rate = rateOf({
+        rateLimit: policy.rateLimit ?? null,
+        ratePer: policy.ratePer ?? null,
+        ratePerGroup: policy.ratePerGroup ?? null,
+      })
+      let limit = request.limit
+      let waiters: string | null | undefined
+      // A claimed job counts as running against a limit: under one, a worker claims only what it starts now.
+      if (limits.total !== null || limits.perGroup !== null || rate !== null) limit -= request.ahead ?? 0
+      if (limits.total !== null) {
+        const wanted = limit
+        limit = Math.min(limit, limits.total - policy.running)
+        if (request.held !== undefined) {
+          const share = new ClaimWaiters(policy.claimWaiters, policy.rateNow)
+          limit = Math.min(limit, share.room(request.owner, limits.total, request.held))
+          waiters = share.next(request.owner, limit < wanted, request.waitMs ?? CLAIM_WAIT_MS)
+          report.waitingMs = share.remaining(request.owner)
+        }
+      }
+      if (limit <= 0) return { ...none, waiters }
+      readAt = clock()
+      // The log's clock, where the database keeps it, was read at some moment between the ask and now: the stamp
+      // may be that much earlier than the moment it stands for, and the run's deadline counts it.
+      unsure = performance.now() - sentAt
+      log = rate === null ? null : new RateLog(rate, policy.rateStarts, policy.rateNow)
+      if (log !== null) {
+        limit = Math.min(limit, log.room())
+        if (limit <= 0) {
+          report.waitMs = log.opensAt() - log.now
+          return { ...none, waiters }
+        }
+      }
+      const passOver = request.passOver ?? []
+      const alone = aloneClaim({ seq: policy.aloneSeq, runAt: policy.aloneRunAt }, request.idle, new Set(passOver), request.now)
+      const groupRoom = log?.groupRooms() ?? null
+      const grouped = limits.perGroup !== null || groupRoom !== null
+      const take: ClaimTake = {
+        queue,
+        owner: request.owner,
+        now: request.now,
+        limit,
+        window: grouped ? limit * GROUP_LOOK_AHEAD + GROUP_LOOK_EXTRA : limit,
+        passOver,
+        skipAbandoned: alone.passOver,
+        only: null,
+        perGroup: limits.perGroup,
+        groupRoom,
+        renewLease: request.renewLease,
+      }
+      return {
+        // A job that must run alone goes to an idle worker first; if its group's caps hold it back, the others may go.
+        alone: alone.take === null ? null : { ...take, limit: 1, window: 1, only: alone.take, skipAbandoned: false },
+        holdBack: alone.holdBack,
+        take,
+        waiters,
+      }
+    },
+
+    claimed({ claimed, heldBack }: ClaimTaken): string | null {
+      if (log === null) return null
+      for (const job of claimed) log.add(job.grp)
       // A group the rate held back opens again later: the worker looks again then, not on its next poll.
-      const heldBack = taken.heldBack.length === 0 ? null : Math.min(...taken.heldBack.map((grp) => log.groupOpensAt(grp)))
-      const opensAt = log.room() === 0 ? log.opensAt() : heldBack
-      hold.waitMs = opensAt === null ? null : Math.max(0, opensAt - log.now)
-    }
+      const groupOpens = heldBack.length === 0 ? null : Math.min(...heldBack.map((grp) => log!.groupOpensAt(grp)))
+      const opensAt = log.room() === 0 ? log.opensAt() : groupOpens
+      report.waitMs = opensAt === null ? null : Math.max(0, opensAt - log.now)
+      if (claimed.length === 0) return null
+      // Stamped now, on the log's clock: the server's as read under the lock, moved on by the time this process saw pass.
+      log.stamp(log.now + (clock() - readAt))
+      report.startBy = performance.now() + rateSlackMs(log.rate) - unsure
+      return JSON.stringify(log)
+    },
   }
-  if (claimed.length === 0) return claimed
-  for (const job of claimed) shift(moved, job.claimedFrom, 'running')
-  if (log !== null) {
-    // Stamped now, on the log's clock: the server's as read under the lock, moved on by the time this process saw pass.
-    log.stamp(log.now + (clock() - readAt))
-    if (hold) hold.startBy = performance.now() + rateSlackMs(log.rate) - unsure
-    yield* ask(db.queueRateStartsSet(queue.name, JSON.stringify(log)))
-  }
-  return claimed
 }

@@ -2,23 +2,21 @@
  * Running a queue's jobs inline in a test, through the engine's own claim,
  * outcome and record modules, so a job ends exactly as a worker would end it.
  */
-import { ask } from '../dialect/index.js'
+import { ask, type Connection, type JobEnd } from '../dialect/index.js'
 import { connectionOf, type Database } from '../dialect/open.js'
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { DEFAULT_DRAIN_MAX_RUNS, DEFAULT_LEASE_MS } from '../limits.js'
-import { counting } from '../engine/counts.js'
 import { checkQueue, positiveInteger, type Queue } from '../queue/define.js'
 import { jobsChanged, onJobsChanged } from '../engine/wake.js'
 import type { Claimable, JobRow } from '../dialect/index.js'
 import type { JobState } from '../types.js'
-import { claimJobs, type ClaimReport } from '../engine/claim.js'
+import { claimPlanner, type ClaimReport } from '../engine/claim.js'
 import { execute } from '../engine/executor.js'
 import { handedBack } from '../engine/outcome.js'
 import { checkLeases } from '../engine/lease.js'
 import { newOwner, OWN_HOST_AND_PID } from '../engine/owner.js'
 import { storeLimits } from '../engine/queue-limits.js'
-import { recordEnds } from '../engine/record.js'
 import { RunContext, type Run } from '../engine/run.js'
 import type { Handler, HandlerAnswer } from '../worker/worker.js'
 import { checkKnownOptions } from '../options.js'
@@ -105,25 +103,14 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
         )
       }
       const hold: ClaimReport = { waitMs: null }
-      const [job] = await connection.write((db) =>
-        counting(db, definition.name, function* (moved) {
-          const claimed = yield* claimJobs(
-            db,
-            definition,
-            // Each claim writes the drain's row for the job it takes: the lease outlives the run's timeout.
-            {
-              limit: 1,
-              idle: true,
-              owner,
-              now: Date.now(),
-              renewLease: { owner, ...OWN_HOST_AND_PID, expiresAt: Date.now() + leaseMs, channel: null },
-            },
-            moved,
-            hold,
-          )
-          if (claimed.length > 0) yield* ask(db.queueNotify(definition.name, 'claimed'))
-          return claimed
-        }),
+      const now = Date.now()
+      // Each claim writes the drain's row for the job it takes: the lease outlives the run's timeout.
+      const renewLease = { owner, ...OWN_HOST_AND_PID, expiresAt: now + leaseMs, channel: null }
+      const planner = claimPlanner(definition.name, { limit: 1, idle: true, owner, now, renewLease, clock: Date.now }, hold)
+      const {
+        claimed: [job],
+      } = await connection.write((db) =>
+        ask(db.jobFlush({ queue: definition.name, owner, now, clock: Date.now, ends: [], claim: planner })),
       )
       if (!job && hold.waitMs !== null && isDue(await connection.executor.queueClaimable(definition.name), Date.now())) {
         // The queue's rate holds the due jobs back (JOB-22): they run when its window opens, as under a worker.
@@ -134,11 +121,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       if (hold.startBy != null && performance.now() > hold.startBy) {
         // Its handler cannot be called within the rate's slack of its stamped start: back unstarted, its attempt
         // refunded, as a worker hands it back (engine/rate.ts); the start still counts, and the next claim waits.
-        await connection.write((db) =>
-          counting(db, definition.name, function* (moved) {
-            yield* recordEnds(db, [{ seq: job.seq, owner, attempt: job.attempts, transition: handedBack(job) }], moved)
-          }),
-        )
+        await endRuns(connection, definition.name, owner, [{ seq: job.seq, attempt: job.attempts, transition: handedBack(job) }])
         continue
       }
       jobsChanged(connection.key, definition.name, 'claimed', [job.seq])
@@ -150,12 +133,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       unsubscribe()
       run.endProgress()
       if (transition) {
-        await connection.write((db) =>
-          counting(db, definition.name, function* (moved) {
-            const [landed] = yield* recordEnds(db, [{ seq: run.seq, owner, attempt: run.attempt, transition }], moved)
-            if (landed) yield* ask(db.queueNotify(definition.name, 'ended'))
-          }),
-        )
+        await endRuns(connection, definition.name, owner, [{ seq: run.seq, attempt: run.attempt, transition }])
         jobsChanged(connection.key, definition.name, 'ended', [run.seq])
       }
       tally(result, run, await connection.executor.jobGetOutcome(run.seq))
@@ -180,4 +158,9 @@ function tally(result: DrainResult, run: RunContext, job: Pick<JobRow, 'state' |
   const state = job?.state ?? 'canceled'
   if (state === 'done' || state === 'failed' || state === 'scheduled' || state === 'canceled') result[state]++
   result.runs.push({ id: run.id, attempt: run.attempt, state, error: job?.error ?? null })
+}
+
+/** Writes a drain's ends as a worker's flush writes them, claiming nothing. */
+async function endRuns(connection: Connection, queue: string, owner: string, ends: JobEnd[]): Promise<void> {
+  await connection.write((db) => ask(db.jobFlush({ queue, owner, now: Date.now(), clock: Date.now, ends, claim: null })))
 }

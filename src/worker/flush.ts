@@ -43,13 +43,12 @@
  * far apart (long runs) waits for none. A worker alone on its file leaves
  * no gap.
  */
-import { ask, type ClaimedJob, type Connection, type FlushAnswer, type FlushRequest } from '../dialect/index.js'
-import { claimJobs, type ClaimReport } from '../engine/claim.js'
-import { counting } from '../engine/counts.js'
+import { ask, type ClaimedJob, type Connection, type FlushAnswer } from '../dialect/index.js'
+import { claimPlanner, type ClaimReport } from '../engine/claim.js'
 import type { QueueDefinition } from '../engine/definition.js'
 import { storeLimits } from '../engine/queue-limits.js'
 import { handedBack } from '../engine/outcome.js'
-import { recordEnds, type RunEndRecord } from '../engine/record.js'
+import type { RunEndRecord } from '../engine/record.js'
 import { jobsChanged } from '../engine/wake.js'
 import { claimedRows, endedRows } from '../engine/written.js'
 import {
@@ -77,13 +76,6 @@ const MIN_RUN_MS = 0.01
 const MAX_WRITERS_COUNTED = 8
 /** How often a contended worker counts the workers running its queue's jobs, ms. */
 const WRITERS_READ_MS = 250
-
-/**
- * How long after a whole flush found that the queue's policy needs the general claim the worker writes its flushes
- * through the general claim alone, ms: a queue's limits change only when a worker starts, and the next whole flush
- * after this finds out whether they are gone.
- */
-const GENERAL_CLAIM_SPELL_MS = 1_000
 
 /** A waiting worker takes the lock to renew its entry among the waiters when this much of its time is left: the claim renews it from half. */
 const WAIT_RENEW_AT = 0.4
@@ -144,13 +136,6 @@ export class Flusher {
   private waitingUntil = 0
   /** Takes the lock to renew the entry before it lapses, while the queue stays full. */
   private waitTimer: NodeJS.Timeout | null = null
-  /**
-   * Until when (performance.now() ms) the worker's flushes skip the driver's whole flush: the last one found that the
-   * queue's policy needs the general claim (a limit, a rate, a job that runs alone), which then ran in a transaction
-   * of its own after it. Meanwhile the ends ride in the general claim's transaction: one commit a flush, not two.
-   */
-  private generalUntil = 0
-
   constructor(private readonly worker: FlushContext) {
     this.waitMs = Math.max(CLAIM_WAIT_MS, CLAIM_WAIT_POLLS * worker.pollIntervalMs)
   }
@@ -225,22 +210,6 @@ export class Flusher {
   }
 
   /**
-   * The driver's whole flush (Executor.jobFlush), where it has one and this flush may use it: not a worker's first,
-   * which stores its queue's limits, and only with the worker's own ends. It runs in a transaction of its own, not
-   * as a statement alone: a connection lost after the statement was sent leaves a lone statement's outcome unknown,
-   * and jobs it claimed would stay running under this worker's name with no run; a transaction that fails before
-   * its commit writes nothing (the commit alone is left unknown, as for every flush).
-   */
-  private wholeFlush(storing: boolean, ends: readonly RunEndRecord[]): ((flush: FlushRequest) => Promise<FlushAnswer>) | undefined {
-    const { connection } = this.worker
-    if (!connection.executor.jobFlush || storing) return undefined
-    // The queue's policy needed the general claim a moment ago: its ends go with that claim, in one transaction.
-    if (performance.now() < this.generalUntil) return undefined
-    if (ends.some((end) => end.owner !== this.worker.owner || (end.expiredBy ?? null) !== null)) return undefined
-    return async (flush) => connection.tryWrite((db) => ask(db.jobFlush!(flush)))
-  }
-
-  /**
    * How many times its flush's time a worker leaves the lock free, while other connections write. An app beside the
    * workers waits for the lock in SQLite's busy handler, which tries again only after sleeps that grow to 100 ms, and
    * the workers take it within a ms of each other's commits: with no gap they would hold it at nearly every try of
@@ -304,69 +273,48 @@ export class Flusher {
     const self = this
     let othersWrote = false
     let replaced: string | null = null
-    let claimed: ClaimedJob[]
-    let landed: boolean[] = []
+    let answer: FlushAnswer
     const channel = progressChannelFor(connection)
     const renewLease = this.worker.lease.forClaim(now)
     const hold: ClaimReport = { waitMs: null, startBy: null }
-    // Ends written already, by a whole flush: the general program after it (a claim the queue's policy needs) writes none.
-    let endsWritten = false
-    let claimedWhole: ClaimedJob[] | null = null
+    const planner = claimPlanner(
+      queue.name,
+      {
+        limit: free,
+        ahead: free - startable,
+        idle: runs.size === 0 && runs.aheadSize === 0,
+        owner: this.worker.owner,
+        now,
+        renewLease,
+        // A job whose run ends here is claimed by a later flush: its end commits first, for watchers to see.
+        passOver: ends.map((end) => end.seq),
+        clock: this.worker.clock,
+        held: runs.size + runs.aheadSize,
+        waitMs: this.waitMs,
+      },
+      hold,
+    )
     try {
       const began = performance.now()
-      const whole = this.wholeFlush(storing, ends)
-      if (whole) {
-        const answer = await whole({
-          queue: queue.name,
-          owner: this.worker.owner,
-          now,
-          ends,
-          limit: free,
-          passOver: ends.filter((end) => end.transition.state === 'scheduled').map((end) => end.seq),
-          renewLease,
-        })
-        landed = answer.landed
-        endsWritten = true
-        claimedWhole = answer.claimed
-        if (answer.claimed === null) this.generalUntil = performance.now() + GENERAL_CLAIM_SPELL_MS
-      }
-      const generalEnds = endsWritten ? [] : ends
-      claimed =
-        claimedWhole ??
-        (await connection.tryWrite(function* (db) {
-          const version = yield* ask(db.dataVersion())
-          // The first flush has nothing to compare with: the writes that made the queue are not contention.
-          othersWrote = self.versionAtLastFlush !== -1 && version !== self.versionAtLastFlush
-          self.versionAtLastFlush = version
-          if (storing) replaced = yield* storeLimits(db, queue, now)
-          return yield* counting(db, queue.name, function* (moved) {
-            if (!endsWritten) landed = yield* recordEnds(db, generalEnds, moved)
-            if (free <= 0) {
-              if (!endsWritten && landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
-              return []
-            }
-            const passOver = new Set(ends.filter((end, i) => landed[i] && end.transition.state === 'scheduled').map((end) => end.seq))
-            const request = {
-              limit: free,
-              ahead: free - startable,
-              idle: runs.size === 0 && runs.aheadSize === 0,
-              owner: self.worker.owner,
-              now,
-              renewLease,
-              passOver,
-              clock: self.worker.clock,
-              held: runs.size + runs.aheadSize,
-              waitMs: self.waitMs,
-            }
-            const claimed = yield* claimJobs(db, queue, request, moved, hold)
-            // One notice for the transaction: other processes' watchers look again, and their workers too when runs ended.
-            if (!endsWritten && landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
-            else if (claimed.length > 0) yield* ask(db.queueNotify(queue.name, 'claimed'))
-            return claimed
-          })
-        }))
+      answer = await connection.tryWrite(function* (db) {
+        const version = yield* ask(db.dataVersion())
+        // The first flush has nothing to compare with: the writes that made the queue are not contention.
+        othersWrote = self.versionAtLastFlush !== -1 && version !== self.versionAtLastFlush
+        self.versionAtLastFlush = version
+        if (storing) replaced = yield* storeLimits(db, queue, now)
+        return yield* ask(
+          db.jobFlush({
+            queue: queue.name,
+            owner: self.worker.owner,
+            now,
+            clock: self.worker.clock,
+            ends,
+            claim: free > 0 ? planner : null,
+          }),
+        )
+      })
       this.refusals = 0
-      if (claimed.length > 0 && renewLease) this.worker.lease.written(renewLease)
+      if (answer.claimed.length > 0 && renewLease) this.worker.lease.written(renewLease)
       this.lastWriteAt = performance.now()
       const tookMs = this.lastWriteAt - began
       this.flushMs = this.flushMs === null ? tookMs : this.flushMs + AVERAGE_WEIGHT * (tookMs - this.flushMs)
@@ -379,11 +327,11 @@ export class Flusher {
         this.gapMs = Math.max(CONTENDED_GAP_MS, this.gapFactor() * tookMs)
       }
     } catch (error) {
-      if (!endsWritten) this.pendingEnds.unshift(...ends)
+      this.pendingEnds.unshift(...ends)
       this.retryAfter(error)
-      if (!endsWritten) return
-      claimed = []
+      return
     }
+    const { landed, claimed } = answer
     if (storing) {
       this.limitsStored = true
       if (replaced !== null) console.warn(replaced)

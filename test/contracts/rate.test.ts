@@ -282,14 +282,14 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
     test(`JOB-22 ${on} a claim whose read of the server's clock reached its worker late hands its run back: every handler is called within the slack after its stamp`, async () => {
       const queue = defineQueue<{ n: number }>('late-answer', { rate: { limit: 5, per: '1s' } })
       const calls: Array<{ at: number; attempt: number }> = []
-      // The first answer of the locked read of the queue's row (which reads the server's clock) reaches the worker
+      // The first answer of the flush's locked read of the queue's policy (which reads the server's clock) reaches the worker
       // 300 ms late, as when its process is not scheduled: more than the slack of 100 ms.
       const query = pg.Client.prototype.query as (...args: unknown[]) => Promise<unknown>
       let stalls = 1
       const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(async function (this: unknown, ...args: unknown[]) {
         const result = await query.apply(this, args)
         const name = (args[0] as { name?: unknown } | undefined)?.name
-        if (typeof name === 'string' && name.startsWith('drizzle_jobs_queue_claim_limits_locked') && stalls > 0) {
+        if (typeof name === 'string' && name.startsWith('drizzle_jobs_claim_policy_') && stalls > 0) {
           stalls--
           await new Promise((resolve) => setTimeout(resolve, 300))
         }

@@ -1,13 +1,22 @@
 /**
  * The driver suite's databases: a fresh migrated one per test on each driver (better-sqlite3, node-postgres,
  * postgres.js 3 and 4), the engine's connection on it, and what a test reads back with plain SQL in the same
- * words on every driver: times as ms, flags as 0/1, JSON parsed, whatever the dialect stores. The engine's own
- * programs (claimJobs, recordEnds, counting, storeLimits) run here as a worker's flush runs them.
+ * words on every driver: times as ms, flags as 0/1, JSON parsed, whatever the dialect stores. The driver's flush
+ * and the engine's own programs (recordEnds, counting, storeLimits) run here as a worker and its maintenance run them.
  */
 import { afterEach, beforeEach } from 'vitest'
-import { ask, type ClaimedJob, type Connection, type Executor, type NewJob } from '../../src/dialect/index.js'
+import {
+  ask,
+  type ClaimLimits,
+  type ClaimPlan,
+  type ClaimPlanner,
+  type ClaimTaken,
+  type Connection,
+  type Executor,
+  type JobEnd,
+  type NewJob,
+} from '../../src/dialect/index.js'
 import { connectionOf as sqliteConnectionOf } from '../../src/dialect/better-sqlite3/connection.js'
-import { claimJobs, type ClaimRequest } from '../../src/engine/claim.js'
 import { counting, noShift, shift, writeShift } from '../../src/engine/counts.js'
 import type { QueueDefinition } from '../../src/engine/definition.js'
 import { storeLimits } from '../../src/engine/queue-limits.js'
@@ -20,7 +29,7 @@ import { connectionOf } from '../../src/dialect/open.js'
 
 import { NOW } from '../pg/jobs.js'
 
-export { done, endOne, newJob, NOW, request, retried, WORKER_HOST_AND_PID, workerLease } from '../pg/jobs.js'
+export { claim, done, endOne, flush, newJob, NOW, request, retried, WORKER_HOST_AND_PID, workerLease } from '../pg/jobs.js'
 
 /** Every driver the suite runs on, by the name its tests carry. */
 export const DRIVERS = ['sqlite', 'libsql', 'postgres', ...POSTGRES_JS, 'pglite'] as const
@@ -239,9 +248,40 @@ export async function addJobs(c: Connection, jobs: NewJob[]): Promise<Map<string
   return seqs
 }
 
-/** Claims as a worker's flush does: claimJobs inside counting, in a write transaction of its own. */
-export async function claim(c: Connection, queue: QueueDefinition, claimRequest: ClaimRequest): Promise<ClaimedJob[]> {
-  return c.write((db) => counting(db, queue.name, (moved) => claimJobs(db, queue, claimRequest, moved)))
+/** What a flush planned by `plan` (not the engine's) took, and the policies it read for the plan. */
+export interface PlannedFlush {
+  landed: boolean[]
+  taken: ClaimTaken
+  /** Each policy the plan was asked with. A driver may ask first with a presumed policy it then checks (PostgreSQL). */
+  policies: ClaimLimits[]
+}
+
+/** A flush of `owner`'s `ends` whose claim is `plan`'s, in a write transaction of its own. */
+export async function flushPlanned(
+  c: Connection,
+  { queue, owner, ends = [], now = NOW }: { queue: string; owner: string; ends?: JobEnd[]; now?: number },
+  plan: (policy: ClaimLimits) => ClaimPlan,
+): Promise<PlannedFlush> {
+  const policies: ClaimLimits[] = []
+  let taken: ClaimTaken = { claimed: [], heldBack: [] }
+  const planner: ClaimPlanner = {
+    plan(policy) {
+      policies.push(policy)
+      return plan(policy)
+    },
+    claimed(answer) {
+      taken = answer
+      return null
+    },
+  }
+  const { landed } = await c.write((db) => ask(db.jobFlush({ queue, owner, now, clock: () => now, ends, claim: planner })))
+  return { landed, taken, policies }
+}
+
+/** The policy of `queue` a flush at `now` reads for its plan, when the queue has one (a limit, a rate, a job that must run alone). */
+export async function policyOf(c: Connection, queue: string, now = NOW): Promise<ClaimLimits> {
+  const { policies } = await flushPlanned(c, { queue, owner: 'reader', now }, () => ({ alone: null, holdBack: false, take: null }))
+  return policies.at(-1)!
 }
 
 /** Records ends as a worker's flush does; answers, per record, whether it landed. */

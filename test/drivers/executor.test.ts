@@ -1,7 +1,7 @@
 /**
  * Every request of the Executor (src/dialect/executor.ts), once, on every driver: better-sqlite3, node-postgres,
  * and postgres.js 3 and 4, each test named with its driver (`JOB-16 [sqlite] …`, `JOB-16 [postgres.js 4] …`).
- * Requests run as the engine runs them (claimJobs, recordEnds, releaseAbandoned, releaseUnleased, counting,
+ * Requests run as the engine runs them (the flush with the engine's plan, recordEnds, releaseAbandoned, releaseUnleased, counting,
  * storeLimits), and the rows they leave are read back with plain SQL. Where the dialects differ by design (the data
  * version, counts kept apart, a rate's clock, the whole flush), each is held to its own documented behaviour.
  * What only PostgreSQL can show (plans, lock waits, SKIP LOCKED across pools) stays in test/pg/executor.test.ts.
@@ -10,16 +10,14 @@ import { describe, expect, test } from 'vitest'
 import {
   ask,
   type AdminJobRow,
+  type ClaimPlanner,
   type ClaimTake,
   type ClaimTaken,
   type ListingOrder,
   type ListParams,
   type NewJob,
 } from '../../src/dialect/index.js'
-import { claimJobs } from '../../src/engine/claim.js'
-import { counting } from '../../src/engine/counts.js'
 import { isOwnerGone } from '../../src/engine/owner.js'
-import { recordEnds } from '../../src/engine/record.js'
 import { defineQueue } from '../../src/queue/define.js'
 import { pruneEnded, releaseAbandoned, releaseUnleased } from '../../src/worker/maintenance.js'
 import { waitFor } from '../helpers/wait.js'
@@ -30,10 +28,13 @@ import {
   DRIVERS,
   eachDriverDb,
   end,
+  flush,
+  flushPlanned,
   endOne,
   json,
   newJob,
   NOW,
+  policyOf,
   request,
   retried,
   store,
@@ -53,7 +54,7 @@ describe.each(DRIVERS)('%s', (driver) => {
   /** Ends a job as another program would, with plain SQL, at `at`. */
   const endPlain = (id: string, state: string, at: number) =>
     d.rows(`update jobs_job set state = $1, finished_at = ${d.time('$2')} where id = $3`, state, at, id)
-  /** A claim of up to 10 jobs of `replies` for `owner`, due by NOW, with no cap, as Executor.jobClaim takes it. */
+  /** A claim of up to 10 jobs of `replies` for `owner`, due by NOW, with no cap, as the engine's plan hands it to the flush. */
   const take = (owner: string, fields: Partial<ClaimTake> = {}): ClaimTake => ({
     queue: 'replies',
     owner,
@@ -68,18 +69,38 @@ describe.each(DRIVERS)('%s', (driver) => {
     renewLease: null,
     ...fields,
   })
-  /** What jobClaim answers for `claim`, in a transaction then rolled back. */
+  /** A planner that claims `claim` as it is, whatever the queue's policy, and keeps what it took. */
+  const planning = (claim: ClaimTake): ClaimPlanner & { taken: ClaimTaken } => ({
+    taken: { claimed: [], heldBack: [] },
+    plan: () => ({ alone: null, holdBack: false, take: claim }),
+    claimed(taken) {
+      this.taken = taken
+      return null
+    },
+  })
+  /** What a flush takes for `claim`, committed. */
+  const takeWith = async (claim: ClaimTake): Promise<ClaimTaken> =>
+    (
+      await flushPlanned(c(), { queue: claim.queue, owner: claim.owner, now: claim.now }, () => ({
+        alone: null,
+        holdBack: false,
+        take: claim,
+      }))
+    ).taken
+  /** What a flush takes for `claim`, in a transaction then rolled back. */
   const rolledBack = async (claim: ClaimTake): Promise<ClaimTaken> => {
-    let taken: ClaimTaken | undefined
+    const planner = planning(claim)
     const rollback = new Error('rolled back')
     // A synchronous driver throws at once, an asynchronous one rejects: either way the transaction rolls back.
     const write = async () =>
       c().write(function* (tx) {
-        taken = yield* ask(tx.jobClaim(claim))
+        yield* ask(
+          tx.jobFlush({ queue: claim.queue, owner: claim.owner, now: claim.now, clock: () => claim.now, ends: [], claim: planner }),
+        )
         throw rollback
       })
     await expect(write()).rejects.toBe(rollback)
-    return taken!
+    return planner.taken
   }
 
   describe('adding jobs', () => {
@@ -297,7 +318,7 @@ describe.each(DRIVERS)('%s', (driver) => {
         c(),
         ['a', 'b', 'c', 'd'].map((id) => newJob('replies', id)),
       )
-      const passOver = new Set([seqs.get('a')!, seqs.get('c')!])
+      const passOver = [seqs.get('a')!, seqs.get('c')!]
       expect((await claim(c(), replies, request('owner-1', 2, { passOver }))).map((job) => job.id)).toEqual(['b', 'd'])
       expect((await claim(c(), replies, request('owner-1', 5, { passOver }))).map((job) => job.id)).toEqual([])
       expect((await claim(c(), replies, request('owner-1', 5))).map((job) => job.id)).toEqual(['a', 'c'])
@@ -316,8 +337,8 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect((await claim(c(), grouped, request('owner-1', 10))).map((job) => job.id)).toEqual(['a1', 'b1', 'free1', 'free2'])
       expect(await claim(c(), grouped, request('owner-1', 10))).toEqual([])
       // Straight through the operation: a cap of 1 leaves group a out, a cap of 2 lets its second job go.
-      expect(await c().write((tx) => ask(tx.jobClaim(take('owner-2', { perGroup: 1 }))))).toEqual({ claimed: [], heldBack: [] })
-      const taken = await c().write((tx) => ask(tx.jobClaim(take('owner-2', { perGroup: 2 }))))
+      expect(await takeWith(take('owner-2', { perGroup: 1 }))).toEqual({ claimed: [], heldBack: [] })
+      const taken = await takeWith(take('owner-2', { perGroup: 2 }))
       expect(taken.claimed).toEqual([
         expect.objectContaining({ seq: seqs.get('a2'), id: 'a2', attempts: 1, grp: 'a', claimedFrom: 'waiting' }),
       ])
@@ -327,9 +348,9 @@ describe.each(DRIVERS)('%s', (driver) => {
     test(`JOB-05 ${on} a job whose last run was abandoned runs alone: only an idle worker takes it, and takes nothing else`, async () => {
       const seqs = await addJobs(c(), [newJob('replies', 'crashed', { runAt: NOW - 10 }), newJob('replies', 'b'), newJob('replies', 'c')])
       await d.rows(`update jobs_job set abandoned = ${d.dialect === 'sqlite' ? 1 : 'true'} where id = 'crashed'`)
-      // queueClaimLimits finds it once it is due.
-      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW - 11)))).toMatchObject({ aloneSeq: null, aloneRunAt: null })
-      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW)))).toMatchObject({
+      // The flush's policy finds it once it is due.
+      expect(await policyOf(c(), 'replies', NOW - 11)).toMatchObject({ aloneSeq: null, aloneRunAt: null })
+      expect(await policyOf(c(), 'replies', NOW)).toMatchObject({
         aloneSeq: seqs.get('crashed'),
         aloneRunAt: NOW - 10,
       })
@@ -346,7 +367,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect((await claim(c(), replies, request('idle', 5))).map((job) => job.id)).toEqual(['c'])
     })
 
-    test(`JOB-22 ${on} jobClaim takes what the rate's room per group lets start, says which groups it held back before it was full, and renews the worker's row`, async () => {
+    test(`JOB-22 ${on} a flush takes what the rate's room per group lets start, says which groups it held back before it was full, and renews the worker's row`, async () => {
       await addJobs(c(), [
         newJob('replies', 'x1', { grp: 'x', runAt: NOW - 6 }),
         newJob('replies', 'x2', { grp: 'x', runAt: NOW - 5 }),
@@ -369,19 +390,22 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect([none.claimed.map((job) => job.id), none.heldBack.sort()]).toEqual([['free'], ['x', 'y']])
       // The claim renews the worker's row when it takes a job, and only then.
       const renewLease = workerLease('owner-1')
-      await c().write((tx) => ask(tx.jobClaim(take('owner-1', { window: 10, groupRoom: { listed: {}, other: 0 }, renewLease }))))
+      await takeWith(take('owner-1', { window: 10, groupRoom: { listed: {}, other: 0 }, renewLease }))
       expect(await d.rows(`select owner from jobs_lease`)).toEqual([{ owner: 'owner-1' }])
       const nothing = take('owner-2', { window: 10, groupRoom: { listed: {}, other: 0 }, renewLease: workerLease('owner-2') })
-      expect(await c().write((tx) => ask(tx.jobClaim(nothing)))).toEqual({ claimed: [], heldBack: ['x', 'y'] })
+      expect(await takeWith(nothing)).toEqual({ claimed: [], heldBack: ['x', 'y'] })
       expect(await d.rows(`select owner from jobs_lease`)).toEqual([{ owner: 'owner-1' }])
       expect(await d.owned()).toEqual(['free:owner-1'])
     })
 
-    test(`JOB-19 ${on} a paused queue claims nothing; queueClaimable and queueClaimLimits say so`, async () => {
+    test(`JOB-19 ${on} a paused queue claims nothing, limited or not; queueClaimable says so`, async () => {
       await addJobs(c(), [newJob('replies', 'a')])
       await c().write((tx) => ask(tx.queueSetPaused('replies', true)))
       expect(await db().queueClaimable('replies')).toMatchObject({ paused: 1 })
-      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW)))).toMatchObject({ paused: 1 })
+      expect(await claim(c(), replies, request('owner-1', 5))).toEqual([])
+      const limited = defineQueue('replies', { concurrency: 3 })
+      await store(c(), limited)
+      expect(await claim(c(), limited, request('owner-1', 5))).toEqual([])
       expect(await claim(c(), replies, request('owner-1', 5))).toEqual([])
       await c().write((tx) => ask(tx.queueSetPaused('replies', false)))
       expect(await claim(c(), replies, request('owner-1', 5))).toHaveLength(1)
@@ -509,80 +533,73 @@ describe.each(DRIVERS)('%s', (driver) => {
       }
     })
 
-    if (sqliteDriver) {
-      test(`JOB-16 ${on} has no whole flush, as designed: the engine's program in its transaction is as cheap in-process`, () => {
-        expect(d.executor.jobFlush).toBeUndefined()
-        expect('jobFlush' in d.executor).toBe(false)
-      })
-    } else {
-      test(`JOB-16 ${on} the driver writes a whole flush in one statement: ends each behind its own fence with its own next state, the dropped steps, the claim in claim order, the row's renewal and one notice`, async () => {
-        const seqs = await addJobs(
-          c(),
-          ['a', 'b', 'c', 'd', 'e', 'f'].map((id, i) => newJob('replies', id, { priority: i < 3 ? 0 : 1 })),
-        )
-        const seq = (id: string) => seqs.get(id)!
-        await claim(c(), replies, request('owner-1', 3))
-        await d.rows(`insert into jobs_step (job, name, answer) values ($1, 'kept', '1'), ($2, 'kept', '1')`, seq('a'), seq('b'))
-        const flush = db().jobFlush!
-        const listener = await d.listen()
-        try {
-          const answer = await flush({
-            queue: 'replies',
-            owner: 'owner-1',
-            now: NOW + 100,
-            ends: [
-              { transition: done(NOW + 10, '{"n":1}'), seq: seq('a'), attempt: 1 },
-              { transition: retried(NOW + 50, 'it threw'), seq: seq('b'), attempt: 1 },
-              // Its run lost the job: another attempt.
-              { transition: done(NOW + 30, null), seq: seq('c'), attempt: 2 },
-            ],
-            limit: 2,
-            passOver: [seq('d')],
-            renewLease: workerLease('owner-1', { expiresAt: NOW + 60_000, channel: 'chan' }),
-          })
-          expect(answer.landed).toEqual([true, true, false])
-          // Claim order, with d passed over, and b (put back in this statement) not seen by its claim.
-          expect(answer.claimed?.map((job) => [job.id, job.attempts, job.claimedFrom])).toEqual([
-            ['e', 1, 'waiting'],
-            ['f', 1, 'waiting'],
-          ])
-          expect(await d.job(seq('a'))).toMatchObject({ state: 'done', finishedAt: NOW + 10, result: { n: 1 } })
-          expect(await d.job(seq('b'))).toMatchObject({ state: 'scheduled', attempts: 1, runAt: NOW + 50, error: 'it threw' })
-          expect(await d.job(seq('c'))).toMatchObject({ state: 'running', attempts: 1 })
-          expect(await d.rows(`select cast(job as integer) as job from jobs_step order by job`)).toEqual([{ job: seq('b') }])
-          expect(await d.owned()).toEqual(['c:owner-1', 'e:owner-1', 'f:owner-1'])
-          expect(await d.workers()).toEqual([{ owner: 'owner-1', expires: NOW + 60_000, channel: 'chan' }])
+    test(`JOB-16 ${on} a flush writes its ends, each behind its own fence with its own next state, drops the steps of the jobs that ended, claims in claim order passing over what it ended, renews the row${sqliteDriver ? '' : ' and sends one notice'}`, async () => {
+      const seqs = await addJobs(
+        c(),
+        ['a', 'b', 'c', 'd', 'e', 'f'].map((id, i) => newJob('replies', id, { priority: i < 3 ? 0 : 1 })),
+      )
+      const seq = (id: string) => seqs.get(id)!
+      await claim(c(), replies, request('owner-1', 3))
+      await d.rows(`insert into jobs_step (job, name, answer) values ($1, 'kept', '1'), ($2, 'kept', '1')`, seq('a'), seq('b'))
+      const listener = sqliteDriver ? null : await d.listen()
+      try {
+        const ends = [
+          { owner: 'owner-1', transition: done(NOW + 10, '{"n":1}'), seq: seq('a'), attempt: 1 },
+          { owner: 'owner-1', transition: retried(NOW + 50, 'it threw'), seq: seq('b'), attempt: 1 },
+          // Its run lost the job: another attempt.
+          { owner: 'owner-1', transition: done(NOW + 30, null), seq: seq('c'), attempt: 2 },
+        ]
+        const renewLease = workerLease('owner-1', { expiresAt: NOW + 60_000, channel: 'chan' })
+        const passOver = [seq('d'), ...ends.map((end) => end.seq)]
+        const answer = await flush(c(), 'replies', request('owner-1', 2, { now: NOW + 100, passOver, renewLease }), ends)
+        expect(answer.landed).toEqual([true, true, false])
+        // Claim order, with d passed over, and b (put back by this flush, due again) left for the next one.
+        expect(answer.claimed.map((job) => [job.id, job.attempts, job.claimedFrom])).toEqual([
+          ['e', 1, 'waiting'],
+          ['f', 1, 'waiting'],
+        ])
+        expect(await d.job(seq('a'))).toMatchObject({ state: 'done', finishedAt: NOW + 10, result: { n: 1 } })
+        expect(await d.job(seq('b'))).toMatchObject({ state: 'scheduled', attempts: 1, runAt: NOW + 50, error: 'it threw' })
+        expect(await d.job(seq('c'))).toMatchObject({ state: 'running', attempts: 1 })
+        expect(await d.rows(`select cast(job as integer) as job from jobs_step order by job`)).toEqual([{ job: seq('b') }])
+        expect(await d.owned()).toEqual(['c:owner-1', 'e:owner-1', 'f:owner-1'])
+        expect(await d.workers()).toEqual([{ owner: 'owner-1', expires: NOW + 60_000, channel: 'chan' }])
+        expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 1, scheduled: 1, running: 3, done: 1 })
+        if (listener) {
           await waitFor(() => listener.heard.length > 0 || undefined, 'the notice')
           expect(listener.heard).toEqual(['ended:replies'])
-        } finally {
-          listener.stop()
         }
+      } finally {
+        listener?.stop()
+      }
+    })
 
-        // A queue whose policy needs the general claim (here a stored concurrency) gets none: its ends land all the same.
-        await store(c(), defineQueue('replies', { concurrency: 10 }))
-        expect(
-          await flush({
-            queue: 'replies',
-            owner: 'owner-1',
-            now: NOW + 200,
-            ends: [{ transition: done(NOW + 150, null), seq: seq('e'), attempt: 1 }],
-            limit: 5,
-            passOver: [],
-            renewLease: null,
-          }),
-        ).toEqual({ landed: [true], claimed: null })
-        expect(await d.job(seq('d'))).toMatchObject({ state: 'waiting', attempts: 0 })
-        // A paused queue claims nothing, and needs no general claim to know it.
-        await c().write((tx) => ask(tx.queueSetPaused('replies', true)))
-        await d.rows(`update jobs_queue set concurrency = null where name = 'replies'`)
-        expect(
-          await flush({ queue: 'replies', owner: 'owner-1', now: NOW + 300, ends: [], limit: 5, passOver: [], renewLease: null }),
-        ).toEqual({
-          landed: [],
-          claimed: [],
-        })
-      })
-    }
+    test(`JOB-07 ${on} a flush of a queue with a policy writes its ends and claims as planned from the policy it read, counting the runs it ended as free`, async () => {
+      const limited = defineQueue('replies', { concurrency: 2 })
+      await store(c(), limited)
+      const seqs = await addJobs(
+        c(),
+        ['a', 'b', 'c', 'd'].map((id) => newJob('replies', id)),
+      )
+      expect((await claim(c(), limited, request('owner-1', 5))).map((job) => job.id)).toEqual(['a', 'b'])
+      expect(await claim(c(), limited, request('owner-2', 5))).toEqual([])
+      // One end frees one slot, in the same flush.
+      const ends = [{ owner: 'owner-1', transition: done(NOW + 10), seq: seqs.get('a')!, attempt: 1 }]
+      const answer = await flush(c(), 'replies', request('owner-1', 5, { passOver: [seqs.get('a')!] }), ends)
+      expect([answer.landed, answer.claimed.map((job) => job.id)]).toEqual([[true], ['c']])
+      expect(await d.owned()).toEqual(['b:owner-1', 'c:owner-1'])
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 1, running: 2, done: 1 })
+      // Paused, it writes the ends and claims nothing.
+      await c().write((tx) => ask(tx.queueSetPaused('replies', true)))
+      const paused = await flush(c(), 'replies', request('owner-1', 5), [
+        { owner: 'owner-1', transition: done(NOW + 20), seq: seqs.get('b')!, attempt: 1 },
+      ])
+      expect([paused.landed, paused.claimed]).toEqual([[true], []])
+      // Ends alone, with no claim.
+      const alone = await flush(c(), 'replies', null, [{ owner: 'owner-1', transition: done(NOW + 30), seq: seqs.get('c')!, attempt: 1 }])
+      expect(alone).toEqual({ landed: [true], claimed: [] })
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 1, running: 0, done: 3 })
+    })
   })
 
   describe('leases', () => {
@@ -688,7 +705,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       )
     })
 
-    test(`JOB-05 ${on} every write of a worker's row that inserts it stores its host and pid: workerRenew, a claim's renewal${sqliteDriver ? '' : ", a flush's"} and leaseRenewIfHeld`, async () => {
+    test(`JOB-05 ${on} every write of a worker's row that inserts it stores its host and pid: workerRenew, a flush's claim with or without a policy, and leaseRenewIfHeld`, async () => {
       const seqs = await addJobs(
         c(),
         ['a', 'b', 'c'].map((id) => newJob('replies', id)),
@@ -706,19 +723,15 @@ describe.each(DRIVERS)('%s', (driver) => {
         { owner: 'renewed', host: 'renew-host', pid: 11 },
         { owner: 'stepped', host: 'step-host', pid: 14 },
       ]
-      if (!sqliteDriver) {
-        const flushed = await db().jobFlush!({
-          queue: 'replies',
-          owner: 'flushed',
-          now: NOW,
-          ends: [],
-          limit: 1,
-          passOver: [],
-          renewLease: workerLease('flushed', { host: 'flush-host', pid: 15 }),
-        })
-        expect(flushed.claimed?.map((job) => job.seq)).toEqual([seqs.get('c')])
-        expected.splice(1, 0, { owner: 'flushed', host: 'flush-host', pid: 15 })
-      }
+      // A flush whose queue has a policy renews the row as the one statement does.
+      await store(c(), defineQueue('replies', { concurrency: 10 }))
+      const flushed = await claim(
+        c(),
+        replies,
+        request('flushed', 1, { renewLease: workerLease('flushed', { host: 'flush-host', pid: 15 }) }),
+      )
+      expect(flushed.map((job) => job.seq)).toEqual([seqs.get('c')])
+      expected.splice(1, 0, { owner: 'flushed', host: 'flush-host', pid: 15 })
       expect(await d.rows(`select owner, host, cast(pid as integer) as pid from jobs_lease order by owner`)).toEqual(expected)
     })
 
@@ -1185,7 +1198,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       )
       // The claiming process's definition says no limit; the stored limit holds.
       expect(await claim(c(), replies, request('owner-1', 5))).toHaveLength(1)
-      expect(await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW)))).toMatchObject({
+      expect(await policyOf(c(), 'replies')).toMatchObject({
         paused: 0,
         running: 1,
         concurrency: 1,
@@ -1194,7 +1207,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       })
       expect(await claim(c(), replies, request('owner-1', 5))).toEqual([])
       // A queue with no row of its own (jobs written by another program) reads as unpaused and unlimited.
-      expect(await c().write((tx) => ask(tx.queueClaimLimits('nothing', 0, NOW)))).toMatchObject({
+      expect(await policyOf(c(), 'nothing')).toMatchObject({
         paused: 0,
         running: 0,
         concurrency: null,
@@ -1205,29 +1218,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       })
     })
 
-    test(`JOB-07 ${on} queueClaimLimits counts the runs this transaction ended as free, so a worker may claim the slots its own ends freed`, async () => {
-      const limited = defineQueue('replies', { concurrency: 2 })
-      await store(c(), limited)
-      const seqs = await addJobs(
-        c(),
-        ['a', 'b', 'c', 'd'].map((id) => newJob('replies', id)),
-      )
-      await claim(c(), limited, request('owner-1', 5))
-      const records = ['a', 'b'].map((id) => ({ seq: seqs.get(id)!, owner: 'owner-1', attempt: 1, transition: done() }))
-      // One flush: the ends, then the claim, in one transaction.
-      const claimed = await c().write((tx) =>
-        counting(tx, 'replies', function* (moved) {
-          yield* recordEnds(tx, records, moved)
-          const limits = yield* ask(tx.queueClaimLimits('replies', Math.max(0, -moved.running), NOW))
-          expect(limits).toMatchObject({ running: 0, concurrency: 2 })
-          return yield* claimJobs(tx, limited, request('owner-1', 5), moved)
-        }),
-      )
-      expect(claimed.map((job) => job.id)).toEqual(['c', 'd'])
-      expect(await db().queueGetCounts('replies')).toMatchObject({ running: 2, done: 2 })
-    })
-
-    test(`JOB-07 ${on} a claim under a concurrency writes back the workers waiting for their share (queueClaimWaitersSet), read with queueClaimLimits`, async () => {
+    test(`JOB-07 ${on} a flush under a concurrency writes back the workers waiting for their share, which the next flush reads`, async () => {
       const limited = defineQueue('replies', { concurrency: 2 })
       await store(c(), limited)
       await addJobs(
@@ -1237,13 +1228,21 @@ describe.each(DRIVERS)('%s', (driver) => {
       // owner-1 holds both slots; owner-2 wants some and gets none: it waits, and says so in the queue's row.
       expect(await claim(c(), limited, request('owner-1', 2, { held: 0 }))).toHaveLength(2)
       expect(await claim(c(), limited, request('owner-2', 2, { held: 0 }))).toEqual([])
-      const limits = await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW)))
-      expect(JSON.stringify(json(limits!.claimWaiters))).toMatch(/owner-2/)
-      await c().write((tx) => ask(tx.queueClaimWaitersSet('replies', null)))
-      expect((await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW))))!.claimWaiters ?? null).toBeNull()
+      expect(JSON.stringify(json((await policyOf(c(), 'replies')).claimWaiters))).toMatch(/owner-2/)
+      // Once owner-1's runs end, owner-2 gets what it wants, and its entry goes.
+      expect(await d.owned()).toEqual(['a:owner-1', 'b:owner-1'])
+      const running = await d.rows<{ seq: number }>(`select cast(seq as integer) as seq from jobs_job where owner = 'owner-1'`)
+      await flush(
+        c(),
+        'replies',
+        null,
+        running.map(({ seq }) => ({ owner: 'owner-1', seq, attempt: 1, transition: done() })),
+      )
+      expect(await claim(c(), limited, request('owner-2', 2, { held: 0 }))).toHaveLength(2)
+      expect((await policyOf(c(), 'replies')).claimWaiters ?? null).toBeNull()
     })
 
-    test(`JOB-22 ${on} a stored rate is read by the claim with the log of starts it writes back; PostgreSQL's rateNow is the server's clock, SQLite's null`, async () => {
+    test(`JOB-22 ${on} a stored rate is read by the flush with the log of starts it writes back, on the database's clock where it keeps one (PostgreSQL's), else the worker's`, async () => {
       const rated = defineQueue('replies', { rate: { limit: 2, per: '1m', perGroup: 1 } })
       expect(await store(c(), rated)).toBeNull()
       expect(await db().queueLimitsGet('replies')).toEqual({
@@ -1268,14 +1267,14 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(Object.keys(starts.groups).sort()).toEqual(['g1', 'g2'])
       expect(starts.starts[0]).toBeGreaterThanOrEqual(clock - 5_000)
       expect(await claim(c(), rated, request('owner-1', 5))).toEqual([])
-      const limits = await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW)))
+      const limits = await policyOf(c(), 'replies')
       expect(limits).toMatchObject({ rateLimit: 2, ratePer: 60_000, ratePerGroup: 1 })
-      expect(json(limits!.rateStarts)).toEqual(starts)
-      if (d.dialect === 'sqlite') expect(limits!.rateNow).toBeNull()
-      else expect(Math.abs(limits!.rateNow! - Date.now())).toBeLessThan(5_000)
-      // Straight through the request: a log written back is what the next claim reads.
-      await c().write((tx) => ask(tx.queueRateStartsSet('replies', JSON.stringify({ starts: [], groups: {} }))))
-      expect(json((await c().write((tx) => ask(tx.queueClaimLimits('replies', 0, NOW))))!.rateStarts)).toEqual({ starts: [], groups: {} })
+      expect(json(limits.rateStarts)).toEqual(starts)
+      if (d.dialect === 'sqlite') expect(limits.rateNow).toBe(NOW)
+      else expect(Math.abs(limits.rateNow - Date.now())).toBeLessThan(5_000)
+      // The log is what the next claim reads: emptied by another program, it lets b start.
+      await d.rows(`update jobs_queue set rate_starts = '{"starts":[],"groups":{}}' where name = 'replies'`)
+      expect(json((await policyOf(c(), 'replies')).rateStarts)).toEqual({ starts: [], groups: {} })
       expect((await claim(c(), rated, request('owner-1', 5))).map((job) => job.id)).toEqual(['b'])
     })
   })

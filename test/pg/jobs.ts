@@ -1,11 +1,13 @@
 /**
  * What the PostgreSQL executor and connection tests share: jobs as enqueue adds them, and the engine's own
- * programs (claimJobs, recordEnds, counting, storeLimits) run in a connection's write transaction, as a
+ * requests (the flush, recordEnds, counting, storeLimits) run in a connection's write transaction, as a
  * worker's flush runs them.
  */
 import {
   ask,
   type ClaimedJob,
+  type Connection,
+  type FlushAnswer,
   type Executor,
   type ExpiredBy,
   type LeaseParams,
@@ -14,7 +16,7 @@ import {
   type WorkerLease,
 } from '../../src/dialect/index.js'
 import type { PgConnection } from '../../src/dialect/pg/connection.js'
-import { claimJobs, type ClaimRequest } from '../../src/engine/claim.js'
+import { claimPlanner, type ClaimReport, type ClaimRequest } from '../../src/engine/claim.js'
 import { counting } from '../../src/engine/counts.js'
 import type { QueueDefinition } from '../../src/engine/definition.js'
 import { storeLimits } from '../../src/engine/queue-limits.js'
@@ -68,12 +70,33 @@ export function workerLease(owner: string, fields: Partial<WorkerLease> = {}): W
 
 /** A claim request of `owner` for up to `limit` jobs at `now`, writing the worker's row (workerLease) as a first claim does. */
 export function request(owner: string, limit: number, fields: Partial<ClaimRequest> = {}): ClaimRequest {
-  return { limit, idle: true, owner, now: NOW, renewLease: workerLease(owner), ...fields }
+  return { limit, idle: true, owner, now: NOW, renewLease: workerLease(owner), clock: () => NOW, ...fields }
 }
 
-/** Claims as a worker's flush does: claimJobs inside counting, in a write transaction of its own. */
-export function claim(connection: PgConnection, queue: QueueDefinition, claimRequest: ClaimRequest): Promise<ClaimedJob[]> {
-  return connection.write((db) => counting(db, queue.name, (moved) => claimJobs(db, queue, claimRequest, moved)))
+/** Claims as a worker's flush does, with no ends: the driver's flush, in a write transaction of its own. */
+export function claim(
+  connection: Connection,
+  queue: QueueDefinition,
+  claimRequest: ClaimRequest,
+  report?: ClaimReport,
+): Promise<ClaimedJob[]> {
+  return flush(connection, queue.name, claimRequest, [], report).then((answer) => answer.claimed)
+}
+
+/** A worker's flush of `ends` and of a claim for `claimRequest` (null: ends alone), in a write transaction of its own. */
+export function flush(
+  connection: Connection,
+  queue: string,
+  claimRequest: ClaimRequest | null,
+  ends: readonly RunEndRecord[] = [],
+  report?: ClaimReport,
+): Promise<FlushAnswer> {
+  const owner = claimRequest?.owner ?? ends[0]?.owner ?? 'nobody'
+  const now = claimRequest?.now ?? NOW
+  const planner = claimRequest && claimPlanner(queue, claimRequest, report)
+  return Promise.resolve(
+    connection.write((db) => ask(db.jobFlush({ queue, owner, now, clock: claimRequest?.clock ?? (() => NOW), ends, claim: planner }))),
+  )
 }
 
 /** Records ends as a worker's flush does; answers, per record, whether it landed. */

@@ -46,23 +46,29 @@ afterAll(async () => {
 type Planned = [PgStatement<any, unknown>, Record<string, PgValue>]
 
 const window = { queue: 'q1', now: NOW, limit: 16 }
+const end = { state: 'done', runAt: null, finishedAt: NOW, result: '{}', error: null, errorStack: null, refund: 0, abandoned: 0 }
+/** One end of a run, as a flush writes it. */
+const ENDS = endsAsJson([{ transition: end as RunEndParams, seq: 4, attempt: 1 }] satisfies JobEnd[])
 const claim = {
   queue: 'q1',
   owner: 'o',
   now: NOW,
   limit: 16,
   window: 16,
+  notify: 1,
+  total: 10,
   passOver: '[4, 6]',
   skipAbandoned: 1,
   only: null,
   perGroup: null,
   groupRoom: null,
   otherRoom: null,
+  setWaiters: 1,
+  waiters: '{"o":1}',
   leaseUntil: NOW,
   channel: null,
 }
 const seqs = JSON.stringify([2, 4, 6, 8, 10, 12, 14, 16])
-const end = { state: 'done', runAt: null, finishedAt: NOW, result: '{}', error: null, errorStack: null, refund: 0, abandoned: 0 }
 const page = { queue: 'q1', state: 'waiting', grp: null, limit: 51, k1: 1, k2: NOW - 5_000_000, k3: 50_000 }
 
 /**
@@ -71,8 +77,23 @@ const page = { queue: 'q1', state: 'waiting', grp: null, limit: 51, k1: 1, k2: N
  * and ended indexes end with run_at and finished_at, without seq.
  */
 const ORDERED: Record<string, Planned> = {
-  claim: [SQL.claim, claim],
-  claimGrouped: [SQL.claim, { ...claim, window: 80, perGroup: 1, groupRoom: '{"group-1":0,"group-2":1}', otherRoom: 2 }],
+  flush: [
+    SQL.flush,
+    {
+      queue: 'q2',
+      owner: 'o',
+      now: NOW,
+      ends: ENDS,
+      limit: 16,
+      passOver: '[4, 6]',
+      leaseUntil: NOW,
+      host: null,
+      pid: null,
+      channel: null,
+    },
+  ],
+  flushClaim: [SQL.flushClaim, claim],
+  flushClaimGrouped: [SQL.flushClaim, { ...claim, window: 80, perGroup: 1, groupRoom: '{"group-1":0,"group-2":1}', otherRoom: 2 }],
   listWaiting: [ADMIN_SQL.listWaiting, page],
   listScheduled: [ADMIN_SQL.listScheduled, { ...page, state: 'scheduled', k1: NOW - 5_000_000, k2: 50_000 }],
   listEnded: [ADMIN_SQL.listEnded, { ...page, state: 'done', k1: Infinity, k2: '9223372036854775807' }],
@@ -87,7 +108,7 @@ const LOOK_UPS: Record<string, Planned> = {
   listRunning: [ADMIN_SQL.listRunning, { ...page, state: 'running', k1: '9223372036854775807' }],
   jobExists: [SQL.jobExists, { queue: 'q1', id: 'job-2' }],
   // A job that must run alone is claimed by its key.
-  claimOnly: [SQL.claim, { ...claim, limit: 1, window: 1, only: 2 }],
+  flushClaimOnly: [SQL.flushClaim, { ...claim, limit: 1, window: 1, only: 2 }],
   queueClaimable: [SQL.queueClaimable, { queue: 'q1' }],
   endRuns: [
     SQL.endRuns,
@@ -104,8 +125,7 @@ const LOOK_UPS: Record<string, Planned> = {
   deleteSteps: [SQL.deleteSteps, { seqs }],
   writeStep: [SQL.writeStep, { seq: 4, owner: 'owner-0', attempt: 1, name: 'step', answer: '1' }],
   // The counts of runs under way, for limits, and the runs of a worker: through jobs_job_running.
-  queueClaimLimits: [SQL.queueClaimLimits, { queue: 'q1', now: NOW }],
-  queueRunningAndAlone: [SQL.queueRunningAndAlone, { queue: 'q1', now: NOW }],
+  claimPolicy: [SQL.claimPolicy, { queue: 'q1', now: NOW, owner: 'owner-0', ends: ENDS, notify: 1 }],
   workerRenew: [SQL.workerRenew, { owner: 'owner-0', expiresAt: NOW, channel: null }],
   heldRuns: [SQL.heldRuns, { owner: 'owner-0' }],
   workerExpired: [SQL.workerExpired, { now: NOW }],
@@ -185,9 +205,9 @@ const jobsSorts = (plan: PlanNode) => nodes(plan).filter((node) => node['Node Ty
 /** Statements that read a queue's running jobs: through jobs_job_running, whatever else the queue holds. */
 const RUNNING: Record<string, Planned> = {
   queueClaimable: LOOK_UPS.queueClaimable!,
-  queueClaimLimits: LOOK_UPS.queueClaimLimits!,
-  queueRunningAndAlone: LOOK_UPS.queueRunningAndAlone!,
-  claimGrouped: ORDERED.claimGrouped!,
+  claimPolicy: LOOK_UPS.claimPolicy!,
+  flushClaim: ORDERED.flushClaim!,
+  flushClaimGrouped: ORDERED.flushClaimGrouped!,
   workerRenew: LOOK_UPS.workerRenew!,
   heldRuns: LOOK_UPS.heldRuns!,
   workerExpired: LOOK_UPS.workerExpired!,

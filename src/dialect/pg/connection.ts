@@ -10,7 +10,7 @@ import type { DrizzleHandle, PgDatabase } from '../drizzle.js'
 import type { DriverEntry } from '../connection.js'
 import { Lane, runAsync, type ChangeKind, type Connection, type ProgressNotices, type Work } from '../index.js'
 import type { PgClientDriver, PgDatabaseName, PgDriver, PgPoolDriver, Queryable } from './driver.js'
-import { pgExecutor } from './executor.js'
+import { pgExecutor, type PgConnectionState } from './executor.js'
 import { COUNT_TRIGGERS, COUNT_TRIGGERS_PRESENT, INSTALL_COUNTERS, INSTALL_LOOK, LOCK_FOR_INSTALL, TRY_LOCK_FOR_INSTALL } from './counts.js'
 import { all, one } from './statement.js'
 import { MAX_NOTICE_PAYLOAD_BYTES, NOTICE_CHANNEL, PROGRESS_CHANNEL, SQL } from './statements.js'
@@ -76,7 +76,9 @@ function keyOf(database: PgDatabaseName): string {
 let unnamedTransactions = 0
 
 function open(driver: PgDriver): PgConnection {
-  const executor = pgExecutor(driver)
+  const notices = noticesOf(driver)
+  const state: PgConnectionState = { dataVersion: async () => notices.version(), planned: new Set() }
+  const executor = pgExecutor(driver, state)
   const named = driver.database
   // A postgres.js transaction does not say which database it is on: until its first use asks the server, its key is its own.
   let key = named ? keyOf(named) : `postgres://transaction/${++unnamedTransactions}`
@@ -96,7 +98,7 @@ function open(driver: PgDriver): PgConnection {
         throw error
       },
     ))
-  const run = <T>(q: Queryable, work: Work<'async', T>): Promise<T> => runAsync(work(pgExecutor(q)))
+  const run = <T>(q: Queryable, work: Work<'async', T>): Promise<T> => runAsync(work(pgExecutor(q, state)))
   const counters = new CounterInstall(driver)
 
   let write: <T>(work: Work<'async', T>) => Promise<T>
@@ -142,12 +144,11 @@ function open(driver: PgDriver): PgConnection {
     }
   }
 
-  const notices = noticesOf(driver)
   return {
     kind: 'async',
     capabilities: { roundTrips: true, oneWriter: false, jsonAsText: false },
     driver,
-    executor: { ...executor, dataVersion: async () => notices.version() },
+    executor,
     get key() {
       return key
     },

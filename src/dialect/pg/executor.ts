@@ -5,22 +5,74 @@
  * client of a transaction), turning lists into JSON text and bounds into
  * times the server takes.
  */
-import type { ClaimedJob, Executor, ListingOrder, ListParams, WorkerLease } from '../index.js'
+import type {
+  ClaimedJob,
+  ClaimLimits,
+  ClaimPlanner,
+  ClaimTake,
+  Executor,
+  FlushAnswer,
+  FlushRequest,
+  ListingOrder,
+  ListParams,
+  WorkerLease,
+} from '../index.js'
 import { ADMIN_SQL } from './admin.js'
 import { FOLD, HAS_UNFOLDED } from './counts.js'
 import type { Queryable } from './driver.js'
 import { READ_SQL } from './read.js'
 import { all, get, one, some } from './statement.js'
-import { endsAsJson, SQL } from './statements.js'
+import { endsAsJson, SQL, type FlushRow } from './statements.js'
 import { pgScheduleRequests } from './schedules.js'
 import { timeBound } from './terms.js'
 
-/**
- * PostgreSQL has no cheap counterpart of SQLite's data_version (a number that moves when another
- * connection commits): this one moves on every look, so pollers always look for work. A connection that
- * listens for notices answers its own instead (connection.ts), which moves only when one arrives.
- */
-let dataVersion = 0
+/** What the executors of one connection share. */
+export interface PgConnectionState {
+  /** The connection's data version (connection.ts): it moves as other processes' notices arrive. */
+  dataVersion(): Promise<number>
+  /** The queues whose last flush found a policy for the engine to plan: their next flush reads it first. */
+  readonly planned: Set<string>
+}
+
+/** A queue with no policy, as a flush plans its claim before the statement that finds out whether the queue has one. */
+function noPolicy(now: number): ClaimLimits {
+  return {
+    paused: 0,
+    running: 0,
+    concurrency: null,
+    perGroup: null,
+    rateLimit: null,
+    ratePer: null,
+    ratePerGroup: null,
+    rateNow: now,
+    aloneSeq: null,
+    aloneRunAt: null,
+  }
+}
+
+/** Whether a claim takes jobs by claim order alone, with no cap, no rate and no job that must run alone: the flush statement's claim. */
+function isPlain(take: ClaimTake): boolean {
+  return take.perGroup === null && take.groupRoom === null && take.only === null && !take.skipAbandoned && take.window === take.limit
+}
+
+/** A flush statement's rows, sorted. */
+function flushRows(rows: readonly FlushRow[]): {
+  ended: Set<number>
+  claimed: ClaimedJob[]
+  heldBack: string[]
+  planned: boolean
+  noticed: boolean
+} {
+  const answer = { ended: new Set<number>(), claimed: [] as ClaimedJob[], heldBack: [] as string[], planned: false, noticed: false }
+  for (const { part, ...row } of rows) {
+    if (part === 'ended') answer.ended.add(row.seq)
+    else if (part === 'claimed') answer.claimed.push(row)
+    else if (part === 'held' && row.grp !== null) answer.heldBack.push(row.grp)
+    else if (part === 'policy') answer.planned = true
+    else if (part === 'notice') answer.noticed = true
+  }
+  return answer
+}
 
 /** The listings' statements, by the order they walk. */
 const LISTINGS = {
@@ -71,10 +123,86 @@ function leaseRenewal(
   return { leaseUntil: lease?.expiresAt ?? null, host: lease?.host ?? null, pid: lease?.pid ?? null, channel: lease?.channel ?? null }
 }
 
-export function pgExecutor(q: Queryable): Executor<'async'> {
+export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'async'> {
+  /**
+   * A queue without a policy: one statement, which finds out whether the queue has one (`planned`: then it wrote the
+   * ends, and claimed nothing).
+   */
+  async function flushWhole(flush: FlushRequest, take: ClaimTake | null): Promise<FlushAnswer & { planned: boolean }> {
+    const answer = flushRows(
+      await all(q, SQL.flush, {
+        queue: flush.queue,
+        owner: flush.owner,
+        now: flush.now,
+        ends: endsAsJson(flush.ends),
+        limit: take?.limit ?? 0,
+        passOver: JSON.stringify(take?.passOver ?? []),
+        ...leaseRenewal(take?.renewLease ?? null),
+      }),
+    )
+    const planned = answer.planned && flush.claim !== null
+    if (planned) state.planned.add(flush.queue)
+    return { landed: flush.ends.map((end) => answer.ended.has(end.seq)), claimed: answer.claimed, planned }
+  }
+
+  /**
+   * A queue with a policy: the ends written, its row locked and its policy read, in one statement; the engine's plan;
+   * then one statement that claims as planned (a job that must run alone is claimed first, by itself), and, under a
+   * rate, one that writes its log back.
+   */
+  async function flushPlanned(flush: FlushRequest, planner: ClaimPlanner, landedBefore: boolean[] | null): Promise<FlushAnswer> {
+    const sentAt = performance.now()
+    const { ended, noticed, ...policy } = await one(q, SQL.claimPolicy, {
+      queue: flush.queue,
+      now: flush.now,
+      owner: flush.owner,
+      ends: landedBefore === null ? endsAsJson(flush.ends) : '[]',
+      notify: landedBefore === null ? 1 : 0,
+    })
+    if (policy.concurrency === null && policy.perGroup === null && policy.rateLimit === null && policy.aloneSeq === null)
+      state.planned.delete(flush.queue)
+    const landed = new Set(JSON.parse(ended) as number[])
+    const plan = planner.plan(policy, sentAt)
+    // One notice for the flush: its ends' where some landed, else its claim's.
+    let notify: 0 | 1 = noticed > 0 || landedBefore?.some(Boolean) ? 0 : 1
+    const claim = async (take: ClaimTake | null, waiters: string | null | undefined) => {
+      const answer = flushRows(
+        await all(q, SQL.flushClaim, {
+          queue: flush.queue,
+          owner: flush.owner,
+          now: flush.now,
+          notify,
+          limit: take?.limit ?? 0,
+          total: policy.concurrency,
+          window: take?.window ?? 0,
+          passOver: JSON.stringify(take?.passOver ?? []),
+          skipAbandoned: take?.skipAbandoned ? 1 : 0,
+          only: take?.only ?? null,
+          perGroup: take?.perGroup ?? null,
+          groupRoom: take?.groupRoom ? JSON.stringify(take.groupRoom.listed) : null,
+          otherRoom: take?.groupRoom?.other ?? null,
+          setWaiters: waiters === undefined ? 0 : 1,
+          waiters: waiters ?? null,
+          ...leaseRenewal(take?.renewLease ?? null),
+        }),
+      )
+      if (answer.noticed) notify = 0
+      return answer
+    }
+    let taken = await claim(plan.alone ?? plan.take, plan.waiters)
+    if (plan.alone !== null && taken.claimed.length === 0 && !plan.holdBack && plan.take !== null) {
+      const heldBack = taken.heldBack
+      taken = await claim(plan.take, undefined)
+      taken.heldBack.push(...heldBack)
+    }
+    const log = planner.claimed({ claimed: taken.claimed, heldBack: taken.heldBack })
+    if (log !== null) await all(q, SQL.storeRateStarts, { queue: flush.queue, starts: log })
+    return { landed: landedBefore ?? flush.ends.map((end) => landed.has(end.seq)), claimed: taken.claimed }
+  }
+
   return {
     ...pgScheduleRequests(q),
-    dataVersion: async () => ++dataVersion,
+    dataVersion: () => state.dataVersion(),
     queueNotify: async (queue, kind) => void (await all(q, SQL.notify, { payload: `${kind}:${queue}` })),
     /**
      * The triggers count every write (counts.ts): this only creates the queue's row on its first job, for its
@@ -93,75 +221,26 @@ export function pgExecutor(q: Queryable): Executor<'async'> {
     queueWaitingCount: async (queue) => (await one(q, SQL.queueWaitingCount, { queue })).count,
 
     queueClaimable: (queue) => get(q, SQL.queueClaimable, { queue }),
-    /**
-     * A queue with a stored `concurrency`, `concurrency_per_group` or `rate_limit` is claimed under a lock on its
-     * jobs_queue row, taken here first and held until the claim commits; its runs under way are then counted from its
-     * running jobs, in a statement of its own that sees the claims committed before the lock was granted. So two
-     * claims of a limited queue take turns and its limit is exact across hosts (JOB-07), and a rated queue's log of
-     * starts is read with the lock (JOB-22): two round trips. A queue without limits takes no lock (the first
-     * statement finds no limited row) and is read without one, so its claims run side by side. The runs counted are
-     * those left after this transaction's ends: `ended` is counted already.
-     */
-    async queueClaimLimits(queue, _ended, now) {
-      for (;;) {
-        const locked = await get(q, SQL.queueClaimLimitsLocked, { queue })
-        if (locked) return { ...locked, ...(await one(q, SQL.queueRunningAndAlone, { queue, now })) }
-        const peek = await one(q, SQL.queueClaimLimits, { queue, now })
-        // Limits stored between the two reads (a worker that started): read them again, under the lock.
-        if (peek.concurrency === null && peek.perGroup === null && peek.rateLimit === null) return peek
-      }
-    },
     queueLimitsGet: (queue) => get(q, SQL.queueLimits, { queue }),
     queueLimitsSet: async (limits) => void (await all(q, SQL.storeQueueLimits, limits)),
-    queueRateStartsSet: async (queue, starts) => void (await all(q, SQL.storeRateStarts, { queue, starts })),
-    queueClaimWaitersSet: async (queue, waiters) => void (await all(q, SQL.storeClaimWaiters, { queue, waiters })),
 
-    async jobClaim(take) {
-      const rows = await all(q, SQL.claim, {
-        queue: take.queue,
-        owner: take.owner,
-        now: take.now,
-        limit: take.limit,
-        window: take.window,
-        passOver: JSON.stringify(take.passOver),
-        skipAbandoned: take.skipAbandoned ? 1 : 0,
-        only: take.only,
-        perGroup: take.perGroup,
-        groupRoom: take.groupRoom && JSON.stringify(take.groupRoom.listed),
-        otherRoom: take.groupRoom?.other ?? null,
-        ...leaseRenewal(take.renewLease),
-      })
-      const claimed: ClaimedJob[] = []
-      const heldBack: string[] = []
-      for (const { part, ...row } of rows) {
-        if (part === 'claimed') claimed.push(row)
-        else if (row.grp !== null) heldBack.push(row.grp)
-      }
-      return { claimed, heldBack }
+    /**
+     * A queue without a policy (no limit, no rate, no job that must run alone) is flushed in one statement. One with a
+     * policy is read under its row's lock, planned, and claimed in one more statement (and its rate's log written
+     * back in another): a flush whose last one found a policy reads it first, and one that finds it is gone goes back
+     * to the one statement. Ends alone are always one statement.
+     */
+    async jobFlush(flush) {
+      const { claim } = flush
+      if (claim !== null && state.planned.has(flush.queue)) return flushPlanned(flush, claim, null)
+      // The plan for a queue without a policy: the statement claims by it only where the queue turns out to have none.
+      const presumed = claim?.plan(noPolicy(flush.now), performance.now()).take ?? null
+      if (claim !== null && presumed !== null && !isPlain(presumed)) return flushPlanned(flush, claim, null)
+      const { planned, ...whole } = await flushWhole(flush, presumed)
+      return planned && claim !== null ? flushPlanned(flush, claim, whole.landed) : whole
     },
-
     jobEndMany: async ({ owner, expiredBy, ends }) =>
       (await all(q, SQL.endRuns, { owner, expiredBy, ends: endsAsJson(ends) })).map((row) => row.seq),
-    async jobFlush(flush) {
-      const rows = await all(q, SQL.flush, {
-        queue: flush.queue,
-        owner: flush.owner,
-        now: flush.now,
-        ends: endsAsJson(flush.ends),
-        limit: flush.limit,
-        passOver: JSON.stringify(flush.passOver),
-        ...leaseRenewal(flush.renewLease),
-      })
-      const ended = new Set<number>()
-      const claimed: ClaimedJob[] = []
-      let general = false
-      for (const { part, ...row } of rows) {
-        if (part === 'ended') ended.add(row.seq)
-        else if (part === 'claimed') claimed.push(row)
-        else if (part === 'general') general = true
-      }
-      return { landed: flush.ends.map((end) => ended.has(end.seq)), claimed: general ? null : claimed }
-    },
     jobSetStateIfUnleased: (end) => some(q, SQL.endUnleased, end),
     jobGetState: async (seq) => (await get(q, SQL.jobState, { seq }))?.state,
     stepDeleteMany: async (seqs) => void (await all(q, SQL.deleteSteps, { seqs: JSON.stringify(seqs) })),

@@ -108,11 +108,11 @@ type QueueParam = { queue: string }
 type Window = { queue: string; now: number }
 type Seqs = { seqs: string }
 
-/** A row of the claim statement's answer: a job claimed, or a group the rate's cap per group held back. */
-export type ClaimRow = { part: 'claimed' | 'held' } & ClaimedJob
-
-/** A row of the flush statement's answer: an end that landed (its seq), a job claimed, that the general claim is needed, or the notice sent. */
-export type FlushRow = { part: 'ended' | 'claimed' | 'general' | 'notice' } & ClaimedJob
+/**
+ * A row of a flush statement's answer: an end that landed (its seq), a job claimed, a group the rate's cap per group
+ * held back, that the queue has a policy for the engine to plan (flush), or the notice sent.
+ */
+export type FlushRow = { part: 'ended' | 'claimed' | 'held' | 'policy' | 'notice' } & ClaimedJob
 
 export const SQL = {
   /**
@@ -237,46 +237,50 @@ export const SQL = {
     left join jobs_queue q on q.name = @queue::text`,
   ),
   /**
-   * A claim's first read of the queue's row, without a lock (a queue with no limit is claimed in parallel), with the
-   * first due job that must run alone (jobs_job_abandoned). A queue with no row reads as unpaused and unlimited.
+   * A flush's first statement where its queue has a policy (a limit, a rate, or a due job that must run alone): the
+   * worker's own ends in @ends (an ends array, endsAsJson), each behind the fence with its own next state, and the
+   * steps of the jobs that ended; the queue's row, locked until the flush commits, so that the claims of a queue take
+   * turns on it and its log of starts and its waiters are read and written by one claim at a time (JOB-07, JOB-22);
+   * the server's clock once the lock is held (clock_timestamp(), not the transaction's now(), which a claim that waited
+   * would read from before the one ahead of it committed); the runs under way, less the ones ended here, and the first
+   * due job that must run alone, as this statement's snapshot sees them. A statement that waited for the lock may count
+   * fewer runs than there are: the claim that follows counts them again (flushClaim's @total). `ended` is the JSON
+   * array of the ends that landed; with @notify 1, a notice when any did.
    */
-  queueClaimLimits: pgStatement<Window, ClaimLimits>(
-    'queueClaimLimits',
-    `select coalesce(q.paused, false)::int as paused, q.concurrency, q.concurrency_per_group as "perGroup",
-      (select count(*)::int from ${RUNNING}) as running, q.rate_limit as "rateLimit",
-      a.seq::float8 as "aloneSeq", ${ms('a.run_at')} as "aloneRunAt"
-    from (select 1) one
-    left join jobs_queue q on q.name = @queue::text
-    left join lateral ${FIRST_ALONE} a on true`,
+  claimPolicy: pgStatement<
+    Window & { owner: string; ends: string; notify: 0 | 1 },
+    Omit<ClaimLimits, 'rateStarts' | 'claimWaiters'> & {
+      rateStarts: string | null
+      claimWaiters: string | null
+      ended: string
+      noticed: number
+    }
+  >(
+    'claimPolicy',
+    `with ended as (
+    update jobs_job j set ${endEach('j', 'e.row')}
+    from jsonb_array_elements(@ends::jsonb) as e(row)
+    where j.seq = (e.row ->> 0)::bigint and ${runningFor('j', '(e.row ->> 1)::int')}
+    returning j.seq, j.state
   ),
-  /**
-   * A limited queue's row (one with a concurrency, a cap per group or a rate), locked until the claim commits; no row,
-   * and no lock, for a queue without limits: the claims of a limited queue take turns, each counting the runs under
-   * way (queueRunningAndAlone, a statement of its own, so that it sees what the claim before it committed) and so
-   * never exceeding the limit, on any host (JOB-07). A rated queue's log of
-   * recent starts is read here too, with the server's clock once the lock is held (clock_timestamp(), not the
-   * transaction's now(), which a claim that waited for the lock would read from before the claim ahead of it
-   * committed): every host's claims stamp their starts with that one clock (JOB-22).
-   */
-  queueClaimLimitsLocked: pgStatement<QueueParam, Omit<ClaimLimits, 'running'>>(
-    'queueClaimLimitsLocked',
-    `select paused::int as paused, concurrency, concurrency_per_group as "perGroup",
-      rate_limit as "rateLimit", rate_per::float8 as "ratePer", rate_per_group as "ratePerGroup", rate_starts::text as "rateStarts",
-      ${ms('clock_timestamp()')} as "rateNow", claim_waiters::text as "claimWaiters"
-    from jobs_queue where name = @queue::text
-      and (concurrency is not null or concurrency_per_group is not null or rate_limit is not null)
-    for update`,
+  dropped_steps as (
+    delete from jobs_step where job in (select seq from ended where ${ENDED})
   ),
-  /**
-   * What a limited queue's claim reads once it holds the queue's row (queueClaimLimitsLocked), in a statement of its
-   * own, so that it sees what the claim before it committed: the runs under way, and the first due job that must run
-   * alone.
-   */
-  queueRunningAndAlone: pgStatement<Window, Pick<ClaimLimits, 'running' | 'aloneSeq' | 'aloneRunAt'>>(
-    'queueRunningAndAlone',
-    `select (select count(*)::int from ${RUNNING}) as running, a.seq::float8 as "aloneSeq", ${ms('a.run_at')} as "aloneRunAt"
-    from (select 1) one
-    left join lateral ${FIRST_ALONE} a on true`,
+  notice as (
+    select pg_notify('${NOTICE_CHANNEL}', 'ended:' || @queue::text) as sent
+    where @notify::int = 1 and exists (select 1 from ended)
+  ),
+  q as materialized (select * from jobs_queue where name = @queue::text for update)
+  select coalesce(q.paused, false)::int as paused, q.concurrency, q.concurrency_per_group as "perGroup",
+    (select count(*)::int from ${RUNNING}) - (select count(*)::int from ended) as running,
+    q.rate_limit as "rateLimit", q.rate_per::float8 as "ratePer", q.rate_per_group as "ratePerGroup", q.rate_starts::text as "rateStarts",
+    ${ms('clock_timestamp()')} as "rateNow", q.claim_waiters::text as "claimWaiters",
+    a.seq::float8 as "aloneSeq", ${ms('a.run_at')} as "aloneRunAt",
+    (select coalesce(jsonb_agg(seq), '[]'::jsonb) from ended)::text as ended,
+    (select count(*) from notice)::int as noticed
+  from (select 1) one
+  left join q on true
+  left join lateral ${FIRST_ALONE} a on true`,
   ),
   /** The limits a queue holds, and when a worker stored them (null: never). */
   queueLimits: pgStatement<QueueParam, StoredLimits>(
@@ -298,28 +302,25 @@ export const SQL = {
     'storeRateStarts',
     `update jobs_queue set rate_starts = @starts::jsonb where name = @queue::text`,
   ),
-  /** Writes back the workers waiting for a share of a queue's concurrency (engine/fair-share.ts), in the claim's transaction, under the row's lock. */
-  storeClaimWaiters: pgStatement<{ queue: string; waiters: string | null }>(
-    'storeClaimWaiters',
-    `update jobs_queue set claim_waiters = @waiters::jsonb where name = @queue::text`,
-  ),
-
   /**
-   * A claim for one worker as one statement (Executor.jobClaim): the first @window runnable jobs in claim order
-   * (priority, run_at, seq — JOB-17), but for @passOver, groups already at @perGroup and (with @skipAbandoned) the
-   * jobs that must run alone, or only the job @only, locked FOR UPDATE SKIP LOCKED, so that claims at once never take
-   * the same job and never wait on each other; of those, the first @limit whose group's runs under way and the rate's
-   * room for the group (@groupRoom, a JSON object; @otherRoom for a group not in it) let them start after the jobs of
-   * their group before them, marked running for @owner, counting their attempt (JOB-04); the worker's row renewed when
-   * @leaseUntil is set and it claimed. Answers the jobs claimed, in claim order, and a `held` row for each group whose
-   * jobs only the rate's room passed over before the claim was full.
+   * A flush's claim as the engine planned it (ClaimPlan), after claimPolicy, in one statement: the first @window runnable jobs in claim order (priority, run_at, seq — JOB-17), but for @passOver, groups already at
+   * @perGroup and (with @skipAbandoned) the jobs that must run alone, or only the job @only, locked FOR UPDATE SKIP
+   * LOCKED, so that claims at once never take the same job and never wait on each other; of those, the first @limit
+   * (and no more than @total less the runs under way, counted here, after the queue's lock was granted) whose group's
+   * runs under way and the rate's room for the group (@groupRoom, a JSON object; @otherRoom for a group not in it) let
+   * them start after the jobs of their group before them, marked running for @owner, counting their attempt (JOB-04);
+   * the worker's row renewed when @leaseUntil is set and it claimed; the queue's waiters for a share written when
+   * @setWaiters is 1; and, with @notify 1, a notice when it claimed. Answers the jobs claimed in claim order, and a
+   * `held` row for each group whose jobs only the rate's room passed over before the claim was full.
    */
-  claim: pgStatement<
+  flushClaim: pgStatement<
     {
       queue: string
       owner: string
       now: number
+      notify: 0 | 1
       limit: number
+      total: number | null
       window: number
       passOver: string
       skipAbandoned: 0 | 1
@@ -327,42 +328,55 @@ export const SQL = {
       perGroup: number | null
       groupRoom: string | null
       otherRoom: number | null
+      setWaiters: 0 | 1
+      waiters: string | null
       leaseUntil: number | null
       host: string | null
       pid: number | null
       channel: string | null
     },
-    ClaimRow
+    FlushRow
   >(
-    'claim',
-    `with win as materialized (
+    'flushClaim',
+    `with running_groups as materialized (
+    select r.grp, count(*)::int as running
+    from jobs_job r where r.queue = @queue::text and r.state = 'running' and r.grp is not null and @perGroup::int is not null
+    group by r.grp
+  ),
+  win as materialized (
     select seq, grp, state, priority, run_at from jobs_job
     where ${DUE} and (@skipAbandoned::int = 0 or not abandoned) and (@only::bigint is null or seq = @only::bigint)
       and not (seq = any(array(select value::bigint from jsonb_array_elements_text(@passOver::jsonb))))
-      and (@perGroup::int is null or grp is null or grp not in (
-        select grp from ${RUNNING} and grp is not null group by grp having count(*) >= @perGroup::int))
+      and (grp is null or grp not in (select grp from running_groups where running >= @perGroup::int))
     order by ${CLAIM_ORDER} limit @window::bigint
     for update skip locked
   ),
   ranked as materialized (
     select w.seq, w.grp, w.state, row_number() over (order by w.priority, w.run_at, w.seq) as pos,
       row_number() over (partition by w.grp order by w.priority, w.run_at, w.seq) as rn,
-      @perGroup::int - (select count(*)::int from jobs_job r where r.queue = @queue::text and r.state = 'running' and r.grp = w.grp)
-        as cap_room,
+      @perGroup::int - coalesce((select g.running from running_groups g where g.grp = w.grp), 0) as cap_room,
       coalesce((@groupRoom::jsonb ->> w.grp)::int, @otherRoom::int) as rate_room
     from win w
   ),
   picked as materialized (
     select seq, state, pos from ranked
     where grp is null or ((cap_room is null or rn <= cap_room) and (rate_room is null or rn <= rate_room))
-    order by pos limit @limit::bigint
+    order by pos
+    limit greatest(0, least(@limit::bigint, coalesce(@total::bigint - (select count(*) from ${RUNNING}), @limit::bigint)))
   ),
   claimed as (
     update jobs_job j set state = 'running', attempts = j.attempts + 1, owner = @owner::text
     from picked p where j.seq = p.seq
     returning j.seq, j.id, j.grp, j.value, p.state as claimed_from, j.attempts, j.max_attempts, j.abandoned, p.pos
   ),
-  renewed as (${RENEW_IF_CLAIMED})
+  renewed as (${RENEW_IF_CLAIMED}),
+  waiters_set as (
+    update jobs_queue set claim_waiters = @waiters::jsonb where name = @queue::text and @setWaiters::int = 1
+  ),
+  notice as (
+    select pg_notify('${NOTICE_CHANNEL}', 'claimed:' || @queue::text) as sent
+    where @notify::int = 1 and exists (select 1 from claimed)
+  )
   (select 'claimed' as part, seq::float8 as seq, id, grp, value::text as value, claimed_from as "claimedFrom", attempts,
     max_attempts as "maxAttempts", abandoned::int as abandoned
    from claimed order by pos)
@@ -370,7 +384,9 @@ export const SQL = {
   select distinct 'held', null::float8, null::text, grp, null::text, null::text, null::int, null::int, null::int
   from ranked
   where grp is not null and (cap_room is null or rn <= cap_room) and rate_room is not null and rn > rate_room
-    and pos < coalesce((select max(pos) from picked having count(*) = @limit::bigint), 9223372036854775807)`,
+    and pos < coalesce((select max(pos) from picked having count(*) = @limit::bigint), 9223372036854775807)
+  union all
+  select 'notice', null, null, null, null, null, null, null, null from notice`,
   ),
   /**
    * Ends runs of the worker @owner, each with its own next state, behind the fence (terms.ts), with a rescue's expiry
@@ -399,13 +415,13 @@ export const SQL = {
   deleteSteps: pgStatement<Seqs>('deleteSteps', `delete from jobs_step where ${inSeqs('job', '@seqs')}`),
 
   /**
-   * A worker's flush of one queue as one statement (Executor.jobFlush): its own ends, each behind the fence and each
-   * with its own next state, then the steps of the jobs that ended, then its claim of up to @limit runnable jobs in
-   * claim order (SKIP LOCKED) but for @passOver, a renewal of its row when @leaseUntil is set and it claimed, and one
-   * notice. Where the queue's policy needs the general claim (its row holds a limit or a rate, or a due job's last
-   * run was abandoned) it claims nothing and answers a `general` row; a paused queue claims nothing. `@ends` is an
-   * ends array (endsAsJson). Data-modifying CTEs all see the statement's snapshot: the claim never takes a job
-   * these ends just put back (and a job ended here is in @passOver when it could be).
+   * A worker's flush of a queue without a policy, as one statement: its own ends, each behind the fence and each with
+   * its own next state, then the steps of the jobs that ended, then its claim of up to @limit runnable jobs in claim
+   * order (SKIP LOCKED) but for @passOver, a renewal of its row when @leaseUntil is set and it claimed, and one notice.
+   * Where the queue has a policy for the engine to plan (its row holds a limit or a rate, or a due job's last run was
+   * abandoned and must run alone) it claims nothing and answers a `policy` row; a paused queue claims nothing. `@ends`
+   * is an ends array (endsAsJson). Data-modifying CTEs all see the statement's snapshot: the claim never takes a job
+   * these ends just put back.
    */
   flush: pgStatement<
     {
@@ -435,13 +451,13 @@ export const SQL = {
   policy as materialized (
     select coalesce(bool_or(q.paused), false) as paused,
       coalesce(bool_or(q.concurrency is not null or q.concurrency_per_group is not null or q.rate_limit is not null), false)
-        or exists (select 1 from jobs_job where abandoned and ${DUE}) as general
+        or exists (select 1 from jobs_job where abandoned and ${DUE}) as planned
     from (select 1) one left join jobs_queue q on q.name = @queue::text
   ),
   candidates as materialized (
     select seq, state from jobs_job
     where ${DUE} and not (seq = any(array(select value::bigint from jsonb_array_elements_text(@passOver::jsonb))))
-      and not (select paused or general from policy)
+      and not (select paused or planned from policy)
     order by ${CLAIM_ORDER} limit @limit::bigint
     for update skip locked
   ),
@@ -463,7 +479,7 @@ export const SQL = {
   (select 'claimed', seq::float8, id, grp, value::text, claimed_from, attempts, max_attempts, abandoned::int
    from claimed order by priority, run_at, seq)
   union all
-  select 'general', null, null, null, null, null, null, null, null from policy where general and not paused
+  select 'policy', null, null, null, null, null, null, null, null from policy where planned and not paused
   union all
   select 'notice', null, null, null, null, null, null, null, null from notice`,
   ),

@@ -9,7 +9,21 @@
  * statement answers what the statement answers, at once or as a promise; one
  * of several is a program the client runs.
  */
-import type { ClaimedJob, ClaimTake, Executor, JobEnd, Kind, ListingOrder, Result, RunEndParams } from '../index.js'
+import type {
+  ClaimedJob,
+  ClaimTake,
+  ClaimTaken,
+  Executor,
+  ExpiredBy,
+  FlushAnswer,
+  FlushRequest,
+  JobEnd,
+  Kind,
+  ListingOrder,
+  Result,
+  RunEndParams,
+  StateCounts,
+} from '../index.js'
 import { ask, done, type Program } from '../program.js'
 import { ENDED_STATES, type EndedState } from '../../types.js'
 import { ADMIN_SQL } from './admin.js'
@@ -67,6 +81,136 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
       newest: statements.listNewest,
     }[order]
   }
+  /**
+   * A claim with no cap per group takes the first jobs of claimCandidates. One under a cap (or of a job that runs
+   * alone) walks its candidates (claimCandidatesByGroup, or the one job) here, counting each group's jobs against
+   * its caps (groupRoom, and the runs under way against perGroup): in-process, a walk in JavaScript costs less than
+   * SQLite's window functions over the same rows. Either marks the jobs running in one statement and renews the
+   * worker's row, in the transaction under way.
+   */
+  function* claim(take: ClaimTake): Program<ClaimTaken> {
+    const passOver = new Set(take.passOver)
+    let claimed: ClaimedJob[]
+    const heldBack = new Set<string>()
+    if (take.perGroup === null && take.groupRoom === null && take.only === null) {
+      const candidates = take.skipAbandoned ? sql.claimCandidatesNotAbandoned : sql.claimCandidates
+      const read = yield* ask(candidates.all({ queue: take.queue, now: take.now, limit: take.limit + passOver.size }))
+      claimed = passOver.size === 0 ? read : read.filter((job) => !passOver.has(job.seq)).slice(0, take.limit)
+    } else {
+      const candidates =
+        take.only !== null
+          ? yield* ask(sql.claimedOf.all({ seqs: JSON.stringify([take.only]) }))
+          : yield* ask(
+              sql.claimCandidatesByGroup.all({
+                queue: take.queue,
+                now: take.now,
+                window: take.window + passOver.size,
+                skipAbandoned: take.skipAbandoned ? 1 : 0,
+                perGroup: take.perGroup,
+              }),
+            )
+      const running =
+        take.perGroup === null
+          ? new Map<string, number>()
+          : new Map((yield* ask(sql.groupsRunning.all(take.queue))).map((row) => [row.grp, row.running]))
+      const seqs: number[] = []
+      // The jobs of each group this claim takes, counted against its caps as it walks.
+      const took = new Map<string, number>()
+      for (const { seq, grp } of candidates) {
+        if (seqs.length === take.limit) break
+        if (passOver.has(seq)) continue
+        if (grp !== null) {
+          const inGroup = took.get(grp) ?? 0
+          if (take.perGroup !== null && (running.get(grp) ?? 0) + inGroup >= take.perGroup) continue
+          if (take.groupRoom !== null && inGroup >= roomOf(take.groupRoom, grp)) {
+            heldBack.add(grp)
+            continue
+          }
+          took.set(grp, inGroup + 1)
+        }
+        seqs.push(seq)
+      }
+      // The job that runs alone was read whole already; the others are read for what a claim answers.
+      if (take.only !== null) claimed = (candidates as ClaimedJob[]).filter((job) => seqs.includes(job.seq))
+      else claimed = seqs.length === 0 ? [] : yield* ask(sql.claimedOf.all({ seqs: JSON.stringify(seqs) }))
+    }
+    if (claimed.length === 0) return { claimed, heldBack: [...heldBack] }
+    yield* ask(
+      runForJobs(
+        sql.markRunning,
+        sql.markRunningAll,
+        claimed.map((job) => job.seq),
+        { owner: take.owner },
+      ),
+    )
+    if (take.renewLease) yield* ask(sql.workerRenew.run(take.renewLease))
+    return { claimed, heldBack: [...heldBack] }
+  }
+
+  /** A statement a kind of end (endRunsAlike), then the steps' delete. */
+  function* endMany({ owner, expiredBy, ends }: ExpiredBy & { owner: string; ends: readonly JobEnd[] }): Program<number[]> {
+    const ended: number[] = []
+    const finished: number[] = []
+    for (const group of alike(ends)) {
+      const { seq, attempt, transition } = group[0]!
+      const landed =
+        group.length === 1
+          ? yield* ask(sql.endRun.all({ ...transition, seq, attempt, owner, expiredBy }))
+          : yield* ask(
+              sql.endRunsAlike.all({
+                ...transition,
+                owner,
+                expiredBy,
+                runs: JSON.stringify(group.map((end) => [end.seq, end.attempt, end.transition.finishedAt, end.transition.result])),
+              }),
+            )
+      for (const one of landed) ended.push(one)
+      if (ENDED_STATES.includes(transition.state as EndedState)) for (const one of landed) finished.push(one)
+    }
+    if (finished.length > 0) yield* ask(runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, finished, {}))
+    return ended
+  }
+
+  /**
+   * The flush in the transaction under way, which holds the write lock: the ends, then the policy read, the plan and
+   * the claim, then the counters moved by both in one write.
+   */
+  function* flush(request: FlushRequest): Program<FlushAnswer> {
+    const { queue, owner, ends } = request
+    const moved: StateCounts = { waiting: 0, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }
+    const ended = ends.length === 0 ? new Set<number>() : new Set(yield* endMany({ owner, expiredBy: null, ends }))
+    const landed = ends.map((end) => ended.has(end.seq))
+    ends.forEach((end, i) => {
+      if (!landed[i]) return
+      moved.running--
+      moved[end.transition.state]++
+    })
+    let claimed: ClaimedJob[] = []
+    if (request.claim !== null) {
+      const sentAt = performance.now()
+      // The queue's counter of runs under way is written as the transaction ends: the ends above are not in it yet.
+      const policy = yield* ask(sql.queueClaimLimits.get({ queue, ended: ended.size, now: request.now }))
+      const plan = request.claim.plan({ ...policy!, rateNow: request.clock() }, sentAt)
+      let taken: ClaimTaken = { claimed: [], heldBack: [] }
+      if (plan.alone !== null) taken = yield* claim(plan.alone)
+      if (taken.claimed.length === 0 && !plan.holdBack && plan.take !== null) {
+        const heldBack = taken.heldBack
+        taken = yield* claim(plan.take)
+        taken.heldBack.push(...heldBack)
+      }
+      claimed = taken.claimed
+      for (const job of claimed) {
+        moved[job.claimedFrom]--
+        moved.running++
+      }
+      const log = request.claim.claimed(taken)
+      if (log !== null) yield* ask(sql.storeRateStarts.run({ queue, starts: log }))
+      if (plan.waiters !== undefined) yield* ask(sql.storeClaimWaiters.run({ queue, waiters: plan.waiters }))
+    }
+    if (Object.values(moved).some((n) => n !== 0)) yield* ask(sql.shiftCounts.run({ queue, ...moved }))
+    return { landed, claimed }
+  }
+
   return {
     ...sqliteScheduleRequests(client),
     dataVersion: () => sql.dataVersion.get(),
@@ -91,103 +235,11 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     queueWaitingCount: (queue) => sql.queueWaitingCount.get(queue),
 
     queueClaimable: (queue) => sql.queueClaimable.get({ queue }),
-    queueClaimLimits: (queue, ended, now) => mapAnswer(sql.queueClaimLimits.get({ queue, ended, now }), (row) => row!),
     queueLimitsGet: (queue) => sql.queueLimits.get(queue),
     queueLimitsSet: (limits) => nothing(sql.storeQueueLimits.run(limits)),
-    queueRateStartsSet: (queue, starts) => nothing(sql.storeRateStarts.run({ queue, starts })),
-    queueClaimWaitersSet: (queue, waiters) => nothing(sql.storeClaimWaiters.run({ queue, waiters })),
 
-    /**
-     * A claim with no cap per group takes the first jobs of claimCandidates. One under a cap (or of a job that runs
-     * alone) walks its candidates (claimCandidatesByGroup, or the one job) here, counting each group's jobs against
-     * its caps (groupRoom, and the runs under way against perGroup): in-process, a walk in JavaScript costs less than
-     * SQLite's window functions over the same rows. Either marks the jobs running in one statement and renews the
-     * worker's row, in the transaction under way.
-     */
-    jobClaim: (take) =>
-      run(function* () {
-        const passOver = new Set(take.passOver)
-        let claimed: ClaimedJob[]
-        const heldBack = new Set<string>()
-        if (take.perGroup === null && take.groupRoom === null && take.only === null) {
-          const candidates = take.skipAbandoned ? sql.claimCandidatesNotAbandoned : sql.claimCandidates
-          const read = yield* ask(candidates.all({ queue: take.queue, now: take.now, limit: take.limit + passOver.size }))
-          claimed = passOver.size === 0 ? read : read.filter((job) => !passOver.has(job.seq)).slice(0, take.limit)
-        } else {
-          const candidates =
-            take.only !== null
-              ? yield* ask(sql.claimedOf.all({ seqs: JSON.stringify([take.only]) }))
-              : yield* ask(
-                  sql.claimCandidatesByGroup.all({
-                    queue: take.queue,
-                    now: take.now,
-                    window: take.window + passOver.size,
-                    skipAbandoned: take.skipAbandoned ? 1 : 0,
-                    perGroup: take.perGroup,
-                  }),
-                )
-          const running =
-            take.perGroup === null
-              ? new Map<string, number>()
-              : new Map((yield* ask(sql.groupsRunning.all(take.queue))).map((row) => [row.grp, row.running]))
-          const seqs: number[] = []
-          // The jobs of each group this claim takes, counted against its caps as it walks.
-          const took = new Map<string, number>()
-          for (const { seq, grp } of candidates) {
-            if (seqs.length === take.limit) break
-            if (passOver.has(seq)) continue
-            if (grp !== null) {
-              const inGroup = took.get(grp) ?? 0
-              if (take.perGroup !== null && (running.get(grp) ?? 0) + inGroup >= take.perGroup) continue
-              if (take.groupRoom !== null && inGroup >= roomOf(take.groupRoom, grp)) {
-                heldBack.add(grp)
-                continue
-              }
-              took.set(grp, inGroup + 1)
-            }
-            seqs.push(seq)
-          }
-          // The job that runs alone was read whole already; the others are read for what a claim answers.
-          if (take.only !== null) claimed = (candidates as ClaimedJob[]).filter((job) => seqs.includes(job.seq))
-          else claimed = seqs.length === 0 ? [] : yield* ask(sql.claimedOf.all({ seqs: JSON.stringify(seqs) }))
-        }
-        if (claimed.length === 0) return { claimed, heldBack: [...heldBack] }
-        yield* ask(
-          runForJobs(
-            sql.markRunning,
-            sql.markRunningAll,
-            claimed.map((job) => job.seq),
-            { owner: take.owner },
-          ),
-        )
-        if (take.renewLease) yield* ask(sql.workerRenew.run(take.renewLease))
-        return { claimed, heldBack: [...heldBack] }
-      }),
-
-    /** A statement a kind of end (endRunsAlike), then the steps' delete. */
-    jobEndMany: ({ owner, expiredBy, ends }) =>
-      run(function* () {
-        const ended: number[] = []
-        const finished: number[] = []
-        for (const group of alike(ends)) {
-          const { seq, attempt, transition } = group[0]!
-          const landed =
-            group.length === 1
-              ? yield* ask(sql.endRun.all({ ...transition, seq, attempt, owner, expiredBy }))
-              : yield* ask(
-                  sql.endRunsAlike.all({
-                    ...transition,
-                    owner,
-                    expiredBy,
-                    runs: JSON.stringify(group.map((end) => [end.seq, end.attempt, end.transition.finishedAt, end.transition.result])),
-                  }),
-                )
-          for (const one of landed) ended.push(one)
-          if (ENDED_STATES.includes(transition.state as EndedState)) for (const one of landed) finished.push(one)
-        }
-        if (finished.length > 0) yield* ask(runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, finished, {}))
-        return ended
-      }),
+    jobFlush: (request) => run(() => flush(request)),
+    jobEndMany: (end) => run(() => endMany(end)),
     jobSetStateIfUnleased: (end) => changedOne(sql.endUnleased.run(end)),
     jobGetState: (seq) => sql.jobState.get(seq),
     stepDeleteMany: (seqs) => nothing(runForJobs(sql.deleteSteps, sql.deleteStepsOfAll, seqs, {})),

@@ -130,9 +130,12 @@ export const SQL = {
    * and the first due job that must run alone (jobs_job_abandoned). The runs that the transaction ended (@ended) are
    * taken off the counter, which counts them as the transaction ends. A queue with no row reads as unlimited.
    */
-  queueClaimLimits: statement<[{ queue: string; ended: number; now: number }], ClaimLimits>(`select coalesce(q.paused, 0) as paused,
+  queueClaimLimits: statement<
+    [{ queue: string; ended: number; now: number }],
+    Omit<ClaimLimits, 'rateNow'>
+  >(`select coalesce(q.paused, 0) as paused,
       coalesce(q.running, 0) - @ended as running, q.concurrency, q.concurrency_per_group as perGroup,
-      q.rate_limit as rateLimit, q.rate_per as ratePer, q.rate_per_group as ratePerGroup, q.rate_starts as rateStarts, null as rateNow,
+      q.rate_limit as rateLimit, q.rate_per as ratePer, q.rate_per_group as ratePerGroup, q.rate_starts as rateStarts,
       q.claim_waiters as claimWaiters, a.seq as aloneSeq, a.run_at as aloneRunAt
     from (select 1) one
     left join jobs_queue q on q.name = @queue
