@@ -4,7 +4,8 @@
  * too; no statement's result is cast, since each declares its types beside
  * its SQL; and one run's pipeline is the engine's executor, which `work` and
  * `drain` both use; and only the SQLite dialect's folder (and the schema)
- * imports better-sqlite3 or holds SQL, so a second dialect adds a folder.
+ * imports better-sqlite3 or holds SQL, so a second dialect adds a folder; and docs/code.md, the map of the code,
+ * names every folder of src/ and every source file, by its path from src/.
  */
 import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative, resolve, sep } from 'node:path'
@@ -177,6 +178,49 @@ test('docs/code.md names every folder of src/ in its table, and no folder that i
   const named = new Set(table.flatMap((line) => [...line.matchAll(/`(src\/[^`]*\/)`/g)].map((match) => match[1]!)))
   expect(folders.filter((folder) => !named.has(folder))).toEqual([])
   expect([...named].filter((folder) => !folders.includes(folder))).toEqual([])
+})
+
+/**
+ * The files of src/ that a page names: every path in backticks that ends in `.ts`, read as a path from src/
+ * (`engine/claim.ts`, `errors.ts`), but for a path that starts with another entry at the repository's root, which
+ * names a file elsewhere (`test/layout.test.ts`, `drizzle.config.ts`). So `src/engine/claim.ts`, or a bare
+ * `open.ts` meant as a folder's own, names a file that does not exist, and the page must write it by its path
+ * from src/.
+ */
+function srcFilesNamed(page: string, elsewhere: ReadonlySet<string>): string[] {
+  const named = new Set<string>()
+  for (const match of page.matchAll(/`([\w@./-]+\.ts)`/g)) {
+    const path = match[1]!
+    if (!elsewhere.has(path.split('/')[0]!)) named.add(path)
+  }
+  return [...named]
+}
+
+/** Which source files of src/ a page does not name, and which files it names that src/ does not hold, as paths from src/. */
+function unnamedAndGone(files: readonly string[], named: readonly string[]): { unnamed: string[]; gone: string[] } {
+  return { unnamed: files.filter((file) => !named.includes(file)), gone: named.filter((file) => !files.includes(file)) }
+}
+
+test('docs/code.md names every source file of src/ by its path from src/, and no file that is gone', () => {
+  const ROOT = resolve(SRC, '..')
+  const files = sourceFiles(SRC).map((file) => relative(SRC, file).split(sep).join('/'))
+  const elsewhere = new Set(readdirSync(ROOT).filter((entry) => entry !== 'src'))
+  const named = srcFilesNamed(readFileSync(join(ROOT, 'docs', 'code.md'), 'utf8'), elsewhere)
+  expect(files.length).toBeGreaterThan(50)
+  expect(unnamedAndGone(files, named)).toEqual({ unnamed: [], gone: [] })
+})
+
+test('the check finds a source file docs/code.md does not name, and a file it names that is gone', () => {
+  const page = [
+    '| `src/engine/` | `engine/claim.ts` (the plan), `engine/old.ts` (gone) |',
+    'Root: `errors.ts`; a bare `open.ts`; `src/worker/flush.ts`; elsewhere: `test/layout.test.ts`, `drizzle.config.ts`.',
+  ].join('\n')
+  const named = srcFilesNamed(page, new Set(['test', 'drizzle.config.ts']))
+  expect(named).toEqual(['engine/claim.ts', 'engine/old.ts', 'errors.ts', 'open.ts', 'src/worker/flush.ts'])
+  expect(unnamedAndGone(['engine/claim.ts', 'engine/backoff.ts', 'errors.ts', 'worker/flush.ts'], named)).toEqual({
+    unnamed: ['engine/backoff.ts', 'worker/flush.ts'],
+    gone: ['engine/old.ts', 'open.ts', 'src/worker/flush.ts'],
+  })
 })
 
 test("docs/postgres.md's PGlite example is examples/pglite/jobs.test.ts's own code, so that it runs in CI as shown", () => {
