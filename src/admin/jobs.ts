@@ -6,7 +6,7 @@ import { answer, connectionOf, type AnswerOf, type Database } from '../dialect/o
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
-import { jobsChanged } from '../engine/wake.js'
+import { jobsChanged, notifyOthers } from '../engine/wake.js'
 import { andThen, ask, type Executor, type Program } from '../dialect/index.js'
 
 /**
@@ -83,7 +83,7 @@ function* cancelJob(db: Executor, queue: string, id: string, now: number): Progr
   if (!job) throw notFound(queue, id)
   if (!(yield* ask(db.jobCancel(job.seq, now)))) return null
   yield* ask(db.stepDeleteMany([job.seq]))
-  yield* ask(db.queueNotify(queue, job.state === 'running' ? 'revoked' : 'ended'))
+  yield* notifyOthers(db, queue, job.state === 'running' ? 'revoked' : 'ended')
   return job.state
 }
 
@@ -93,7 +93,7 @@ function* retryEndedJob(db: Executor, queue: string, id: string, now: number): P
   if (!job) throw notFound(queue, id)
   if (!(yield* ask(db.jobRetry(job.seq, now)))) return false
   yield* ask(db.stepDeleteMany([job.seq]))
-  yield* ask(db.queueNotify(queue, 'added'))
+  yield* notifyOthers(db, queue, 'added')
   return true
 }
 

@@ -3,7 +3,7 @@ import { answer, connectionOf, runOn, type AnswerOf, type Database } from '../di
 import { describe } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { PRUNE_BATCH_SIZE } from '../limits.js'
-import { jobsChanged } from '../engine/wake.js'
+import { jobsChanged, notifyOthers } from '../engine/wake.js'
 import { ask, type Connection } from '../dialect/index.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
@@ -68,7 +68,7 @@ function pruneWith(connection: Connection, options: PruneOptions): number | Prom
             const batch = yield* ask(
               connection.write(function* (db) {
                 const deleted = yield* ask(db.jobDeleteEnded({ queue, state, before, limit: PRUNE_BATCH_SIZE }))
-                if (deleted > 0) yield* ask(db.queueNotify(queue, 'other'))
+                if (deleted > 0) yield* notifyOthers(db, queue, 'other')
                 return deleted
               }),
             )

@@ -1,6 +1,6 @@
 /** Pausing and resuming queues, and their counts by state. */
 import { answer, connectionOf, type AnswerOf, type Database } from '../dialect/open.js'
-import { jobsChanged } from '../engine/wake.js'
+import { jobsChanged, notifyOthers } from '../engine/wake.js'
 import { sqlLiteral } from '../stored.js'
 import { allOf, andThen, ask, type CountsRow, type Executor, type ScheduleRow } from '../dialect/index.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
@@ -56,7 +56,7 @@ function setPaused(db: Database, queue: QueueRef, paused: boolean): void | Promi
     const kind = paused ? 'other' : 'added'
     const write = function* (db: Executor) {
       yield* ask(db.queueSetPaused(name, paused))
-      yield* ask(db.queueNotify(name, kind))
+      yield* notifyOthers(db, name, kind)
     }
     return andThen(connection.write(write), () => jobsChanged(connection.key, name, kind))
   })

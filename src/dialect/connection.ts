@@ -76,10 +76,10 @@ export interface Connection<K extends Kind = Kind> {
   /** Makes the database ready for writes now, as the first write would: a writer that starts (a worker) calls it at once. */
   prepareWrites(): Result<K, void>
   /**
-   * Progress carried between processes by the database itself (PostgreSQL's NOTIFY), on every host; absent
-   * where processes pass it through a local channel instead (SQLite).
+   * Progress carried between processes by the database itself (PostgreSQL's NOTIFY), on every host; null where
+   * processes pass it through a local channel instead (SQLite), and on a connection that cannot listen.
    */
-  readonly progressNotices?: ProgressNotices
+  readonly progressNotices: ProgressNotices | null
 }
 
 /**

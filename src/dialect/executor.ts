@@ -56,21 +56,49 @@ export type Result<K extends Kind, T> = K extends 'sync' ? T : Promise<T>
  * fence (each dialect's terms.ts: the job running this attempt for this owner) in the same statement, so a run
  * that lost its lease changes nothing (JOB-16). A worker's lease is its row in jobs_lease, one for all its runs.
  */
-export interface Executor<K extends Kind = Kind> extends ScheduleRequests<K> {
+export type Executor<K extends Kind = Kind> = ExecutorRequests<K> & CountKeeping<K> & Notices<K>
+
+/**
+ * How a database keeps a queue's counts by state (engine/counts.ts), with the requests that way needs: the code
+ * outside src/dialect/ asks `counts`, never which database it is.
+ */
+export type CountKeeping<K extends Kind> =
+  | {
+      /** In the queue's row, moved by the engine's own writes in their transaction, and by triggers for every other write (SQLite). */
+      readonly counts: 'in-row'
+      /** Adds the engine's own moves of one transaction to a queue's counters, creating its row on its first job. */
+      queueShiftCounts(counts: { queue: string } & StateCounts): Result<K, void>
+    }
+  | {
+      /**
+       * Apart from the queue's row, appended by triggers on every write, the engine's included, and folded into the row
+       * by the workers' maintenance (PostgreSQL's jobs_count), so that writers do not wait on one row.
+       */
+      readonly counts: 'apart'
+      /** Makes a queue's row on its first job, for its pause flag and limits, taking no lock on a row that exists. */
+      queueRowEnsure(queue: string): Result<K, void>
+      /** Whether some of a queue's counts are kept apart, not yet folded into its row. */
+      queueHasUnfolded(queue: string): Result<K, boolean>
+      /** Folds a queue's counts kept apart into its row, unless another transaction is folding them; answers how many changes it folded. */
+      queueFoldCounts(queue: string): Result<K, number>
+    }
+
+/**
+ * Whether a database tells other processes of changes as they commit (PostgreSQL's NOTIFY), with the request that
+ * does; where it does not (SQLite), other processes find every write by the data version.
+ */
+export type Notices<K extends Kind> =
+  | {
+      readonly notifies: true
+      /** Tells other processes, once the transaction commits, that the jobs of `queue` changed: what Connection.listen hands its listeners there. */
+      queueNotify(queue: string, kind: ChangeKind): Result<K, void>
+    }
+  | { readonly notifies: false }
+
+/** The requests every driver answers. */
+export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequests<K> {
   /** A number that moves when another connection commits: the poll that finds other processes' writes. */
   dataVersion(): Result<K, number>
-  /**
-   * Tells other processes, once the transaction commits, that the jobs of `queue` changed: what
-   * Connection.listen hands its listeners there. SQLite tells nothing (other processes find every write by
-   * the data version).
-   */
-  queueNotify(queue: string, kind: ChangeKind): Result<K, void>
-  /** Adds the engine's own moves of one transaction to a queue's counters, creating its row on its first job. */
-  queueShiftCounts(counts: { queue: string } & StateCounts): Result<K, void>
-  /** Whether some of a queue's counts are kept apart, not yet folded into its row (PostgreSQL's jobs_count; never on SQLite). */
-  queueHasUnfolded(queue: string): Result<K, boolean>
-  /** Folds a queue's counts kept apart into its row, unless another transaction is folding them; answers how many changes it folded. */
-  queueFoldCounts(queue: string): Result<K, number>
 
   /**
    * Adds one job as `enqueue` does, whole, in the transaction under way: unless its id is taken or the queue holds

@@ -16,7 +16,7 @@
  * them wait on one another, so statement-level triggers count every write
  * alike, the engine's too (dialect/pg/counts.ts): each statement appends
  * its changes to `jobs_count`; `writeShift` only makes sure the queue has its
- * row. The workers' maintenance folds those changes into the row
+ * row. The executor says which way its database keeps them (`counts`). The workers' maintenance folds those changes into the row
  * (`foldCounts`), and counts are read as the row plus what is not folded.
  *
  * On both, writers install the triggers before they write (each dialect's
@@ -46,23 +46,24 @@ export function* counting<R>(db: Executor, queue: string, write: (moved: CountSh
   return result
 }
 
-/** Writes the shift to the queue's counters, inside the caller's transaction; nothing when nothing moved. */
+/**
+ * Writes the shift to the queue's counters, inside the caller's transaction; nothing when nothing moved. Where the
+ * counts are kept apart, the triggers counted the writes already, and the queue only needs its row.
+ */
 export function* writeShift(db: Executor, queue: string, counts: CountShift): Program<void> {
-  for (const state in counts) {
-    if (counts[state as JobState] !== 0) {
-      yield* ask(db.queueShiftCounts({ queue, ...counts }))
-      return
-    }
-  }
+  if (Object.values(counts).every((n) => n === 0)) return
+  if (db.counts === 'in-row') yield* ask(db.queueShiftCounts({ queue, ...counts }))
+  else yield* ask(db.queueRowEnsure(queue))
 }
 
 /**
  * Folds the queue's counts kept apart (PostgreSQL's jobs_count) into its row when there are some: a read first,
- * so that a queue with nothing to fold, and SQLite, write nothing. The fold is one statement outside any
+ * so that a queue with nothing to fold writes nothing. The fold is one statement outside any
  * transaction, so the lock it takes on the queue's row never outlives it, whatever this process does next.
  * Answers how many changes were folded.
  */
 export async function foldCounts(connection: Connection, queue: string): Promise<number> {
-  if (!(await connection.executor.queueHasUnfolded(queue))) return 0
-  return connection.executor.queueFoldCounts(queue)
+  const db = connection.executor
+  if (db.counts !== 'apart' || !(await db.queueHasUnfolded(queue))) return 0
+  return db.queueFoldCounts(queue)
 }

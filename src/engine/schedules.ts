@@ -15,7 +15,7 @@ import { MAX_TIME_MS, SCHEDULE_BATCH_SIZE } from '../limits.js'
 import type { QueueDefinition } from './definition.js'
 import { counting, shift } from './counts.js'
 import { dueSlots, slotJobId, slotRule, type DueSlots } from './slots.js'
-import { jobsChanged } from './wake.js'
+import { jobsChanged, notifyOthers } from './wake.js'
 
 /** What a queue's definition gives the jobs of its schedules. */
 export type ScheduleQueue = Pick<QueueDefinition, 'name' | 'attempts' | 'maxWaiting'>
@@ -88,7 +88,7 @@ export function addSlotJobs(db: Executor, queue: ScheduleQueue, plans: readonly 
         added.push(id)
       }
     }
-    if (added.length > 0) yield* ask(db.queueNotify(queue.name, 'added'))
+    if (added.length > 0) yield* notifyOthers(db, queue.name, 'added')
     return added
   })
 }

@@ -6,7 +6,7 @@
  * data_version`), or, where the dialect carries them (PostgreSQL's
  * LISTEN/NOTIFY), told as they commit (listenToOthers).
  */
-import type { ChangeKind, Connection } from '../dialect/index.js'
+import { ask, type ChangeKind, type Connection, type Executor, type Program } from '../dialect/index.js'
 import type { Written } from './written.js'
 
 export type { ChangeKind } from '../dialect/index.js'
@@ -64,4 +64,12 @@ export function listenToOthers(connection: Connection): () => void {
     listening.delete(connection)
     held.stop()
   }
+}
+
+/**
+ * Tells other processes, as the transaction commits, that the jobs of `queue` changed, where the database tells them
+ * (Executor `notifies`); elsewhere they find every write by the data version.
+ */
+export function* notifyOthers(db: Executor, queue: string, kind: ChangeKind): Program<void> {
+  if (db.notifies) yield* ask(db.queueNotify(queue, kind))
 }

@@ -10,7 +10,7 @@ import type { Enqueued } from '../types.js'
 import { checkQueue, type Queue } from './define.js'
 import { noShift, shift, writeShift } from '../engine/counts.js'
 import { newJobId } from './job-id.js'
-import { jobsChanged } from '../engine/wake.js'
+import { jobsChanged, notifyOthers } from '../engine/wake.js'
 import { checkKnownOptions } from '../options.js'
 
 /** The options of one added job. */
@@ -157,7 +157,7 @@ function* addJobs(db: Executor, queue: Queue, rows: NewJob[]): Program<Enqueued[
   }
   yield* writeShift(db, queue.name, counts)
   if (results.some((result) => result.added)) {
-    yield* ask(db.queueNotify(queue.name, 'added'))
+    yield* notifyOthers(db, queue.name, 'added')
     const held = yield* ask(db.queueWaitingCount(queue.name))
     if ((held ?? 0) > queue.maxWaiting) throw queueFull(queue)
   }

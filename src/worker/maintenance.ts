@@ -8,7 +8,7 @@ import { ask, type Connection, type Executor, type Program } from '../dialect/in
 import type { AbandonedLease, UnleasedRun } from '../dialect/index.js'
 import { PRUNE_BATCH_SIZE, RESCUE_BATCH_SIZE } from '../limits.js'
 import { counting, foldCounts, shift } from '../engine/counts.js'
-import { jobsChanged } from '../engine/wake.js'
+import { jobsChanged, notifyOthers } from '../engine/wake.js'
 import type { Queue } from '../queue/define.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import { transitionFor } from '../engine/outcome.js'
@@ -47,7 +47,7 @@ export function* releaseAbandoned(db: Executor, queue: Queue, leases: readonly A
     return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition, expiredBy: expired ? now : null }
   })
   const landed = yield* counting(db, queue.name, (moved) => recordEnds(db, records, moved))
-  if (landed.some(Boolean)) yield* ask(db.queueNotify(queue.name, 'ended'))
+  if (landed.some(Boolean)) yield* notifyOthers(db, queue.name, 'ended')
   return records.filter((_, i) => landed[i]).map((record) => record.seq)
 }
 
@@ -95,7 +95,7 @@ export function releaseUnleased(db: Executor, queue: Queue, runs: readonly Unlea
       if (ENDED_STATES.includes(transition.state as EndedState)) yield* ask(db.stepDeleteMany([run.seq]))
       released.push(run.seq)
     }
-    if (released.length > 0) yield* ask(db.queueNotify(queue.name, 'ended'))
+    if (released.length > 0) yield* notifyOthers(db, queue.name, 'ended')
     return released
   })
 }
@@ -115,7 +115,7 @@ export function* pruneEnded(db: Executor, queue: Queue, now: number): Program<nu
     const before = now - queue.retentionMs[state]
     deleted += yield* ask(db.jobDeleteEnded({ queue: queue.name, state, before, limit: PRUNE_BATCH_SIZE }))
   }
-  if (deleted > 0) yield* ask(db.queueNotify(queue.name, 'other'))
+  if (deleted > 0) yield* notifyOthers(db, queue.name, 'other')
   return deleted
 }
 

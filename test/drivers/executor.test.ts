@@ -17,7 +17,9 @@ import {
   type ListParams,
   type NewJob,
 } from '../../src/dialect/index.js'
+import { writeShift } from '../../src/engine/counts.js'
 import { isOwnerGone } from '../../src/engine/owner.js'
+import { notifyOthers } from '../../src/engine/wake.js'
 import { defineQueue } from '../../src/queue/define.js'
 import { pruneEnded, releaseAbandoned, releaseUnleased } from '../../src/worker/maintenance.js'
 import { waitFor } from '../helpers/wait.js'
@@ -181,72 +183,63 @@ describe.each(DRIVERS)('%s', (driver) => {
   })
 
   describe('counts, notices and the data version', () => {
-    test(`${on} queueShiftCounts creates the queue's row on its first job and writes the engine's moves as the dialect counts them`, async () => {
-      const moved = { queue: 'replies', waiting: 3, scheduled: 1, running: 0, done: 0, failed: 0, canceled: 0 }
-      await c().write((tx) => ask(tx.queueShiftCounts(moved)))
-      await c().write((tx) => ask(tx.queueShiftCounts({ ...moved, waiting: -1, running: 1 })))
+    test(`${on} writeShift: counts kept in the queue's row take the engine's moves; counts kept apart (their triggers counted the writes) only make the row`, async () => {
+      const moved = { waiting: 3, scheduled: 1, running: 0, done: 0, failed: 0, canceled: 0 }
+      await c().write((tx) => writeShift(tx, 'replies', moved))
+      await c().write((tx) => writeShift(tx, 'replies', { ...moved, waiting: -1, running: 1 }))
       const counters = await d.rows(
         `select name, cast(paused as integer) as paused, cast(waiting as integer) as waiting,
           cast(scheduled as integer) as scheduled, cast(running as integer) as running from jobs_queue`,
       )
-      // SQLite keeps the counters in the row; PostgreSQL's triggers count every write, and the row only is made.
       expect(counters).toEqual([
-        d.dialect === 'sqlite'
+        db().counts === 'in-row'
           ? { name: 'replies', paused: 0, waiting: 2, scheduled: 2, running: 1 }
           : { name: 'replies', paused: 0, waiting: 0, scheduled: 0, running: 0 },
       ])
     })
 
-    test(`JOB-18 ${on} queueHasUnfolded and queueFoldCounts: counts kept apart on PostgreSQL only, folded into the row`, async () => {
+    test(`JOB-18 ${on} every write is counted, a plain SQL insert too: in the row at once, or kept apart until queueFoldCounts folds it`, async () => {
       await addJobs(c(), [newJob('replies', 'a'), newJob('replies', 'b')])
       await d.rows(`insert into jobs_job (queue, id, state) values ('replies', 'plain', 'waiting')`)
       const counters = () =>
         d.rows(`select cast(waiting as integer) as waiting from jobs_queue where name = 'replies'`).then((rows) => rows[0])
-      if (d.dialect === 'sqlite') {
-        expect(await db().queueHasUnfolded('replies')).toBe(false)
-        expect(await db().queueFoldCounts('replies')).toBe(0)
-        expect(await counters()).toEqual({ waiting: 3 })
-      } else {
-        expect(await db().queueHasUnfolded('replies')).toBe(true)
-        expect(await db().queueHasUnfolded('other')).toBe(false)
+      const executor = db()
+      if (executor.counts === 'apart') {
+        expect(await executor.queueHasUnfolded('replies')).toBe(true)
+        expect(await executor.queueHasUnfolded('other')).toBe(false)
         expect(await counters()).toEqual({ waiting: 0 })
-        expect(await db().queueFoldCounts('replies')).toBeGreaterThan(0)
-        expect(await db().queueHasUnfolded('replies')).toBe(false)
-        expect(await counters()).toEqual({ waiting: 3 })
-        expect(await db().queueFoldCounts('replies')).toBe(0)
+        expect(await executor.queueFoldCounts('replies')).toBeGreaterThan(0)
+        expect(await executor.queueHasUnfolded('replies')).toBe(false)
+        expect(await executor.queueFoldCounts('replies')).toBe(0)
       }
+      expect(await counters()).toEqual({ waiting: 3 })
       expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 3 })
     })
 
-    test(`${on} queueNotify tells listeners once its transaction commits on PostgreSQL; SQLite tells nothing`, async () => {
-      if (d.dialect === 'sqlite') {
-        expect(await c().write((tx) => ask(tx.queueNotify('replies', 'added')))).toBeUndefined()
-        await expect(d.listen()).rejects.toThrow(/poll/)
+    test(`${on} other processes learn of a commit: by its notices, sent once it commits, where the database notifies; else by the data version, which moves when another connection commits`, async () => {
+      const executor = db()
+      if (!executor.notifies) {
+        const first = await executor.dataVersion()
+        await addJobs(c(), [newJob('replies', 'mine')])
+        expect(await executor.dataVersion(), "this connection's own commit").toBe(first)
+        await addJobs(d.other(), [newJob('replies', 'theirs')])
+        expect(await executor.dataVersion()).not.toBe(first)
         return
       }
       const listener = await d.listen()
       try {
         await c().write(function* (tx) {
-          yield* ask(tx.queueNotify('replies', 'added'))
-          yield* ask(tx.queueNotify('other', 'ended'))
+          yield* notifyOthers(tx, 'replies', 'added')
+          yield* notifyOthers(tx, 'other', 'ended')
         })
         await waitFor(() => listener.heard.length >= 2 || undefined, 'the notices')
         expect(listener.heard).toEqual(['added:replies', 'ended:other'])
       } finally {
         listener.stop()
       }
-    })
-
-    test(`${on} dataVersion: SQLite's (better-sqlite3's, and libsql's on a local file) moves when another connection commits, PostgreSQL's on every look`, async () => {
-      const first = await db().dataVersion()
-      if (d.dialect === 'sqlite') {
-        await addJobs(c(), [newJob('replies', 'mine')])
-        expect(await db().dataVersion(), "this connection's own commit").toBe(first)
-        await addJobs(d.other(), [newJob('replies', 'theirs')])
-        expect(await db().dataVersion()).not.toBe(first)
-      } else {
-        expect(await db().dataVersion()).not.toBe(first)
-      }
+      // A connection that is not listening cannot tell when others commit: its data version moves on every look.
+      const first = await executor.dataVersion()
+      expect(await executor.dataVersion()).not.toBe(first)
     })
   })
 

@@ -17,7 +17,7 @@ import {
 } from '../../src/dialect/index.js'
 import type { PgConnection } from '../../src/dialect/pg/connection.js'
 import { claimPlanner, type ClaimReport, type ClaimRequest } from '../../src/engine/claim.js'
-import { counting } from '../../src/engine/counts.js'
+import { counting, writeShift } from '../../src/engine/counts.js'
 import type { QueueDefinition } from '../../src/engine/definition.js'
 import { storeLimits } from '../../src/engine/queue-limits.js'
 import { recordEnds, type RunEndRecord } from '../../src/engine/record.js'
@@ -49,7 +49,7 @@ export async function addJobs(connection: PgConnection, jobs: NewJob[]): Promise
   await connection.write(function* (db) {
     for (const job of jobs) yield* ask(db.jobInsert(job))
     for (const queue of new Set(jobs.map((job) => job.queue))) {
-      yield* ask(db.queueShiftCounts({ queue, waiting: 1, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 }))
+      yield* writeShift(db, queue, { waiting: 1, scheduled: 0, running: 0, done: 0, failed: 0, canceled: 0 })
     }
   })
   const seqs = new Map<string, number>()

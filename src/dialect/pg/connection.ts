@@ -171,7 +171,7 @@ function open(driver: PgDriver): PgConnection {
       await counters.ensure()
     },
     // A transaction's client cannot listen, and its notices would wait for the app's commit.
-    progressNotices: driver.inTransaction ? undefined : progressNoticesOf(driver, notices),
+    progressNotices: driver.inTransaction ? null : progressNoticesOf(driver, notices),
   }
 }
 

@@ -203,12 +203,10 @@ export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'as
   return {
     ...pgScheduleRequests(q),
     dataVersion: () => state.dataVersion(),
+    counts: 'apart',
+    notifies: true,
     queueNotify: async (queue, kind) => void (await all(q, SQL.notify, { payload: `${kind}:${queue}` })),
-    /**
-     * The triggers count every write (counts.ts): this only creates the queue's row on its first job, for its
-     * pause flag and limits, taking no lock on a row that exists.
-     */
-    queueShiftCounts: async ({ queue }) => void (await all(q, SQL.queueRowEnsure, { queue })),
+    queueRowEnsure: async (queue) => void (await all(q, SQL.queueRowEnsure, { queue })),
     queueHasUnfolded: (queue) => some(q, HAS_UNFOLDED, { queue }),
     /** One statement, which passes when another folds the queue or holds its row (counts.ts says why). */
     queueFoldCounts: async (queue) => (await one(q, FOLD, { queue })).rows,

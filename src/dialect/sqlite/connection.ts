@@ -155,10 +155,13 @@ export function sqliteConnection<K extends Kind>(driver: SqliteDriver<K>): Conne
   /** The executor's methods, each called once the first use is done: for a caller that takes the executor before it. */
   const deferredExecutor = (): Executor<K> =>
     Object.fromEntries(
-      Object.keys(executorOf(client)).map((name) => [
+      Object.entries(executorOf(client)).map(([name, value]) => [
         name,
-        (...args: unknown[]) =>
-          andThen(ready(), ({ executor }) => (executor as unknown as Record<string, (...args: unknown[]) => unknown>)[name]!(...args)),
+        // What the executor states of itself (its capabilities) as it is; each request once the first use is done.
+        typeof value !== 'function'
+          ? value
+          : (...args: unknown[]) =>
+              andThen(ready(), ({ executor }) => (executor as unknown as Record<string, (...args: unknown[]) => unknown>)[name]!(...args)),
       ]),
     ) as unknown as Executor<K>
 
@@ -187,6 +190,8 @@ export function sqliteConnection<K extends Kind>(driver: SqliteDriver<K>): Conne
     isBusy,
     // Other connections' writes are found by the data version: there is nothing to listen to.
     listen: () => () => {},
+    // Progress goes between processes through a local channel (src/progress/channel.ts).
+    progressNotices: null,
     prepareWrites: () =>
       call(function* () {
         yield* prepared((yield* ask(ready())).session)

@@ -24,7 +24,7 @@ import type {
   RunEndParams,
   StateCounts,
 } from '../index.js'
-import { ask, done, type Program } from '../program.js'
+import { ask, type Program } from '../program.js'
 import { ENDED_STATES, type EndedState } from '../../types.js'
 import { ADMIN_SQL } from './admin.js'
 import { READ_SQL } from './read.js'
@@ -214,11 +214,9 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
   return {
     ...sqliteScheduleRequests(client),
     dataVersion: () => sql.dataVersion.get(),
-    queueNotify: () => client.run(done(undefined)),
+    counts: 'in-row',
+    notifies: false,
     queueShiftCounts: (counts) => nothing(sql.shiftCounts.run(counts)),
-    // The counters are kept in the queue's row itself: nothing is kept apart to fold.
-    queueHasUnfolded: () => client.run(done(false)),
-    queueFoldCounts: () => client.run(done(0)),
 
     jobAdd: (job) =>
       run(function* () {
