@@ -100,7 +100,7 @@ async function triggerCost(): Promise<void> {
           )
           await client.query('begin')
           started = performance.now()
-          await query(client, SQL.endRuns, { owner: 'me', expiredBy: null, ends })
+          await query(client, SQL.jobEndMany, { owner: 'me', expiredBy: null, ends })
           end += performance.now() - started
           await client.query('commit')
         }

@@ -157,7 +157,7 @@ function* readDetail(db: Executor, name: string, id: string): Program<JobDetail 
 }
 
 function* findById(connection: Connection, queue: string | null, id: string, state: JobState | null, grp: string | null): Program<JobPage> {
-  const queues = queue === null ? yield* ask(connection.executor.queueNames()) : [queue]
+  const queues = queue === null ? yield* ask(connection.executor.queueListNames()) : [queue]
   const rows: (AdminJobRow | undefined)[] = []
   for (const name of queues) rows.push(yield* ask(connection.executor.jobGetRecord(name, id)))
   const jobs = rows

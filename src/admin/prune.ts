@@ -58,7 +58,7 @@ function pruneWith(connection: Connection, options: PruneOptions): number | Prom
   return runOn(
     connection,
     (function* () {
-      const queues = named === null ? yield* ask(connection.executor.queueNames()) : [named]
+      const queues = named === null ? yield* ask(connection.executor.queueListNames()) : [named]
       let deleted = 0
       for (const queue of queues) {
         let fromQueue = 0

@@ -40,6 +40,6 @@ export function endedPerBucket<K extends Kind>(
 
 /** How long the queue's longest-due runnable job has been due, in ms; null when none is due. */
 export function oldestDueMs<K extends Kind>(connection: Connection<K>, queue: string, now: number): Result<K, number | null> {
-  const earliest = connection.executor.jobEarliestRunnable(queue) as number | null | Promise<number | null>
+  const earliest = connection.executor.jobGetEarliestRunnable(queue) as number | null | Promise<number | null>
   return andThen(earliest, (earliest) => (earliest === null || earliest > now ? null : now - earliest)) as Result<K, number | null>
 }

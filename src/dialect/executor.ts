@@ -1,16 +1,14 @@
 /**
  * What the engine asks of a database, in one interface: each method is named
- * by what it does to jobs, leases, steps or queues, and holds that dialect's
- * SQL. The protocol (claim, fence, end, rescue, counting) is written once, in
- * engine/ and worker/, on top of it; a dialect is a folder beside this file
- * (sqlite/ today) that implements it and holds only its statements and type
- * conversions.
+ * table, verb, qualifier (`jobEndMany`, `queueGetLimits`), by what it does to
+ * jobs, leases, steps or queues, and holds its dialect's SQL. The protocol is
+ * written once, in engine/ and worker/, on top of it; each dialect is a folder
+ * beside this file (sqlite/, pg/) that implements it. What differs between
+ * databases is stated (`counts`, `notifies`), never a method that does nothing.
  *
- * Sync and async: better-sqlite3 answers at once, so the SQLite executor is
- * `Executor<'sync'>` and `enqueue` stays synchronous in the caller's
- * transaction. An asynchronous driver implements `Executor<'async'>`, whose
- * methods answer promises (`Result<'async', T>`); the protocol asks through
- * programs (program.ts), which run on either.
+ * better-sqlite3 answers at once, so its executor is `Executor<'sync'>` and
+ * `enqueue` stays synchronous in the caller's transaction; an asynchronous
+ * driver's answers promises. Programs (program.ts) run on either.
  */
 import type { EndedState, JobState } from '../types.js'
 import type {
@@ -76,7 +74,7 @@ export type CountKeeping<K extends Kind> =
        */
       readonly counts: 'apart'
       /** Makes a queue's row on its first job, for its pause flag and limits, taking no lock on a row that exists. */
-      queueRowEnsure(queue: string): Result<K, void>
+      queueEnsureRow(queue: string): Result<K, void>
       /** Whether some of a queue's counts are kept apart, not yet folded into its row. */
       queueHasUnfolded(queue: string): Result<K, boolean>
       /** Folds a queue's counts kept apart into its row, unless another transaction is folding them; answers how many changes it folded. */
@@ -116,13 +114,13 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
   jobInsertMany(batch: NewJobs): Result<K, string[]>
   jobExists(queue: string, id: string): Result<K, boolean>
   /** The jobs a queue holds waiting or scheduled, by its counters. */
-  queueWaitingCount(queue: string): Result<K, number | undefined>
+  queueCountWaiting(queue: string): Result<K, number | undefined>
 
   /** What a worker reads before it takes the write lock. */
-  queueClaimable(queue: string): Result<K, Claimable | undefined>
-  queueLimitsGet(queue: string): Result<K, StoredLimits | undefined>
+  queueGetClaimable(queue: string): Result<K, Claimable | undefined>
+  queueGetLimits(queue: string): Result<K, StoredLimits | undefined>
   /** Stores a queue's limits (its rate among them), replacing any others: the worker started last wins. */
-  queueLimitsSet(limits: StoreLimitsParams): Result<K, void>
+  queueSetLimits(limits: StoreLimitsParams): Result<K, void>
 
   /**
    * A worker's flush of one queue, in the transaction under way: its own ends, each behind the fence (its job running
@@ -168,7 +166,7 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
    */
   leaseRenewIfHeld(lease: LeaseParams & Pick<WorkerLease, 'host' | 'pid' | 'expiresAt'>): Result<K, boolean>
   /** The workers running jobs of a queue. */
-  jobRunningOwners(queue: string): Result<K, string[]>
+  jobListRunningOwners(queue: string): Result<K, string[]>
   /** Runs of a queue, not `self`'s, whose worker's row expired or is gone, or whose worker is one of `deadOwners`. */
   leaseGetAbandoned(find: {
     queue: string
@@ -201,7 +199,7 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
    * The places in claim order of several runnable jobs of one queue, in one walk down the line that stops after the
    * last of them or after `limit` jobs; a job not met by then is given the place the walk stopped at.
    */
-  jobPlacesInLine(line: { queue: string; now: number; limit: number }, seqs: ReadonlySet<number>): Result<K, Map<number, number>>
+  jobGetPlacesInLine(line: { queue: string; now: number; limit: number }, seqs: ReadonlySet<number>): Result<K, Map<number, number>>
 
   // The admin API, the testing helpers, the command-line tool and the dashboard.
   jobFind(queue: string, id: string): Result<K, Pick<JobRow, 'seq' | 'state'> | undefined>
@@ -222,11 +220,11 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
   queueSetPaused(queue: string, paused: boolean): Result<K, void>
   queueGetCounts(queue: string): Result<K, CountsRow | undefined>
   queueGetCountsAll(): Result<K, CountsRow[]>
-  queueNames(): Result<K, string[]>
+  queueListNames(): Result<K, string[]>
   /** Jobs of a queue that ended in a state within the window. */
   jobCountEnded(window: EndedWindow): Result<K, number>
   /** Ended jobs of a state within the window, counted per bucket of `bucketMs` (bucket: finish time / bucketMs). */
   jobCountEndedPerBucket(window: EndedWindow & { bucketMs: number }): Result<K, { bucket: number; count: number }[]>
   /** The earliest run_at among a queue's runnable jobs, or null. */
-  jobEarliestRunnable(queue: string): Result<K, number | null>
+  jobGetEarliestRunnable(queue: string): Result<K, number | null>
 }

@@ -2,8 +2,9 @@
  * The dialect seam: what the engine asks of a database (executor.ts), the
  * connection that runs its programs in transactions (connection.ts,
  * program.ts), and the rows they exchange (rows.ts). A dialect is a folder
- * beside this file (sqlite/) that implements them and holds only its
- * statements and type conversions.
+ * beside this file (sqlite/, pg/) that implements them, and a driver a folder
+ * that gives a dialect its client (better-sqlite3/, libsql/, node-postgres/,
+ * postgres-js/, pglite/).
  */
 export type { Executor, Kind, Result } from './executor.js'
 export type { Connection, ProgressNotices, Work } from './connection.js'

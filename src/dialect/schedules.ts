@@ -40,7 +40,7 @@ export interface ScheduleRequests<K extends Kind> {
   scheduleDelete(queue: string, name: string): Result<K, boolean>
   scheduleGet(queue: string, name: string): Result<K, ScheduleRow | undefined>
   /** The earliest next slot among a queue's schedules, or null: one look-up in the primary key. */
-  scheduleEarliest(queue: string): Result<K, number | null>
+  scheduleGetEarliest(queue: string): Result<K, number | null>
   /** A queue's schedules due by `now`, the earliest first. */
   scheduleListDue(find: { queue: string; now: number; limit: number }): Result<K, ScheduleRow[]>
   /** The compare-and-set that claims a schedule's due slots: answers whether it moved next_at (false: another pass did, or the schedule changed). */

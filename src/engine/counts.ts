@@ -53,7 +53,7 @@ export function* counting<R>(db: Executor, queue: string, write: (moved: CountSh
 export function* writeShift(db: Executor, queue: string, counts: CountShift): Program<void> {
   if (Object.values(counts).every((n) => n === 0)) return
   if (db.counts === 'in-row') yield* ask(db.queueShiftCounts({ queue, ...counts }))
-  else yield* ask(db.queueRowEnsure(queue))
+  else yield* ask(db.queueEnsureRow(queue))
 }
 
 /**

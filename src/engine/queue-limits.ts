@@ -25,11 +25,11 @@ interface NamedLimits extends QueueLimits {
  * once it commits when they replaced other limits that a worker had stored, else null.
  */
 export function* storeLimits(db: Executor, queue: QueueDefinition, now: number): Program<string | null> {
-  const stored = yield* ask(db.queueLimitsGet(queue.name))
+  const stored = yield* ask(db.queueGetLimits(queue.name))
   const next: NamedLimits = { ...queue.concurrency, rate: queue.rate }
   const rate = queue.rate
   yield* ask(
-    db.queueLimitsSet({
+    db.queueSetLimits({
       queue: queue.name,
       total: next.total,
       perGroup: next.perGroup,

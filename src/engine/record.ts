@@ -22,7 +22,7 @@ export interface RunEndRecord {
 }
 
 /** Writes each end of runs, counting in `moved` the ones that landed; answers, per record, whether it landed (false: the lease was lost). */
-export function* recordEnds(db: Executor, records: readonly RunEndRecord[], moved: CountShift): Program<boolean[]> {
+export function* jobEndMany(db: Executor, records: readonly RunEndRecord[], moved: CountShift): Program<boolean[]> {
   const landed = records.map(() => false)
   for (const group of byFence(records)) {
     const { owner, expiredBy = null } = records[group[0]!]!

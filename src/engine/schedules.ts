@@ -106,7 +106,7 @@ export interface PassResult {
  * Throws the database's busy error when another writer holds the lock.
  */
 export async function runSchedulePass(connection: Connection, queue: ScheduleQueue, now: number): Promise<PassResult> {
-  const result: PassResult = { added: [], broken: [], earliest: await connection.executor.scheduleEarliest(queue.name) }
+  const result: PassResult = { added: [], broken: [], earliest: await connection.executor.scheduleGetEarliest(queue.name) }
   while (result.earliest !== null && result.earliest <= now) {
     const rows = await connection.executor.scheduleListDue({ queue: queue.name, now, limit: SCHEDULE_BATCH_SIZE })
     const { plans, broken } = planSlots(rows, now)
@@ -116,7 +116,7 @@ export async function runSchedulePass(connection: Connection, queue: ScheduleQue
       if (added.length > 0) jobsChanged(connection.key, queue.name, 'added', [])
       result.added.push(...added)
     }
-    result.earliest = await connection.executor.scheduleEarliest(queue.name)
+    result.earliest = await connection.executor.scheduleGetEarliest(queue.name)
     // A full batch leaves more due schedules; otherwise what is still due is broken, and waits for its fix.
     if (rows.length < SCHEDULE_BATCH_SIZE) break
   }

@@ -158,7 +158,7 @@ function* addJobs(db: Executor, queue: Queue, rows: NewJob[]): Program<Enqueued[
   yield* writeShift(db, queue.name, counts)
   if (results.some((result) => result.added)) {
     yield* notifyOthers(db, queue.name, 'added')
-    const held = yield* ask(db.queueWaitingCount(queue.name))
+    const held = yield* ask(db.queueCountWaiting(queue.name))
     if ((held ?? 0) > queue.maxWaiting) throw queueFull(queue)
   }
   return results

@@ -87,7 +87,7 @@ export function countAhead(db: Executor, row: SnapshotRow, now = Date.now()): Pr
 export function* countAheadOfMany(db: Executor, rows: readonly SnapshotRow[], now = Date.now()): Program<Map<number, number>> {
   if (rows.length === 1) return new Map([[rows[0]!.seq, yield* countAhead(db, rows[0]!, now)]])
   // A job not met in the first 10,000 has at least that many ahead (or, its run_at still to come, none runnable before it).
-  return yield* ask(db.jobPlacesInLine({ queue: rows[0]!.queue, now, limit: MAX_AHEAD }, new Set(rows.map((row) => row.seq))))
+  return yield* ask(db.jobGetPlacesInLine({ queue: rows[0]!.queue, now, limit: MAX_AHEAD }, new Set(rows.map((row) => row.seq))))
 }
 
 /** The run whose progress a snapshot of this row shows: the attempt holding the lease, or null when none runs. @internal */

@@ -96,7 +96,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
   try {
     for (;;) {
       if (result.ran >= maxRuns) {
-        if (!isDue(await connection.executor.queueClaimable(definition.name), Date.now())) break
+        if (!isDue(await connection.executor.queueGetClaimable(definition.name), Date.now())) break
         throw new JobsError(
           'TIMEOUT',
           `drain made ${maxRuns} runs of queue '${definition.name}' and jobs are still due: does a handler snooze or retry with no delay? Raise maxRuns if the queue is that long`,
@@ -112,7 +112,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       } = await connection.write((db) =>
         ask(db.jobFlush({ queue: definition.name, owner, now, clock: Date.now, ends: [], claim: planner })),
       )
-      if (!job && hold.waitMs !== null && isDue(await connection.executor.queueClaimable(definition.name), Date.now())) {
+      if (!job && hold.waitMs !== null && isDue(await connection.executor.queueGetClaimable(definition.name), Date.now())) {
         // The queue's rate holds the due jobs back (JOB-22): they run when its window opens, as under a worker.
         await new Promise((resolve) => setTimeout(resolve, hold.waitMs! + 1))
         continue
@@ -121,7 +121,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       if (hold.startBy != null && performance.now() > hold.startBy) {
         // Its handler cannot be called within the rate's slack of its stamped start: back unstarted, its attempt
         // refunded, as a worker hands it back (engine/rate.ts); the start still counts, and the next claim waits.
-        await endRuns(connection, definition.name, owner, [{ seq: job.seq, attempt: job.attempts, transition: handedBack(job) }])
+        await writeEnds(connection, definition.name, owner, [{ seq: job.seq, attempt: job.attempts, transition: handedBack(job) }])
         continue
       }
       jobsChanged(connection.key, definition.name, 'claimed', [job.seq])
@@ -133,7 +133,7 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
       unsubscribe()
       run.endProgress()
       if (transition) {
-        await endRuns(connection, definition.name, owner, [{ seq: run.seq, attempt: run.attempt, transition }])
+        await writeEnds(connection, definition.name, owner, [{ seq: run.seq, attempt: run.attempt, transition }])
         jobsChanged(connection.key, definition.name, 'ended', [run.seq])
       }
       tally(result, run, await connection.executor.jobGetOutcome(run.seq))
@@ -161,6 +161,6 @@ function tally(result: DrainResult, run: RunContext, job: Pick<JobRow, 'state' |
 }
 
 /** Writes a drain's ends as a worker's flush writes them, claiming nothing. */
-async function endRuns(connection: Connection, queue: string, owner: string, ends: JobEnd[]): Promise<void> {
+async function writeEnds(connection: Connection, queue: string, owner: string, ends: JobEnd[]): Promise<void> {
   await connection.write((db) => ask(db.jobFlush({ queue, owner, now: Date.now(), clock: Date.now, ends, claim: null })))
 }

@@ -229,7 +229,7 @@ export class Flusher {
     const now = performance.now()
     if (now - this.writersReadAt < WRITERS_READ_MS) return
     this.writersReadAt = now
-    const owners = await this.worker.connection.executor.jobRunningOwners(this.worker.queue.name)
+    const owners = await this.worker.connection.executor.jobListRunningOwners(this.worker.queue.name)
     this.writers = 1 + owners.filter((owner) => owner !== this.worker.owner).length
   }
 
@@ -422,7 +422,7 @@ export class Flusher {
    * share must be written.
    */
   private async mightHaveWork(wantsShare: boolean): Promise<boolean> {
-    const counts = await this.worker.connection.executor.queueClaimable(this.worker.queue.name)
+    const counts = await this.worker.connection.executor.queueGetClaimable(this.worker.queue.name)
     if (!counts || counts.paused) return false
     if (performance.now() < this.rateHeldUntil) return false
     // The stored limit, not this process's definition: another worker's start may have replaced it (JOB-19).

@@ -13,14 +13,14 @@ import type { Queue } from '../queue/define.js'
 import { ENDED_STATES, type EndedState } from '../types.js'
 import { transitionFor } from '../engine/outcome.js'
 import { isOwnerGone } from '../engine/owner.js'
-import { recordEnds } from '../engine/record.js'
+import { jobEndMany } from '../engine/record.js'
 
 /**
  * Leases of the queue, other than `self`'s, whose time ran out or whose process on this host is gone.
  * A worker never takes back its own leases: it knows its runs are alive, and renews them. Read-only.
  */
 export async function findAbandoned(connection: Connection, queue: Queue, self: string, now: number): Promise<AbandonedLease[]> {
-  const owners = await connection.executor.jobRunningOwners(queue.name)
+  const owners = await connection.executor.jobListRunningOwners(queue.name)
   const gone = owners.filter(isOwnerGone)
   return connection.executor.leaseGetAbandoned({ queue: queue.name, self, now, deadOwners: gone, limit: RESCUE_BATCH_SIZE })
 }
@@ -46,7 +46,7 @@ export function* releaseAbandoned(db: Executor, queue: Queue, leases: readonly A
     // The rescue names the attempt it takes, and takes an expired lease only if it has not been renewed since it was read.
     return { seq: lease.seq, owner: lease.owner, attempt: lease.attempt, transition, expiredBy: expired ? now : null }
   })
-  const landed = yield* counting(db, queue.name, (moved) => recordEnds(db, records, moved))
+  const landed = yield* counting(db, queue.name, (moved) => jobEndMany(db, records, moved))
   if (landed.some(Boolean)) yield* notifyOthers(db, queue.name, 'ended')
   return records.filter((_, i) => landed[i]).map((record) => record.seq)
 }

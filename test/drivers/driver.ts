@@ -2,7 +2,7 @@
  * The driver suite's databases: a fresh migrated one per test on each driver (better-sqlite3, node-postgres,
  * postgres.js 3 and 4), the engine's connection on it, and what a test reads back with plain SQL in the same
  * words on every driver: times as ms, flags as 0/1, JSON parsed, whatever the dialect stores. The driver's flush
- * and the engine's own programs (recordEnds, counting, storeLimits) run here as a worker and its maintenance run them.
+ * and the engine's own programs (jobEndMany, counting, storeLimits) run here as a worker and its maintenance run them.
  */
 import { afterEach, beforeEach } from 'vitest'
 import {
@@ -20,7 +20,7 @@ import { connectionOf as sqliteConnectionOf } from '../../src/dialect/better-sql
 import { counting, noShift, shift, writeShift } from '../../src/engine/counts.js'
 import type { QueueDefinition } from '../../src/engine/definition.js'
 import { storeLimits } from '../../src/engine/queue-limits.js'
-import { recordEnds, type RunEndRecord } from '../../src/engine/record.js'
+import { jobEndMany, type RunEndRecord } from '../../src/engine/record.js'
 import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
 import { freshPgDb, pgConnectionOf, POSTGRES_JS, type TestPgDb } from '../helpers/pg.js'
 import { freshPglite, type TestPglite } from '../helpers/pglite.js'
@@ -286,7 +286,7 @@ export async function policyOf(c: Connection, queue: string, now = NOW): Promise
 
 /** Records ends as a worker's flush does; answers, per record, whether it landed. */
 export async function end(c: Connection, queue: string, records: RunEndRecord[]): Promise<boolean[]> {
-  return c.write((db) => counting(db, queue, (moved) => recordEnds(db, records, moved)))
+  return c.write((db) => counting(db, queue, (moved) => jobEndMany(db, records, moved)))
 }
 
 /** Stores the definition's limits as a worker's first flush does; answers the warning it would give. */

@@ -1,7 +1,7 @@
 /**
  * Every request of the Executor (src/dialect/executor.ts), once, on every driver: better-sqlite3, node-postgres,
  * and postgres.js 3 and 4, each test named with its driver (`JOB-16 [sqlite] …`, `JOB-16 [postgres.js 4] …`).
- * Requests run as the engine runs them (the flush with the engine's plan, recordEnds, releaseAbandoned, releaseUnleased, counting,
+ * Requests run as the engine runs them (the flush with the engine's plan, jobEndMany, releaseAbandoned, releaseUnleased, counting,
  * storeLimits), and the rows they leave are read back with plain SQL. Where the dialects differ by design (the data
  * version, counts kept apart, a rate's clock, the whole flush), each is held to its own documented behaviour.
  * What only PostgreSQL can show (plans, lock waits, SKIP LOCKED across pools) stays in test/pg/executor.test.ts.
@@ -131,7 +131,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       })
     })
 
-    test(`JOB-13 ${on} jobAdd refuses a job past maxWaiting, counting waiting and scheduled jobs only, and counts the jobs it adds; queueWaitingCount`, async () => {
+    test(`JOB-13 ${on} jobAdd refuses a job past maxWaiting, counting waiting and scheduled jobs only, and counts the jobs it adds; queueCountWaiting`, async () => {
       // As enqueue adds: the whole add, in one transaction.
       const insert = (job: NewJob) => c().write((tx) => ask(tx.jobAdd(job)))
       const room = (id: string, fields: Partial<NewJob> = {}) => insert(newJob('replies', id, { maxWaiting: 2, ...fields }))
@@ -139,15 +139,15 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await room('b', { runAt: NOW + 60_000 })).toBe(true)
       expect(await room('c')).toBe(false)
       expect(await db().jobExists('replies', 'c')).toBe(false)
-      expect(await db().queueWaitingCount('replies')).toBe(2)
+      expect(await db().queueCountWaiting('replies')).toBe(2)
       // Another queue has room of its own; an ended job holds no place.
       expect(await insert(newJob('other', 'c', { maxWaiting: 2 }))).toBe(true)
       await endPlain('a', 'done', NOW)
-      expect(await db().queueWaitingCount('replies')).toBe(1)
+      expect(await db().queueCountWaiting('replies')).toBe(1)
       expect(await room('c')).toBe(true)
       // A taken id answers false as a full queue does: the caller tells them apart with jobExists.
       expect(await room('c')).toBe(false)
-      expect((await db().queueWaitingCount('nothing')) ?? 0).toBe(0)
+      expect((await db().queueCountWaiting('nothing')) ?? 0).toBe(0)
       // The add counted each job in the state it was added in.
       expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 1, scheduled: 1 })
     })
@@ -391,10 +391,10 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await d.owned()).toEqual(['free:owner-1'])
     })
 
-    test(`JOB-19 ${on} a paused queue claims nothing, limited or not; queueClaimable says so`, async () => {
+    test(`JOB-19 ${on} a paused queue claims nothing, limited or not; queueGetClaimable says so`, async () => {
       await addJobs(c(), [newJob('replies', 'a')])
       await c().write((tx) => ask(tx.queueSetPaused('replies', true)))
-      expect(await db().queueClaimable('replies')).toMatchObject({ paused: 1 })
+      expect(await db().queueGetClaimable('replies')).toMatchObject({ paused: 1 })
       expect(await claim(c(), replies, request('owner-1', 5))).toEqual([])
       const limited = defineQueue('replies', { concurrency: 3 })
       await store(c(), limited)
@@ -443,7 +443,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       )
       await claim(c(), replies, request('owner-1', 3))
       const [a, b, cc] = ['a', 'b', 'c'].map((id) => seqs.get(id)!)
-      // Straight through the request, as recordEnds asks it for ends alike (counting them is the caller's: here, none).
+      // Straight through the request, as jobEndMany asks it for ends alike (counting them is the caller's: here, none).
       const ended = await c().write((tx) =>
         ask(
           tx.jobEndMany({
@@ -461,7 +461,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await d.job(a!)).toMatchObject({ state: 'done', finishedAt: NOW + 10, result: { n: 1 }, owner: null })
       expect(await d.job(b!)).toMatchObject({ state: 'running', finishedAt: null, result: null, owner: 'owner-1' })
       expect(await d.job(cc!)).toMatchObject({ state: 'done', finishedAt: NOW + 30, result: null })
-      // Several alike through recordEnds: another owner's and a lost attempt's land not.
+      // Several alike through jobEndMany: another owner's and a lost attempt's land not.
       await addJobs(c(), [newJob('replies', 'd'), newJob('replies', 'e')])
       await claim(c(), replies, request('owner-1', 2))
       const more = await d.rows<{ seq: number }>(`select cast(seq as integer) as seq from jobs_job where id in ('d', 'e') order by seq`)
@@ -596,7 +596,7 @@ describe.each(DRIVERS)('%s', (driver) => {
   })
 
   describe('leases', () => {
-    test(`JOB-05 ${on} one row per worker: workerRenew writes it and answers the runs the worker holds; workerDelete, jobListHeld, jobRunningOwners and leaseGet`, async () => {
+    test(`JOB-05 ${on} one row per worker: workerRenew writes it and answers the runs the worker holds; workerDelete, jobListHeld, jobListRunningOwners and leaseGet`, async () => {
       const seqs = await addJobs(
         c(),
         ['a', 'b', 'c'].map((id) => newJob('replies', id)),
@@ -621,8 +621,8 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await db().leaseGet(a!)).toEqual({ owner: 'owner-1', attempt: 1, expiresAt: NOW + 99_000 })
       expect(await db().leaseGet(cc!)).toEqual({ owner: 'owner-2', attempt: 1, expiresAt: NOW + 30_000 })
       expect(await db().leaseGet(123_456)).toBeUndefined()
-      expect([...(await db().jobRunningOwners('replies'))].sort()).toEqual(['owner-1', 'owner-2'])
-      expect(await db().jobRunningOwners('other')).toEqual([])
+      expect([...(await db().jobListRunningOwners('replies'))].sort()).toEqual(['owner-1', 'owner-2'])
+      expect(await db().jobListRunningOwners('other')).toEqual([])
 
       // A worker's row gone: its runs still name it, with no expiry.
       await c().write((tx) => ask(tx.workerDelete('owner-2')))
@@ -636,7 +636,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       // A cancel clears the worker of its job: its run holds it no more.
       expect(await c().write((tx) => ask(tx.jobCancel(a!, NOW)))).toBe(true)
       expect(await db().leaseGet(a!)).toBeUndefined()
-      expect(await db().jobRunningOwners('replies')).toEqual(['owner-2'])
+      expect(await db().jobListRunningOwners('replies')).toEqual(['owner-2'])
       expect(await db().workerRenew(workerLease('owner-1', { expiresAt: NOW + 99_000, channel: null }))).toEqual([])
     })
 
@@ -909,7 +909,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await db().jobGetSnapshot('replies', 'b')).toMatchObject({ state: 'done', owner: null, leaseAttempt: null })
     })
 
-    test(`JOB-17 ${on} jobCountAhead and jobPlacesInLine count the jobs before each in claim order, as computed by hand`, async () => {
+    test(`JOB-17 ${on} jobCountAhead and jobGetPlacesInLine count the jobs before each in claim order, as computed by hand`, async () => {
       // A deterministic mix: priorities, run_at (some shared), scheduled jobs due and not, and jobs not runnable.
       const jobs = Array.from({ length: 40 }, (_, i) => {
         const priority = [0, 1, -1, 0, 2][i % 5]!
@@ -931,7 +931,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       }
       const asked = [runnable[0]!, runnable[4]!, runnable[17]!, runnable[runnable.length - 1]!]
       const places = await c().read((tx) =>
-        ask(tx.jobPlacesInLine({ queue: 'replies', now: NOW, limit: 10_000 }, new Set(asked.map((job) => job.seq)))),
+        ask(tx.jobGetPlacesInLine({ queue: 'replies', now: NOW, limit: 10_000 }, new Set(asked.map((job) => job.seq)))),
       )
       expect(places).toEqual(
         new Map([
@@ -944,7 +944,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       // Those not met within the limit are given the place the walk stopped at; a job not runnable is never met.
       const notRunnable = seqs.get('j3')!
       expect(
-        await db().jobPlacesInLine({ queue: 'replies', now: NOW, limit: 10 }, new Set([asked[1]!.seq, asked[2]!.seq, notRunnable])),
+        await db().jobGetPlacesInLine({ queue: 'replies', now: NOW, limit: 10 }, new Set([asked[1]!.seq, asked[2]!.seq, notRunnable])),
       ).toEqual(
         new Map([
           [asked[1]!.seq, 4],
@@ -952,7 +952,7 @@ describe.each(DRIVERS)('%s', (driver) => {
           [notRunnable, 10],
         ]),
       )
-      expect(await db().jobPlacesInLine({ queue: 'nothing', now: NOW, limit: 10 }, new Set([1, 2]))).toEqual(
+      expect(await db().jobGetPlacesInLine({ queue: 'nothing', now: NOW, limit: 10 }, new Set([1, 2]))).toEqual(
         new Map([
           [1, 0],
           [2, 0],
@@ -1062,7 +1062,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await db().queueGetCounts('plain')).toEqual({ ...none, name: 'plain', waiting: 1, canceled: 1 })
       expect(await db().queueGetCounts('paused-only')).toEqual({ ...none, name: 'paused-only', paused: 1 })
       expect(await db().queueGetCounts('nothing')).toBeUndefined()
-      expect(await db().queueNames()).toEqual(['paused-only', 'plain', 'replies'])
+      expect(await db().queueListNames()).toEqual(['paused-only', 'plain', 'replies'])
       expect((await db().queueGetCountsAll()).map((row) => [row.name, row.paused, row.waiting, row.failed, row.canceled])).toEqual([
         ['paused-only', 1, 0, 0, 0],
         ['plain', 0, 1, 0, 1],
@@ -1108,16 +1108,16 @@ describe.each(DRIVERS)('%s', (driver) => {
         { bucket: Math.floor((NOW + 100) / 1_000), count: 1 },
         { bucket: Math.floor((NOW + 1_100) / 1_000), count: 2 },
       ])
-      expect(await db().jobEarliestRunnable('replies')).toBe(NOW + 1_000)
+      expect(await db().jobGetEarliestRunnable('replies')).toBe(NOW + 1_000)
       await addJobs(c(), [newJob('replies', 'e', { priority: 7, runAt: NOW - 1 })])
-      expect(await db().jobEarliestRunnable('replies')).toBe(NOW - 1)
-      expect(await db().jobEarliestRunnable('nothing')).toBeNull()
+      expect(await db().jobGetEarliestRunnable('replies')).toBe(NOW - 1)
+      expect(await db().jobGetEarliestRunnable('nothing')).toBeNull()
     })
   })
 
   describe('queues: limits, rates, what a worker reads before it claims', () => {
-    test(`JOB-19 ${on} queueClaimable counts running jobs and says whether jobs wait or are scheduled, and when the next scheduled one is due`, async () => {
-      const empty = await db().queueClaimable('replies')
+    test(`JOB-19 ${on} queueGetClaimable counts running jobs and says whether jobs wait or are scheduled, and when the next scheduled one is due`, async () => {
+      const empty = await db().queueGetClaimable('replies')
       // SQLite reads the queue's row, which a queue gets with its first job; PostgreSQL answers for any queue.
       if (d.dialect === 'sqlite') expect(empty).toBeUndefined()
       else expect(empty).toEqual({ paused: 0, concurrency: null, running: 0, waiting: 0, scheduled: 0, nextScheduled: null })
@@ -1133,7 +1133,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       await claim(c(), replies, request('owner-1', 1))
       // SQLite answers its counters; PostgreSQL whether there are any (1 or 0), read from the jobs.
       const many = (n: number) => (d.dialect === 'sqlite' ? n : Math.min(n, 1))
-      expect(await db().queueClaimable('replies')).toEqual({
+      expect(await db().queueGetClaimable('replies')).toEqual({
         paused: 0,
         concurrency: 3,
         running: 1,
@@ -1142,10 +1142,10 @@ describe.each(DRIVERS)('%s', (driver) => {
         nextScheduled: soon,
       })
       await claim(c(), replies, request('owner-1', 1))
-      expect(await db().queueClaimable('replies')).toMatchObject({ running: 2, waiting: 0, scheduled: many(2), nextScheduled: soon })
+      expect(await db().queueGetClaimable('replies')).toMatchObject({ running: 2, waiting: 0, scheduled: many(2), nextScheduled: soon })
       // A scheduled job whose time has come counts as scheduled on SQLite, as due on PostgreSQL; either way it is the next one.
       await addJobs(c(), [newJob('replies', 'overdue', { runAt: NOW - 1, state: 'scheduled' })])
-      expect(await db().queueClaimable('replies')).toMatchObject({
+      expect(await db().queueGetClaimable('replies')).toMatchObject({
         running: 2,
         waiting: d.dialect === 'sqlite' ? 0 : 1,
         scheduled: many(3),
@@ -1153,7 +1153,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       })
       // Jobs written with plain SQL are counted: by the triggers on SQLite, from the jobs on PostgreSQL.
       await d.rows(`insert into jobs_job (queue, id) values ('plain', 'x')`)
-      expect(await db().queueClaimable('plain')).toEqual({
+      expect(await db().queueGetClaimable('plain')).toEqual({
         paused: 0,
         concurrency: null,
         running: 0,
@@ -1164,19 +1164,19 @@ describe.each(DRIVERS)('%s', (driver) => {
     })
 
     test(`JOB-19 ${on} stored limits replace each other, the last stored wins, and the claim reads them`, async () => {
-      expect(await db().queueLimitsGet('replies')).toBeUndefined()
+      expect(await db().queueGetLimits('replies')).toBeUndefined()
       expect(await store(c(), defineQueue('replies', { concurrency: { total: 4, perGroup: 2 } }))).toBeNull()
       const noRate = { rateLimit: null, ratePer: null, ratePerGroup: null }
-      expect(await db().queueLimitsGet('replies')).toEqual({ concurrency: 4, perGroup: 2, setAt: NOW, ...noRate })
+      expect(await db().queueGetLimits('replies')).toEqual({ concurrency: 4, perGroup: 2, setAt: NOW, ...noRate })
       expect(await store(c(), defineQueue('replies', { concurrency: 1 }), NOW + 1)).toMatch(/total: 4, perGroup: 2.*total: 1/)
-      expect(await db().queueLimitsGet('replies')).toEqual({ concurrency: 1, perGroup: null, setAt: NOW + 1, ...noRate })
+      expect(await db().queueGetLimits('replies')).toEqual({ concurrency: 1, perGroup: null, setAt: NOW + 1, ...noRate })
       // Straight through the request: a later store replaces every limit.
       await c().write((tx) =>
         ask(
-          tx.queueLimitsSet({ queue: 'replies', total: 2, perGroup: null, now: NOW + 2, rateLimit: 5, ratePer: 1_000, ratePerGroup: null }),
+          tx.queueSetLimits({ queue: 'replies', total: 2, perGroup: null, now: NOW + 2, rateLimit: 5, ratePer: 1_000, ratePerGroup: null }),
         ),
       )
-      expect(await db().queueLimitsGet('replies')).toEqual({
+      expect(await db().queueGetLimits('replies')).toEqual({
         concurrency: 2,
         perGroup: null,
         setAt: NOW + 2,
@@ -1238,7 +1238,7 @@ describe.each(DRIVERS)('%s', (driver) => {
     test(`JOB-22 ${on} a stored rate is read by the flush with the log of starts it writes back, on the database's clock where it keeps one (PostgreSQL's), else the worker's`, async () => {
       const rated = defineQueue('replies', { rate: { limit: 2, per: '1m', perGroup: 1 } })
       expect(await store(c(), rated)).toBeNull()
-      expect(await db().queueLimitsGet('replies')).toEqual({
+      expect(await db().queueGetLimits('replies')).toEqual({
         concurrency: null,
         perGroup: null,
         setAt: NOW,

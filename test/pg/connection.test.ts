@@ -120,17 +120,17 @@ describe.each(drivers)('transactions on %s', (_driver, database) => {
     const c = pgConnectionOf(database())
     await addJobs(c, [newJob('replies', 'a')])
     const counts = await c.read(function* (db) {
-      const before = yield* ask(db.queueWaitingCount('replies'))
+      const before = yield* ask(db.queueCountWaiting('replies'))
       // Another connection adds a job and commits while the read is under way.
       yield* ask(t.pool.query(`insert into jobs_job (queue, id) values ('replies', 'b')`))
-      const after = yield* ask(db.queueWaitingCount('replies'))
+      const after = yield* ask(db.queueCountWaiting('replies'))
       return [before, after]
     })
     expect(counts).toEqual([1, 1])
-    expect(await c.executor.queueWaitingCount('replies')).toBe(2)
+    expect(await c.executor.queueCountWaiting('replies')).toBe(2)
     await expect(c.read(adding('c'))).rejects.toMatchObject({ code: '25006' })
     await database().transaction(async (tx) => {
-      expect(await pgConnectionOf(tx).read((db) => ask(db.queueWaitingCount('replies')))).toBe(2)
+      expect(await pgConnectionOf(tx).read((db) => ask(db.queueCountWaiting('replies')))).toBe(2)
     })
   })
 })
@@ -145,7 +145,7 @@ describe('a node-postgres Client of its own', () => {
       const writes = Array.from({ length: 10 }, (_, i) => c.write(adding(`job-${i}`, i === 4)))
       const settled = await Promise.allSettled(writes)
       expect(settled.filter((result) => result.status === 'rejected')).toHaveLength(1)
-      expect(await c.executor.queueWaitingCount('replies')).toBe(9)
+      expect(await c.executor.queueCountWaiting('replies')).toBe(9)
       expect(await ids()).toHaveLength(9)
     } finally {
       await client.end()

@@ -1,6 +1,6 @@
 /**
  * What the PostgreSQL executor and connection tests share: jobs as enqueue adds them, and the engine's own
- * requests (the flush, recordEnds, counting, storeLimits) run in a connection's write transaction, as a
+ * requests (the flush, jobEndMany, counting, storeLimits) run in a connection's write transaction, as a
  * worker's flush runs them.
  */
 import {
@@ -20,7 +20,7 @@ import { claimPlanner, type ClaimReport, type ClaimRequest } from '../../src/eng
 import { counting, writeShift } from '../../src/engine/counts.js'
 import type { QueueDefinition } from '../../src/engine/definition.js'
 import { storeLimits } from '../../src/engine/queue-limits.js'
-import { recordEnds, type RunEndRecord } from '../../src/engine/record.js'
+import { jobEndMany, type RunEndRecord } from '../../src/engine/record.js'
 import type { Transition } from '../../src/engine/outcome.js'
 
 /** A fixed "now", with milliseconds, so that times are seen to round-trip to the millisecond. */
@@ -101,7 +101,7 @@ export function flush(
 
 /** Records ends as a worker's flush does; answers, per record, whether it landed. */
 export function end(connection: PgConnection, queue: string, records: RunEndRecord[]): Promise<boolean[]> {
-  return connection.write((db) => counting(db, queue, (moved) => recordEnds(db, records, moved)))
+  return connection.write((db) => counting(db, queue, (moved) => jobEndMany(db, records, moved)))
 }
 
 /** Stores the definition's limits as a worker's first flush does; answers the warning it would give. */

@@ -109,9 +109,9 @@ const LOOK_UPS: Record<string, Planned> = {
   jobExists: [SQL.jobExists, { queue: 'q1', id: 'job-2' }],
   // A job that must run alone is claimed by its key.
   flushClaimOnly: [SQL.flushClaim, { ...claim, limit: 1, window: 1, only: 2 }],
-  queueClaimable: [SQL.queueClaimable, { queue: 'q1' }],
-  endRuns: [
-    SQL.endRuns,
+  queueGetClaimable: [SQL.queueGetClaimable, { queue: 'q1' }],
+  jobEndMany: [
+    SQL.jobEndMany,
     {
       owner: 'owner-0',
       expiredBy: NOW,
@@ -204,7 +204,7 @@ const jobsSorts = (plan: PlanNode) => nodes(plan).filter((node) => node['Node Ty
 
 /** Statements that read a queue's running jobs: through jobs_job_running, whatever else the queue holds. */
 const RUNNING: Record<string, Planned> = {
-  queueClaimable: LOOK_UPS.queueClaimable!,
+  queueGetClaimable: LOOK_UPS.queueGetClaimable!,
   claimPolicy: LOOK_UPS.claimPolicy!,
   flushClaim: ORDERED.flushClaim!,
   flushClaimGrouped: ORDERED.flushClaimGrouped!,

@@ -79,8 +79,8 @@ export const ADMIN_SQL = {
     order by n.name`,
   ),
   /** The queues that have a row or a job. */
-  queueNames: pgStatement<Record<never, never>, { name: string }>(
-    'queueNames',
+  queueListNames: pgStatement<Record<never, never>, { name: string }>(
+    'queueListNames',
     `with recursive ${JOB_QUEUES}
     select name from jobs_queue union select name from job_queues where name is not null order by name`,
   ),

@@ -206,7 +206,7 @@ export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'as
     counts: 'apart',
     notifies: true,
     queueNotify: async (queue, kind) => void (await all(q, SQL.notify, { payload: `${kind}:${queue}` })),
-    queueRowEnsure: async (queue) => void (await all(q, SQL.queueRowEnsure, { queue })),
+    queueEnsureRow: async (queue) => void (await all(q, SQL.queueEnsureRow, { queue })),
     queueHasUnfolded: (queue) => some(q, HAS_UNFOLDED, { queue }),
     /** One statement, which passes when another folds the queue or holds its row (counts.ts says why). */
     queueFoldCounts: async (queue) => (await one(q, FOLD, { queue })).rows,
@@ -216,11 +216,11 @@ export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'as
     jobInsertMany: async ({ jobs, ...batch }) =>
       (await all(q, SQL.insertJobs, { ...batch, jobs: JSON.stringify(jobs) })).map((row) => row.id),
     jobExists: (queue, id) => some(q, SQL.jobExists, { queue, id }),
-    queueWaitingCount: async (queue) => (await one(q, SQL.queueWaitingCount, { queue })).count,
+    queueCountWaiting: async (queue) => (await one(q, SQL.queueCountWaiting, { queue })).count,
 
-    queueClaimable: (queue) => get(q, SQL.queueClaimable, { queue }),
-    queueLimitsGet: (queue) => get(q, SQL.queueLimits, { queue }),
-    queueLimitsSet: async (limits) => void (await all(q, SQL.storeQueueLimits, limits)),
+    queueGetClaimable: (queue) => get(q, SQL.queueGetClaimable, { queue }),
+    queueGetLimits: (queue) => get(q, SQL.queueLimits, { queue }),
+    queueSetLimits: async (limits) => void (await all(q, SQL.storeQueueLimits, limits)),
 
     /**
      * A queue without a policy (no limit, no rate, no job that must run alone) is flushed in one statement. One with a
@@ -238,7 +238,7 @@ export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'as
       return planned && claim !== null ? flushPlanned(flush, claim, whole.landed) : whole
     },
     jobEndMany: async ({ owner, expiredBy, ends }) =>
-      (await all(q, SQL.endRuns, { owner, expiredBy, ends: endsAsJson(ends) })).map((row) => row.seq),
+      (await all(q, SQL.jobEndMany, { owner, expiredBy, ends: endsAsJson(ends) })).map((row) => row.seq),
     jobSetStateIfUnleased: (end) => some(q, SQL.endUnleased, end),
     jobGetState: async (seq) => (await get(q, SQL.jobState, { seq }))?.state,
     stepDeleteMany: async (seqs) => void (await all(q, SQL.deleteSteps, { seqs: JSON.stringify(seqs) })),
@@ -257,7 +257,7 @@ export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'as
         pid: lease.pid,
         expiresAt: lease.expiresAt,
       }),
-    jobRunningOwners: async (queue) => (await all(q, SQL.runningOwners, { queue })).map((row) => row.owner),
+    jobListRunningOwners: async (queue) => (await all(q, SQL.runningOwners, { queue })).map((row) => row.owner),
     leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) =>
       all(q, SQL.abandonedLeases, { queue, self, now: timeBound(now), deadOwners: JSON.stringify(deadOwners), limit }),
     jobCountUnleased: async (queue) => (await one(q, SQL.unleasedCount, { queue })).count,
@@ -275,7 +275,7 @@ export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'as
     jobCountAhead: async (at) =>
       (await one(q, READ_SQL.countAhead, { ...at, priority: wholeKey(at.priority), now: timeBound(at.now) })).ahead,
     /** One query: the head of the line, numbered by row_number() in claim order, filtered to the seqs asked about. */
-    async jobPlacesInLine(line, seqs) {
+    async jobGetPlacesInLine(line, seqs) {
       const rows = await all(q, READ_SQL.placesInLine, { ...line, now: timeBound(line.now), seqs: JSON.stringify([...seqs]) })
       const places = new Map<number, number>()
       let walked = 0
@@ -302,11 +302,11 @@ export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'as
     /** The queue's row plus its counts not folded yet (counts.ts). */
     queueGetCounts: (queue) => get(q, ADMIN_SQL.queueCounts, { queue }),
     queueGetCountsAll: () => all(q, ADMIN_SQL.allQueueCounts, {}),
-    queueNames: async () => (await all(q, ADMIN_SQL.queueNames, {})).map((row) => row.name),
+    queueListNames: async () => (await all(q, ADMIN_SQL.queueListNames, {})).map((row) => row.name),
     jobCountEnded: async (window) =>
       (await one(q, ADMIN_SQL.endedBetween, { ...window, since: timeBound(window.since), until: timeBound(window.until) })).count,
     jobCountEndedPerBucket: (window) =>
       all(q, ADMIN_SQL.endedPerBucket, { ...window, since: timeBound(window.since), until: timeBound(window.until) }),
-    jobEarliestRunnable: async (queue) => (await one(q, ADMIN_SQL.earliestRunnable, { queue })).runAt,
+    jobGetEarliestRunnable: async (queue) => (await one(q, ADMIN_SQL.earliestRunnable, { queue })).runAt,
   }
 }

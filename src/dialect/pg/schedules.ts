@@ -38,7 +38,7 @@ export const SCHEDULE_SQL = {
   ),
   /** The earliest next slot of a queue's schedules: a walk of the primary key's entries for the queue. */
   earliest: pgStatement<{ queue: string }, { nextAt: number | null }>(
-    'scheduleEarliest',
+    'scheduleGetEarliest',
     `select ${ms('min(next_at)')} as "nextAt" from jobs_schedule where queue = @queue::text`,
   ),
   listDue: pgStatement<{ queue: string; now: number; limit: number }, ScheduleRow>(
@@ -71,7 +71,7 @@ export function pgScheduleRequests(q: Queryable): ScheduleRequests<'async'> {
     scheduleUpsert: (schedule) => some(q, SCHEDULE_SQL.upsert, schedule),
     scheduleDelete: (queue, name) => some(q, SCHEDULE_SQL.remove, { queue, name }),
     scheduleGet: (queue, name) => get(q, SCHEDULE_SQL.get, { queue, name }),
-    scheduleEarliest: async (queue) => (await one(q, SCHEDULE_SQL.earliest, { queue })).nextAt,
+    scheduleGetEarliest: async (queue) => (await one(q, SCHEDULE_SQL.earliest, { queue })).nextAt,
     scheduleListDue: (find) => all(q, SCHEDULE_SQL.listDue, find),
     scheduleAdvance: (advance) => some(q, SCHEDULE_SQL.advance, advance),
     scheduleList: (queue) => (queue === null ? all(q, SCHEDULE_SQL.listAll, {}) : all(q, SCHEDULE_SQL.listOfQueue, { queue })),

@@ -153,8 +153,8 @@ export const SQL = {
    * nothing, and waits for nothing: where the row is there, no insert is tried, so no lock on the row (a claim's, a
    * fold's, the app's) holds it up, where `on conflict` alone would wait for a transaction that changed the row.
    */
-  queueRowEnsure: pgStatement<QueueParam>(
-    'queueRowEnsure',
+  queueEnsureRow: pgStatement<QueueParam>(
+    'queueEnsureRow',
     `insert into jobs_queue (name) select @queue::text
     where not exists (select 1 from jobs_queue where name = @queue::text)
     on conflict (name) do nothing`,
@@ -213,8 +213,8 @@ export const SQL = {
     `select 1 as found from jobs_job where queue = @queue::text and id = @id::text`,
   ),
   /** The jobs a queue holds waiting or scheduled, by its kept counts, this transaction's own adds among them. */
-  queueWaitingCount: pgStatement<QueueParam, { count: number }>(
-    'queueWaitingCount',
+  queueCountWaiting: pgStatement<QueueParam, { count: number }>(
+    'queueCountWaiting',
     `select ${kept('waiting')} + ${kept('scheduled')} as count
     from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text`,
   ),
@@ -227,8 +227,8 @@ export const SQL = {
    * `nextScheduled` when the first of them is due (jobs_job_scheduled), which the worker compares with its own
    * clock. Answers a row for a queue with no jobs_queue row (jobs added with plain SQL) too.
    */
-  queueClaimable: pgStatement<QueueParam, Claimable>(
-    'queueClaimable',
+  queueGetClaimable: pgStatement<QueueParam, Claimable>(
+    'queueGetClaimable',
     `select coalesce(q.paused, false)::int as paused, q.concurrency,
       (select count(*)::int from ${RUNNING}) as running,
       coalesce(${EARLIEST_RUNNABLE} <= now(), false)::int as waiting,
@@ -394,8 +394,8 @@ export const SQL = {
    * an ends array (endsAsJson). Answers the jobs it ended. Every end of a run with a worker goes through it
    * or through the whole flush.
    */
-  endRuns: pgStatement<ExpiredBy & { owner: string; ends: string }, Pick<JobRow, 'seq'>>(
-    'endRuns',
+  jobEndMany: pgStatement<ExpiredBy & { owner: string; ends: string }, Pick<JobRow, 'seq'>>(
+    'jobEndMany',
     `with ${fence(
       `select (e.row ->> 0)::bigint as seq, (e.row ->> 1)::int as attempt
       from jsonb_array_elements(@ends::jsonb) as e(row)`,

@@ -39,7 +39,7 @@ export const ADMIN_SQL = {
   allQueueCounts: statement<[], CountsRow>(
     `select name, paused, waiting, scheduled, running, done, failed, canceled from jobs_queue order by name`,
   ),
-  queueNames: statement<[], QueueRow['name']>(`select name from jobs_queue order by name`, { pluck: true }),
+  queueListNames: statement<[], QueueRow['name']>(`select name from jobs_queue order by name`, { pluck: true }),
   jobSteps: statement<[seq: number], Pick<StepRow, 'name' | 'answer'>>(`select name, answer from jobs_step where job = ? order by rowid`),
   /** What a run left its job as: for drain's account of each run. */
   jobOutcome: statement<[seq: number], Pick<JobRow, 'state' | 'error'>>(`select state, error from jobs_job where seq = ?`),

@@ -230,11 +230,11 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     jobInsert: (job) => changedOne(sql.insertJob.run(job)),
     jobInsertMany: (batch) => client.run(insertJobsInGroups(sql, batch)),
     jobExists: (queue, id) => mapAnswer(sql.jobExists.get(queue, id), (row) => row !== undefined),
-    queueWaitingCount: (queue) => sql.queueWaitingCount.get(queue),
+    queueCountWaiting: (queue) => sql.queueCountWaiting.get(queue),
 
-    queueClaimable: (queue) => sql.queueClaimable.get({ queue }),
-    queueLimitsGet: (queue) => sql.queueLimits.get(queue),
-    queueLimitsSet: (limits) => nothing(sql.storeQueueLimits.run(limits)),
+    queueGetClaimable: (queue) => sql.queueGetClaimable.get({ queue }),
+    queueGetLimits: (queue) => sql.queueLimits.get(queue),
+    queueSetLimits: (limits) => nothing(sql.storeQueueLimits.run(limits)),
 
     jobFlush: (request) => run(() => flush(request)),
     jobEndMany: (end) => run(() => endMany(end)),
@@ -262,7 +262,7 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
           expiresAt: lease.expiresAt,
         }),
       ),
-    jobRunningOwners: (queue) => sql.runningOwners.all(queue),
+    jobListRunningOwners: (queue) => sql.runningOwners.all(queue),
     leaseGetAbandoned: ({ queue, self, now, deadOwners, limit }) =>
       sql.abandonedLeases.all({ queue, self, now, deadOwners: JSON.stringify(deadOwners), limit }),
     jobCountUnleased: (queue) => sql.unleasedCount.get({ queue }),
@@ -292,7 +292,7 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
         if (ahead < at.limit) ahead += yield* ask(aheadBySeq.get({ ...at, limit: at.limit - ahead }))
         return ahead
       }),
-    jobPlacesInLine: (line, seqs) =>
+    jobGetPlacesInLine: (line, seqs) =>
       mapAnswer(read().lineHead.iterate({ ...line, limit: line.limit }), (line) => {
         const places = new Map<number, number>()
         const wanted = new Set(seqs)
@@ -320,9 +320,9 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     queueSetPaused: (queue, paused) => nothing(admin().setPaused.run({ queue, paused: paused ? 1 : 0 })),
     queueGetCounts: (queue) => admin().queueCounts.get(queue),
     queueGetCountsAll: () => admin().allQueueCounts.all(),
-    queueNames: () => admin().queueNames.all(),
+    queueListNames: () => admin().queueListNames.all(),
     jobCountEnded: (window) => admin().endedBetween.get(window),
     jobCountEndedPerBucket: (window) => admin().endedPerBucket.all(window),
-    jobEarliestRunnable: (queue) => admin().earliestRunnable.get({ queue }),
+    jobGetEarliestRunnable: (queue) => admin().earliestRunnable.get({ queue }),
   }
 }

@@ -44,7 +44,7 @@ export function sqliteScheduleRequests<K extends Kind>(client: SqliteClient<K>):
     scheduleUpsert: (schedule) => changedOne(sql().upsert.run(schedule)),
     scheduleDelete: (queue, name) => changedOne(sql().remove.run(queue, name)),
     scheduleGet: (queue, name) => sql().get.get(queue, name),
-    scheduleEarliest: (queue) => sql().earliest.get(queue),
+    scheduleGetEarliest: (queue) => sql().earliest.get(queue),
     scheduleListDue: (find) => sql().listDue.all(find),
     scheduleAdvance: (advance) => changedOne(sql().advance.run(advance)),
     scheduleList: (queue) => (queue === null ? sql().listAll.all() : sql().listOfQueue.all(queue)),

@@ -107,7 +107,7 @@ export const SQL = {
   /** The ids of the jobs of @seqs, a JSON array. */
   jobIdsBySeq: statement<[{ seqs: string }], string>(`select id from jobs_job where seq ${IN_SEQS}`, { pluck: true }),
   jobExists: statement<[queue: string, id: string], 1>(`select 1 from jobs_job where queue = ? and id = ?`, { pluck: true }),
-  queueWaitingCount: statement<[queue: string], number>(`select waiting + scheduled from jobs_queue where name = ?`, { pluck: true }),
+  queueCountWaiting: statement<[queue: string], number>(`select waiting + scheduled from jobs_queue where name = ?`, { pluck: true }),
   /**
    * Adds the engine's own state changes of one transaction to a queue's counters (each argument a
    * change, negative for jobs that left a state), creating the queue's row on its first job.
@@ -122,7 +122,7 @@ export const SQL = {
       canceled = canceled + excluded.canceled`),
 
   /** What a worker reads before it takes the write lock: is there anything it may claim, under the stored limit? */
-  queueClaimable: statement<[{ queue: string }], Claimable>(`select paused, running, waiting, scheduled, concurrency,
+  queueGetClaimable: statement<[{ queue: string }], Claimable>(`select paused, running, waiting, scheduled, concurrency,
       (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
     from jobs_queue where name = @queue`),
   /**
