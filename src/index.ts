@@ -1,5 +1,5 @@
 /**
- * drizzle-jobs: a durable background-job queue for Drizzle ORM on SQLite.
+ * drizzle-jobs: a durable background-job queue for Drizzle ORM, on SQLite and PostgreSQL.
  * The tables are in `drizzle-jobs/schema`, the web dashboard in
  * `drizzle-jobs/dashboard`, so an app that never opens it does not load it.
  */

@@ -7,7 +7,7 @@
  * written as SQLite writes a literal, and its field holds null (a time), the
  * stored number or NaN (a count, a priority), or that literal (a text). The
  * rules are those for which the triggers fail a job that may run
- * (sql/protocol.ts).
+ * (dialect/sqlite/protocol.ts, dialect/pg/protocol.ts).
  * @internal
  */
 import { MAX_TIME_MS, SHOWN_CHARS } from './limits.js'

@@ -48,18 +48,14 @@ export type Kind = 'sync' | 'async'
 export type Result<K extends Kind, T> = K extends 'sync' ? T : Promise<T>
 
 /**
- * The engine's requests to one connection. Writes run inside the caller's transaction
- * (Connection.immediate), but for a run's step writes and lease renewals and a fold of the counts, each one
- * statement outside any transaction. Those that end a run, keep a step or renew one run's lease carry the
- * fence (each dialect's terms.ts: the job running this attempt for this owner) in the same statement, so a run
- * that lost its lease changes nothing (JOB-16). A worker's lease is its row in jobs_lease, one for all its runs.
+ * The engine's requests to one connection. Writes run in the transaction of the connection's `write`, but for a
+ * run's step writes and lease renewals and a fold of the counts, each one statement alone. Those that end a run, keep
+ * a step or renew one run's lease carry the fence (each dialect's terms.ts: the job running this attempt for this
+ * owner) in the same statement, so that a run that lost its lease changes nothing (JOB-16).
  */
 export type Executor<K extends Kind = Kind> = ExecutorRequests<K> & CountKeeping<K> & Notices<K>
 
-/**
- * How a database keeps a queue's counts by state (engine/counts.ts), with the requests that way needs: the code
- * outside src/dialect/ asks `counts`, never which database it is.
- */
+/** How a database keeps a queue's counts by state (engine/counts.ts), with the requests that way needs. */
 export type CountKeeping<K extends Kind> =
   | {
       /** In the queue's row, moved by the engine's own writes in their transaction, and by triggers for every other write (SQLite). */
@@ -68,27 +64,21 @@ export type CountKeeping<K extends Kind> =
       queueShiftCounts(counts: { queue: string } & StateCounts): Result<K, void>
     }
   | {
-      /**
-       * Apart from the queue's row, appended by triggers on every write, the engine's included, and folded into the row
-       * by the workers' maintenance (PostgreSQL's jobs_count), so that writers do not wait on one row.
-       */
+      /** Apart, appended by triggers on every write and folded into the row by maintenance (PostgreSQL's jobs_count): writers do not wait on one row. */
       readonly counts: 'apart'
       /** Makes a queue's row on its first job, for its pause flag and limits, taking no lock on a row that exists. */
       queueEnsureRow(queue: string): Result<K, void>
-      /** Whether some of a queue's counts are kept apart, not yet folded into its row. */
+      /** Whether some of a queue's counts are not folded yet. */
       queueHasUnfolded(queue: string): Result<K, boolean>
-      /** Folds a queue's counts kept apart into its row, unless another transaction is folding them; answers how many changes it folded. */
+      /** Folds them into the row, unless another transaction is folding them; answers how many changes it folded. */
       queueFoldCounts(queue: string): Result<K, number>
     }
 
-/**
- * Whether a database tells other processes of changes as they commit (PostgreSQL's NOTIFY), with the request that
- * does; where it does not (SQLite), other processes find every write by the data version.
- */
+/** Whether a database tells other processes of changes as they commit (NOTIFY); where not, they poll the data version. */
 export type Notices<K extends Kind> =
   | {
       readonly notifies: true
-      /** Tells other processes, once the transaction commits, that the jobs of `queue` changed: what Connection.listen hands its listeners there. */
+      /** Tells other processes, once the transaction commits, that the jobs of `queue` changed (Connection.listen). */
       queueNotify(queue: string, kind: ChangeKind): Result<K, void>
     }
   | { readonly notifies: false }
@@ -99,18 +89,14 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
   dataVersion(): Result<K, number>
 
   /**
-   * Adds one job as `enqueue` does, whole, in the transaction under way: unless its id is taken or the queue holds
-   * `maxWaiting` jobs waiting or scheduled, with its count, the queue's row made on its first job, and the workers
-   * told; answers whether it added it. PostgreSQL: one statement, one round trip in the app's transaction. SQLite:
-   * the insert and the counters' update, in-process.
+   * Adds one job as `enqueue` does, whole: unless its id is taken or the queue holds `maxWaiting` jobs waiting or
+   * scheduled, with its count, the queue's row and the notice; answers whether it added it. One round trip in the
+   * app's transaction where there are round trips.
    */
   jobAdd(job: NewJob): Result<K, boolean>
   /** Adds one job unless its id is taken; answers whether it did. */
   jobInsert(job: NewJob): Result<K, boolean>
-  /**
-   * Adds jobs of one queue in order (SQLite: one statement per 100 jobs; PostgreSQL: one in all), but for
-   * those whose ids are taken (or repeat an id earlier in the batch); answers the ids it added.
-   */
+  /** Adds jobs of one queue in order but for ids taken or repeated in the batch; answers the ids it added. */
   jobInsertMany(batch: NewJobs): Result<K, string[]>
   jobExists(queue: string, id: string): Result<K, boolean>
   /** The jobs a queue holds waiting or scheduled, by its counters. */
@@ -123,20 +109,17 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
   queueSetLimits(limits: StoreLimitsParams): Result<K, void>
 
   /**
-   * A worker's flush of one queue, in the transaction under way: its own ends, each behind the fence (its job running
-   * that attempt for `owner`) with its own next state, the steps of the jobs that ended dropped; then, when it claims,
-   * the queue's policy (ClaimLimits) read under a lock its claims take turns on, so that its limits hold across
-   * processes, the engine's plan asked (ClaimPlanner), and the jobs claimed in claim order, marked running for
-   * `owner`, counting their attempt, with the worker's row renewed when the plan says so. The counts, the rate's log,
-   * the workers waiting for a share and the notice to other processes are written in the same operation. The claim
-   * never takes a job ended here: the end commits first, for watchers to see.
+   * A worker's flush of one queue, in the transaction under way: its own ends, each behind the fence with its own
+   * next state (the steps of the jobs that ended dropped); then the queue's policy read under a lock its claims take
+   * turns on, so that its limits hold across processes, the engine's plan asked, and the jobs claimed in claim order,
+   * counting their attempt, the worker's row renewed as planned. The counts, the rate's log, the waiters for a share
+   * and the notice are written in the same operation.
    */
   jobFlush(flush: FlushRequest): Result<K, FlushAnswer>
   /**
-   * Ends runs of the worker `owner`, each with its own next state, behind the fence (its job running that attempt for
-   * `owner`, and for a rescue the owner's row expired by `expiredBy`, or gone), checked in the same statement as the
-   * write, which clears the job's owner; drops the steps of the jobs that ended. Answers the jobs it ended: a run
-   * missing there had lost its lease.
+   * Ends runs of `owner`, each with its own next state, behind the fence (for a rescue, also the owner's row expired
+   * by `expiredBy`, or gone); drops the steps of the jobs that ended. Answers the jobs it ended: a run missing there
+   * had lost its lease.
    */
   jobEndMany(end: ExpiredBy & { owner: string; ends: readonly JobEnd[] }): Result<K, number[]>
   /** Ends a run that names no worker, while it still names none; answers whether it landed. */
@@ -145,27 +128,22 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
   stepDeleteMany(seqs: readonly number[]): Result<K, void>
 
   /**
-   * Renews a worker's row until `expiresAt` (writing it if it is gone), outside any transaction, in one statement
-   * that waits on no lock the worker's other work may hold; answers the runs the worker holds (a row it could not
-   * renew at once is renewed next time).
+   * Renews a worker's row (writing it if it is gone) in one statement that waits on no lock, a row it could not renew
+   * at once being renewed next time; answers the runs the worker holds.
    */
   workerRenew(lease: WorkerLease): Result<K, HeldRun[]>
-  /** Deletes a worker's row: a worker that stopped, holding no runs. */
   workerDelete(owner: string): Result<K, void>
   /** Whether a worker's row expired by `now` while its worker holds no run (a worker that died idle, or whose runs were taken back). */
   workerHasExpired(now: number): Result<K, boolean>
-  /** Deletes the rows of workers expired by `now` that hold no run; answers how many. */
   workerDeleteExpired(now: number): Result<K, number>
   /** The runs a worker holds: a run missing here lost its lease (a cancel, a rescue). */
   jobListHeld(owner: string): Result<K, HeldRun[]>
   /**
-   * Renews the lease of one run's worker until `expiresAt` (writing its row with `host` and `pid` if it is gone),
-   * outside any transaction, behind the fence (its job running that attempt for that owner); answers whether the run
-   * still holds it. A lease that expired but that nobody took is the run's again: a rescue that read it expired
-   * re-checks the expiry under its locks, and no longer takes it.
+   * Renews the row of one run's worker (writing it if it is gone) behind the fence; answers whether the run still
+   * holds its job. A lease that expired but that nobody took is the run's again: a rescue re-checks the expiry under
+   * its locks.
    */
   leaseRenewIfHeld(lease: LeaseParams & Pick<WorkerLease, 'host' | 'pid' | 'expiresAt'>): Result<K, boolean>
-  /** The workers running jobs of a queue. */
   jobListRunningOwners(queue: string): Result<K, string[]>
   /** Runs of a queue, not `self`'s, whose worker's row expired or is gone, or whose worker is one of `deadOwners`. */
   leaseGetAbandoned(find: {
@@ -175,23 +153,18 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
     deadOwners: readonly string[]
     limit: number
   }): Result<K, AbandonedLease[]>
-  /** How many running jobs of a queue name no worker. */
   jobCountUnleased(queue: string): Result<K, number>
   jobGetUnleased(find: { queue: string; limit: number }): Result<K, UnleasedRun[]>
 
-  /** A step's kept answer: undefined when none is kept. */
   stepGet(seq: number, name: string): Result<K, StepRow['answer'] | undefined>
   /** Keeps a step's answer, behind the fence; answers whether it was written. */
   stepSetIfLeased(step: LeaseParams & { name: string; answer: string | null }): Result<K, boolean>
 
   jobHasPrunable(find: { queue: string; state: EndedState; before: number }): Result<K, boolean>
-  /** Deletes up to `limit` jobs of a queue that ended in `state` before `before`; answers how many. */
   jobDeleteEnded(find: { queue: string; state: EndedState; before: number; limit: number }): Result<K, number>
 
   // Reads: getJob, watch. They never take the write lock.
-  /** A job with its lease, by queue and id. */
   jobGetSnapshot(queue: string, id: string): Result<K, SnapshotRow | undefined>
-  /** Jobs with their leases, by seq, in one pass. */
   jobGetSnapshots(seqs: readonly number[]): Result<K, SnapshotRow[]>
   /** How many runnable jobs (waiting, or scheduled and due) of the queue come before a job in claim order, up to `limit`. */
   jobCountAhead(at: AheadParams): Result<K, number>
@@ -206,9 +179,7 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
   jobGetRecord(queue: string, id: string): Result<K, AdminJobRow | undefined>
   /** Every job of a queue in add order: for the testing helpers, on small test databases. */
   jobListOfQueue(queue: string): Result<K, AdminJobRow[]>
-  /** One page of jobs in `order`. */
   jobList(order: ListingOrder, page: ListParams): Result<K, AdminJobRow[]>
-  /** What a run left its job as. */
   jobGetOutcome(seq: number): Result<K, Pick<JobRow, 'state' | 'error'> | undefined>
   /** Ends a job that has not ended yet as canceled, clearing its worker; answers whether it did. Its steps are the caller's to delete. */
   jobCancel(seq: number, now: number): Result<K, boolean>
@@ -221,10 +192,8 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
   queueGetCounts(queue: string): Result<K, CountsRow | undefined>
   queueGetCountsAll(): Result<K, CountsRow[]>
   queueListNames(): Result<K, string[]>
-  /** Jobs of a queue that ended in a state within the window. */
   jobCountEnded(window: EndedWindow): Result<K, number>
   /** Ended jobs of a state within the window, counted per bucket of `bucketMs` (bucket: finish time / bucketMs). */
   jobCountEndedPerBucket(window: EndedWindow & { bucketMs: number }): Result<K, { bucket: number; count: number }[]>
-  /** The earliest run_at among a queue's runnable jobs, or null. */
   jobGetEarliestRunnable(queue: string): Result<K, number | null>
 }

@@ -144,11 +144,9 @@ export interface ClaimPlanner {
 }
 
 /**
- * A claim for one worker, as one operation (Executor.jobClaim): the queue's policy (its concurrency, its share for
- * this worker, its rate, the job that must run alone) worked out by the engine (engine/claim.ts) from what
- * `queueClaimLimits` read in the same transaction, and handed over as bounds. The operation takes runnable jobs of
- * `queue` due by `now` in claim order (priority, run_at, seq), marks them running for `owner`, counting their
- * attempt, and renews the worker's row when `renewLease` is set and it took any.
+ * The bounds of one claim, as the engine's plan hands them to the flush (ClaimPlan): runnable jobs of `queue` due by
+ * `now` in claim order (priority, run_at, seq), marked running for `owner`, counting their attempt, the worker's row
+ * renewed when `renewLease` is set and it took any.
  */
 export interface ClaimTake {
   queue: string

@@ -34,7 +34,7 @@ export interface AloneClaim {
 
 /**
  * Decides, for a claim by a worker that is `idle` or not, what to do about the first due job that must run alone
- * (its seq and when it was due, as queueClaimLimits read them; null for none).
+ * (its seq and when it was due, as the flush read them with the queue's policy; null for none).
  */
 export function aloneClaim(
   first: { seq: number | null; runAt: number | null },

@@ -392,7 +392,7 @@ export const SQL = {
    * Ends runs of the worker @owner, each with its own next state, behind the fence (terms.ts), with a rescue's expiry
    * (@expiredBy), and drops the steps of the jobs that ended, in one statement however the ends differ. `@ends` is
    * an ends array (endsAsJson). Answers the jobs it ended. Every end of a run with a worker goes through it
-   * or through the whole flush.
+   * or through a flush.
    */
   jobEndMany: pgStatement<ExpiredBy & { owner: string; ends: string }, Pick<JobRow, 'seq'>>(
     'jobEndMany',

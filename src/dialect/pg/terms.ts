@@ -85,7 +85,7 @@ export function fence(runs: string, options: { rescue?: boolean } = {}): string 
  * The fence's test of one job row `j`: it is running attempt `attempt` for the worker @owner. Every column it tests is
  * the job row's own, so an UPDATE of `j` whose WHERE holds it needs no lock taken before: under READ COMMITTED an
  * update that waited for another transaction's write re-checks its WHERE on the newest version of the row. A worker's
- * own ends (the whole flush) are written so; a rescue, whose fence also tests the worker's row, takes `fence`'s locks.
+ * own ends (a flush's) are written so; a rescue, whose fence also tests the worker's row, takes `fence`'s locks.
  */
 export function runningFor(j: string, attempt: string): string {
   return `${j}.state = 'running' and ${j}.owner = @owner::text and ${j}.attempts = ${attempt}`

@@ -4,7 +4,7 @@
  * text, whose counts are negative, whose priority is not a whole number
  * would never be claimed, or be claimed and misread. The triggers fail such
  * a job at once, keeping as its error the column and the value it holds.
- * Readers apply the same rules when they show a row (queue/stored.ts).
+ * Readers apply the same rules when they show a row (stored.ts).
  * @internal
  */
 import { MAX_TIME_MS, SHOWN_CHARS } from '../../limits.js'

@@ -126,7 +126,7 @@ export const SQL = {
       (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
     from jobs_queue where name = @queue`),
   /**
-   * What a claim reads first, inside its transaction: the pause flag, the runs under way, the limits in force (JOB-19),
+   * The queue's policy as a flush reads it for the engine's plan, under the write lock: the pause flag, the runs under way, the limits in force (JOB-19),
    * and the first due job that must run alone (jobs_job_abandoned). The runs that the transaction ended (@ended) are
    * taken off the counter, which counts them as the transaction ends. A queue with no row reads as unlimited.
    */
@@ -162,7 +162,7 @@ export const SQL = {
   ),
   /**
    * Runnable jobs in claim order (priority, run_at, seq — JOB-17), with what a claim answers: a claim with no cap
-   * per group (Executor.jobClaim) is this select, then markRunning for the jobs read, inside the write transaction
+   * per group (the flush's) is this select, then markRunning for the jobs read, inside the write transaction
    * that keeps what was read true: two set-wise statements cost less than one UPDATE … RETURNING.
    */
   claimCandidates: statement<
@@ -177,7 +177,7 @@ export const SQL = {
   >(`select ${CLAIMED} from jobs_job where queue = @queue and ${RUNNABLE} and run_at <= @now and abandoned = 0
     order by priority, run_at, seq ${LIMIT}`),
   /**
-   * A claim's candidates under caps per group (Executor.jobClaim), in claim order: the first @window runnable jobs but
+   * A claim's candidates under caps per group (the flush's), in claim order: the first @window runnable jobs but
    * for groups already at @perGroup (null: no cap) and, with @skipAbandoned, the jobs that must run alone. The claim
    * counts each group's jobs against its caps as it walks them, in its own process.
    */
@@ -346,7 +346,7 @@ const mustFail = (r: string) =>
 /**
  * The triggers that keep `jobs_queue`'s counters right whoever writes `jobs_job`, in any language, and
  * that fail at once a job written or set in a state the engine does not know, or that may run but whose
- * columns break the table protocol (a run_at that is text, say: sql/protocol.ts), saying why in its error.
+ * columns break the table protocol (a run_at that is text, say: protocol.ts), saying why in its error.
  * The engine's own adds, claims and ends bump `engine_writes` and count themselves (shiftCounts, once
  * per transaction): run per row, these triggers cost a claim and an end about 5 µs each, a third of a
  * batched job's whole cost. A write that leaves `engine_writes` as it was is counted here; deletes
