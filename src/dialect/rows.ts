@@ -99,7 +99,15 @@ export type AbandonedLease = { owner: string; attempt: number; expiresAt: number
 /** A running job that names no worker. */
 export type UnleasedRun = Pick<JobRow, 'seq' | 'attempts' | 'maxAttempts'>
 
-/** What a worker reads of a queue before it takes the write lock: its counters, its stored limit, and when its next scheduled job is due. */
+/**
+ * What a worker reads of a queue before it takes the write lock (Executor.queueGetClaimable), alike on every driver,
+ * for any queue (one with no row of its own answers as unpaused, unlimited and empty): its pause flag; its stored
+ * limit (JOB-19); `running`, how many of its jobs run, a count, which the worker compares with that limit; `waiting`,
+ * 1 when a job is due to run, else 0: a job waiting (made to wait when it was due) and, where the database keeps a
+ * clock (ClaimLimits.rateNow), a scheduled job whose run_at has passed by that clock; `scheduled`, 1 when a job is
+ * scheduled, due or not, else 0; and `nextScheduled`, when the first scheduled job is due, which the worker compares
+ * with its own clock.
+ */
 export type Claimable = Pick<QueueRow, 'paused' | 'running' | 'waiting' | 'scheduled' | 'concurrency'> & { nextScheduled: number | null }
 
 /**

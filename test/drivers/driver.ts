@@ -1,8 +1,8 @@
 /**
- * The driver suite's databases: a fresh migrated one per test on each driver (better-sqlite3, node-postgres,
- * postgres.js 3 and 4), the engine's connection on it, and what a test reads back with plain SQL in the same
- * words on every driver: times as ms, flags as 0/1, JSON parsed, whatever the dialect stores. The driver's flush
- * and the engine's own programs (jobEndMany, counting, storeLimits) run here as a worker and its maintenance run them.
+ * The driver suite's databases: a fresh migrated one per test on each driver of DRIVERS, the engine's connection on
+ * it, and what a test reads back with plain SQL in the same words on every driver: times as ms, flags as 0/1, JSON
+ * parsed, whatever the dialect stores. The driver's flush and the engine's own programs (jobEndMany, counting,
+ * storeLimits) run here as a worker and its maintenance run them.
  */
 import { afterEach, beforeEach } from 'vitest'
 import {
@@ -21,19 +21,41 @@ import { counting, noShift, shift, writeShift } from '../../src/engine/counts.js
 import type { QueueDefinition } from '../../src/engine/definition.js'
 import { storeLimits } from '../../src/engine/queue-limits.js'
 import { jobEndMany, type RunEndRecord } from '../../src/engine/record.js'
-import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
-import { freshPgDb, pgConnectionOf, POSTGRES_JS, type TestPgDb } from '../helpers/pg.js'
-import { freshPglite, type TestPglite } from '../helpers/pglite.js'
-import { freshLibsql, type TestLibsql } from '../helpers/libsql.js'
+import { freshDb, removeTempDirs } from '../helpers/db.js'
+import { freshPgDb, pgConnectionOf, type PostgresJsMajor, type TestPgDb } from '../helpers/pg.js'
+import { freshPglite } from '../helpers/pglite.js'
+import { freshLibsql } from '../helpers/libsql.js'
 import { connectionOf } from '../../src/dialect/open.js'
 
-import { NOW } from '../pg/jobs.js'
+import { newJob, NOW } from '../pg/jobs.js'
 
 export { claim, done, endOne, flush, newJob, NOW, request, retried, WORKER_HOST_AND_PID, workerLease } from '../pg/jobs.js'
 
-/** Every driver the suite runs on, by the name its tests carry. */
-export const DRIVERS = ['sqlite', 'libsql', 'postgres', ...POSTGRES_JS, 'pglite'] as const
-export type DriverName = (typeof DRIVERS)[number]
+/** A driver the suite runs on: the name its tests carry (`JOB-16 [postgres.js 4] …`), and its opener. */
+export interface SuiteDriver {
+  readonly name: string
+  /** Opens a fresh migrated database on the driver: the test's DriverDb, and its close (or drop). */
+  readonly open: () => Promise<OpenedDb>
+}
+
+/** A test's database on one driver, open. */
+export interface OpenedDb {
+  readonly db: DriverDb
+  close(): Promise<void>
+}
+
+/**
+ * Every driver the suite runs on, one line each: the suite runs each test once per line, in a block named by it. A
+ * driver added to src/dialect/ adds its line here, with its opener beside the others (or in a file of its own).
+ */
+export const DRIVERS: readonly SuiteDriver[] = [
+  { name: 'sqlite', open: openBetterSqlite3 },
+  { name: 'libsql', open: openLibsql },
+  { name: 'postgres', open: openNodePostgres },
+  { name: 'postgres.js', open: () => openPostgresJs('postgres.js') },
+  { name: 'postgres.js 4', open: () => openPostgresJs('postgres.js 4') },
+  { name: 'pglite', open: openPglite },
+]
 
 /** A job's row as plain SQL reads it, in the same terms on every driver. */
 export interface StoredJob {
@@ -54,19 +76,23 @@ export interface StoredWorker {
   channel: string | null
 }
 
+/** How a test writes a value of the dialect's types in plain SQL. */
+interface PlainSql {
+  /** A time column as ms since the epoch, in SQL. */
+  ms(column: string): string
+  /** A parameter of ms since the epoch as the dialect stores a time, in SQL. */
+  time(param: string): string
+  /** A flag (a column such as `abandoned`) as the dialect stores it, in SQL. */
+  flag(value: boolean): string
+}
+
 /** One test's database on one driver. */
-export interface DriverDb {
-  readonly driver: DriverName
-  readonly dialect: 'sqlite' | 'postgres'
+export interface DriverDb extends PlainSql {
   /** The engine's connection through the driver under test. */
   readonly connection: Connection
   readonly executor: Executor
   /** Reads rows with plain SQL, `$1`, `$2`… in order for parameters on both dialects (on PostgreSQL through node-postgres). */
   rows<T = Record<string, unknown>>(sql: string, ...params: unknown[]): Promise<T[]>
-  /** A time column as ms since the epoch, in SQL. */
-  ms(column: string): string
-  /** A parameter of ms since the epoch as the dialect stores a time, in SQL. */
-  time(param: string): string
   /** The job `seq` as stored. */
   job(seq: number): Promise<StoredJob>
   /** The workers' rows, by owner. */
@@ -75,7 +101,7 @@ export interface DriverDb {
   owned(): Promise<string[]>
   /** Another connection to the same database, as another process would hold: its commits are another's. */
   other(): Connection
-  /** On PostgreSQL, the payloads of the notices on drizzle_jobs heard from now on, through a client of its own. */
+  /** Where the database notifies (Executor.notifies), the payloads of the notices on drizzle_jobs heard from now on, through a client of its own. */
   listen(): Promise<{ heard: string[]; stop(): void }>
 }
 
@@ -84,32 +110,63 @@ export function json(value: unknown): unknown {
   return typeof value === 'string' ? JSON.parse(value) : value
 }
 
-interface Opened {
-  db: DriverDb
-  close(): Promise<void>
+/** SQLite's words: times are ms already, flags 0 and 1. */
+const SQLITE_SQL: PlainSql = {
+  ms: (column) => column,
+  time: (param) => param,
+  flag: (value) => (value ? '1' : '0'),
 }
 
-function sqliteDb(t: TestDb): DriverDb {
-  const toSqlite = (sql: string) => sql.replace(/\$\d+/g, '?')
+/** PostgreSQL's: times are timestamptz, flags booleans. */
+const PG_SQL: PlainSql = {
+  ms: (column) => `(extract(epoch from ${column}) * 1000)::float8`,
+  time: (param) => `to_timestamp(${param}::float8 / 1000)`,
+  flag: (value) => (value ? 'true' : 'false'),
+}
+
+/** SQLite's `listen`: the database notifies no one (Executor.notifies is false). */
+const NO_NOTICES = () => Promise.reject(new Error('SQLite tells other processes nothing: they poll its data version'))
+
+async function openBetterSqlite3(): Promise<OpenedDb> {
+  const t = freshDb()
   const rows = async <T>(sql: string, ...params: unknown[]) => {
-    const statement = t.client.prepare(toSqlite(sql))
+    const statement = t.client.prepare(sql.replace(/\$\d+/g, '?'))
     if (statement.reader) return statement.all(...params) as T[]
     statement.run(...params)
     return [] as T[]
   }
-  return common('sqlite', 'sqlite', sqliteConnectionOf(t.db), rows, {
-    ms: (column) => column,
-    time: (param) => param,
+  const db = common(sqliteConnectionOf(t.db), rows, {
+    ...SQLITE_SQL,
     other: () => sqliteConnectionOf(t.reopen().db),
-    listen: () => Promise.reject(new Error('SQLite tells other processes nothing: they poll its data version')),
+    listen: NO_NOTICES,
   })
+  return { db, close: async () => t.close() }
 }
 
-function postgresDb(driver: DriverName, t: TestPgDb): DriverDb {
-  const handle = driver === 'postgres' ? t.db : t.postgresJs(driver as (typeof POSTGRES_JS)[number]).db
-  return common(driver, 'postgres', pgConnectionOf(handle), async (sql, ...params) => (await t.pool.query(sql, params)).rows, {
-    ms: (column) => `(extract(epoch from ${column}) * 1000)::float8`,
-    time: (param) => `to_timestamp(${param}::float8 / 1000)`,
+async function openLibsql(): Promise<OpenedDb> {
+  const t = await freshLibsql()
+  const db = common(connectionOf(t.db), (sql, ...params) => t.query(sql, ...params), {
+    ...SQLITE_SQL,
+    other: () => connectionOf(t.reopen().db),
+    listen: NO_NOTICES,
+  })
+  return { db, close: async () => t.close() }
+}
+
+async function openNodePostgres(): Promise<OpenedDb> {
+  const t = await freshPgDb()
+  return { db: postgresDb(t, t.db), close: () => t.drop() }
+}
+
+async function openPostgresJs(major: PostgresJsMajor): Promise<OpenedDb> {
+  const t = await freshPgDb()
+  return { db: postgresDb(t, t.postgresJs(major).db), close: () => t.drop() }
+}
+
+/** A database on the run's PostgreSQL server, the engine's connection on `handle`; rows read through node-postgres. */
+function postgresDb(t: TestPgDb, handle: unknown): DriverDb {
+  return common(pgConnectionOf(handle), async (sql, ...params) => (await t.pool.query(sql, params)).rows, {
+    ...PG_SQL,
     other: () => pgConnectionOf(t.postgresJs().db),
     async listen() {
       const heard: string[] = []
@@ -121,19 +178,10 @@ function postgresDb(driver: DriverName, t: TestPgDb): DriverDb {
   })
 }
 
-function libsqlDb(t: TestLibsql): DriverDb {
-  return common('libsql', 'sqlite', connectionOf(t.db), (sql, ...params) => t.query(sql, ...params), {
-    ms: (column) => column,
-    time: (param) => param,
-    other: () => connectionOf(t.reopen().db),
-    listen: () => Promise.reject(new Error('SQLite tells other processes nothing: they poll')),
-  })
-}
-
-function pgliteDb(t: TestPglite): DriverDb {
-  return common('pglite', 'postgres', pgConnectionOf(t.db), (sql, ...params) => t.query(sql, ...params), {
-    ms: (column) => `(extract(epoch from ${column}) * 1000)::float8`,
-    time: (param) => `to_timestamp(${param}::float8 / 1000)`,
+async function openPglite(): Promise<OpenedDb> {
+  const t = await freshPglite()
+  const db = common(pgConnectionOf(t.db), (sql, ...params) => t.query(sql, ...params), {
+    ...PG_SQL,
     other: () => {
       throw new Error('PGlite serves one process: no other connection holds its database')
     },
@@ -143,19 +191,13 @@ function pgliteDb(t: TestPglite): DriverDb {
       return { heard, stop: () => void stop() }
     },
   })
+  return { db, close: () => t.close() }
 }
 
-function common(
-  driver: DriverName,
-  dialect: 'sqlite' | 'postgres',
-  connection: Connection,
-  rows: DriverDb['rows'],
-  parts: Pick<DriverDb, 'ms' | 'time' | 'other' | 'listen'>,
-): DriverDb {
+/** A test's DriverDb: the engine's connection, plain SQL through `rows`, and the reads every driver words alike. */
+function common(connection: Connection, rows: DriverDb['rows'], parts: PlainSql & Pick<DriverDb, 'other' | 'listen'>): DriverDb {
   const { ms } = parts
   return {
-    driver,
-    dialect,
     connection,
     executor: connection.executor,
     rows,
@@ -178,25 +220,13 @@ function common(
 }
 
 /**
- * Gives each test of a `describe.each(DRIVERS)` block a fresh migrated database on `driver`, its connection ready
+ * Gives each test of a block of the suite a fresh migrated database on `driver`, its connection ready
  * for writes (the counting triggers installed, as a worker's start installs them), dropped after the test.
  */
-export function eachDriverDb(driver: DriverName): DriverDb {
-  let current: Opened | undefined
+export function eachDriverDb(driver: SuiteDriver): DriverDb {
+  let current: OpenedDb | undefined
   beforeEach(async () => {
-    if (driver === 'sqlite') {
-      const t = freshDb()
-      current = { db: sqliteDb(t), close: async () => t.close() }
-    } else if (driver === 'libsql') {
-      const t = await freshLibsql()
-      current = { db: libsqlDb(t), close: async () => t.close() }
-    } else if (driver === 'pglite') {
-      const t = await freshPglite()
-      current = { db: pgliteDb(t), close: () => t.close() }
-    } else {
-      const t = await freshPgDb()
-      current = { db: postgresDb(driver, t), close: () => t.drop() }
-    }
+    current = await driver.open()
     await current.db.connection.prepareWrites()
   })
   afterEach(async () => {
@@ -209,8 +239,6 @@ export function eachDriverDb(driver: DriverName): DriverDb {
     return current.db
   }
   return {
-    driver,
-    dialect: driver === 'sqlite' || driver === 'libsql' ? 'sqlite' : 'postgres',
     get connection() {
       return now().connection
     },
@@ -220,12 +248,37 @@ export function eachDriverDb(driver: DriverName): DriverDb {
     rows: (sql, ...params) => now().rows(sql, ...params),
     ms: (column) => now().ms(column),
     time: (param) => now().time(param),
+    flag: (value) => now().flag(value),
     job: (seq) => now().job(seq),
     workers: () => now().workers(),
     owned: () => now().owned(),
     other: () => now().other(),
     listen: () => now().listen(),
   }
+}
+
+/**
+ * The database's own clock, in ms, as the executor states it, or null where the database keeps none: where it keeps
+ * one, a flush reads a rate's log by it (ClaimLimits.rateNow) and a waiting job's snapshot in a queue with a rate
+ * gives it (SnapshotRate.rateNow), which is how this asks; where it keeps none, the worker's clock serves
+ * (FlushRequest.clock). Asked in a transaction rolled back: it leaves nothing.
+ */
+export async function databaseClock(c: Connection): Promise<number | null> {
+  const queue = 'clock-probe'
+  const rollback = new Error('rolled back')
+  let clock: number | null | undefined
+  try {
+    await c.write(function* (tx) {
+      yield* ask(tx.queueSetLimits({ queue, total: null, perGroup: null, now: NOW, rateLimit: 1, ratePer: 1_000, ratePerGroup: null }))
+      yield* ask(tx.jobInsert(newJob(queue, 'probe')))
+      clock = (yield* ask(tx.jobGetSnapshot(queue, 'probe')))?.rateNow
+      throw rollback
+    })
+  } catch (error) {
+    if (error !== rollback) throw error
+  }
+  if (clock === undefined) throw new Error('the probe job was not read back')
+  return clock
 }
 
 /** Adds jobs in one transaction as enqueueMany does, counting them; answers their seqs by id. */

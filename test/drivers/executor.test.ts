@@ -1,10 +1,11 @@
 /**
- * Every request of the Executor (src/dialect/executor.ts), once, on every driver: better-sqlite3, node-postgres,
- * and postgres.js 3 and 4, each test named with its driver (`JOB-16 [sqlite] …`, `JOB-16 [postgres.js 4] …`).
- * Requests run as the engine runs them (the flush with the engine's plan, jobEndMany, releaseAbandoned, releaseUnleased, counting,
- * storeLimits), and the rows they leave are read back with plain SQL. Where the dialects differ by design (the data
- * version, counts kept apart, a rate's clock, the whole flush), each is held to its own documented behaviour.
- * What only PostgreSQL can show (plans, lock waits, SKIP LOCKED across pools) stays in test/pg/executor.test.ts.
+ * Every request of the Executor (src/dialect/executor.ts), once, on every driver of DRIVERS (driver.ts), each test
+ * named with its driver (`JOB-16 [sqlite] …`, `JOB-16 [postgres.js 4] …`). Requests run as the engine runs them (the
+ * flush with the engine's plan, jobEndMany, releaseAbandoned, releaseUnleased, counting, storeLimits), and the rows they
+ * leave are read back with plain SQL. Where drivers differ by design, a test asks what the executor states (how it
+ * keeps counts, whether it notifies, whether the database keeps a clock) and holds it to that promise, never which
+ * database it is. What only PostgreSQL can show (plans, lock waits, SKIP LOCKED across pools) stays in
+ * test/pg/executor.test.ts.
  */
 import { describe, expect, test } from 'vitest'
 import {
@@ -26,6 +27,7 @@ import { waitFor } from '../helpers/wait.js'
 import {
   addJobs,
   claim,
+  databaseClock,
   done,
   DRIVERS,
   eachDriverDb,
@@ -46,11 +48,9 @@ import {
 
 const replies = defineQueue('replies', { attempts: 3, backoff: { initial: '1s', max: '1m' } })
 
-describe.each(DRIVERS)('%s', (driver) => {
+describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('%s', (_name, driver) => {
   const d = eachDriverDb(driver)
-  const on = `[${driver}]`
-  /** SQLite's drivers (better-sqlite3, libsql): no notices, no whole flush. */
-  const sqliteDriver = driver === 'sqlite' || driver === 'libsql'
+  const on = `[${driver.name}]`
   const c = () => d.connection
   const db = () => d.executor
   /** Ends a job as another program would, with plain SQL, at `at`. */
@@ -294,7 +294,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await d.workers()).toEqual([{ owner: 'owner-1', expires: NOW + 60_000, channel: null }])
     })
 
-    test(`JOB-04 ${on} a claim renews its worker's row only when asked; a claim of nothing writes no row`, async () => {
+    test(`JOB-05 ${on} a claim renews its worker's row only when asked; a claim of nothing writes no row`, async () => {
       await addJobs(c(), [newJob('replies', 'a'), newJob('replies', 'b')])
       expect(await claim(c(), replies, request('owner-1', 1, { renewLease: null }))).toHaveLength(1)
       expect(await d.workers()).toEqual([])
@@ -340,7 +340,7 @@ describe.each(DRIVERS)('%s', (driver) => {
 
     test(`JOB-05 ${on} a job whose last run was abandoned runs alone: only an idle worker takes it, and takes nothing else`, async () => {
       const seqs = await addJobs(c(), [newJob('replies', 'crashed', { runAt: NOW - 10 }), newJob('replies', 'b'), newJob('replies', 'c')])
-      await d.rows(`update jobs_job set abandoned = ${d.dialect === 'sqlite' ? 1 : 'true'} where id = 'crashed'`)
+      await d.rows(`update jobs_job set abandoned = ${d.flag(true)} where id = 'crashed'`)
       // The flush's policy finds it once it is due.
       expect(await policyOf(c(), 'replies', NOW - 11)).toMatchObject({ aloneSeq: null, aloneRunAt: null })
       expect(await policyOf(c(), 'replies', NOW)).toMatchObject({
@@ -391,7 +391,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await d.owned()).toEqual(['free:owner-1'])
     })
 
-    test(`JOB-19 ${on} a paused queue claims nothing, limited or not; queueGetClaimable says so`, async () => {
+    test(`${on} a paused queue claims nothing, limited or not; queueGetClaimable says so`, async () => {
       await addJobs(c(), [newJob('replies', 'a')])
       await c().write((tx) => ask(tx.queueSetPaused('replies', true)))
       expect(await db().queueGetClaimable('replies')).toMatchObject({ paused: 1 })
@@ -506,9 +506,11 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await db().queueGetCounts('replies')).toMatchObject({ running: 1, scheduled: 1 })
     })
 
-    test(`JOB-03 ${on} the driver writes a whole add: once per id, under maxWaiting, the queue's row made on its first job${sqliteDriver ? '' : ', and one notice'}`, async () => {
-      // SQLite tells other processes nothing: they poll its data version.
-      const listener = sqliteDriver ? undefined : await d.listen()
+    test(`JOB-03 ${on} the driver writes a whole add: once per id, under maxWaiting, the queue's row made on its first job, and one notice where the database notifies`, async () => {
+      // Where it does not, other processes find the add by the data version, which moves for another connection.
+      const listener = db().notifies ? await d.listen() : undefined
+      const other = listener ? undefined : d.other().executor
+      const version = await other?.dataVersion()
       try {
         expect(await c().write((tx) => ask(tx.jobAdd(newJob('fresh', 'a'))))).toBe(true)
         expect(await c().write((tx) => ask(tx.jobAdd(newJob('fresh', 'a', { value: '{"other":true}' }))))).toBe(false)
@@ -520,13 +522,13 @@ describe.each(DRIVERS)('%s', (driver) => {
         if (listener) {
           await waitFor(() => listener.heard.length >= 1 || undefined, 'the notice')
           expect(listener.heard).toEqual(['added:fresh'])
-        }
+        } else expect(await other!.dataVersion(), "another connection's data version").not.toBe(version)
       } finally {
         listener?.stop()
       }
     })
 
-    test(`JOB-16 ${on} a flush writes its ends, each behind its own fence with its own next state, drops the steps of the jobs that ended, claims in claim order passing over what it ended, renews the row${sqliteDriver ? '' : ' and sends one notice'}`, async () => {
+    test(`JOB-16 ${on} a flush writes its ends, each behind its own fence with its own next state, drops the steps of the jobs that ended, claims in claim order passing over what it ended, renews the row, and sends one notice where the database notifies`, async () => {
       const seqs = await addJobs(
         c(),
         ['a', 'b', 'c', 'd', 'e', 'f'].map((id, i) => newJob('replies', id, { priority: i < 3 ? 0 : 1 })),
@@ -534,7 +536,9 @@ describe.each(DRIVERS)('%s', (driver) => {
       const seq = (id: string) => seqs.get(id)!
       await claim(c(), replies, request('owner-1', 3))
       await d.rows(`insert into jobs_step (job, name, answer) values ($1, 'kept', '1'), ($2, 'kept', '1')`, seq('a'), seq('b'))
-      const listener = sqliteDriver ? null : await d.listen()
+      const listener = db().notifies ? await d.listen() : null
+      const other = listener ? null : d.other().executor
+      const version = await other?.dataVersion()
       try {
         const ends = [
           { owner: 'owner-1', transition: done(NOW + 10, '{"n":1}'), seq: seq('a'), attempt: 1 },
@@ -561,7 +565,7 @@ describe.each(DRIVERS)('%s', (driver) => {
         if (listener) {
           await waitFor(() => listener.heard.length > 0 || undefined, 'the notice')
           expect(listener.heard).toEqual(['ended:replies'])
-        }
+        } else expect(await other!.dataVersion(), "another connection's data version").not.toBe(version)
       } finally {
         listener?.stop()
       }
@@ -640,7 +644,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       expect(await db().workerRenew(workerLease('owner-1', { expiresAt: NOW + 99_000, channel: null }))).toEqual([])
     })
 
-    test(`JOB-15 ${on} workerHasExpired and workerDeleteExpired: the rows of workers expired and holding no run go; a row that holds, or whose worker runs a job, stays`, async () => {
+    test(`${on} workerHasExpired and workerDeleteExpired: the rows of workers expired and holding no run go; a row that holds, or whose worker runs a job, stays`, async () => {
       const seq = (await addJobs(c(), [newJob('replies', 'a')])).get('a')!
       await claim(c(), replies, request('running', 1, { renewLease: workerLease('running', { expiresAt: NOW + 1_000 }) }))
       await db().workerRenew(workerLease('idle', { expiresAt: NOW + 1_000, channel: null }))
@@ -1116,12 +1120,11 @@ describe.each(DRIVERS)('%s', (driver) => {
   })
 
   describe('queues: limits, rates, what a worker reads before it claims', () => {
-    test(`JOB-19 ${on} queueGetClaimable counts running jobs and says whether jobs wait or are scheduled, and when the next scheduled one is due`, async () => {
-      const empty = await db().queueGetClaimable('replies')
-      // SQLite reads the queue's row, which a queue gets with its first job; PostgreSQL answers for any queue.
-      if (d.dialect === 'sqlite') expect(empty).toBeUndefined()
-      else expect(empty).toEqual({ paused: 0, concurrency: null, running: 0, waiting: 0, scheduled: 0, nextScheduled: null })
-      // Due or not by the server's clock on PostgreSQL: these two are due in an hour and in a minute.
+    test(`JOB-19 ${on} queueGetClaimable answers the stored limit, counts running jobs, says whether jobs wait or are scheduled (0 or 1), and when the next scheduled one is due`, async () => {
+      const none = { paused: 0, concurrency: null, running: 0, waiting: 0, scheduled: 0, nextScheduled: null }
+      // A queue with no row of its own (no job yet) answers as unpaused, unlimited and empty.
+      expect(await db().queueGetClaimable('replies')).toEqual(none)
+      // Not due by any clock, the database's included: these two are due in an hour and in a minute.
       const soon = Date.now() + 60_000
       await addJobs(c(), [
         newJob('replies', 'a'),
@@ -1131,36 +1134,31 @@ describe.each(DRIVERS)('%s', (driver) => {
       ])
       await store(c(), defineQueue('replies', { concurrency: 3 }))
       await claim(c(), replies, request('owner-1', 1))
-      // SQLite answers its counters; PostgreSQL whether there are any (1 or 0), read from the jobs.
-      const many = (n: number) => (d.dialect === 'sqlite' ? n : Math.min(n, 1))
+      // `running` is a count, for the stored limit; `waiting` and `scheduled` say whether there are any.
       expect(await db().queueGetClaimable('replies')).toEqual({
         paused: 0,
         concurrency: 3,
         running: 1,
         waiting: 1,
-        scheduled: many(2),
+        scheduled: 1,
         nextScheduled: soon,
       })
       await claim(c(), replies, request('owner-1', 1))
-      expect(await db().queueGetClaimable('replies')).toMatchObject({ running: 2, waiting: 0, scheduled: many(2), nextScheduled: soon })
-      // A scheduled job whose time has come counts as scheduled on SQLite, as due on PostgreSQL; either way it is the next one.
+      expect(await db().queueGetClaimable('replies')).toMatchObject({ running: 2, waiting: 0, scheduled: 1, nextScheduled: soon })
+      // A scheduled job whose time has come is the next one. Where the database keeps a clock, it is due by that clock,
+      // and `waiting` says so; where it keeps none, the caller compares nextScheduled with its own.
       await addJobs(c(), [newJob('replies', 'overdue', { runAt: NOW - 1, state: 'scheduled' })])
+      const ownClock = await databaseClock(c())
       expect(await db().queueGetClaimable('replies')).toMatchObject({
         running: 2,
-        waiting: d.dialect === 'sqlite' ? 0 : 1,
-        scheduled: many(3),
+        waiting: ownClock === null ? 0 : 1,
+        scheduled: 1,
         nextScheduled: NOW - 1,
       })
-      // Jobs written with plain SQL are counted: by the triggers on SQLite, from the jobs on PostgreSQL.
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 0, scheduled: 3, running: 2 })
+      // Jobs written with plain SQL are read as the engine's own.
       await d.rows(`insert into jobs_job (queue, id) values ('plain', 'x')`)
-      expect(await db().queueGetClaimable('plain')).toEqual({
-        paused: 0,
-        concurrency: null,
-        running: 0,
-        waiting: 1,
-        scheduled: 0,
-        nextScheduled: null,
-      })
+      expect(await db().queueGetClaimable('plain')).toEqual({ ...none, waiting: 1 })
     })
 
     test(`JOB-19 ${on} stored limits replace each other, the last stored wins, and the claim reads them`, async () => {
@@ -1250,8 +1248,10 @@ describe.each(DRIVERS)('%s', (driver) => {
         c(),
         ['a', 'b', 'c'].map((id) => newJob('replies', id, { grp: id === 'c' ? 'g2' : 'g1' })),
       )
+      const ownClock = await databaseClock(c())
       const before = Date.now()
-      const clock = d.dialect === 'sqlite' ? NOW : before
+      // The clock the flush stamps the log with: the database's where it keeps one, else the worker's (NOW, here).
+      const clock = ownClock === null ? NOW : before
       // b is passed over: its group started a run in this window already.
       expect((await claim(c(), rated, request('owner-1', 5))).map((job) => job.id)).toEqual(['a', 'c'])
       const [row] = await d.rows<{ starts: unknown }>(`select rate_starts as starts from jobs_queue where name = 'replies'`)
@@ -1263,7 +1263,7 @@ describe.each(DRIVERS)('%s', (driver) => {
       const limits = await policyOf(c(), 'replies')
       expect(limits).toMatchObject({ rateLimit: 2, ratePer: 60_000, ratePerGroup: 1 })
       expect(json(limits.rateStarts)).toEqual(starts)
-      if (d.dialect === 'sqlite') expect(limits.rateNow).toBe(NOW)
+      if (ownClock === null) expect(limits.rateNow).toBe(NOW)
       else expect(Math.abs(limits.rateNow - Date.now())).toBeLessThan(5_000)
       // The log is what the next claim reads: emptied by another program, it lets b start.
       await d.rows(`update jobs_queue set rate_starts = '{"starts":[],"groups":{}}' where name = 'replies'`)

@@ -121,10 +121,16 @@ export const SQL = {
       running = running + excluded.running, done = done + excluded.done, failed = failed + excluded.failed,
       canceled = canceled + excluded.canceled`),
 
-  /** What a worker reads before it takes the write lock: is there anything it may claim, under the stored limit? */
-  queueGetClaimable: statement<[{ queue: string }], Claimable>(`select paused, running, waiting, scheduled, concurrency,
-      (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
-    from jobs_queue where name = @queue`),
+  /**
+   * What a worker reads before it takes the write lock: is there anything it may claim, under the stored limit? Read
+   * from the queue's counters (`waiting` and `scheduled` as whether there are any, 0 or 1, as every driver answers
+   * them: Claimable) and the first scheduled job (jobs_job_scheduled). A queue with no row answers as unpaused,
+   * unlimited and empty.
+   */
+  queueGetClaimable: statement<[{ queue: string }], Claimable>(`select coalesce(q.paused, 0) as paused,
+      coalesce(q.running, 0) as running, coalesce(q.waiting > 0, 0) as waiting, coalesce(q.scheduled > 0, 0) as scheduled,
+      q.concurrency, (select min(run_at) from jobs_job where queue = @queue and state = 'scheduled') as nextScheduled
+    from (select 1) one left join jobs_queue q on q.name = @queue`),
   /**
    * The queue's policy as a flush reads it for the engine's plan, under the write lock: the pause flag, the runs under way, the limits in force (JOB-19),
    * and the first due job that must run alone (jobs_job_abandoned). The runs that the transaction ended (@ended) are
