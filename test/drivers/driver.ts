@@ -16,7 +16,6 @@ import {
   type JobEnd,
   type NewJob,
 } from '../../src/dialect/index.js'
-import { connectionOf as sqliteConnectionOf } from '../../src/dialect/better-sqlite3/connection.js'
 import { counting, noShift, shift, writeShift } from '../../src/engine/counts.js'
 import type { QueueDefinition } from '../../src/engine/definition.js'
 import { storeLimits } from '../../src/engine/queue-limits.js'
@@ -135,9 +134,9 @@ async function openBetterSqlite3(): Promise<OpenedDb> {
     statement.run(...params)
     return [] as T[]
   }
-  const db = common(sqliteConnectionOf(t.db), rows, {
+  const db = common(connectionOf(t.db), rows, {
     ...SQLITE_SQL,
-    other: () => sqliteConnectionOf(t.reopen().db),
+    other: () => connectionOf(t.reopen().db),
     listen: NO_NOTICES,
   })
   return { db, close: async () => t.close() }
