@@ -67,6 +67,9 @@ import { progressChannelFor } from '../progress/channel.js'
 import type { LeaseClock } from '../engine/lease.js'
 import type { ActiveRuns } from './runs.js'
 
+/** The states a run's end may put its job back in for a later claim. */
+const RUNNABLE: ReadonlySet<string> = new Set(['waiting', 'scheduled'])
+
 /** The weight of the latest time in the averages of a run's and a flush's times. */
 const AVERAGE_WEIGHT = 0.2
 /** Runs shorter than this count as this long: a no-op handler's run takes a few µs, and the claims ahead stay bounded anyway. */
@@ -286,8 +289,9 @@ export class Flusher {
         owner: this.worker.owner,
         now,
         renewLease,
-        // A job whose run ends here is claimed by a later flush: its end commits first, for watchers to see.
-        passOver: ends.map((end) => end.seq),
+        // A job whose run ends here runnable again (a retry, a run handed back) is claimed by a later flush: its end
+        // commits first, for watchers to see. The others cannot be claimed, and passing over them would cost the read.
+        passOver: ends.filter((end) => RUNNABLE.has(end.transition.state)).map((end) => end.seq),
         clock: this.worker.clock,
         held: runs.size + runs.aheadSize,
         waitMs: this.waitMs,
