@@ -38,6 +38,10 @@ export { watch } from './queue/watch.js'
 export type { JobWatch, WatchOptions } from './queue/watch.js'
 
 /** Errors, and the shared types. */
+/** OpenTelemetry (an optional peer): spans of adds, runs and steps, on the global tracer provider or the app's. */
+export { configureTelemetry } from './telemetry/trace.js'
+export type { TelemetryOptions, TracerProviderLike } from './telemetry/trace.js'
+
 export { JobsError, isJobsError } from './errors.js'
 export type { JobsErrorCode } from './errors.js'
 export type { Duration } from './duration.js'

@@ -206,8 +206,12 @@ test('JOB-13 tables migrated before the latest migrations are refused with SCHEM
   const files = readdirSync(MIGRATIONS)
     .filter((file) => file.endsWith('.sql'))
     .sort()
-  const latestAt = files.length - 1
-  expect(files.slice(latestAt - 1)).toEqual([expect.stringMatching(/_lease_per_worker\.sql$/), expect.stringMatching(/_jobs_lease\.sql$/)])
+  const latestAt = files.length - 2
+  expect(files.slice(latestAt - 1)).toEqual([
+    expect.stringMatching(/_lease_per_worker\.sql$/),
+    expect.stringMatching(/_jobs_lease\.sql$/),
+    expect.stringMatching(/_trace_context\.sql$/),
+  ])
   const opened = openDb(join(tempDir(), 'old.db'))
   // The version of one jobs_lease row per running job: a jobs_lease of another shape, told apart by its columns.
   for (const file of files.slice(0, latestAt - 1)) apply(opened.client, file)
@@ -215,7 +219,9 @@ test('JOB-13 tables migrated before the latest migrations are refused with SCHEM
   expect(() => enqueue(opened.db, queue, null)).toThrow(
     expect.objectContaining({
       code: 'SCHEMA_MISSING',
-      message: expect.stringMatching(/^the jobs_\* tables are an older version's \(jobs_lease has no host column\): .*drizzle-kit migrate/),
+      message: expect.stringMatching(
+        /^the jobs_\* tables are an older version's \(jobs_job has no trace_context column\): .*drizzle-kit migrate/,
+      ),
     }),
   )
   // The version whose workers had rows in jobs_worker.
@@ -226,7 +232,15 @@ test('JOB-13 tables migrated before the latest migrations are refused with SCHEM
       message: expect.stringMatching(/^table jobs_lease is missing: .*drizzle-kit migrate/),
     }),
   )
-  for (const file of files.slice(latestAt)) apply(opened.client, file)
+  apply(opened.client, files[latestAt]!)
+  // The version whose jobs kept no trace context.
+  expect(() => enqueue(opened.db, queue, null)).toThrow(
+    expect.objectContaining({
+      code: 'SCHEMA_MISSING',
+      message: expect.stringMatching(/^the jobs_\* tables are an older version's \(jobs_job has no trace_context column\)/),
+    }),
+  )
+  apply(opened.client, files[latestAt + 1]!)
   expect(enqueue(opened.db, queue, null).added).toBe(true)
   opened.client.close()
 })

@@ -39,6 +39,8 @@ export interface JobRow {
   /** The worker running the job, null unless it runs. */
   owner: string | null
   abandoned: Flag
+  /** The W3C trace context of the code that added the job, as a JSON object of its fields; null for none. */
+  traceContext: JsonText | null
 }
 
 /**
@@ -85,7 +87,7 @@ export interface HeldRun {
 }
 
 /** A claimed job: `attempts` is the attempt the claim starts; `abandoned` is 1 when its last run was abandoned, so this run goes alone in its worker. */
-export type ClaimedJob = Pick<JobRow, 'seq' | 'id' | 'grp' | 'value' | 'attempts' | 'maxAttempts' | 'abandoned'> & {
+export type ClaimedJob = Pick<JobRow, 'seq' | 'id' | 'grp' | 'value' | 'attempts' | 'maxAttempts' | 'abandoned' | 'traceContext'> & {
   /** The state the claim took it from. */
   claimedFrom: 'waiting' | 'scheduled'
 }
@@ -216,7 +218,7 @@ export interface StoredLimits extends StoredRate {
 }
 
 /** A job as enqueue adds it. */
-export type NewJob = Pick<JobRow, 'queue' | 'id' | 'grp' | 'value' | 'priority' | 'maxAttempts' | 'runAt'> & {
+export type NewJob = Pick<JobRow, 'queue' | 'id' | 'grp' | 'value' | 'priority' | 'maxAttempts' | 'runAt' | 'traceContext'> & {
   state: 'waiting' | 'scheduled'
   now: number
   maxWaiting: number
@@ -230,6 +232,8 @@ export interface NewJobs {
   queue: string
   maxAttempts: number
   now: number
+  /** The trace context of the code that added them (JobRow.traceContext), the same for every job of the batch. */
+  traceContext: JsonText | null
   jobs: readonly NewJobTuple[]
 }
 

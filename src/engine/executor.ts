@@ -8,6 +8,7 @@ import type { QueueDefinition } from './definition.js'
 import { parseStoredValue } from '../stored.js'
 import { timeoutError, transitionFor, type RunEnd, type Transition } from './outcome.js'
 import type { Run, RunContext } from './run.js'
+import { startProcess } from '../telemetry/trace.js'
 
 /** What the executor calls: a handler with its value type erased. @internal */
 export type RunHandler = (value: unknown, run: Run) => unknown
@@ -24,6 +25,8 @@ export async function execute(
   handler: RunHandler,
   clock: () => number,
 ): Promise<Transition | null> {
+  const span = startProcess({ queue: queue.name, id: run.id, attempt: run.attempt, traceContext: run.traceContext })
+  run.trace = span
   let timedOut = false
   const timer = setTimeout(() => {
     timedOut = true
@@ -33,14 +36,19 @@ export async function execute(
   try {
     const value = parseStoredValue(storedValue)
     const broken = value.ok ? attemptsBeyondMax(run) : value.error
-    end = { kind: 'returned', value: value.ok && broken === null ? await handler(value.value, run) : run.fail(broken ?? '') }
+    if (value.ok && broken === null) {
+      // The handler runs in its run's span, so that its own spans are the run's children.
+      const call = () => handler(value.value, run)
+      end = { kind: 'returned', value: await (span ? span.within(call) : call()) }
+    } else end = { kind: 'returned', value: run.fail(broken ?? '') }
   } catch (error) {
     end = { kind: 'threw', error }
   }
   clearTimeout(timer)
   if (timedOut) end = { kind: 'threw', error: timeoutError(queue.timeoutMs) }
-  if (run.lost) return null
-  return transitionFor(queue, { attempt: run.attempt, maxAttempts: run.attempts }, end, clock())
+  const transition = run.lost ? null : transitionFor(queue, { attempt: run.attempt, maxAttempts: run.attempts }, end, clock())
+  span?.end(transition)
+  return transition
 }
 
 /**

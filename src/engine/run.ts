@@ -2,6 +2,7 @@
  * The `run` a handler receives: who the job is, its signal, its durable
  * steps, its progress, and the outcomes it may return.
  */
+import type { ProcessSpan } from '../telemetry/trace.js'
 import type { Connection } from '../dialect/index.js'
 import type { ClaimedJob } from '../dialect/index.js'
 import { toMs, type Duration } from '../duration.js'
@@ -66,6 +67,10 @@ export class RunContext implements Run {
   readonly attempt: number
   readonly attempts: number
   readonly seq: number
+  /** The trace context stored with the job: its run's span is the child of it. @internal */
+  readonly traceContext: string | null
+  /** The run's span, where a trace is recorded: each step whose function runs gets one of its own. @internal */
+  trace: ProcessSpan | null = null
   /** Set once the lease is known lost: nothing this run writes will land. */
   lost = false
   /** Why the run was aborted, once it was. */
@@ -90,6 +95,7 @@ export class RunContext implements Run {
     this.group = job.grp
     this.attempt = job.attempts
     this.attempts = job.maxAttempts
+    this.traceContext = job.traceContext
     this.progressKey = runKey(owner, job.seq, job.attempts)
   }
 
@@ -120,8 +126,12 @@ export class RunContext implements Run {
   private async runStep<A>(name: string, fn: () => A | Promise<A>): Promise<A> {
     const db = this.connection.executor
     const kept = await this.whileBusy(() => db.stepGet(this.seq, name))
-    if (kept !== undefined) return (kept === null ? undefined : JSON.parse(kept)) as A
-    const answer = await this.callHoldingLease(fn)
+    if (kept !== undefined) {
+      this.trace?.replayed(name)
+      return (kept === null ? undefined : JSON.parse(kept)) as A
+    }
+    const trace = this.trace
+    const answer = await this.callHoldingLease(trace ? () => trace.step(name, fn) : fn)
     const json = encodeJson(answer, `the answer of step '${name}'`, MAX_VALUE_BYTES, true)
     this.assertHeld()
     // A write whose answer was lost with its connection may have landed: tried again, it writes nothing, and the read finds it.

@@ -9,6 +9,7 @@
  * and jobs_job's unique (queue, id) would refuse a second job of a slot
  * anyway: one slot makes exactly one job, however many processes race.
  */
+import { startSend } from '../telemetry/trace.js'
 import { JobsError } from '../errors.js'
 import { ask, type Connection, type Executor, type Program, type ScheduleRow } from '../dialect/index.js'
 import { MAX_TIME_MS, SCHEDULE_BATCH_SIZE } from '../limits.js'
@@ -71,6 +72,8 @@ export function addSlotJobs(db: Executor, queue: ScheduleQueue, plans: readonly 
       if (!advanced) continue
       for (const slot of due.slots) {
         const id = slotJobId(row.name, slot)
+        // Each slot is a trace of its own: no request added it.
+        const send = startSend(queue.name, { id, count: 1, root: true })
         const job = {
           queue: queue.name,
           id,
@@ -82,8 +85,11 @@ export function addSlotJobs(db: Executor, queue: ScheduleQueue, plans: readonly 
           runAt: Math.min(slot, now),
           now,
           maxWaiting: queue.maxWaiting,
+          traceContext: send.traceContext,
         }
-        if (!(yield* ask(db.jobInsert(job)))) continue
+        const inserted = yield* ask(db.jobInsert(job))
+        send.end()
+        if (!inserted) continue
         shift(moved, null, 'waiting')
         added.push(id)
       }

@@ -1,5 +1,5 @@
 import { ask, type Executor, type Program } from '../dialect/index.js'
-import { andThen } from '../dialect/index.js'
+import { andThen, type Answer } from '../dialect/index.js'
 import { answer, connectionOf, type AnswerOf, type Database } from '../dialect/open.js'
 import { toMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
@@ -12,6 +12,7 @@ import { noShift, shift, writeShift } from '../engine/counts.js'
 import { newJobId } from './job-id.js'
 import { jobsChanged, notifyOthers } from '../engine/wake.js'
 import { checkKnownOptions } from '../options.js'
+import { startSend, type SendSpan } from '../telemetry/trace.js'
 
 /** The options of one added job. */
 export interface EnqueueOptions {
@@ -71,14 +72,41 @@ export function enqueue<T>(tx: Database, queue: Queue<T>, value: NoInfer<T>, opt
   return answer(connection, () => {
     checkQueue(queue)
     const row = jobRow(queue, value, options, Date.now())
+    const send = startSend(queue.name, { id: row.id, count: 1 })
+    row.traceContext = send.traceContext
     // The row and its count commit together: in the caller's transaction, or in one of their own.
     const add = (db: Executor) => addJob(db, queue, row)
-    const added = connection.inTransaction() ? connection.join(add) : connection.write(add)
-    return andThen(added, (added): Enqueued => {
-      if (added) jobsChanged(connection.key, queue.name, 'added', [])
-      return { id: row.id, added }
-    })
+    return sent(
+      send,
+      () => (connection.inTransaction() ? connection.join(add) : connection.write(add)),
+      (added): Enqueued => {
+        if (added) jobsChanged(connection.key, queue.name, 'added', [])
+        return { id: row.id, added }
+      },
+    )
   })
+}
+
+/** Writes an add under its producer span, which ends with the add: written, or refused with its error. */
+function sent<T, U>(send: SendSpan, write: () => Answer<T>, next: (value: T) => U): Answer<U> {
+  let written: Answer<T>
+  try {
+    written = write()
+  } catch (error) {
+    send.end(error)
+    throw error
+  }
+  return andThen(
+    written,
+    (value) => {
+      send.end()
+      return next(value)
+    },
+    (error) => {
+      send.end(error)
+      throw error
+    },
+  )
 }
 
 /**
@@ -113,8 +141,10 @@ export function enqueueMany<T>(
       return jobRow(queue, item.value, item, now, i)
     })
     if (rows.length === 0) return []
-    return andThen(
-      connection.write((db) => addJobs(db, queue, rows)),
+    const send = startSend(queue.name, { id: rows.length === 1 ? rows[0]!.id : undefined, count: rows.length })
+    return sent(
+      send,
+      () => connection.write((db) => addJobs(db, queue, rows, send.traceContext)),
       (results) => {
         if (results.some((result) => result.added)) jobsChanged(connection.key, queue.name, 'added', [])
         return results
@@ -135,7 +165,7 @@ function* addJob(db: Executor, queue: Queue, row: NewJob): Program<boolean> {
  * values; throws QUEUE_FULL when they take the queue past its maxWaiting (the caller's savepoint undoes
  * them). Of items that repeat an id, the first is added, as separate adds would.
  */
-function* addJobs(db: Executor, queue: Queue, rows: NewJob[]): Program<Enqueued[]> {
+function* addJobs(db: Executor, queue: Queue, rows: NewJob[], traceContext: string | null): Program<Enqueued[]> {
   const counts = noShift()
   const results: Enqueued[] = []
   for (let from = 0; from < rows.length; ) {
@@ -144,7 +174,7 @@ function* addJobs(db: Executor, queue: Queue, rows: NewJob[]): Program<Enqueued[
     while (to < rows.length && (to === from || bytes + rows[to]!.value.length <= BATCH_VALUE_BYTES)) bytes += rows[to++]!.value.length
     const chunk = rows.slice(from, to)
     const jobs = chunk.map((row) => [row.id, row.grp, row.value, row.state, row.priority, row.runAt] as const)
-    const ids = yield* ask(db.jobInsertMany({ queue: queue.name, maxAttempts: queue.attempts, now: chunk[0]!.now, jobs }))
+    const ids = yield* ask(db.jobInsertMany({ queue: queue.name, maxAttempts: queue.attempts, now: chunk[0]!.now, traceContext, jobs }))
     // As many added as given: each was added, and there is no id to look up.
     const inserted = ids.length === chunk.length ? null : new Set(ids)
     for (const row of chunk) {
@@ -210,6 +240,7 @@ function jobRow(queue: Queue, value: unknown, options: EnqueueOptions | undefine
     runAt,
     now,
     maxWaiting: queue.maxWaiting,
+    traceContext: null,
   }
 }
 

@@ -73,6 +73,11 @@ export const jobsJob = sqliteTable(
      * with `attempts`, the run's fence. Null unless the job is running.
      */
     owner: text('owner'),
+    /**
+     * The trace context of the code that added the job, as W3C trace context fields in a JSON object
+     * (`{"traceparent": "00-…", "tracestate": "…"}`): a run's span is the child of it. Null when no trace was active.
+     */
+    traceContext: text('trace_context'),
     /** Internal: 1 when the last run ended without an outcome (its worker died, or its lease expired); such a job next runs alone in its worker, so a job that kills its process takes no other job down with it. */
     abandoned: integer('abandoned').notNull().default(0),
     /**

@@ -159,7 +159,9 @@ describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('%s', (_n
         (id, i) =>
           [id, i % 2 ? 'g' : null, JSON.stringify({ i }), i === 5 ? 'scheduled' : 'waiting', i % 3, NOW + (i === 5 ? 60_000 : 0)] as const,
       )
-      const added = await c().write((tx) => ask(tx.jobInsertMany({ queue: 'replies', maxAttempts: 4, now: NOW, jobs: batch })))
+      const added = await c().write((tx) =>
+        ask(tx.jobInsertMany({ queue: 'replies', maxAttempts: 4, now: NOW, traceContext: null, jobs: batch })),
+      )
       const expected = ids.filter((id) => id !== 'job-7' && id !== 'job-150')
       expect(added).toEqual(expected)
       const stored = await d.rows<{
@@ -177,7 +179,9 @@ describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('%s', (_n
       expect(stored.find((row) => row.id === 'job-5')).toMatchObject({ grp: 'g', state: 'scheduled', priority: 2, max_attempts: 4 })
       expect(json(stored.find((row) => row.id === 'job-5')!.value)).toEqual({ i: 5 })
       expect(
-        await c().write((tx) => ask(tx.jobInsertMany({ queue: 'replies', maxAttempts: 4, now: NOW, jobs: batch.slice(0, 3) }))),
+        await c().write((tx) =>
+          ask(tx.jobInsertMany({ queue: 'replies', maxAttempts: 4, now: NOW, traceContext: null, jobs: batch.slice(0, 3) })),
+        ),
       ).toEqual([])
     })
   })

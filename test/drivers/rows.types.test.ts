@@ -50,6 +50,7 @@ const TABLES = [
       errorStack: true,
       owner: true,
       abandoned: true,
+      traceContext: true,
     }),
   },
   {

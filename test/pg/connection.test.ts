@@ -244,7 +244,7 @@ describe('the schema check', () => {
     }
   })
 
-  test('SCHEMA_MISSING on a database migrated to the version of one jobs_lease row per running job: its jobs_lease is told apart by the missing host column, until the last migrations run', async () => {
+  test('SCHEMA_MISSING on a database migrated to the version of one jobs_lease row per running job: its tables are told apart by the column the latest migration adds, until the last migrations run', async () => {
     const earlier = await freshPgDb({ migrate: false })
     try {
       await migrate(earlier.db, { migrationsFolder: migrationsBefore('0002_lease_per_worker') })
@@ -252,7 +252,7 @@ describe('the schema check', () => {
       const older = expect.objectContaining({
         code: 'SCHEMA_MISSING',
         message: expect.stringMatching(
-          /^the jobs_\* tables are an older version's \(jobs_lease has no host column\): .*`drizzle-kit migrate`/,
+          /^the jobs_\* tables are an older version's \(jobs_job has no trace_context column\): .*`drizzle-kit migrate`/,
         ),
       })
       await expect(c.write(adding('a'))).rejects.toThrow(older)

@@ -41,6 +41,7 @@ export function newJob(queue: string, id: string, fields: Partial<NewJob> = {}):
     state: runAt > NOW ? 'scheduled' : 'waiting',
     maxWaiting: 10_000_000,
     ...fields,
+    traceContext: fields.traceContext ?? null,
   }
 }
 

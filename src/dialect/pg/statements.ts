@@ -94,8 +94,9 @@ const RENEW_IF_CLAIMED = `insert into jobs_lease (owner, host, pid, expires_at, 
  */
 const RUNNING = `jobs_job where queue = @queue::text and state = 'running'`
 
-const INSERT_JOB = `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at)
-  select @queue::text, @id::text, @grp::text, @value::jsonb, @state::text, @priority::bigint, 0, @maxAttempts::int, ${at('@runAt')}, ${at('@now')}`
+const INSERT_JOB = `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context)
+  select @queue::text, @id::text, @grp::text, @value::jsonb, @state::text, @priority::bigint, 0, @maxAttempts::int, ${at('@runAt')}, ${at('@now')},
+    @traceContext::text`
 
 /** The channel on which the engine tells of changes: a notice's payload is `kind:queue` (or `progress:ask`, an ask for a run's progress). */
 export const NOTICE_CHANNEL = 'drizzle_jobs'
@@ -116,8 +117,8 @@ export type FlushRow = { part: 'ended' | 'claimed' | 'held' | 'policy' | 'notice
 
 export const SQL = {
   /**
-   * Which of the tables the migrations make are missing, whether jobs_lease has the column the latest migration adds
-   * (`host`: a jobs_lease without it is an older version's, of one row per running job), and the database the
+   * Which of the tables the migrations make are missing, whether jobs_job has the column the latest migration adds
+   * (`trace_context`: a jobs_job without it is an older version's), and the database the
    * connection is on (for a client whose options do not say).
    */
   schemaCheck: pgStatement<Record<never, never>, { missing: string | null; latest: boolean; database: string; host: string; port: number }>(
@@ -125,7 +126,7 @@ export const SQL = {
     `select
       (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule', 'jobs_count']) with ordinality as t(name, ord)
        where to_regclass(t.name) is null) as missing,
-      exists (select 1 from pg_attribute where attrelid = to_regclass('jobs_lease') and attname = 'host' and not attisdropped) as latest,
+      exists (select 1 from pg_attribute where attrelid = to_regclass('jobs_job') and attname = 'trace_context' and not attisdropped) as latest,
       current_database() as database, coalesce(host(inet_server_addr()), 'localhost') as host,
       coalesce(inet_server_port(), current_setting('port')::int) as port`,
   ),
@@ -198,11 +199,11 @@ export const SQL = {
    * Adds the jobs of @jobs, a JSON array of [id, grp, value, state, priority, runAt], in its order, in one
    * statement: one round trip however many jobs. Answers the ids it added; a taken id adds nothing.
    */
-  insertJobs: pgStatement<{ queue: string; maxAttempts: number; now: number; jobs: string }, { id: string }>(
+  insertJobs: pgStatement<{ queue: string; maxAttempts: number; now: number; traceContext: string | null; jobs: string }, { id: string }>(
     'insertJobs',
-    `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at)
+    `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context)
     select @queue::text, j.job ->> 0, j.job ->> 1, (j.job ->> 2)::jsonb, j.job ->> 3, (j.job ->> 4)::bigint, 0, @maxAttempts::int,
-      ${at(`(j.job ->> 5)`)}, ${at('@now')}
+      ${at(`(j.job ->> 5)`)}, ${at('@now')}, @traceContext::text
     from jsonb_array_elements(@jobs::jsonb) with ordinality as j(job, ord)
     order by j.ord
     on conflict (queue, id) do nothing
@@ -367,7 +368,7 @@ export const SQL = {
   claimed as (
     update jobs_job j set state = 'running', attempts = j.attempts + 1, owner = @owner::text
     from picked p where j.seq = p.seq
-    returning j.seq, j.id, j.grp, j.value, p.state as claimed_from, j.attempts, j.max_attempts, j.abandoned, p.pos
+    returning j.seq, j.id, j.grp, j.value, p.state as claimed_from, j.attempts, j.max_attempts, j.abandoned, j.trace_context, p.pos
   ),
   renewed as (${RENEW_IF_CLAIMED}),
   waiters_set as (
@@ -378,15 +379,15 @@ export const SQL = {
     where @notify::int = 1 and exists (select 1 from claimed)
   )
   (select 'claimed' as part, seq::float8 as seq, id, grp, value::text as value, claimed_from as "claimedFrom", attempts,
-    max_attempts as "maxAttempts", abandoned::int as abandoned
+    max_attempts as "maxAttempts", abandoned::int as abandoned, trace_context as "traceContext"
    from claimed order by pos)
   union all
-  select distinct 'held', null::float8, null::text, grp, null::text, null::text, null::int, null::int, null::int
+  select distinct 'held', null::float8, null::text, grp, null::text, null::text, null::int, null::int, null::int, null::text
   from ranked
   where grp is not null and (cap_room is null or rn <= cap_room) and rate_room is not null and rn > rate_room
     and pos < coalesce((select max(pos) from picked having count(*) = @limit::bigint), 9223372036854775807)
   union all
-  select 'notice', null, null, null, null, null, null, null, null from notice`,
+  select 'notice', null, null, null, null, null, null, null, null, null from notice`,
   ),
   /**
    * Ends runs of the worker @owner, each with its own next state, behind the fence (terms.ts), with a rescue's expiry
@@ -464,7 +465,7 @@ export const SQL = {
   claimed as (
     update jobs_job j set state = 'running', attempts = j.attempts + 1, owner = @owner::text
     from candidates c where j.seq = c.seq
-    returning j.seq, j.id, j.grp, j.value, c.state as claimed_from, j.attempts, j.max_attempts, j.abandoned, j.priority, j.run_at
+    returning j.seq, j.id, j.grp, j.value, c.state as claimed_from, j.attempts, j.max_attempts, j.abandoned, j.trace_context, j.priority, j.run_at
   ),
   renewed as (${RENEW_IF_CLAIMED}),
   notice as (
@@ -473,15 +474,15 @@ export const SQL = {
     where k.kind is not null
   )
   select 'ended' as part, seq::float8 as seq, null::text as id, null::text as grp, null::text as value, null::text as "claimedFrom",
-    null::int as attempts, null::int as "maxAttempts", null::int as abandoned
+    null::int as attempts, null::int as "maxAttempts", null::int as abandoned, null::text as "traceContext"
   from ended
   union all
-  (select 'claimed', seq::float8, id, grp, value::text, claimed_from, attempts, max_attempts, abandoned::int
+  (select 'claimed', seq::float8, id, grp, value::text, claimed_from, attempts, max_attempts, abandoned::int, trace_context
    from claimed order by priority, run_at, seq)
   union all
-  select 'policy', null, null, null, null, null, null, null, null from policy where planned and not paused
+  select 'policy', null, null, null, null, null, null, null, null, null from policy where planned and not paused
   union all
-  select 'notice', null, null, null, null, null, null, null, null from notice`,
+  select 'notice', null, null, null, null, null, null, null, null, null from notice`,
   ),
 
   /**

@@ -32,7 +32,8 @@ import { single, statement, type Prepared, type PreparedStatements, type RunResu
 import { ENDED, fence, LIMIT, RUNNABLE } from './terms.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
-const CLAIMED = `seq, id, grp, value, state as claimedFrom, attempts + 1 as attempts, max_attempts as maxAttempts, abandoned`
+const CLAIMED = `seq, id, grp, value, state as claimedFrom, attempts + 1 as attempts, max_attempts as maxAttempts, abandoned,
+  trace_context as traceContext`
 
 /** Which jobs a statement for one job, or for several, writes. */
 const IN_SEQS = `in (select value from json_each(@seqs))`
@@ -56,9 +57,9 @@ type JobParam = string | number | null
  * parameters a job keep 100 jobs under 999, the fewest any SQLite build allows.
  */
 function insertJobRows(rows: number) {
-  const values = Array.from({ length: rows }, () => `(@queue, ?, ?, ?, ?, ?, 0, @maxAttempts, ?, @now, 1)`).join(', ')
-  return statement<[{ queue: string; maxAttempts: number; now: number }, ...JobParam[]], number>(
-    `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
+  const values = Array.from({ length: rows }, () => `(@queue, ?, ?, ?, ?, ?, 0, @maxAttempts, ?, @now, @traceContext, 1)`).join(', ')
+  return statement<[{ queue: string; maxAttempts: number; now: number; traceContext: string | null }, ...JobParam[]], number>(
+    `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context, engine_writes)
     values ${values}
     on conflict (queue, id) do nothing
     returning seq`,
@@ -77,7 +78,7 @@ export const SQL = {
    * The column that the latest migration adds: without it the tables are an older version's (one whose jobs_lease
    * held a row per running job).
    */
-  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_lease') where name = 'host'`),
+  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_job') where name = 'trace_context'`),
   dataVersion: single<[], number>(`pragma data_version`),
   /** The main database's file: '' for one in memory. */
   mainFile: statement<[], string>(`select file from pragma_database_list where name = 'main'`, { pluck: true }),
@@ -86,15 +87,15 @@ export const SQL = {
   insertJobIfRoom: statement<
     [NewJob],
     never
-  >(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
-    select @queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, 1
+  >(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context, engine_writes)
+    select @queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, @traceContext, 1
     where coalesce((select waiting + scheduled from jobs_queue where name = @queue), 0) < @maxWaiting
     on conflict (queue, id) do nothing`),
   insertJob: statement<
     [NewJob],
     never
-  >(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, engine_writes)
-    values (@queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, 1)
+  >(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context, engine_writes)
+    values (@queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, @traceContext, 1)
     on conflict (queue, id) do nothing`),
   /**
    * Adds jobs given as rows of bound parameters, `[id, grp, value, state, priority, runAt]` each, in their

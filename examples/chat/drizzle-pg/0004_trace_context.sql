@@ -1,0 +1,1 @@
+ALTER TABLE "jobs_job" ADD COLUMN "trace_context" text;

@@ -1,0 +1,1 @@
+ALTER TABLE `jobs_job` ADD `trace_context` text;

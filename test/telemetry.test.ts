@@ -1,0 +1,152 @@
+/**
+ * OpenTelemetry traces, on each contract database: the SDK's in-memory exporter takes the spans of an add made inside
+ * a request's span and of the runs of its job, and the test checks their names, kinds, parents and attributes, the
+ * trace context stored with the job, the steps' spans and the errors recorded. Without an SDK nothing is stored.
+ */
+import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
+import { W3CTraceContextPropagator } from '@opentelemetry/core'
+import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { configureTelemetry, defineQueue, enqueue, enqueueMany, type Run, work } from '../src/index.js'
+import { CONTRACT_DATABASES, CONTRACT_TEST_MS, eachContractDb } from './helpers/dialects.js'
+import { waitFor } from './helpers/wait.js'
+import { MAX_ERROR_BYTES } from '../src/limits.js'
+
+const exporter = new InMemorySpanExporter()
+const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
+const contextManager = new AsyncLocalStorageContextManager()
+
+/** Registers the SDK globally, as an app's setup does. */
+function registerSdk(): void {
+  context.setGlobalContextManager(contextManager.enable())
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator())
+  trace.setGlobalTracerProvider(provider)
+}
+
+/** Unregisters it: the API answers its no-op tracer again. */
+function unregisterSdk(): void {
+  trace.disable()
+  propagation.disable()
+  context.disable()
+}
+
+afterAll(() => unregisterSdk())
+
+const spansNamed = (name: string): ReadableSpan[] => exporter.getFinishedSpans().filter((span) => span.name === name)
+const parentOf = (span: ReadableSpan): string | undefined => span.parentSpanContext?.spanId
+
+describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect) => {
+  const { t, workers } = eachContractDb(dialect)
+  const on = `[${dialect}]`
+  beforeAll(() => registerSdk())
+  afterEach(() => exporter.reset())
+
+  test(`${on} an add inside a request's span is a PRODUCER span, its child; each run of the job is a CONSUMER span, the add's child, with its attempt, outcome, steps and error`, async () => {
+    const queue = defineQueue<{ n: number }>('traced', { attempts: 2, backoff: { initial: '10ms', max: '10ms' } })
+    const tracer = trace.getTracer('the app')
+    const request = tracer.startSpan('POST /messages')
+    await context.with(trace.setSpan(context.active(), request), async () => {
+      await enqueue(t.db, queue, { n: 1 }, { id: 'job-1' })
+    })
+    request.end()
+    const [send] = spansNamed('send traced')
+    expect(send).toBeDefined()
+    expect(send!.kind).toBe(SpanKind.PRODUCER)
+    expect(parentOf(send!)).toBe(request.spanContext().spanId)
+    expect(send!.spanContext().traceId).toBe(request.spanContext().traceId)
+    expect(send!.attributes).toMatchObject({
+      'messaging.system': 'drizzle-jobs',
+      'messaging.operation.name': 'send',
+      'messaging.operation.type': 'send',
+      'messaging.destination.name': 'traced',
+      'messaging.message.id': 'job-1',
+    })
+    // The add's context is stored with the job, as W3C trace context.
+    const [row] = await t.query<{ trace_context: string }>(`select trace_context from jobs_job where id = 'job-1'`)
+    const stored = JSON.parse(row!.trace_context) as { traceparent: string }
+    expect(stored.traceparent).toBe(`00-${send!.spanContext().traceId}-${send!.spanContext().spanId}-01`)
+
+    // The first attempt keeps a step and throws; the second finds the step kept and returns.
+    const handler = async (_value: { n: number }, run: Run) => {
+      await run.step('lookup', () => 'found')
+      if (run.attempt === 1) throw new Error(`attempt one fails ${'x'.repeat(100_000)}`)
+      return { ok: true }
+    }
+    workers.push(work(t.db, queue, handler, { pollInterval: '20ms' }))
+    await waitFor(() => spansNamed('process traced').length === 2 || undefined, 'both runs to end their spans')
+    const runs = spansNamed('process traced').sort(
+      (a, b) => Number(a.attributes['drizzle_jobs.attempt']) - Number(b.attributes['drizzle_jobs.attempt']),
+    )
+    for (const run of runs) {
+      expect(run.kind).toBe(SpanKind.CONSUMER)
+      expect(run.spanContext().traceId).toBe(request.spanContext().traceId)
+      expect(parentOf(run)).toBe(send!.spanContext().spanId)
+      expect(run.attributes).toMatchObject({
+        'messaging.system': 'drizzle-jobs',
+        'messaging.operation.name': 'process',
+        'messaging.operation.type': 'process',
+        'messaging.destination.name': 'traced',
+        'messaging.message.id': 'job-1',
+      })
+    }
+    const [first, second] = runs
+    expect(first!.attributes).toMatchObject({ 'drizzle_jobs.attempt': 1, 'drizzle_jobs.outcome': 'retry' })
+    expect(first!.status.code).toBe(SpanStatusCode.ERROR)
+    const exception = first!.events.find((event) => event.name === 'exception')
+    const message = String(exception?.attributes?.['exception.message'])
+    expect(message).toMatch(/^attempt one fails x+/)
+    // Cut to the size the job keeps of an error.
+    expect(Buffer.byteLength(message)).toBeLessThanOrEqual(MAX_ERROR_BYTES)
+    expect(second!.attributes).toMatchObject({ 'drizzle_jobs.attempt': 2, 'drizzle_jobs.outcome': 'done' })
+    expect(second!.status.code).not.toBe(SpanStatusCode.ERROR)
+    // The step's function ran once, in the first attempt, in a span of its own; the second found it kept.
+    const steps = spansNamed('step lookup')
+    expect(steps).toHaveLength(1)
+    expect(parentOf(steps[0]!)).toBe(first!.spanContext().spanId)
+    expect(second!.events.map((event) => [event.name, event.attributes?.['drizzle_jobs.step']])).toContainEqual(['step replayed', 'lookup'])
+  })
+
+  test(`${on} a batch added together is one PRODUCER span, whose context each job keeps`, async () => {
+    const queue = defineQueue<{ n: number }>('batch')
+    await enqueueMany(t.db, queue, [
+      { value: { n: 1 }, id: 'a' },
+      { value: { n: 2 }, id: 'b' },
+    ])
+    const [send] = spansNamed('send batch')
+    expect(send!.attributes).toMatchObject({ 'messaging.batch.message_count': 2, 'messaging.destination.name': 'batch' })
+    const rows = await t.query<{ trace_context: string }>(`select trace_context from jobs_job order by id`)
+    expect(rows.map((row) => (JSON.parse(row.trace_context) as { traceparent: string }).traceparent)).toEqual([
+      `00-${send!.spanContext().traceId}-${send!.spanContext().spanId}-01`,
+      `00-${send!.spanContext().traceId}-${send!.spanContext().spanId}-01`,
+    ])
+  })
+
+  test(`${on} configureTelemetry sends the spans to the app's own provider, not the global one`, async () => {
+    const own = new InMemorySpanExporter()
+    configureTelemetry({ tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(own)] }) })
+    try {
+      await enqueue(t.db, defineQueue('own'), null, { id: 'mine' })
+      expect(own.getFinishedSpans().map((span) => span.name)).toEqual(['send own'])
+      expect(spansNamed('send own')).toEqual([])
+    } finally {
+      configureTelemetry({ tracerProvider: null })
+    }
+  })
+
+  test(`${on} with no SDK registered nothing is recorded and no trace context is stored`, async () => {
+    unregisterSdk()
+    try {
+      const queue = defineQueue<{ n: number }>('untraced')
+      await enqueue(t.db, queue, { n: 1 }, { id: 'plain' })
+      const [row] = await t.query<{ trace_context: string | null }>(`select trace_context from jobs_job where id = 'plain'`)
+      expect(row!.trace_context).toBeNull()
+      let ran = false
+      workers.push(work(t.db, queue, () => void (ran = true), { pollInterval: '20ms' }))
+      await waitFor(() => ran || undefined, 'the run')
+      expect(exporter.getFinishedSpans()).toEqual([])
+    } finally {
+      registerSdk()
+    }
+  })
+})
