@@ -39,8 +39,8 @@ export type { JobWatch, WatchOptions } from './queue/watch.js'
 
 /** Errors, and the shared types. */
 /** OpenTelemetry (an optional peer): spans of adds, runs and steps, on the global tracer provider or the app's. */
-export { configureTelemetry } from './telemetry/trace.js'
-export type { TelemetryOptions, TracerProviderLike } from './telemetry/trace.js'
+export { configureTelemetry } from './telemetry/api.js'
+export type { MeterProviderLike, TelemetryOptions, TracerProviderLike } from './telemetry/api.js'
 
 export { JobsError, isJobsError } from './errors.js'
 export type { JobsErrorCode } from './errors.js'

@@ -6,6 +6,7 @@
 import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { configureTelemetry, defineQueue, enqueue, enqueueMany, type Run, work } from '../src/index.js'
@@ -32,6 +33,21 @@ function unregisterSdk(): void {
 }
 
 afterAll(() => unregisterSdk())
+
+/** A reader the test collects from when it wants. */
+class TestReader extends MetricReader {
+  protected override async onForceFlush(): Promise<void> {}
+  protected override async onShutdown(): Promise<void> {}
+}
+
+/** The data points collected now, by metric name. */
+async function collected(reader: MetricReader): Promise<Map<string, { attributes: Record<string, unknown>; value: unknown }[]>> {
+  const { resourceMetrics } = await reader.collect()
+  const byName = new Map<string, { attributes: Record<string, unknown>; value: unknown }[]>()
+  for (const scope of resourceMetrics.scopeMetrics)
+    for (const metric of scope.metrics) byName.set(metric.descriptor.name, metric.dataPoints as never)
+  return byName
+}
 
 const spansNamed = (name: string): ReadableSpan[] => exporter.getFinishedSpans().filter((span) => span.name === name)
 const parentOf = (span: ReadableSpan): string | undefined => span.parentSpanContext?.spanId
@@ -131,6 +147,54 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
       expect(spansNamed('send own')).toEqual([])
     } finally {
       configureTelemetry({ tracerProvider: null })
+    }
+  })
+
+  test(`${on} metrics: jobs added, runs started and ended by outcome with their durations, the wait from run_at, and the queue's jobs by state`, async () => {
+    const reader = new TestReader()
+    configureTelemetry({ meterProvider: new MeterProvider({ readers: [reader] }) })
+    try {
+      const queue = defineQueue<{ n: number }>('metered', { attempts: 2, backoff: { initial: '10ms', max: '10ms' } })
+      await enqueue(t.db, queue, { n: 1 }, { id: 'one' })
+      await enqueueMany(t.db, queue, [{ value: { n: 2 } }, { value: { n: 3 } }])
+      await enqueue(t.db, queue, { n: 4 }, { id: 'one' })
+      workers.push(
+        work(
+          t.db,
+          queue,
+          (value, run) => {
+            if (value.n === 1 && run.attempt === 1) throw new Error('once')
+          },
+          { pollInterval: '20ms' },
+        ),
+      )
+      await waitFor(async () => (await t.query(`select 1 from jobs_job where state = 'done'`)).length === 3 || undefined, 'the runs')
+      await waitFor(async () => {
+        const metrics = await collected(reader)
+        return (metrics.get('messaging.process.duration')?.length ?? 0) >= 2 || undefined
+      }, 'the runs to be recorded')
+      const metrics = await collected(reader)
+      const sum = (name: string) => (metrics.get(name) ?? []).reduce((total, point) => total + Number(point.value), 0)
+      expect(sum('messaging.client.sent.messages')).toBe(3)
+      expect(sum('messaging.client.consumed.messages')).toBe(4)
+      const byOutcome = Object.fromEntries(
+        (metrics.get('messaging.process.duration') ?? []).map((point) => [
+          point.attributes['drizzle_jobs.outcome'],
+          (point.value as { count: number }).count,
+        ]),
+      )
+      expect(byOutcome).toEqual({ done: 3, retry: 1 })
+      const waits = metrics.get('drizzle_jobs.job.wait.duration') ?? []
+      expect(waits.reduce((total, point) => total + (point.value as { count: number }).count, 0)).toBe(4)
+      const byState = Object.fromEntries(
+        (metrics.get('drizzle_jobs.queue.jobs') ?? []).map((point) => [point.attributes['drizzle_jobs.job.state'], point.value]),
+      )
+      expect(byState).toMatchObject({ done: 3, waiting: 0, running: 0, failed: 0 })
+      for (const points of metrics.values())
+        for (const point of points)
+          expect(point.attributes).toMatchObject({ 'messaging.system': 'drizzle-jobs', 'messaging.destination.name': 'metered' })
+    } finally {
+      configureTelemetry({})
     }
   })
 

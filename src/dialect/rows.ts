@@ -87,7 +87,10 @@ export interface HeldRun {
 }
 
 /** A claimed job: `attempts` is the attempt the claim starts; `abandoned` is 1 when its last run was abandoned, so this run goes alone in its worker. */
-export type ClaimedJob = Pick<JobRow, 'seq' | 'id' | 'grp' | 'value' | 'attempts' | 'maxAttempts' | 'abandoned' | 'traceContext'> & {
+export type ClaimedJob = Pick<
+  JobRow,
+  'seq' | 'id' | 'grp' | 'value' | 'attempts' | 'maxAttempts' | 'abandoned' | 'traceContext' | 'runAt'
+> & {
   /** The state the claim took it from. */
   claimedFrom: 'waiting' | 'scheduled'
 }

@@ -8,7 +8,8 @@ import type { QueueDefinition } from './definition.js'
 import { parseStoredValue } from '../stored.js'
 import { timeoutError, transitionFor, type RunEnd, type Transition } from './outcome.js'
 import type { Run, RunContext } from './run.js'
-import { startProcess } from '../telemetry/trace.js'
+import { runEnded, runStarted } from '../telemetry/metrics.js'
+import { runOutcome, startProcess } from '../telemetry/trace.js'
 
 /** What the executor calls: a handler with its value type erased. @internal */
 export type RunHandler = (value: unknown, run: Run) => unknown
@@ -25,6 +26,8 @@ export async function execute(
   handler: RunHandler,
   clock: () => number,
 ): Promise<Transition | null> {
+  const started = performance.now()
+  runStarted(queue.name, run.runAt, clock())
   const span = startProcess({ queue: queue.name, id: run.id, attempt: run.attempt, traceContext: run.traceContext })
   run.trace = span
   let timedOut = false
@@ -48,6 +51,7 @@ export async function execute(
   if (timedOut) end = { kind: 'threw', error: timeoutError(queue.timeoutMs) }
   const transition = run.lost ? null : transitionFor(queue, { attempt: run.attempt, maxAttempts: run.attempts }, end, clock())
   span?.end(transition)
+  runEnded(queue.name, runOutcome(transition), performance.now() - started)
   return transition
 }
 

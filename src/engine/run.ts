@@ -69,6 +69,8 @@ export class RunContext implements Run {
   readonly seq: number
   /** The trace context stored with the job: its run's span is the child of it. @internal */
   readonly traceContext: string | null
+  /** When the job was due (ms since the epoch): its wait ends as the run starts. @internal */
+  readonly runAt: number
   /** The run's span, where a trace is recorded: each step whose function runs gets one of its own. @internal */
   trace: ProcessSpan | null = null
   /** Set once the lease is known lost: nothing this run writes will land. */
@@ -96,6 +98,7 @@ export class RunContext implements Run {
     this.attempt = job.attempts
     this.attempts = job.maxAttempts
     this.traceContext = job.traceContext
+    this.runAt = job.runAt
     this.progressKey = runKey(owner, job.seq, job.attempts)
   }
 

@@ -12,6 +12,7 @@ import { noShift, shift, writeShift } from '../engine/counts.js'
 import { newJobId } from './job-id.js'
 import { jobsChanged, notifyOthers } from '../engine/wake.js'
 import { checkKnownOptions } from '../options.js'
+import { jobsAdded } from '../telemetry/metrics.js'
 import { startSend, type SendSpan } from '../telemetry/trace.js'
 
 /** The options of one added job. */
@@ -80,7 +81,10 @@ export function enqueue<T>(tx: Database, queue: Queue<T>, value: NoInfer<T>, opt
       send,
       () => (connection.inTransaction() ? connection.join(add) : connection.write(add)),
       (added): Enqueued => {
-        if (added) jobsChanged(connection.key, queue.name, 'added', [])
+        if (added) {
+          jobsChanged(connection.key, queue.name, 'added', [])
+          jobsAdded(queue.name, 1)
+        }
         return { id: row.id, added }
       },
     )
@@ -147,6 +151,7 @@ export function enqueueMany<T>(
       () => connection.write((db) => addJobs(db, queue, rows, send.traceContext)),
       (results) => {
         if (results.some((result) => result.added)) jobsChanged(connection.key, queue.name, 'added', [])
+        jobsAdded(queue.name, results.filter((result) => result.added).length)
         return results
       },
     )

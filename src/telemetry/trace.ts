@@ -16,55 +16,14 @@
  * or with no SDK registered, nothing is recorded and no context is stored,
  * at the cost of a check.
  */
-import { createRequire } from 'node:module'
 import type * as Otel from '@opentelemetry/api'
 import type { RunEndParams as Transition } from '../dialect/index.js'
+import { MESSAGING_SYSTEM, otel, providers, type Api } from './api.js'
 
-type Api = typeof Otel
-
-/** Where spans go: OpenTelemetry's TracerProvider, as `@opentelemetry/api` types it. */
-export interface TracerProviderLike {
-  getTracer(name: string, version?: string): unknown
-}
-
-/** The system's name in every span and metric (`messaging.system`). */
-export const MESSAGING_SYSTEM = 'drizzle-jobs'
 const TRACER_NAME = 'drizzle-jobs'
 
-let api: Api | null | undefined
-let defaultProvider: TracerProviderLike | null = null
-
-/** The OpenTelemetry API, or null where the app does not have it. */
-export function otel(): Api | null {
-  if (api === undefined) {
-    try {
-      api = createRequire(import.meta.url)('@opentelemetry/api') as Api
-    } catch {
-      api = null
-    }
-  }
-  return api
-}
-
-/** What {@link configureTelemetry} takes. */
-export interface TelemetryOptions {
-  /** The TracerProvider that adds, runs and schedules record their spans with; null or absent: the global one. */
-  tracerProvider?: TracerProviderLike | null
-}
-
-/**
- * Sets where drizzle-jobs records its spans, in place of OpenTelemetry's global tracer provider (the default). The
- * app's SDK decides where they go: drizzle-jobs exports nothing itself.
- *
- * @example
- * configureTelemetry({ tracerProvider: provider })
- */
-export function configureTelemetry(options: TelemetryOptions): void {
-  defaultProvider = options.tracerProvider ?? null
-}
-
-function tracerOf(otelApi: Api, provider: TracerProviderLike | null | undefined): Otel.Tracer {
-  const chosen = provider ?? defaultProvider
+function tracerOf(otelApi: Api): Otel.Tracer {
+  const chosen = providers.tracerProvider
   return (chosen ? chosen.getTracer(TRACER_NAME) : otelApi.trace.getTracer(TRACER_NAME)) as Otel.Tracer
 }
 
@@ -82,10 +41,7 @@ const NO_SEND: SendSpan = { traceContext: null, end() {} }
  * Starts the producer span of an add of `count` jobs to `queue` (`id` when it is one): on the app's current context,
  * or, for a schedule's slot, as the root of a trace of its own.
  */
-export function startSend(
-  queue: string,
-  { id, count, root = false, provider }: { id?: string; count: number; root?: boolean; provider?: TracerProviderLike | null },
-): SendSpan {
+export function startSend(queue: string, { id, count, root = false }: { id?: string; count: number; root?: boolean }): SendSpan {
   const otelApi = otel()
   if (otelApi === null) return NO_SEND
   const attributes: Otel.Attributes = {
@@ -97,7 +53,7 @@ export function startSend(
   if (id !== undefined) attributes['messaging.message.id'] = id
   if (count !== 1) attributes['messaging.batch.message_count'] = count
   const parent = root ? otelApi.ROOT_CONTEXT : otelApi.context.active()
-  const span = tracerOf(otelApi, provider).startSpan(`send ${queue}`, { kind: otelApi.SpanKind.PRODUCER, attributes }, parent)
+  const span = tracerOf(otelApi).startSpan(`send ${queue}`, { kind: otelApi.SpanKind.PRODUCER, attributes }, parent)
   if (!span.isRecording()) {
     span.end()
     return NO_SEND
@@ -145,11 +101,11 @@ export function runOutcome(transition: Transition | null): RunOutcome {
 }
 
 /** Starts the consumer span of a run, the child of the context stored with its job; null where nothing is recorded. */
-export function startProcess(run: RunFacts, provider?: TracerProviderLike | null): ProcessSpan | null {
+export function startProcess(run: RunFacts): ProcessSpan | null {
   const otelApi = otel()
   if (otelApi === null) return null
   const parent = storedContext(otelApi, run.traceContext)
-  const span = tracerOf(otelApi, provider).startSpan(
+  const span = tracerOf(otelApi).startSpan(
     `process ${run.queue}`,
     {
       kind: otelApi.SpanKind.CONSUMER,
@@ -169,7 +125,7 @@ export function startProcess(run: RunFacts, provider?: TracerProviderLike | null
     return null
   }
   const active = otelApi.trace.setSpan(parent, span)
-  const tracer = tracerOf(otelApi, provider)
+  const tracer = tracerOf(otelApi)
   return {
     within: (fn) => otelApi.context.with(active, fn),
     step(name, fn) {

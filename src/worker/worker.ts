@@ -5,6 +5,7 @@
  * the next claim's transaction, so a busy worker writes claims and ends in
  * batches.
  */
+import { observeQueue, renewalMissed } from '../telemetry/metrics.js'
 import { connectionOf, type Database } from '../dialect/open.js'
 import { whenAnswered, type Answer, type Connection } from '../dialect/index.js'
 import { describe, toTimerMs, type Duration } from '../duration.js'
@@ -207,6 +208,8 @@ class QueueWorker implements Worker {
   /** Adds the jobs of its queue's due schedule slots (JOB-21). */
   private readonly schedules: ScheduleTimer
   private unsubscribeSchedules = () => {}
+  /** Stops the observation of the queue's jobs by state (telemetry/metrics.ts). */
+  private stopObserving: () => void = () => {}
   /** The worker's own tasks under way (a poll, a renewal, a maintenance pass): `stop` waits for them. */
   private readonly tasks = new Set<Promise<void>>()
   private stopping = false
@@ -265,6 +268,8 @@ class QueueWorker implements Worker {
     this.unsubscribeSchedules = onSchedulesChanged(connection.key, (queue) => {
       if (queue === this.queue) this.track(this.schedules.pass())
     })
+    // The queue's jobs by state, read from the counts the engine keeps each time the app's SDK collects metrics.
+    this.stopObserving = observeQueue(this.queue, async () => connection.executor.queueGetCounts(this.queue))
     this.timers.push(
       setInterval(() => this.track(this.pollForOtherWriters()), settings.pollIntervalMs),
       setInterval(() => this.track(this.renewLeases()), Math.max(1, Math.floor(settings.leaseMs / LEASE_RENEWALS_PER_LEASE))),
@@ -351,6 +356,7 @@ class QueueWorker implements Worker {
       if (this.flusher.hasPendingEnds) await sleep(BUSY_RETRY_MS)
     }
     for (const timer of this.timers) clearInterval(timer)
+    this.stopObserving()
     // A task that began before the stop (a maintenance pass, say) ends before the stop does.
     await Promise.all([...this.tasks, this.flusher.settled()])
     // A worker that never claimed wrote no row.
@@ -447,6 +453,8 @@ class QueueWorker implements Worker {
         () => this.stopping || performance.now() > giveUpAt,
       )
     } catch (error) {
+      // The renewal gave up: its runs may be taken over once the row expires.
+      renewalMissed(this.queue)
       if (!this.connection.isBusy(error)) this.settings.onError(error)
     }
   }

@@ -368,7 +368,7 @@ export const SQL = {
   claimed as (
     update jobs_job j set state = 'running', attempts = j.attempts + 1, owner = @owner::text
     from picked p where j.seq = p.seq
-    returning j.seq, j.id, j.grp, j.value, p.state as claimed_from, j.attempts, j.max_attempts, j.abandoned, j.trace_context, p.pos
+    returning j.seq, j.id, j.grp, j.value, p.state as claimed_from, j.attempts, j.max_attempts, j.abandoned, j.trace_context, j.run_at, p.pos
   ),
   renewed as (${RENEW_IF_CLAIMED}),
   waiters_set as (
@@ -379,15 +379,15 @@ export const SQL = {
     where @notify::int = 1 and exists (select 1 from claimed)
   )
   (select 'claimed' as part, seq::float8 as seq, id, grp, value::text as value, claimed_from as "claimedFrom", attempts,
-    max_attempts as "maxAttempts", abandoned::int as abandoned, trace_context as "traceContext"
+    max_attempts as "maxAttempts", abandoned::int as abandoned, trace_context as "traceContext", ${ms('run_at')} as "runAt"
    from claimed order by pos)
   union all
-  select distinct 'held', null::float8, null::text, grp, null::text, null::text, null::int, null::int, null::int, null::text
+  select distinct 'held', null::float8, null::text, grp, null::text, null::text, null::int, null::int, null::int, null::text, null::float8
   from ranked
   where grp is not null and (cap_room is null or rn <= cap_room) and rate_room is not null and rn > rate_room
     and pos < coalesce((select max(pos) from picked having count(*) = @limit::bigint), 9223372036854775807)
   union all
-  select 'notice', null, null, null, null, null, null, null, null, null from notice`,
+  select 'notice', null, null, null, null, null, null, null, null, null, null from notice`,
   ),
   /**
    * Ends runs of the worker @owner, each with its own next state, behind the fence (terms.ts), with a rescue's expiry
@@ -474,15 +474,16 @@ export const SQL = {
     where k.kind is not null
   )
   select 'ended' as part, seq::float8 as seq, null::text as id, null::text as grp, null::text as value, null::text as "claimedFrom",
-    null::int as attempts, null::int as "maxAttempts", null::int as abandoned, null::text as "traceContext"
+    null::int as attempts, null::int as "maxAttempts", null::int as abandoned, null::text as "traceContext", null::float8 as "runAt"
   from ended
   union all
-  (select 'claimed', seq::float8, id, grp, value::text, claimed_from, attempts, max_attempts, abandoned::int, trace_context
+  (select 'claimed', seq::float8, id, grp, value::text, claimed_from, attempts, max_attempts, abandoned::int, trace_context,
+     ${ms('run_at')}
    from claimed order by priority, run_at, seq)
   union all
-  select 'policy', null, null, null, null, null, null, null, null, null from policy where planned and not paused
+  select 'policy', null, null, null, null, null, null, null, null, null, null from policy where planned and not paused
   union all
-  select 'notice', null, null, null, null, null, null, null, null, null from notice`,
+  select 'notice', null, null, null, null, null, null, null, null, null, null from notice`,
   ),
 
   /**

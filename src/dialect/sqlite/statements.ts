@@ -33,7 +33,7 @@ import { ENDED, fence, LIMIT, RUNNABLE } from './terms.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
 const CLAIMED = `seq, id, grp, value, state as claimedFrom, attempts + 1 as attempts, max_attempts as maxAttempts, abandoned,
-  trace_context as traceContext`
+  trace_context as traceContext, run_at as runAt`
 
 /** Which jobs a statement for one job, or for several, writes. */
 const IN_SEQS = `in (select value from json_each(@seqs))`

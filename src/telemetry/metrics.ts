@@ -1,0 +1,118 @@
+/**
+ * Metrics, named as OpenTelemetry's semantic conventions for messaging name
+ * them where they have a name, under `drizzle_jobs.` where they do not:
+ *
+ * - `messaging.client.sent.messages` ({message}): jobs added;
+ * - `messaging.client.consumed.messages` ({message}): runs started;
+ * - `messaging.process.duration` (s): runs, by `drizzle_jobs.outcome`; its
+ *   count is the runs ended by outcome;
+ * - `drizzle_jobs.job.wait.duration` (s): from a job's `run_at` to its run's
+ *   start;
+ * - `drizzle_jobs.queue.jobs` ({job}): the jobs of each queue a worker runs,
+ *   by `drizzle_jobs.job.state`, an observable gauge read from the counts the
+ *   engine keeps;
+ * - `drizzle_jobs.lease.renewals.missed` ({renewal}): renewals of a worker's
+ *   lease that gave up (a database busy or unreachable for a third of a
+ *   lease), after which its runs may be taken over.
+ *
+ * With no SDK registered the instruments are OpenTelemetry's no-ops.
+ */
+import type * as Otel from '@opentelemetry/api'
+import type { CountsRow } from '../dialect/index.js'
+import { STATES } from '../types.js'
+import { MESSAGING_SYSTEM, otel, providers } from './api.js'
+import type { RunOutcome } from './trace.js'
+
+const METER_NAME = 'drizzle-jobs'
+/** The buckets the conventions give for durations, in seconds. */
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
+
+interface Instruments {
+  readonly meter: Otel.Meter
+  readonly sent: Otel.Counter
+  readonly consumed: Otel.Counter
+  readonly processDuration: Otel.Histogram
+  readonly waitDuration: Otel.Histogram
+  readonly renewalsMissed: Otel.Counter
+  readonly queueJobs: Otel.ObservableGauge
+}
+
+/** The instruments of the meter provider in use, made once per provider. */
+let made: { provider: unknown; instruments: Instruments } | null = null
+
+function instruments(): Instruments | null {
+  const otelApi = otel()
+  if (otelApi === null) return null
+  const provider = providers.meterProvider ?? otelApi.metrics.getMeterProvider()
+  if (made?.provider !== provider) made = { provider, instruments: makeInstruments(provider as Otel.MeterProvider) }
+  return made.instruments
+}
+
+function makeInstruments(provider: Otel.MeterProvider): Instruments {
+  const meter = provider.getMeter(METER_NAME)
+  return {
+    meter,
+    sent: meter.createCounter('messaging.client.sent.messages', { unit: '{message}', description: 'Jobs added.' }),
+    consumed: meter.createCounter('messaging.client.consumed.messages', { unit: '{message}', description: 'Runs started.' }),
+    processDuration: meter.createHistogram('messaging.process.duration', {
+      unit: 's',
+      description: 'How long runs took, by outcome.',
+      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+    }),
+    waitDuration: meter.createHistogram('drizzle_jobs.job.wait.duration', {
+      unit: 's',
+      description: "From a job's run_at to its run's start.",
+      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+    }),
+    renewalsMissed: meter.createCounter('drizzle_jobs.lease.renewals.missed', {
+      unit: '{renewal}',
+      description: "Renewals of a worker's lease that gave up.",
+    }),
+    queueJobs: meter.createObservableGauge('drizzle_jobs.queue.jobs', { unit: '{job}', description: 'Jobs of a queue, by state.' }),
+  }
+}
+
+function attributesOf(queue: string, operation?: 'send' | 'process'): Otel.Attributes {
+  const attributes: Otel.Attributes = { 'messaging.system': MESSAGING_SYSTEM, 'messaging.destination.name': queue }
+  if (operation) attributes['messaging.operation.name'] = operation
+  return attributes
+}
+
+/** Counts jobs added to `queue`. */
+export function jobsAdded(queue: string, count: number): void {
+  if (count > 0) instruments()?.sent.add(count, attributesOf(queue, 'send'))
+}
+
+/** Counts a run's start, and how long its job waited past its `run_at` (ms since the epoch) until `startedAt`. */
+export function runStarted(queue: string, runAt: number, startedAt: number): void {
+  const made = instruments()
+  if (!made) return
+  made.consumed.add(1, attributesOf(queue, 'process'))
+  made.waitDuration.record(Math.max(0, startedAt - runAt) / 1_000, attributesOf(queue))
+}
+
+/** Records a run's end: how it ended and how long it took, in ms. */
+export function runEnded(queue: string, outcome: RunOutcome, ms: number): void {
+  instruments()?.processDuration.record(ms / 1_000, { ...attributesOf(queue, 'process'), 'drizzle_jobs.outcome': outcome })
+}
+
+/** Counts a renewal of a worker's lease that gave up. */
+export function renewalMissed(queue: string): void {
+  instruments()?.renewalsMissed.add(1, attributesOf(queue))
+}
+
+/**
+ * Observes the jobs of `queue` by state, read by `read` (the counts the engine keeps) each time the SDK collects;
+ * answers the stop.
+ */
+export function observeQueue(queue: string, read: () => Promise<CountsRow | undefined>): () => void {
+  const made = instruments()
+  if (!made) return () => {}
+  const callback = async (result: Otel.ObservableResult) => {
+    const counts = await read().catch(() => undefined)
+    if (!counts) return
+    for (const state of STATES) result.observe(counts[state], { ...attributesOf(queue), 'drizzle_jobs.job.state': state })
+  }
+  made.queueJobs.addCallback(callback)
+  return () => made.queueJobs.removeCallback(callback)
+}
