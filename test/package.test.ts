@@ -139,6 +139,7 @@ test('package peers: each range is made of the lines a test runs, each from the 
   expect(pkg.peerDependencies).toEqual({
     '@electric-sql/pglite': expect.any(String),
     '@libsql/client': expect.any(String),
+    '@opentelemetry/api': expect.any(String),
     'better-sqlite3': expect.any(String),
     'drizzle-orm': expect.any(String),
     pg: expect.any(String),
@@ -148,6 +149,7 @@ test('package peers: each range is made of the lines a test runs, each from the 
   expect(pkg.peerDependenciesMeta).toEqual({
     '@electric-sql/pglite': { optional: true },
     '@libsql/client': { optional: true },
+    '@opentelemetry/api': { optional: true },
     'better-sqlite3': { optional: true },
     pg: { optional: true },
     postgres: { optional: true },
@@ -160,6 +162,7 @@ test('package peers: each range is made of the lines a test runs, each from the 
   const tested: Record<string, string[]> = {
     '@electric-sql/pglite': [oldest('@electric-sql/pglite')[0]!, devVersion('@electric-sql/pglite')],
     '@libsql/client': [devVersion('@libsql/client')],
+    '@opentelemetry/api': [devVersion('@opentelemetry/api')],
     'better-sqlite3': [devVersion('better-sqlite3')],
     'drizzle-orm': [devVersion('drizzle-orm'), DRIZZLE_1],
     pg: [devVersion('pg')],

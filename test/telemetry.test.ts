@@ -3,7 +3,9 @@
  * a request's span and of the runs of its job, and the test checks their names, kinds, parents and attributes, the
  * trace context stored with the job, the steps' spans and the errors recorded. Without an SDK nothing is stored.
  */
-import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
@@ -12,6 +14,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { configureTelemetry, defineQueue, enqueue, enqueueMany, type Run, work } from '../src/index.js'
 import { CONTRACT_DATABASES, CONTRACT_TEST_MS, eachContractDb } from './helpers/dialects.js'
 import { waitFor } from './helpers/wait.js'
+import { started, startFixture } from './helpers/processes.js'
+import { traced } from './fixtures/contract-queues.js'
 import { MAX_ERROR_BYTES } from '../src/limits.js'
 
 const exporter = new InMemorySpanExporter()
@@ -122,6 +126,58 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
     expect(parentOf(steps[0]!)).toBe(first!.spanContext().spanId)
     expect(second!.events.map((event) => [event.name, event.attributes?.['drizzle_jobs.step']])).toContainEqual(['step replayed', 'lookup'])
   })
+
+  // PGlite serves one process: no other process holds its database.
+  if (dialect !== 'pglite')
+    test(`${on} the context flows from an HTTP request that adds a job in its transaction, in this process, to the run in a worker of another process`, async () => {
+      const tracer = trace.getTracer('the app')
+      const server = createServer((request, response) => {
+        // The server's span continues the client's trace, as an HTTP instrumentation's does.
+        const incoming = propagation.extract(ROOT_CONTEXT, request.headers)
+        const span = tracer.startSpan('POST /messages', { kind: SpanKind.SERVER }, incoming)
+        context
+          .with(trace.setSpan(incoming, span), async () => {
+            if (t.sqlite) t.sqlite.transaction((tx) => void enqueue(tx, traced, { n: 1 }, { id: 'from-http' }))
+            else await t.inTransaction!(async (tx) => void (await enqueue(tx, traced, { n: 1 }, { id: 'from-http' })))
+          })
+          .then(
+            () => response.end('added'),
+            (error: unknown) => response.writeHead(500).end(String(error)),
+          )
+          .finally(() => span.end())
+      })
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+      try {
+        const client = tracer.startSpan('client', { kind: SpanKind.CLIENT })
+        const headers: Record<string, string> = {}
+        propagation.inject(trace.setSpan(ROOT_CONTEXT, client), headers)
+        const { port } = server.address() as AddressInfo
+        const answer = await fetch(`http://127.0.0.1:${port}/messages`, { method: 'POST', headers })
+        client.end()
+        expect(await answer.text()).toBe('added')
+        const [send] = spansNamed('send traced')
+        expect(send!.spanContext().traceId).toBe(client.spanContext().traceId)
+        expect(parentOf(send!)).toBe(spansNamed('POST /messages')[0]!.spanContext().spanId)
+
+        const child = startFixture('contract-child.ts', ['work', t.address, 'traced'])
+        await started(child, 'working', 'the traced worker')
+        const printed = () =>
+          child
+            .output()
+            .split('\n')
+            .filter((line) => line.startsWith('span '))
+            .map((line) => JSON.parse(line.slice(5)) as { name: string; kind: number; traceId: string; spanId: string; parent?: string })
+        await waitFor(() => printed().some((span) => span.name === 'process traced') || undefined, 'the run in the other process')
+        const run = printed().find((span) => span.name === 'process traced')!
+        expect(run).toMatchObject({ kind: SpanKind.CONSUMER, traceId: client.spanContext().traceId, parent: send!.spanContext().spanId })
+        expect(printed().find((span) => span.name === 'step one')).toMatchObject({
+          traceId: client.spanContext().traceId,
+          parent: run.spanId,
+        })
+      } finally {
+        await new Promise((resolve) => server.close(resolve))
+      }
+    })
 
   test(`${on} a batch added together is one PRODUCER span, whose context each job keeps`, async () => {
     const queue = defineQueue<{ n: number }>('batch')

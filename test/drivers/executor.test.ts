@@ -251,7 +251,11 @@ describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('%s', (_n
     test(`JOB-17 ${on} a claim takes due runnable jobs in priority, run_at, seq order, counts the attempt and names its worker, whose row it writes`, async () => {
       const seqs = await addJobs(c(), [
         newJob('replies', 'late', { runAt: NOW - 1_000 }),
-        newJob('replies', 'urgent', { priority: -5, runAt: NOW - 10 }),
+        newJob('replies', 'urgent', {
+          priority: -5,
+          runAt: NOW - 10,
+          traceContext: '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}',
+        }),
         newJob('replies', 'early', { runAt: NOW - 5_000 }),
         newJob('replies', 'same-time-1', { runAt: NOW - 1_000 }),
         newJob('replies', 'future', { runAt: NOW + 60_000 }),
@@ -269,7 +273,11 @@ describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('%s', (_n
         maxAttempts: 3,
         abandoned: 0,
         claimedFrom: 'waiting',
+        // What the run's span and its wait are made of: the trace context stored with the job, and when it was due.
+        traceContext: '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}',
+        runAt: NOW - 10,
       })
+      expect(claimed[1]).toMatchObject({ traceContext: null, runAt: NOW - 5_000 })
       expect(claimed[2]!.claimedFrom).toBe('scheduled')
       expect(await d.owned()).toEqual(['due-scheduled:owner-1', 'early:owner-1', 'late:owner-1', 'urgent:owner-1'])
       expect(await d.job(seqs.get('urgent')!)).toMatchObject({ state: 'running', attempts: 1 })

@@ -95,8 +95,9 @@ test('the migrations create the tables with their documented columns and types',
     'result jsonb',
     'error_stack text',
     'abandoned boolean not null default false',
-    // Added by a later migration: last in the table's order.
+    // Added by later migrations: last in the table's order.
     'owner text',
+    'trace_context text',
   ])
   expect(await columns('jobs_step')).toEqual(['job bigint not null', 'name text not null', 'answer jsonb', 'seq bigint not null'])
   expect(await columns('jobs_lease')).toEqual([
@@ -240,6 +241,7 @@ describe.each(drivers)('on %s', (_, open) => {
       errorStack: null,
       owner: null,
       abandoned: false,
+      traceContext: null,
     })
     expect(first.runAt.getTime()).toBe(first.createdAt.getTime())
     // The JSON null, not SQL's: the column is never empty.
