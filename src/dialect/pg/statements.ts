@@ -89,6 +89,20 @@ const RENEW_IF_CLAIMED = `insert into jobs_lease (owner, host, pid, expires_at, 
     on conflict (owner) do update set expires_at = greatest(jobs_lease.expires_at, excluded.expires_at), channel = excluded.channel`
 
 /**
+ * A flush's CTEs for the worker @owner's own ends in @ends (an ends array, endsAsJson): `ended`, each run's end behind
+ * its fence (terms.ts runningFor) with its own next state, and `dropped_steps`, the steps of the jobs that ended.
+ */
+const OWN_ENDS = `ended as (
+    update jobs_job j set ${endEach('j', 'e.row')}
+    from jsonb_array_elements(@ends::jsonb) as e(row)
+    where j.seq = (e.row ->> 0)::bigint and ${runningFor('j', '(e.row ->> 1)::int')}
+    returning j.seq, j.state
+  ),
+  dropped_steps as (
+    delete from jobs_step where job in (select seq from ended where ${ENDED})
+  )`
+
+/**
  * The running jobs of @queue: the entries of jobs_job_running for the queue, a few however many jobs it holds. Every
  * count of runs under way (for limits, per group) reads them.
  */
@@ -258,15 +272,7 @@ export const SQL = {
     }
   >(
     'claimPolicy',
-    `with ended as (
-    update jobs_job j set ${endEach('j', 'e.row')}
-    from jsonb_array_elements(@ends::jsonb) as e(row)
-    where j.seq = (e.row ->> 0)::bigint and ${runningFor('j', '(e.row ->> 1)::int')}
-    returning j.seq, j.state
-  ),
-  dropped_steps as (
-    delete from jobs_step where job in (select seq from ended where ${ENDED})
-  ),
+    `with ${OWN_ENDS},
   notice as (
     select pg_notify('${NOTICE_CHANNEL}', 'ended:' || @queue::text) as sent
     where @notify::int = 1 and exists (select 1 from ended)
@@ -440,15 +446,7 @@ export const SQL = {
     FlushRow
   >(
     'flush',
-    `with ended as (
-    update jobs_job j set ${endEach('j', 'e.row')}
-    from jsonb_array_elements(@ends::jsonb) as e(row)
-    where j.seq = (e.row ->> 0)::bigint and ${runningFor('j', '(e.row ->> 1)::int')}
-    returning j.seq, j.state
-  ),
-  dropped_steps as (
-    delete from jobs_step where job in (select seq from ended where ${ENDED})
-  ),
+    `with ${OWN_ENDS},
   policy as materialized (
     select coalesce(bool_or(q.paused), false) as paused,
       coalesce(bool_or(q.concurrency is not null or q.concurrency_per_group is not null or q.rate_limit is not null), false)
