@@ -37,10 +37,10 @@ class Reader extends MetricReader {
 
 async function drain(mode: Mode): Promise<number> {
   if (mode === 'sdk') {
-    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
+    if (!process.env.NO_ALS) context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
     propagation.setGlobalPropagator(new W3CTraceContextPropagator())
     trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(dropping)] }))
-    configureTelemetry({ meterProvider: new MeterProvider({ readers: [new Reader()] }) })
+    if (!process.env.NO_METRICS) configureTelemetry({ meterProvider: new MeterProvider({ readers: [new Reader()] }) })
   }
   return withSqliteDatabase(async (_client, db) => {
     const queue = defineQueue('traced')

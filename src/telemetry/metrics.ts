@@ -38,18 +38,21 @@ interface Instruments {
 }
 
 /** The instruments of the meter provider in use, made once per provider. */
-let made: { provider: unknown; instruments: Instruments } | null = null
+let made: { provider: unknown; instruments: Instruments | null } | null = null
 
+/** The instruments, or null where no SDK is registered (the global meter is the API's no-op one): nothing is recorded. */
 function instruments(): Instruments | null {
   const otelApi = otel()
   if (otelApi === null) return null
   const provider = providers.meterProvider ?? otelApi.metrics.getMeterProvider()
-  if (made?.provider !== provider) made = { provider, instruments: makeInstruments(provider as Otel.MeterProvider) }
+  if (made?.provider !== provider) {
+    const meter = (provider as Otel.MeterProvider).getMeter(METER_NAME)
+    made = { provider, instruments: meter === otelApi.createNoopMeter() ? null : makeInstruments(meter) }
+  }
   return made.instruments
 }
 
-function makeInstruments(provider: Otel.MeterProvider): Instruments {
-  const meter = provider.getMeter(METER_NAME)
+function makeInstruments(meter: Otel.Meter): Instruments {
   return {
     meter,
     sent: meter.createCounter('messaging.client.sent.messages', { unit: '{message}', description: 'Jobs added.' }),
@@ -72,33 +75,63 @@ function makeInstruments(provider: Otel.MeterProvider): Instruments {
   }
 }
 
-function attributesOf(queue: string, operation?: 'send' | 'process'): Otel.Attributes {
-  const attributes: Otel.Attributes = { 'messaging.system': MESSAGING_SYSTEM, 'messaging.destination.name': queue }
-  if (operation) attributes['messaging.operation.name'] = operation
+/** A queue's attributes, made once: the SDK reads them on every recording, and a run records three times. */
+interface QueueAttributes {
+  readonly plain: Otel.Attributes
+  readonly send: Otel.Attributes
+  readonly process: Otel.Attributes
+  readonly byOutcome: Map<RunOutcome, Otel.Attributes>
+  readonly byState: Map<string, Otel.Attributes>
+}
+
+const queueAttributes = new Map<string, QueueAttributes>()
+
+function attributesOf(queue: string): QueueAttributes {
+  let made = queueAttributes.get(queue)
+  if (!made) {
+    const plain = { 'messaging.system': MESSAGING_SYSTEM, 'messaging.destination.name': queue }
+    const process = { ...plain, 'messaging.operation.name': 'process' }
+    made = {
+      plain,
+      send: { ...plain, 'messaging.operation.name': 'send' },
+      process,
+      byOutcome: new Map(),
+      byState: new Map(STATES.map((state) => [state, { ...plain, 'drizzle_jobs.job.state': state }])),
+    }
+    queueAttributes.set(queue, made)
+  }
+  return made
+}
+
+function outcomeAttributes(queue: string, outcome: RunOutcome): Otel.Attributes {
+  const { process, byOutcome } = attributesOf(queue)
+  let attributes = byOutcome.get(outcome)
+  if (!attributes) byOutcome.set(outcome, (attributes = { ...process, 'drizzle_jobs.outcome': outcome }))
   return attributes
 }
 
 /** Counts jobs added to `queue`. */
 export function jobsAdded(queue: string, count: number): void {
-  if (count > 0) instruments()?.sent.add(count, attributesOf(queue, 'send'))
+  if (count > 0) instruments()?.sent.add(count, attributesOf(queue).send)
 }
 
 /** Counts a run's start, and how long its job waited past its `run_at` (ms since the epoch) until `startedAt`. */
 export function runStarted(queue: string, runAt: number, startedAt: number): void {
   const made = instruments()
   if (!made) return
-  made.consumed.add(1, attributesOf(queue, 'process'))
-  made.waitDuration.record(Math.max(0, startedAt - runAt) / 1_000, attributesOf(queue))
+  const attributes = attributesOf(queue)
+  made.consumed.add(1, attributes.process)
+  made.waitDuration.record(Math.max(0, startedAt - runAt) / 1_000, attributes.plain)
 }
 
 /** Records a run's end: how it ended and how long it took, in ms. */
 export function runEnded(queue: string, outcome: RunOutcome, ms: number): void {
-  instruments()?.processDuration.record(ms / 1_000, { ...attributesOf(queue, 'process'), 'drizzle_jobs.outcome': outcome })
+  instruments()?.processDuration.record(ms / 1_000, outcomeAttributes(queue, outcome))
 }
 
 /** Counts a renewal of a worker's lease that gave up. */
 export function renewalMissed(queue: string): void {
-  instruments()?.renewalsMissed.add(1, attributesOf(queue))
+  instruments()?.renewalsMissed.add(1, attributesOf(queue).plain)
 }
 
 /**
@@ -111,7 +144,8 @@ export function observeQueue(queue: string, read: () => Promise<CountsRow | unde
   const callback = async (result: Otel.ObservableResult) => {
     const counts = await read().catch(() => undefined)
     if (!counts) return
-    for (const state of STATES) result.observe(counts[state], { ...attributesOf(queue), 'drizzle_jobs.job.state': state })
+    const { byState } = attributesOf(queue)
+    for (const state of STATES) result.observe(counts[state], byState.get(state))
   }
   made.queueJobs.addCallback(callback)
   return () => made.queueJobs.removeCallback(callback)

@@ -22,9 +22,15 @@ import { MESSAGING_SYSTEM, otel, providers, type Api } from './api.js'
 
 const TRACER_NAME = 'drizzle-jobs'
 
-function tracerOf(otelApi: Api): Otel.Tracer {
-  const chosen = providers.tracerProvider
-  return (chosen ? chosen.getTracer(TRACER_NAME) : otelApi.trace.getTracer(TRACER_NAME)) as Otel.Tracer
+/** The tracer of the provider in use, made once per provider: a run asks for it every time. */
+let tracer: { provider: unknown; tracer: Otel.Tracer } | null = null
+
+/** The tracer spans are recorded with, or null where no SDK is registered: then an add or a run makes no span at all. */
+function tracerOf(otelApi: Api): Otel.Tracer | null {
+  const provider = providers.tracerProvider ?? otelApi.trace.getTracerProvider()
+  if (provider instanceof otelApi.ProxyTracerProvider && provider.getDelegateTracer(TRACER_NAME) === undefined) return null
+  if (tracer?.provider !== provider) tracer = { provider, tracer: provider.getTracer(TRACER_NAME) as Otel.Tracer }
+  return tracer.tracer
 }
 
 /** An add's producer span: end it once the add is written or refused. */
@@ -52,8 +58,10 @@ export function startSend(queue: string, { id, count, root = false }: { id?: str
   }
   if (id !== undefined) attributes['messaging.message.id'] = id
   if (count !== 1) attributes['messaging.batch.message_count'] = count
+  const tracer = tracerOf(otelApi)
+  if (tracer === null) return NO_SEND
   const parent = root ? otelApi.ROOT_CONTEXT : otelApi.context.active()
-  const span = tracerOf(otelApi).startSpan(`send ${queue}`, { kind: otelApi.SpanKind.PRODUCER, attributes }, parent)
+  const span = tracer.startSpan(`send ${queue}`, { kind: otelApi.SpanKind.PRODUCER, attributes }, parent)
   if (!span.isRecording()) {
     span.end()
     return NO_SEND
@@ -104,8 +112,10 @@ export function runOutcome(transition: Transition | null): RunOutcome {
 export function startProcess(run: RunFacts): ProcessSpan | null {
   const otelApi = otel()
   if (otelApi === null) return null
+  const tracer = tracerOf(otelApi)
+  if (tracer === null) return null
   const parent = storedContext(otelApi, run.traceContext)
-  const span = tracerOf(otelApi).startSpan(
+  const span = tracer.startSpan(
     `process ${run.queue}`,
     {
       kind: otelApi.SpanKind.CONSUMER,
@@ -125,7 +135,6 @@ export function startProcess(run: RunFacts): ProcessSpan | null {
     return null
   }
   const active = otelApi.trace.setSpan(parent, span)
-  const tracer = tracerOf(otelApi)
   return {
     within: (fn) => otelApi.context.with(active, fn),
     step(name, fn) {
