@@ -11,7 +11,8 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core'
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { configureTelemetry, defineQueue, enqueue, enqueueMany, type Run, work } from '../src/index.js'
+import { configureTelemetry, defineQueue, enqueue, enqueueMany, type Run, schedule, work } from '../src/index.js'
+import { runSchedule } from '../src/testing/index.js'
 import { CONTRACT_DATABASES, CONTRACT_TEST_MS, eachContractDb } from './helpers/dialects.js'
 import { waitFor } from './helpers/wait.js'
 import { started, startFixture } from './helpers/processes.js'
@@ -178,6 +179,23 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
         await new Promise((resolve) => server.close(resolve))
       }
     })
+
+  test(`${on} a schedule's slot starts a trace of its own, whatever the context it is fired in, and its run continues it`, async () => {
+    const queue = defineQueue<{ kind: string }>('digests')
+    await schedule(t.db, queue, 'daily', { cron: '0 8 * * *', value: { kind: 'daily' } })
+    const request = trace.getTracer('the app').startSpan('an unrelated request')
+    const { id } = await context.with(trace.setSpan(context.active(), request), async () => runSchedule(t.db, queue, 'daily'))
+    request.end()
+    const [send] = spansNamed('send digests')
+    expect(send!.attributes).toMatchObject({ 'messaging.message.id': id, 'messaging.destination.name': 'digests' })
+    expect(parentOf(send!)).toBeUndefined()
+    expect(send!.spanContext().traceId).not.toBe(request.spanContext().traceId)
+    workers.push(work(t.db, queue, () => undefined, { pollInterval: '20ms' }))
+    await waitFor(() => spansNamed('process digests').length === 1 || undefined, 'the slot to run')
+    const [run] = spansNamed('process digests')
+    expect(run!.spanContext().traceId).toBe(send!.spanContext().traceId)
+    expect(parentOf(run!)).toBe(send!.spanContext().spanId)
+  })
 
   test(`${on} a batch added together is one PRODUCER span, whose context each job keeps`, async () => {
     const queue = defineQueue<{ n: number }>('batch')
