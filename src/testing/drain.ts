@@ -12,6 +12,7 @@ import { jobsChanged, onJobsChanged } from '../engine/wake.js'
 import type { Claimable, JobRow } from '../dialect/index.js'
 import type { JobState } from '../types.js'
 import { claimPlanner, type ClaimReport } from '../engine/claim.js'
+import { otel } from '../telemetry/api.js'
 import { execute } from '../engine/executor.js'
 import { handedBack } from '../engine/outcome.js'
 import { checkLeases } from '../engine/lease.js'
@@ -86,6 +87,8 @@ export async function drain<T, R, A extends HandlerAnswer<A, R>>(
   const connection = connectionOf(db)
   const definition = checkQueue(queue)
   const owner = newOwner()
+  // Loaded before the first claim, as a worker does: not between a rated claim's stamp and its handler's call.
+  otel()
   // The lease outlives the run's timeout, so drain never has to renew it.
   const leaseMs = definition.timeoutMs + DEFAULT_LEASE_MS
   const result: DrainResult = { ran: 0, done: 0, failed: 0, scheduled: 0, canceled: 0, runs: [] }

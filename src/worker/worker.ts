@@ -5,6 +5,7 @@
  * the next claim's transaction, so a busy worker writes claims and ends in
  * batches.
  */
+import { otel } from '../telemetry/api.js'
 import { observeQueue, renewalMissed } from '../telemetry/metrics.js'
 import { connectionOf, type Database } from '../dialect/open.js'
 import { whenAnswered, type Answer, type Connection } from '../dialect/index.js'
@@ -259,6 +260,9 @@ class QueueWorker implements Worker {
   private startClaiming(): void {
     const { connection, settings } = this
     this.started = true
+    // OpenTelemetry's API is loaded now, not by the first run: a load that took long between a rated claim's stamp
+    // and its handler's call would put the call past the rate's slack (JOB-22).
+    otel()
     this.poller = new DataVersionPoller(connection)
     this.unsubscribe = onJobsChanged(connection.key, (queue, kind) => {
       if (kind === 'revoked') this.track(this.checkLeases())
