@@ -17,7 +17,7 @@
  * at the cost of a check.
  */
 import type * as Otel from '@opentelemetry/api'
-import type { RunEndParams as Transition } from '../dialect/index.js'
+import { andThen, type RunEndParams as Transition } from '../dialect/index.js'
 import { MESSAGING_SYSTEM, otel, providers, type Api } from './api.js'
 
 const TRACER_NAME = 'drizzle-jobs'
@@ -144,12 +144,9 @@ export function startProcess(run: RunFacts): ProcessSpan | null {
         stepSpan.end()
       }
       try {
-        const answer = otelApi.context.with(otelApi.trace.setSpan(active, stepSpan), fn)
-        if (!(answer instanceof Promise)) {
-          ended()
-          return answer
-        }
-        return answer.then(
+        // A step's function answers at once or with a promise: its span ends with it either way.
+        return andThen(
+          otelApi.context.with(otelApi.trace.setSpan(active, stepSpan), fn),
           (value) => {
             ended()
             return value
