@@ -3,13 +3,17 @@
 It follows the table layout and the protocol of the README ("Tables"), which
 is all another language needs:
 
-  add       adds jobs in one transaction; an id the queue holds adds nothing
+  add       adds jobs in one transaction; an id the queue holds adds nothing.
+            An item's trace_context is the carrier OpenTelemetry's
+            propagate.inject fills ({"traceparent": ..., "tracestate": ...}),
+            stored as JSON text: the job's runs continue that trace
   claim     claims the first runnable job in claim order (priority, run_at,
             seq), counting its attempt and naming the worker as its owner, and
             renews the worker's lease (its jobs_lease row, with its host and
             pid), under the limits
             the queue's row holds: a paused queue, a queue at its concurrency
-            and a group at its per-group cap are skipped
+            and a group at its per-group cap are skipped. It answers the job's
+            trace context as a carrier for propagate.extract (or null)
   step      keeps a step's answer, fenced by the run (job, owner, attempt)
   complete  ends the job done and clears its owner, fenced by the run; only
             then drops the job's steps
@@ -19,7 +23,7 @@ touches them. Times are integer milliseconds since the Unix epoch. Each
 command prints one JSON line.
 
 Usage:
-  python3 jobs.py add <db> <queue> <items json: [{id, value, group?, priority?, delay_ms?, max_attempts?}]>
+  python3 jobs.py add <db> <queue> <items json: [{id, value, group?, priority?, delay_ms?, max_attempts?, trace_context?}]>
   python3 jobs.py claim <db> <queue> <owner> <lease ms>
   python3 jobs.py step <db> <seq> <owner> <attempt> <name> <answer json>
   python3 jobs.py complete <db> <seq> <owner> <attempt> <result json>
@@ -41,6 +45,20 @@ FENCED = """exists (select 1 from jobs_job j
 def to_json(value):
     """JSON text as JavaScript's JSON.stringify writes it: no spaces."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def trace_context_text(carrier):
+    """A trace context carrier as the column stores it: JSON text of the object, or None for none."""
+    return None if carrier is None else to_json(carrier)
+
+
+def trace_context_carrier(text):
+    """The carrier a job's stored trace context holds, or None where it is null or not a JSON object."""
+    try:
+        carrier = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return carrier if isinstance(carrier, dict) else None
 
 
 def now_ms():
@@ -77,8 +95,8 @@ def add(path, queue, items):
             # run_at and created_at are given: the column defaults use unixepoch('subsec'), which SQLite
             # before 3.42 does not know.
             cursor = connection.execute(
-                """insert into jobs_job (queue, id, grp, value, state, priority, max_attempts, run_at, created_at)
-                   values (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """insert into jobs_job (queue, id, grp, value, state, priority, max_attempts, run_at, created_at, trace_context)
+                   values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                    on conflict (queue, id) do nothing""",
                 (
                     queue,
@@ -90,6 +108,7 @@ def add(path, queue, items):
                     item.get("max_attempts", 10),
                     run_at,
                     now,
+                    trace_context_text(item.get("trace_context")),
                 ),
             )
             answers.append({"id": item["id"], "added": cursor.rowcount == 1})
@@ -125,17 +144,25 @@ def claim(path, queue, owner, lease_ms):
         row = connection.execute(
             f"""update jobs_job set state = 'running', attempts = attempts + 1, owner = ?
                 where seq = ? and {RUNNABLE}
-                returning seq, id, grp, value, attempts, max_attempts""",
+                returning seq, id, grp, value, attempts, max_attempts, trace_context""",
             (owner, candidate[0]),
         ).fetchone()
-        seq, job_id, grp, value, attempt, max_attempts = row
+        seq, job_id, grp, value, attempt, max_attempts, trace_context = row
         # The worker's lease on every job it runs: one row, renewed as it claims (and, for long runs, every third of it).
         connection.execute(
             """insert into jobs_lease (owner, host, pid, expires_at) values (?, ?, ?, ?)
                on conflict (owner) do update set expires_at = excluded.expires_at""",
             (owner, socket.gethostname(), os.getpid(), now + lease_ms),
         )
-        return {"seq": seq, "id": job_id, "group": grp, "value": json.loads(value), "attempt": attempt, "max_attempts": max_attempts}
+        return {
+            "seq": seq,
+            "id": job_id,
+            "group": grp,
+            "value": json.loads(value),
+            "attempt": attempt,
+            "max_attempts": max_attempts,
+            "trace_context": trace_context_carrier(trace_context),
+        }
 
     return immediate(connection, claim_one)
 

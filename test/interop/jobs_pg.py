@@ -4,14 +4,18 @@ It follows the tables and the protocol of docs/postgres.md ("The protocol in
 plain SQL"), which is all another language needs:
 
   add       adds jobs in one transaction (an id the queue holds adds
-            nothing), and wakes the workers with one pg_notify
+            nothing), and wakes the workers with one pg_notify. An item's
+            trace_context is the carrier OpenTelemetry's propagate.inject
+            fills ({"traceparent": ..., "tracestate": ...}), stored as JSON
+            text: the job's runs continue that trace
   claim     claims the first runnable job in claim order (priority, run_at,
             seq) with FOR UPDATE SKIP LOCKED, counts its attempt, names the
             worker as its owner and renews the worker's lease (its
             jobs_lease row, with its host and pid), in one transaction; a
             queue with limits is claimed under a lock on its jobs_queue row:
             a paused queue, a queue at its concurrency and a group at its
-            per-group cap are skipped
+            per-group cap are skipped. It answers the job's trace context as
+            a carrier for propagate.extract (or null)
   step      keeps a step's answer, fenced by the run (job, owner, attempt)
   complete  ends the job done and clears its owner, fenced by the run; only
             then drops the job's steps, and tells the workers
@@ -20,7 +24,7 @@ Times are the server's (timestamptz, now()); values, results and answers are
 jsonb. Each command prints one JSON line.
 
 Usage:
-  python3 jobs_pg.py add <url> <queue> <items json: [{id, value, group?, priority?, delay_ms?, max_attempts?}]>
+  python3 jobs_pg.py add <url> <queue> <items json: [{id, value, group?, priority?, delay_ms?, max_attempts?, trace_context?}]>
   python3 jobs_pg.py claim <url> <queue> <owner> <lease ms>
   python3 jobs_pg.py step <url> <seq> <owner> <attempt> <name> <answer json>
   python3 jobs_pg.py complete <url> <seq> <owner> <attempt> <result json>
@@ -47,6 +51,20 @@ def to_json(value):
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def trace_context_text(carrier):
+    """A trace context carrier as the column stores it: JSON text of the object, or None for none."""
+    return None if carrier is None else to_json(carrier)
+
+
+def trace_context_carrier(text):
+    """The carrier a job's stored trace context holds, or None where it is null or not a JSON object."""
+    try:
+        carrier = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return carrier if isinstance(carrier, dict) else None
+
+
 def notify(connection, kind, queue):
     # Delivered when the transaction commits, and folded with the same notice of the same transaction.
     connection.execute("select pg_notify(%s, %s)", (CHANNEL, f"{kind}:{queue}"))
@@ -58,9 +76,9 @@ def add(url, queue, items):
         for item in items:
             delay_ms = item.get("delay_ms", 0)
             cursor = connection.execute(
-                """insert into jobs_job (queue, id, grp, value, state, priority, max_attempts, run_at)
+                """insert into jobs_job (queue, id, grp, value, state, priority, max_attempts, run_at, trace_context)
                    values (%(queue)s, %(id)s, %(grp)s, %(value)s::jsonb, %(state)s, %(priority)s, %(max_attempts)s,
-                           now() + %(delay_ms)s * interval '1 millisecond')
+                           now() + %(delay_ms)s * interval '1 millisecond', %(trace_context)s)
                    on conflict (queue, id) do nothing""",
                 {
                     "queue": queue,
@@ -71,6 +89,7 @@ def add(url, queue, items):
                     "priority": item.get("priority", 0),
                     "max_attempts": item.get("max_attempts", 10),
                     "delay_ms": delay_ms,
+                    "trace_context": trace_context_text(item.get("trace_context")),
                 },
             )
             answers.append({"id": item["id"], "added": cursor.rowcount == 1})
@@ -107,10 +126,10 @@ def claim(url, queue, owner, lease_ms):
         ).fetchone()
         if candidate is None:
             return None
-        seq, job_id, grp, value, attempt, max_attempts = connection.execute(
+        seq, job_id, grp, value, attempt, max_attempts, trace_context = connection.execute(
             f"""update jobs_job set state = 'running', attempts = attempts + 1, owner = %s
                 where seq = %s and {RUNNABLE}
-                returning seq, id, grp, value, attempts, max_attempts""",
+                returning seq, id, grp, value, attempts, max_attempts, trace_context""",
             (owner, candidate[0]),
         ).fetchone()
         # The worker's lease on every job it runs: one row, renewed as it claims (and, for long runs, every third of it).
@@ -121,7 +140,15 @@ def claim(url, queue, owner, lease_ms):
             (owner, socket.gethostname(), os.getpid(), lease_ms),
         )
         notify(connection, "claimed", queue)
-        return {"seq": seq, "id": job_id, "group": grp, "value": value, "attempt": attempt, "max_attempts": max_attempts}
+        return {
+            "seq": seq,
+            "id": job_id,
+            "group": grp,
+            "value": value,
+            "attempt": attempt,
+            "max_attempts": max_attempts,
+            "trace_context": trace_context_carrier(trace_context),
+        }
 
 
 def step(url, seq, owner, attempt, name, answer):

@@ -8,10 +8,12 @@ import { execFile, spawnSync } from 'node:child_process'
 import { promisify } from 'node:util'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
+import { context, SpanKind, trace } from '@opentelemetry/api'
 import pg from 'pg'
 import { afterEach, beforeEach, expect, test } from 'vitest'
 import { defineQueue, enqueue, watch, work, type JobState, type Worker } from '../../src/index.js'
 import { eachFreshPgDb } from '../helpers/pg.js'
+import { type RegisteredSdk, registerSdk, remoteSpan } from '../helpers/tracing.js'
 import { waitFor } from '../helpers/wait.js'
 
 const SCRIPT = join(import.meta.dirname, 'jobs_pg.py')
@@ -41,10 +43,14 @@ const t = eachFreshPgDb()
 const workers: Worker[] = []
 const listeners: pg.Client[] = []
 const watches: AbortController[] = []
+/** The OpenTelemetry SDK a test registered, unregistered once its workers stop. */
+let sdk: RegisteredSdk | null = null
 afterEach(async () => {
   for (const watching of watches.splice(0)) watching.abort()
   await Promise.all(workers.splice(0).map((worker) => worker.stop({ timeout: '5s' })))
   await Promise.all(listeners.splice(0).map((client) => client.end()))
+  sdk?.unregister()
+  sdk = null
 })
 
 interface Row {
@@ -257,4 +263,52 @@ test('JOB-19 [postgres] a Python worker follows the limits the Node worker store
   expect(await py('complete', t.url, String(claimed.seq), owner, '1', 'null')).toEqual({ landed: true })
   release()
   await waitFor(async () => (await rowsOf('pylimits')).every((row) => row.state === 'done'), 'the Node worker to run the rest', 10_000)
+})
+
+test("[postgres] a Python producer's trace context, stored as propagate.inject writes it, is continued by the job's run: its CONSUMER span is the child of the Python span; a broken one starts a trace of its own", async () => {
+  sdk = registerSdk()
+  const queue = defineQueue<{ n: number }>('pytraced')
+  const producer = remoteSpan()
+  const items = [
+    { id: 'traced', value: { n: 1 }, trace_context: { traceparent: producer.traceparent, tracestate: 'py=1' } },
+    { id: 'bad-traceparent', value: { n: 2 }, trace_context: { traceparent: `00-${producer.traceId}-not-a-span-01` } },
+    { id: 'not-an-object', value: { n: 3 }, trace_context: producer.traceparent },
+  ]
+  await py('add', t.url, 'pytraced', JSON.stringify(items))
+  const { rows } = await t.pool.query(`select trace_context from jobs_job where id = 'traced'`)
+  expect(rows).toEqual([{ trace_context: JSON.stringify({ traceparent: producer.traceparent, tracestate: 'py=1' }) }])
+
+  workers.push(work(t.db, queue, (value) => value.n))
+  const runs = await waitFor(
+    () => sdk!.spansNamed('process pytraced').length === 3 && sdk!.spansNamed('process pytraced'),
+    'the three runs to end their spans',
+    15_000,
+  )
+  const runOf = (id: string) => runs.find((span) => span.attributes['messaging.message.id'] === id)!
+  const traced = runOf('traced')
+  expect(traced.kind).toBe(SpanKind.CONSUMER)
+  expect(traced.spanContext().traceId).toBe(producer.traceId)
+  expect(traced.parentSpanContext).toMatchObject({ traceId: producer.traceId, spanId: producer.spanId, isRemote: true })
+  expect(traced.spanContext().traceState?.serialize()).toBe('py=1')
+  for (const broken of [runOf('bad-traceparent'), runOf('not-an-object')]) {
+    expect(broken.parentSpanContext).toBeUndefined()
+    expect(broken.spanContext().traceId).not.toBe(producer.traceId)
+  }
+  await waitFor(async () => (await rowsOf('pytraced')).every((row) => row.state === 'done'), 'the three jobs to be done')
+})
+
+test('[postgres] a job a Node app adds inside a span carries its trace context to a Python worker, which reads it as the carrier propagate.extract takes', async () => {
+  sdk = registerSdk()
+  const queue = defineQueue<{ n: number }>('totrace')
+  const request = trace.getTracer('the app').startSpan('POST /messages')
+  await context.with(trace.setSpan(context.active(), request), () => enqueue(t.db, queue, { n: 1 }, { id: 'from-node' }))
+  request.end()
+  const [send] = sdk.spansNamed('send totrace')
+  expect(send?.spanContext().traceId).toBe(request.spanContext().traceId)
+
+  const owner = `python/${process.pid}`
+  const claimed = (await py('claim', t.url, 'totrace', owner, '30000')) as { seq: number; trace_context: unknown }
+  expect(claimed).toMatchObject({ id: 'from-node', attempt: 1 })
+  expect(claimed.trace_context).toEqual({ traceparent: `00-${request.spanContext().traceId}-${send!.spanContext().spanId}-01` })
+  expect(await py('complete', t.url, String(claimed.seq), owner, '1', 'null')).toEqual({ landed: true })
 })

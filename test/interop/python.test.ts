@@ -6,9 +6,11 @@
 import { execFileSync } from 'node:child_process'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
+import { context, SpanKind, trace } from '@opentelemetry/api'
 import { afterEach, beforeEach, expect, test } from 'vitest'
 import { defineQueue, enqueue, work, type Worker } from '../../src/index.js'
 import { freshDb, removeTempDirs, type TestDb } from '../helpers/db.js'
+import { type RegisteredSdk, registerSdk, remoteSpan } from '../helpers/tracing.js'
 import { waitFor } from '../reliability/processes.js'
 
 const SCRIPT = join(import.meta.dirname, 'jobs.py')
@@ -21,11 +23,15 @@ function python(...args: string[]): unknown {
 
 let t: TestDb
 const workers: Worker[] = []
+/** The OpenTelemetry SDK a test registered, unregistered once its workers stop. */
+let sdk: RegisteredSdk | null = null
 beforeEach(() => {
   t = freshDb()
 })
 afterEach(async () => {
   await Promise.all(workers.splice(0).map((worker) => worker.stop({ timeout: '5s' })))
+  sdk?.unregister()
+  sdk = null
   t.close()
   removeTempDirs()
 })
@@ -161,4 +167,53 @@ test('JOB-19 a Python worker follows the limits the Node worker stored at its st
   release()
   await waitFor('the Node worker to run the rest', () => rowsOf('pylimits').every((row) => row.state === 'done'), 10_000)
   countersAgree('pylimits')
+})
+
+test("a Python producer's trace context, stored as propagate.inject writes it, is continued by the job's run: its CONSUMER span is the child of the Python span; a broken one starts a trace of its own", async () => {
+  sdk = registerSdk()
+  const queue = defineQueue<{ n: number }>('pytraced')
+  const producer = remoteSpan()
+  const items = [
+    { id: 'traced', value: { n: 1 }, trace_context: { traceparent: producer.traceparent, tracestate: 'py=1' } },
+    { id: 'bad-traceparent', value: { n: 2 }, trace_context: { traceparent: `00-${producer.traceId}-not-a-span-01` } },
+    { id: 'not-an-object', value: { n: 3 }, trace_context: producer.traceparent },
+  ]
+  python('add', t.file, 'pytraced', JSON.stringify(items))
+  expect(t.client.prepare(`select trace_context from jobs_job where id = 'traced'`).pluck().get()).toBe(
+    JSON.stringify({ traceparent: producer.traceparent, tracestate: 'py=1' }),
+  )
+
+  workers.push(work(t.db, queue, (value) => value.n))
+  const runs = await waitFor(
+    'the three runs to end their spans',
+    () => sdk!.spansNamed('process pytraced').length === 3 && sdk!.spansNamed('process pytraced'),
+    15_000,
+  )
+  const runOf = (id: string) => runs.find((span) => span.attributes['messaging.message.id'] === id)!
+  const traced = runOf('traced')
+  expect(traced.kind).toBe(SpanKind.CONSUMER)
+  expect(traced.spanContext().traceId).toBe(producer.traceId)
+  expect(traced.parentSpanContext).toMatchObject({ traceId: producer.traceId, spanId: producer.spanId, isRemote: true })
+  expect(traced.spanContext().traceState?.serialize()).toBe('py=1')
+  for (const broken of [runOf('bad-traceparent'), runOf('not-an-object')]) {
+    expect(broken.parentSpanContext).toBeUndefined()
+    expect(broken.spanContext().traceId).not.toBe(producer.traceId)
+  }
+  expect(rowsOf('pytraced').map((row) => row.state)).toEqual(['done', 'done', 'done'])
+})
+
+test('a job a Node app adds inside a span carries its trace context to a Python worker, which reads it as the carrier propagate.extract takes', async () => {
+  sdk = registerSdk()
+  const queue = defineQueue<{ n: number }>('totrace')
+  const request = trace.getTracer('the app').startSpan('POST /messages')
+  context.with(trace.setSpan(context.active(), request), () => enqueue(t.db, queue, { n: 1 }, { id: 'from-node' }))
+  request.end()
+  const [send] = sdk.spansNamed('send totrace')
+  expect(send?.spanContext().traceId).toBe(request.spanContext().traceId)
+
+  const owner = `python/${process.pid}`
+  const claimed = python('claim', t.file, 'totrace', owner, '30000') as { seq: number; trace_context: unknown }
+  expect(claimed).toMatchObject({ id: 'from-node', attempt: 1 })
+  expect(claimed.trace_context).toEqual({ traceparent: `00-${request.spanContext().traceId}-${send!.spanContext().spanId}-01` })
+  expect(python('complete', t.file, String(claimed.seq), owner, '1', 'null')).toEqual({ landed: true })
 })
