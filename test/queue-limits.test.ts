@@ -206,24 +206,24 @@ test('JOB-13 tables migrated before the latest migrations are refused with SCHEM
   const files = readdirSync(MIGRATIONS)
     .filter((file) => file.endsWith('.sql'))
     .sort()
-  const latestAt = files.length - 2
+  const latestAt = files.length - 3
   expect(files.slice(latestAt - 1)).toEqual([
     expect.stringMatching(/_lease_per_worker\.sql$/),
     expect.stringMatching(/_jobs_lease\.sql$/),
     expect.stringMatching(/_trace_context\.sql$/),
+    expect.stringMatching(/_jobs_that_wait\.sql$/),
   ])
   const opened = openDb(join(tempDir(), 'old.db'))
+  const older = expect.objectContaining({
+    code: 'SCHEMA_MISSING',
+    message: expect.stringMatching(
+      /^the jobs_\* tables are an older version's \(jobs_job has no debounce_key column\): .*drizzle-kit migrate/,
+    ),
+  })
   // The version of one jobs_lease row per running job: a jobs_lease of another shape, told apart by its columns.
   for (const file of files.slice(0, latestAt - 1)) apply(opened.client, file)
   const queue = defineQueue('upgraded', { concurrency: 2 })
-  expect(() => enqueue(opened.db, queue, null)).toThrow(
-    expect.objectContaining({
-      code: 'SCHEMA_MISSING',
-      message: expect.stringMatching(
-        /^the jobs_\* tables are an older version's \(jobs_job has no trace_context column\): .*drizzle-kit migrate/,
-      ),
-    }),
-  )
+  expect(() => enqueue(opened.db, queue, null)).toThrow(older)
   // The version whose workers had rows in jobs_worker.
   apply(opened.client, files[latestAt - 1]!)
   expect(() => enqueue(opened.db, queue, null)).toThrow(
@@ -234,13 +234,11 @@ test('JOB-13 tables migrated before the latest migrations are refused with SCHEM
   )
   apply(opened.client, files[latestAt]!)
   // The version whose jobs kept no trace context.
-  expect(() => enqueue(opened.db, queue, null)).toThrow(
-    expect.objectContaining({
-      code: 'SCHEMA_MISSING',
-      message: expect.stringMatching(/^the jobs_\* tables are an older version's \(jobs_job has no trace_context column\)/),
-    }),
-  )
+  expect(() => enqueue(opened.db, queue, null)).toThrow(older)
   apply(opened.client, files[latestAt + 1]!)
+  // The version whose runs could not wait.
+  expect(() => enqueue(opened.db, queue, null)).toThrow(older)
+  apply(opened.client, files[latestAt + 2]!)
   expect(enqueue(opened.db, queue, null).added).toBe(true)
   opened.client.close()
 })

@@ -78,6 +78,26 @@ export const jobsJob = sqliteTable(
      * (`{"traceparent": "00-…", "tracestate": "…"}`): a run's span is the child of it. Null when no trace was active.
      */
     traceContext: text('trace_context'),
+    /**
+     * What a parked run waits for while its job is `scheduled`: `sleep:<step>` (until `run_at`), `event:<name>`
+     * (a signal of that name, or `run_at`, its timeout); null otherwise. A parked run holds no slot and has its
+     * attempt given back.
+     */
+    waitsFor: text('waits_for'),
+    /**
+     * Bumped by each signal sent to the job: a run that parks to wait for an event resumes at once when one came
+     * since it looked.
+     */
+    signals: integer('signals').notNull().default(0),
+    /**
+     * The job's unique key (`unique` of its queue or add), with its window: no two jobs of a queue hold one key
+     * in the states of `unique_states` (jobs_job_unique).
+     */
+    uniqueKey: text('unique_key'),
+    /** The states in which the job holds its unique key, as `,waiting,scheduled,running,…,`; null without a key. */
+    uniqueStates: text('unique_states'),
+    /** The job's debounce id (an add's `debounce.id`): held while the job waits to start its first run (jobs_job_debounce). */
+    debounceKey: text('debounce_key'),
     /** Internal: 1 when the last run ended without an outcome (its worker died, or its lease expired); such a job next runs alone in its worker, so a job that kills its process takes no other job down with it. */
     abandoned: integer('abandoned').notNull().default(0),
     /**
@@ -94,6 +114,12 @@ export const jobsJob = sqliteTable(
     index('jobs_job_ended').on(t.queue, t.state, t.finishedAt).where(sql`state in ('done', 'failed', 'canceled')`),
     /** The runs under way, by queue and worker: a queue's running count, its groups', and the runs of a worker gone. */
     index('jobs_job_running').on(t.queue, t.owner).where(sql`state = 'running'`),
+    /** One job of a queue holds a unique key in the states it names. */
+    uniqueIndex('jobs_job_unique')
+      .on(t.queue, t.uniqueKey)
+      .where(sql`unique_key is not null and instr(unique_states, ',' || state || ',') > 0`),
+    /** One job of a queue holds a debounce id until it starts. */
+    uniqueIndex('jobs_job_debounce').on(t.queue, t.debounceKey).where(sql`debounce_key is not null and state in ('waiting', 'scheduled')`),
   ],
 )
 
@@ -106,6 +132,28 @@ export const jobsStep = sqliteTable(
       .references(() => jobsJob.seq, { onDelete: 'cascade' }),
     name: text('name').notNull(),
     answer: text('answer'),
+  },
+  (t) => [primaryKey({ columns: [t.job, t.name] })],
+)
+
+/**
+ * One row per event sent to a job (`signal`), kept with the job: a run's `waitForEvent` of that name answers its
+ * payload, in this run or any later one. A wait that timed out keeps a row too (`timed_out` 1), so that a later
+ * attempt sees the same timeout and a later signal of that name is refused.
+ */
+export const jobsEvent = sqliteTable(
+  'jobs_event',
+  {
+    job: integer('job')
+      .notNull()
+      .references(() => jobsJob.seq, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    /** The event's payload as JSON; null for a wait that timed out. */
+    payload: text('payload'),
+    /** 1 for a wait that timed out before any signal of this name. */
+    timedOut: integer('timed_out').notNull().default(0),
+    /** When the event was sent, or the wait timed out (ms). */
+    sentAt: integer('sent_at').notNull().default(nowMs),
   },
   (t) => [primaryKey({ columns: [t.job, t.name] })],
 )

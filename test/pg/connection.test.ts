@@ -252,7 +252,7 @@ describe('the schema check', () => {
       const older = expect.objectContaining({
         code: 'SCHEMA_MISSING',
         message: expect.stringMatching(
-          /^the jobs_\* tables are an older version's \(jobs_job has no trace_context column\): .*`drizzle-kit migrate`/,
+          /^the jobs_\* tables are an older version's \(jobs_job has no debounce_key column\): .*`drizzle-kit migrate`/,
         ),
       })
       await expect(c.write(adding('a'))).rejects.toThrow(older)

@@ -386,7 +386,7 @@ async function checkSchema(q: Queryable): Promise<PgDatabaseName> {
   if (!latest) {
     throw new JobsError(
       'SCHEMA_MISSING',
-      "the jobs_* tables are an older version's (jobs_job has no trace_context column): run `drizzle-kit generate` and `drizzle-kit migrate`",
+      "the jobs_* tables are an older version's (jobs_job has no debounce_key column): run `drizzle-kit generate` and `drizzle-kit migrate`",
     )
   }
   return server

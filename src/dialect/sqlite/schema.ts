@@ -51,7 +51,7 @@ export function* checkSchema<K extends Kind>(
   if ((yield* ask(check.latestColumnPresent.get())) === 0) {
     throw new JobsError(
       'SCHEMA_MISSING',
-      `the jobs_* tables are an older version's (jobs_job has no trace_context column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``,
+      `the jobs_* tables are an older version's (jobs_job has no debounce_key column): run \`drizzle-kit generate\` and \`drizzle-kit migrate\``,
     )
   }
 }
