@@ -132,7 +132,7 @@ export type FlushRow = { part: 'ended' | 'claimed' | 'held' | 'policy' | 'notice
 export const SQL = {
   /**
    * Which of the tables the migrations make are missing, whether jobs_job has the column the latest migration adds
-   * (`trace_context`: a jobs_job without it is an older version's), and the database the
+   * (`debounce_key`: a jobs_job without it is an older version's), and the database the
    * connection is on (for a client whose options do not say).
    */
   schemaCheck: pgStatement<Record<never, never>, { missing: string | null; latest: boolean; database: string; host: string; port: number }>(
@@ -140,7 +140,7 @@ export const SQL = {
     `select
       (select string_agg(t.name, ', ' order by t.ord) from unnest(array['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule', 'jobs_count']) with ordinality as t(name, ord)
        where to_regclass(t.name) is null) as missing,
-      exists (select 1 from pg_attribute where attrelid = to_regclass('jobs_job') and attname = 'trace_context' and not attisdropped) as latest,
+      exists (select 1 from pg_attribute where attrelid = to_regclass('jobs_job') and attname = 'debounce_key' and not attisdropped) as latest,
       current_database() as database, coalesce(host(inet_server_addr()), 'localhost') as host,
       coalesce(inet_server_port(), current_setting('port')::int) as port`,
   ),

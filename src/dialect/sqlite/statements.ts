@@ -78,7 +78,7 @@ export const SQL = {
    * The column that the latest migration adds: without it the tables are an older version's (one whose jobs_lease
    * held a row per running job).
    */
-  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_job') where name = 'trace_context'`),
+  latestColumnPresent: single<[], number>(`select count(*) from pragma_table_info('jobs_job') where name = 'debounce_key'`),
   dataVersion: single<[], number>(`pragma data_version`),
   /** The main database's file: '' for one in memory. */
   mainFile: statement<[], string>(`select file from pragma_database_list where name = 'main'`, { pluck: true }),
