@@ -137,9 +137,10 @@ export const jobsStep = sqliteTable(
 )
 
 /**
- * One row per event sent to a job (`signal`), kept with the job: a run's `waitForEvent` of that name answers its
- * payload, in this run or any later one. A wait that timed out keeps a row too (`timed_out` 1), so that a later
- * attempt sees the same timeout and a later signal of that name is refused.
+ * One row per event of a job, by name: sent to it (`signal`), waited for by its run (`waitForEvent`), or both.
+ * `state` says which: `sent` (by `signal`, or a producer's plain insert), `waiting` (a run waits, until `deadline`
+ * when it gave a timeout), `timed_out` (the wait ended without one). A signal takes a row that is absent or
+ * `waiting`; a run's wait answers what the row holds, in this run or any later one. Kept until the job is deleted.
  */
 export const jobsEvent = sqliteTable(
   'jobs_event',
@@ -148,12 +149,15 @@ export const jobsEvent = sqliteTable(
       .notNull()
       .references(() => jobsJob.seq, { onDelete: 'cascade' }),
     name: text('name').notNull(),
-    /** The event's payload as JSON; null for a wait that timed out. */
+    state: text('state', { enum: ['waiting', 'sent', 'timed_out'] })
+      .notNull()
+      .default('sent'),
+    /** The event's payload as JSON, once sent. */
     payload: text('payload'),
-    /** 1 for a wait that timed out before any signal of this name. */
-    timedOut: integer('timed_out').notNull().default(0),
-    /** When the event was sent, or the wait timed out (ms). */
-    sentAt: integer('sent_at').notNull().default(nowMs),
+    /** Until when (ms) a waiting run waits, or null for no timeout. */
+    deadline: integer('deadline'),
+    /** When the row took its state (ms). */
+    at: integer('at').notNull().default(nowMs),
   },
   (t) => [primaryKey({ columns: [t.job, t.name] })],
 )

@@ -146,9 +146,10 @@ export const jobsStep = pgTable(
 )
 
 /**
- * One row per event sent to a job (`signal`), kept with the job: a run's `waitForEvent` of that name answers its
- * payload, in this run or any later one. A wait that timed out keeps a row too (`timed_out` true), so that a later
- * attempt sees the same timeout and a later signal of that name is refused.
+ * One row per event of a job, by name: sent to it (`signal`), waited for by its run (`waitForEvent`), or both.
+ * `state` says which: `sent` (by `signal`, or a producer's plain insert), `waiting` (a run waits, until `deadline`
+ * when it gave a timeout), `timed_out` (the wait ended without one). A signal takes a row that is absent or
+ * `waiting`; a run's wait answers what the row holds, in this run or any later one. Kept until the job is deleted.
  */
 export const jobsEvent = pgTable(
   'jobs_event',
@@ -157,14 +158,17 @@ export const jobsEvent = pgTable(
       .notNull()
       .references(() => jobsJob.seq, { onDelete: 'cascade' }),
     name: text('name').notNull(),
-    /** The event's payload; null for a wait that timed out. */
+    state: text('state', { enum: ['waiting', 'sent', 'timed_out'] })
+      .notNull()
+      .default('sent'),
+    /** The event's payload, once sent. */
     payload: jsonb('payload'),
-    /** True for a wait that timed out before any signal of this name. */
-    timedOut: boolean('timed_out').notNull().default(false),
-    /** When the event was sent, or the wait timed out. */
-    sentAt: timestamp('sent_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    /** Until when a waiting run waits, or null for no timeout. */
+    deadline: timestamp('deadline', { withTimezone: true, mode: 'date' }),
+    /** When the row took its state. */
+    at: timestamp('at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
-  (t) => [primaryKey({ columns: [t.job, t.name] })],
+  (t) => [check('jobs_event_state_check', sql`state in ('waiting', 'sent', 'timed_out')`), primaryKey({ columns: [t.job, t.name] })],
 )
 
 /**

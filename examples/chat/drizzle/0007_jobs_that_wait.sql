@@ -1,9 +1,10 @@
 CREATE TABLE `jobs_event` (
 	`job` integer NOT NULL,
 	`name` text NOT NULL,
+	`state` text DEFAULT 'sent' NOT NULL,
 	`payload` text,
-	`timed_out` integer DEFAULT 0 NOT NULL,
-	`sent_at` integer DEFAULT (cast((julianday('now') - 2440587.5) * 86400000 as integer)) NOT NULL,
+	`deadline` integer,
+	`at` integer DEFAULT (cast((julianday('now') - 2440587.5) * 86400000 as integer)) NOT NULL,
 	PRIMARY KEY(`job`, `name`),
 	FOREIGN KEY (`job`) REFERENCES `jobs_job`(`seq`) ON UPDATE no action ON DELETE cascade
 );

@@ -1,10 +1,12 @@
 CREATE TABLE "jobs_event" (
 	"job" bigint NOT NULL,
 	"name" text NOT NULL,
+	"state" text DEFAULT 'sent' NOT NULL,
 	"payload" jsonb,
-	"timed_out" boolean DEFAULT false NOT NULL,
-	"sent_at" timestamp with time zone DEFAULT now() NOT NULL,
-	CONSTRAINT "jobs_event_job_name_pk" PRIMARY KEY("job","name")
+	"deadline" timestamp with time zone,
+	"at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "jobs_event_job_name_pk" PRIMARY KEY("job","name"),
+	CONSTRAINT "jobs_event_state_check" CHECK (state in ('waiting', 'sent', 'timed_out'))
 );
 --> statement-breakpoint
 ALTER TABLE "jobs_job" ADD COLUMN "waits_for" text;--> statement-breakpoint
