@@ -31,6 +31,7 @@ import { openDb } from './helpers/db.js'
 import { DIALECTS, eachContractDb } from './helpers/dialects.js'
 import { cpuWait, serverPids } from './helpers/load.js'
 import { STARTUP_MS, started, startFixture } from './helpers/processes.js'
+import { addedInTrace } from './helpers/traced.js'
 import { waitFor } from './helpers/wait.js'
 
 const q = defineQueue<{ n?: number; hold?: boolean }>('admin', { attempts: 1 })
@@ -534,6 +535,32 @@ describe.each(DIALECTS)('%s', (dialect) => {
       expect(failed).toMatchObject({ state: 'failed', error: 'the model said no', steps: [], lease: null })
       expect(failed.errorStack).toMatch(/^TypeError: the model said no\n\s+at /)
       expect(await inspectJob(t.db, failing, 'missing')).toBeUndefined()
+    })
+
+    test(`${on} answers the trace id of the code that added a job; null where no trace context is stored, or another program stored one that is not valid`, async () => {
+      const traceId = await addedInTrace(() => enqueue(t.db, q, {}, { id: 'traced' }))
+      expect(traceId).toMatch(/^[0-9a-f]{32}$/)
+      expect((await inspectJob(t.db, q, 'traced'))!.traceId).toBe(traceId)
+      await enqueue(t.db, q, {}, { id: 'untraced' })
+      expect(await inspectJob(t.db, q, 'untraced')).toMatchObject({ traceId: null, malformed: null })
+
+      const parent = '00f067aa0ba902b7'
+      for (const stored of [
+        'not json',
+        '[]',
+        '{"traceparent":42}',
+        `{"traceparent":"00-${traceId.toUpperCase()}-${parent}-01"}`,
+        `{"traceparent":"00-${'0'.repeat(32)}-${parent}-01"}`,
+        `{"traceparent":"00-${traceId}-${parent}"}`,
+      ]) {
+        await t.run(`update jobs_job set trace_context = $1 where queue = 'admin' and id = 'untraced'`, stored)
+        expect(await inspectJob(t.db, q, 'untraced'), stored).toMatchObject({ traceId: null, malformed: null })
+      }
+      await t.run(
+        `update jobs_job set trace_context = $1 where queue = 'admin' and id = 'untraced'`,
+        `{"traceparent":"00-${traceId}-${parent}-00","tracestate":"vendor=x"}`,
+      )
+      expect((await inspectJob(t.db, q, 'untraced'))!.traceId).toBe(traceId)
     })
   })
 

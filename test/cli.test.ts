@@ -17,6 +17,7 @@ import { DIALECTS, eachContractDb } from './helpers/dialects.js'
 import { databaseUrl, freshPgDb, pgServerUrl } from './helpers/pg.js'
 import { STARTUP_MS, started, startFixture } from './helpers/processes.js'
 import { startDashboardCommand } from './helpers/dashboard.js'
+import { addedInTrace } from './helpers/traced.js'
 import { waitFor } from './helpers/wait.js'
 
 const ROOT = resolve(import.meta.dirname, '..')
@@ -200,6 +201,18 @@ describe.each(DIALECTS)('%s', { timeout: CLI_TEST_MS }, (dialect) => {
       expect(JSON.parse(missing.stderr)).toEqual({
         error: { kind: 'not_found', exitCode: 4, message: "no queue holds a job with id 'reply:99' (it may have been pruned)" },
       })
+    })
+
+    test(`${on} shows the trace id of the code that added a job, where one is stored`, async () => {
+      const traceId = await addedInTrace(() => enqueue(t.db, replies, { messageId: 1 }, { id: 'reply:traced' }))
+      await enqueue(t.db, replies, { messageId: 2 }, { id: 'reply:untraced' })
+      const traced = await cli('show', 'reply:traced', '--db', t.address)
+      expect(traced.code).toBe(0)
+      expect(traced.stdout).toMatch(new RegExp(`\nended {6}-\ntrace {6}${traceId}\n\nvalue\n`))
+      expect(json(await cli('show', 'reply:traced', '--db', t.address, '--json'))).toMatchObject({ traceId })
+      const untraced = await cli('show', 'reply:untraced', '--db', t.address)
+      expect(untraced.stdout).not.toContain('trace ')
+      expect(json(await cli('show', 'reply:untraced', '--db', t.address, '--json'))).toMatchObject({ traceId: null })
     })
 
     test(

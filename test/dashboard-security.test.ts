@@ -14,6 +14,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 import { dashboard, type Dashboard, type DashboardOptions } from '../src/dashboard/index.js'
 import { defineQueue, enqueue, isJobsError } from '../src/index.js'
 import { DIALECTS, eachContractDb, type ContractDb } from './helpers/dialects.js'
+import { addedInTrace } from './helpers/traced.js'
 
 interface Answer {
   status: number
@@ -294,6 +295,87 @@ describe.each(DIALECTS)('%s', (dialect) => {
       dashboard(t.db, {
         allowedHosts: ['jobs.internal', 'JOBS.example.com:8080', '.ops.example', '10.0.0.7', '[fd00::7]:4580', 'jobs.internal.'],
       }).close()
+    })
+
+    test(`${on} traceUrl must be a function`, () => {
+      for (const traceUrl of ['https://grafana.example.com/explore?traceId=', null, {}]) {
+        let thrown: unknown
+        try {
+          dashboard(t.db, { traceUrl } as unknown as DashboardOptions).close()
+        } catch (error) {
+          thrown = error
+        }
+        expect(isJobsError(thrown, 'INVALID_OPTION'), JSON.stringify(traceUrl)).toBe(true)
+        expect((thrown as Error).message).toMatch(/^traceUrl/)
+      }
+    })
+  })
+
+  describe('trace links', () => {
+    /** A page of a dashboard with these options, through its fetch handler. */
+    async function pageOf(path: string, options?: DashboardOptions): Promise<{ headers: Headers; body: string }> {
+      const board = dashboard(t.db, options)
+      try {
+        const answer = await board.fetch(new Request(`http://127.0.0.1${path}`))
+        expect(answer.status).toBe(200)
+        return { headers: answer.headers, body: await answer.text() }
+      } finally {
+        board.close()
+      }
+    }
+
+    test(`${on} a job added in a trace shows its trace id: a link to the trace in a new tab with traceUrl, text without, and text where traceUrl answers no http or https URL (javascript: included); the security headers stay the same`, async () => {
+      const traceId = await addedInTrace(() => enqueue(t.db, replies, { secret: 'traced' }, { id: 'reply:traced' }))
+      const path = `/queues/replies/jobs/${encodeURIComponent('reply:traced')}`
+      const asText = `<dt>trace</dt><dd data-trace><code>${traceId}</code></dd>`
+
+      const plain = await pageOf(path)
+      expect(plain.body).toContain(asText)
+      expect(plain.body).not.toContain('data-trace-link')
+      // A job added outside a trace shows no trace at all.
+      expect((await pageOf(`/queues/replies/jobs/${encodeURIComponent('reply:1')}`)).body).not.toContain('data-trace')
+
+      const asked: string[] = []
+      const grafana = await pageOf(path, {
+        traceUrl: (id) => {
+          asked.push(id)
+          return `https://grafana.example.com/explore?traceId=${id}&from=now-1h`
+        },
+      })
+      expect(asked).toEqual([traceId])
+      expect(grafana.body).toContain(
+        `<dd data-trace><a href="https://grafana.example.com/explore?traceId=${traceId}&amp;from=now-1h" target="_blank" rel="noopener noreferrer" data-trace-link><code>${traceId}</code></a></dd>`,
+      )
+      const jaeger = await pageOf(path, { traceUrl: (id) => `http://localhost:16686/trace/${id}` })
+      expect(jaeger.body).toContain(
+        `<a href="http://localhost:16686/trace/${traceId}" target="_blank" rel="noopener noreferrer" data-trace-link>`,
+      )
+      for (const header of ['content-security-policy', 'referrer-policy', 'x-content-type-options', 'x-frame-options']) {
+        expect(grafana.headers.get(header), header).toBe(plain.headers.get(header))
+      }
+
+      // A link's address is the URL as parsed and escaped: markup in it stays text.
+      const markup = await pageOf(path, { traceUrl: (id) => `https://traces.example/${id}?q="><script>alert(1)</script>` })
+      expect(markup.body).toContain(`<a href="https://traces.example/${traceId}?q=%22%3E%3Cscript%3Ealert(1)%3C/script%3E" target="_blank"`)
+      expect(markup.body).not.toContain('<script>alert')
+
+      for (const answer of [
+        'javascript:alert(document.cookie)',
+        ' JavaScript:alert(document.cookie)',
+        'java\tscript:alert(document.cookie)',
+        'data:text/html,<script>alert(1)</script>',
+        'vbscript:msgbox(1)',
+        'ftp://traces.example/',
+        `/trace/${traceId}`,
+        '',
+        42,
+        undefined,
+      ]) {
+        const page = await pageOf(path, { traceUrl: () => answer as string })
+        expect(page.body, String(answer)).toContain(asText)
+        expect(page.body, String(answer)).not.toContain('data-trace-link')
+        expect(page.body.toLowerCase(), String(answer)).not.toMatch(/script:|data:text|alert\(/)
+      }
     })
   })
 })

@@ -9,6 +9,7 @@ import { StoredColumns } from '../stored.js'
 import { queueNameOf, type QueueRef } from '../queue/ref.js'
 import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT } from '../limits.js'
 import { checkKnownOptions } from '../options.js'
+import { traceIdOf } from '../telemetry/trace-id.js'
 
 /** A job's row as the admin API shows it: a snapshot's fields (without the live ones) and the row's own. */
 export interface JobRecord extends Omit<JobSnapshot, 'ahead' | 'rateLimitedUntil' | 'progress'> {
@@ -27,6 +28,11 @@ export interface JobDetail extends JobRecord {
   steps: { name: string; answer: unknown }[]
   /** Who runs it, which attempt, until when (null when the stored expires_at is not a time: see `malformed`); null unless it is running. */
   lease: { owner: string; attempt: number; expiresAt: Date | null } | null
+  /**
+   * The trace id (32 lowercase hex digits) of the code that added it, from the W3C traceparent stored with it
+   * (`jobs_job.trace_context`); null where none is stored, or what is stored is not a valid traceparent.
+   */
+  traceId: string | null
 }
 
 /** What {@link listJobs} selects. Every filter is optional. */
@@ -113,8 +119,9 @@ function listWith(connection: Connection, options: ListJobsOptions): JobPage | P
 }
 
 /**
- * inspectJob answers one job in full: its row, its kept steps and its lease,
- * read in one snapshot; undefined for an id the queue does not hold.
+ * inspectJob answers one job in full: its row, its kept steps, its lease and
+ * the trace id of the code that added it, read in one snapshot; undefined for
+ * an id the queue does not hold.
  *
  * Any id a row holds can be inspected, an empty one or one over 1,024 bytes
  * that another program wrote included.
@@ -153,7 +160,7 @@ function* readDetail(db: Executor, name: string, id: string): Program<JobDetail 
     expiresAt: stored.time(lease.expiresAt, 'lease.expires_at'),
   }
   const malformed = record.malformed || stored.malformed ? { ...record.malformed, ...stored.malformed } : null
-  return { ...record, steps, lease: held ?? null, malformed }
+  return { ...record, steps, lease: held ?? null, traceId: traceIdOf(row.traceContext), malformed }
 }
 
 function* findById(connection: Connection, queue: string | null, id: string, state: JobState | null, grp: string | null): Program<JobPage> {

@@ -138,6 +138,7 @@ function describeJob(job: JobDetail, now: number): string {
       `lease      attempt ${number(attempt, job.malformed?.['lease.attempt'])} by ${printable(owner)}, expires ${relative(expiresAt, now, job.malformed?.['lease.expires_at'])}`,
     )
   }
+  if (job.traceId !== null) lines.push(`trace      ${job.traceId}`)
   lines.push('', 'value', indent(json(job.value)))
   if (job.result !== null) lines.push('', 'result', indent(json(job.result)))
   if (job.error !== null) lines.push('', 'error', indent(printableLines(job.errorStack ?? job.error)))

@@ -42,6 +42,16 @@ export interface DashboardOptions {
   allowedHosts?: string[]
   /** What the header shows. Defaults to the database file's name (on PostgreSQL, the database's). */
   title?: string
+  /**
+   * The URL of a trace in the team's tracing tool, given its trace id (32 lowercase hex digits): a job's page then
+   * links the trace id of the code that added it (stored where an OpenTelemetry SDK was registered), opening it in
+   * a new tab. An answer that is not an absolute http or https URL makes no link. Without it, the trace id shows as
+   * text.
+   *
+   * @example
+   * dashboard(db, { traceUrl: (id) => `http://localhost:16686/trace/${id}` })
+   */
+  traceUrl?: (traceId: string) => string
 }
 
 /** A mounted dashboard: a fetch handler, the same as a node:http listener, and `close`. */
@@ -54,7 +64,7 @@ export interface Dashboard {
   close(): void
 }
 
-const OPTIONS = new Set(['basePath', 'token', 'allowedHosts', 'title'])
+const OPTIONS = new Set(['basePath', 'token', 'allowedHosts', 'title', 'traceUrl'])
 
 const SECURITY_HEADERS = {
   'content-security-policy':
@@ -71,7 +81,8 @@ const SECURITY_HEADERS = {
  * jobs), jobs done and failed per 10 seconds over the last 10 minutes, job
  * lists by state (keyset pages, as {@link listJobs}) with search by id and
  * group, and a job's detail: value, result, error with its stack, steps,
- * attempts, lease and live progress. Buttons retry and cancel jobs and pause
+ * attempts, lease, live progress and the trace id of the code that added it
+ * (a link to the trace with `traceUrl`). Buttons retry and cancel jobs and pause
  * and resume queues, as the admin API does. Pages update live over
  * server-sent events: at once for changes this process makes, within 250 ms
  * for other processes'.
@@ -107,6 +118,9 @@ export function dashboard(db: Database, options: DashboardOptions = {}): Dashboa
   if (token !== undefined && (typeof token !== 'string' || token === ''))
     throw new JobsError('INVALID_OPTION', 'token: expected a non-empty string')
   const allowedHosts = allowedHostsOption(options.allowedHosts)
+  const traceUrl = options.traceUrl
+  if (traceUrl !== undefined && typeof traceUrl !== 'function')
+    throw new JobsError('INVALID_OPTION', `traceUrl: expected a function from a trace id to its URL, got ${describe(traceUrl)}`)
   const connection = connectionOf(db)
   const ctx: ViewContext = {
     db,
@@ -114,6 +128,7 @@ export function dashboard(db: Database, options: DashboardOptions = {}): Dashboa
     throughput: new Throughput(connection),
     base,
     label: options.title ?? connection.label,
+    traceUrl,
   }
   const hub = new LiveHub(ctx)
   const fetch = async (request: Request): Promise<Response> => {

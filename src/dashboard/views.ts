@@ -27,6 +27,8 @@ export interface ViewContext {
   base: string
   /** What the header names: the database file. */
   label: string
+  /** The URL of a trace in the team's tracing tool (DashboardOptions.traceUrl), or undefined: trace ids show as text. */
+  traceUrl: ((traceId: string) => string) | undefined
 }
 
 const PAGE_SIZE = 25
@@ -207,6 +209,7 @@ ${snapshot?.ahead !== null && snapshot?.ahead !== undefined ? html`<dt>ahead</dt
 <dt>${job.runAt && job.runAt.getTime() > now ? 'runs' : 'run at'}</dt><dd>${time(job.runAt, now, job.malformed?.run_at)}</dd>
 <dt>ended</dt><dd>${job.finishedAt || job.malformed?.finished_at ? time(job.finishedAt, now, job.malformed?.finished_at) : '–'}</dd>
 ${job.lease ? html`<dt>lease</dt><dd>attempt ${stored(job.lease.attempt, job.malformed?.['lease.attempt'])} by <code>${job.lease.owner}</code>, expires ${time(job.lease.expiresAt, now, job.malformed?.['lease.expires_at'])}</dd>` : ''}
+${job.traceId !== null ? html`<dt>trace</dt><dd data-trace>${traceLink(ctx, job.traceId)}</dd>` : ''}
 </dl>${jobActions(ctx, job)}</div>
 <div class="card"><h2>Progress</h2>${job.state === 'running' ? html`<pre data-progress>${shownProgress === null ? 'none yet' : JSON.stringify(shownProgress, null, 2)}</pre>` : html`<p class="muted">Only a running job has progress.</p>`}</div>
 </div>
@@ -225,6 +228,20 @@ function jobActions(ctx: ViewContext, job: JobDetail): Html {
 ${canRetry ? html`<button class="primary" hx-post="${`${path}/retry`}" hx-target="#flash" data-action="retry">Retry</button>` : ''}
 ${canCancel ? html`<button class="danger" hx-post="${`${path}/cancel`}" hx-target="#flash" hx-confirm="${`Cancel job ${job.id}?${job.state === 'running' ? ' Its run is aborted.' : ''}`}" data-action="cancel">Cancel</button>` : ''}
 </div>`
+}
+
+/** A trace id, a link to its trace (in a new tab) where `traceUrl` answers an http or https URL for it, else text. */
+function traceLink(ctx: ViewContext, traceId: string): Html {
+  const id = html`<code>${traceId}</code>`
+  const url = ctx.traceUrl === undefined ? null : webUrl(ctx.traceUrl(traceId))
+  return url === null ? id : html`<a href="${url}" target="_blank" rel="noopener noreferrer" data-trace-link>${id}</a>`
+}
+
+/** `text` as the http or https URL a browser would follow, or null: never a `javascript:`, `data:` or relative one. */
+function webUrl(text: unknown): string | null {
+  if (typeof text !== 'string' || !URL.canParse(text)) return null
+  const url = new URL(text)
+  return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : null
 }
 
 function steps(job: JobDetail): Html {

@@ -13,6 +13,7 @@
 import type { EndedState, JobState } from '../types.js'
 import type {
   AbandonedLease,
+  AdminJobDetailRow,
   AdminJobRow,
   AheadParams,
   ChangeKind,
@@ -176,7 +177,8 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
 
   // The admin API, the testing helpers, the command-line tool and the dashboard.
   jobFind(queue: string, id: string): Result<K, Pick<JobRow, 'seq' | 'state'> | undefined>
-  jobGetRecord(queue: string, id: string): Result<K, AdminJobRow | undefined>
+  /** A job's row, with the trace context stored with it. */
+  jobGetRecord(queue: string, id: string): Result<K, AdminJobDetailRow | undefined>
   /** Every job of a queue in add order: for the testing helpers, on small test databases. */
   jobListOfQueue(queue: string): Result<K, AdminJobRow[]>
   jobList(order: ListingOrder, page: ListParams): Result<K, AdminJobRow[]>

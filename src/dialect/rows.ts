@@ -390,6 +390,9 @@ export type AdminJobRow = Pick<
   | 'result'
 >
 
+/** A job as `inspectJob` reads it: the admin API's row and the trace context stored with it. */
+export type AdminJobDetailRow = AdminJobRow & Pick<JobRow, 'traceContext'>
+
 /** A queue's counters. */
 export type CountsRow = Pick<QueueRow, 'name' | 'paused' | 'waiting' | 'scheduled' | 'running' | 'done' | 'failed' | 'canceled'>
 

@@ -1061,6 +1061,7 @@ describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('%s', (_n
         error: null,
         errorStack: null,
         result: null,
+        traceContext: null,
       })
       expect(await db().jobGetRecord('replies', 'nope')).toBeUndefined()
       expect(await db().jobFind('replies', 'd2')).toEqual({ seq: seqs.get('d2'), state: 'done' })

@@ -5,7 +5,7 @@
  * on the millionth job as on the first. Counts by state are the queue's row
  * plus what is not folded into it yet (counts.ts).
  */
-import type { AdminJobRow, CountsRow, ListParams } from '../index.js'
+import type { AdminJobDetailRow, AdminJobRow, CountsRow, ListParams } from '../index.js'
 import type { EndedState } from '../../types.js'
 import { pgStatement, type JobRow, type StepRow } from './statement.js'
 import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, JOB_QUEUES, ms, RUNNABLE } from './terms.js'
@@ -32,9 +32,9 @@ export const ADMIN_SQL = {
     'findJob',
     `select seq::float8 as seq, state from jobs_job where queue = @queue::text and id = @id::text`,
   ),
-  jobRecord: pgStatement<{ queue: string; id: string }, AdminJobRow>(
+  jobRecord: pgStatement<{ queue: string; id: string }, AdminJobDetailRow>(
     'jobRecord',
-    `select ${JOB} from jobs_job where queue = @queue::text and id = @id::text`,
+    `select ${JOB}, trace_context as "traceContext" from jobs_job where queue = @queue::text and id = @id::text`,
   ),
   /**
    * Ends a job that has not ended yet as canceled, clearing its worker: a run of it loses its lease, and its fence

@@ -4,7 +4,7 @@
  * connection, on first use. Listings page by keyset over the index that serves each state,
  * so a page costs the same on the millionth job as on the first.
  */
-import type { AdminJobRow, CountsRow, ListParams } from '../index.js'
+import type { AdminJobDetailRow, AdminJobRow, CountsRow, ListParams } from '../index.js'
 import type { EndedState } from '../../types.js'
 import { single, statement, type JobRow, type QueueRow, type StepRow } from './statement.js'
 import { ENDED, LIMIT, RUNNABLE } from './terms.js'
@@ -19,7 +19,9 @@ export const ADMIN_SQL = {
   findJob: statement<[queue: string, id: string], Pick<JobRow, 'seq' | 'state'>>(
     `select seq, state from jobs_job where queue = ? and id = ?`,
   ),
-  jobRecord: statement<[queue: string, id: string], AdminJobRow>(`select ${JOB} from jobs_job where queue = ? and id = ?`),
+  jobRecord: statement<[queue: string, id: string], AdminJobDetailRow>(
+    `select ${JOB}, trace_context as traceContext from jobs_job where queue = ? and id = ?`,
+  ),
   /** Ends a job that has not ended yet as canceled, clearing its worker (its run's fence then fails); its steps are deleted beside it. */
   cancelJob: statement<[{ seq: number; now: number }], never>(
     `update jobs_job set state = 'canceled', finished_at = @now, owner = null where seq = @seq and state in ('waiting', 'scheduled', 'running')`,
