@@ -1,7 +1,10 @@
 /**
  * OpenTelemetry traces, on each contract database: the SDK's in-memory exporter takes the spans of an add made inside
  * a request's span and of the runs of its job, and the test checks their names, kinds, parents and attributes, the
- * trace context stored with the job, the steps' spans and the errors recorded. Without an SDK nothing is stored.
+ * trace context stored with the job, the steps' spans and the errors recorded; across processes on each driver that
+ * several processes share (on PostgreSQL node-postgres and postgres.js 3.4 and 4). The metrics, read by a reader the
+ * test collects from: the jobs and runs counted, and a renewal of a worker's lease that gave up, its database held by
+ * another connection. Without an SDK nothing is stored.
  */
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -10,10 +13,15 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import { drizzle } from 'drizzle-orm/node-postgres'
+import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
+import pg from 'pg'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { configureTelemetry, defineQueue, enqueue, enqueueMany, type Run, schedule, work } from '../src/index.js'
 import { runSchedule } from '../src/testing/index.js'
 import { CONTRACT_DATABASES, CONTRACT_TEST_MS, eachContractDb } from './helpers/dialects.js'
+import { type HeldLock, holdPgTableLock, holdSqliteWriteLock } from './helpers/locks.js'
+import { openPostgresJs, POSTGRES_JS } from './helpers/postgres-js.js'
 import { waitFor } from './helpers/wait.js'
 import { started, startFixture } from './helpers/processes.js'
 import { traced } from './fixtures/contract-queues.js'
@@ -128,10 +136,13 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
     expect(second!.events.map((event) => [event.name, event.attributes?.['drizzle_jobs.step']])).toContainEqual(['step replayed', 'lookup'])
   })
 
-  // PGlite serves one process: no other process holds its database.
-  if (dialect !== 'pglite')
-    test(`${on} the context flows from an HTTP request that adds a job in its transaction, in this process, to the run in a worker of another process`, async () => {
+  // PGlite serves one process: no other process holds its database. On PostgreSQL, each driver an app may bring adds
+  // the job in this process and runs it in the other (contract-child.ts's PG_DRIVER): node-postgres, and postgres.js
+  // 3.4 and 4, their tests named [postgres] [postgres.js] and [postgres] [postgres.js 4].
+  for (const driver of dialect === 'pglite' ? [] : dialect === 'postgres' ? (['node-postgres', ...POSTGRES_JS] as const) : [null])
+    test(`${on}${driver === null || driver === 'node-postgres' ? '' : ` [${driver}]`} the context flows from an HTTP request that adds a job in its transaction, in this process, to the run in a worker of another process`, async () => {
       const tracer = trace.getTracer('the app')
+      const postgresJs = driver === null || driver === 'node-postgres' ? null : openPostgresJs(driver, t.address, { max: 2 })
       const server = createServer((request, response) => {
         // The server's span continues the client's trace, as an HTTP instrumentation's does.
         const incoming = propagation.extract(ROOT_CONTEXT, request.headers)
@@ -139,6 +150,8 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
         context
           .with(trace.setSpan(incoming, span), async () => {
             if (t.sqlite) t.sqlite.transaction((tx) => void enqueue(tx, traced, { n: 1 }, { id: 'from-http' }))
+            else if (postgresJs)
+              await drizzlePostgresJs(postgresJs).transaction(async (tx) => void (await enqueue(tx, traced, { n: 1 }, { id: 'from-http' })))
             else await t.inTransaction!(async (tx) => void (await enqueue(tx, traced, { n: 1 }, { id: 'from-http' })))
           })
           .then(
@@ -160,7 +173,7 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
         expect(send!.spanContext().traceId).toBe(client.spanContext().traceId)
         expect(parentOf(send!)).toBe(spansNamed('POST /messages')[0]!.spanContext().spanId)
 
-        const child = startFixture('contract-child.ts', ['work', t.address, 'traced'])
+        const child = startFixture('contract-child.ts', ['work', t.address, 'traced'], driver === null ? {} : { PG_DRIVER: driver })
         await started(child, 'working', 'the traced worker')
         const printed = () =>
           child
@@ -177,6 +190,7 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
         })
       } finally {
         await new Promise((resolve) => server.close(resolve))
+        await postgresJs?.end({ timeout: 0 })
       }
     })
 
@@ -271,6 +285,67 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
       configureTelemetry({})
     }
   })
+
+  // PGlite serves one connection: an app's transaction there holds the whole database, and a renewal waits its turn
+  // behind it, then lands; none gives up.
+  if (dialect !== 'pglite')
+    test(`${on} metrics: a renewal of a worker's lease that gives up, its database held by another connection for more than a third of a lease, counts in drizzle_jobs.lease.renewals.missed, with the queue's attributes`, async () => {
+      const reader = new TestReader()
+      configureTelemetry({ meterProvider: new MeterProvider({ readers: [reader] }) })
+      const missed = async () => (await collected(reader)).get('drizzle_jobs.lease.renewals.missed') ?? []
+      // Each try of a renewal while another process holds SQLite's write lock is refused with SQLITE_BUSY: at once on
+      // libsql, after the connection's busy timeout on better-sqlite3, set to 100 ms here (its default, 5 s, would hold
+      // this process still for 5 s at each renewal and at each maintenance pass while the lock is held). On PostgreSQL
+      // a renewal passes over a row another transaction locks, and waits with no end for a table's lock: the worker's
+      // pool sets lock_timeout, as an app's may, so that each try ends with lock_not_available. Busy errors all: the
+      // renewal tries again until a third of the lease has passed, then gives up.
+      if (dialect === 'sqlite') await t.run('pragma busy_timeout = 100')
+      const pool = dialect === 'postgres' ? new pg.Pool({ connectionString: t.address, lock_timeout: 200 }) : null
+      pool?.on('error', () => {})
+      const queue = defineQueue('leased')
+      await enqueue(t.db, queue, null, { id: 'held' })
+      const errors: unknown[] = []
+      let finish = () => {}
+      const worker = work(pool ? drizzle(pool) : t.db, queue, () => new Promise<void>((resolve) => (finish = resolve)), {
+        lease: '3s',
+        onError: (error) => errors.push(error),
+      })
+      let lock: HeldLock | undefined
+      try {
+        await waitFor(async () => (await t.job('leased', 'held'))?.state === 'running' || undefined, 'the run to start', 60_000)
+        // A renewal that lands counts nothing: the worker's row, written by the claim, is renewed once before the lock.
+        const expiry = async () => {
+          const [row] = await t.query<{ expires_at: Date | number }>('select expires_at from jobs_lease')
+          return row === undefined ? undefined : Number(row.expires_at)
+        }
+        const claimed = await expiry()
+        await waitFor(async () => ((await expiry()) ?? 0) > (claimed ?? 0) || undefined, "a renewal of the worker's row", 60_000)
+        expect(await missed()).toEqual([])
+
+        lock =
+          t.dialect === 'sqlite'
+            ? await holdSqliteWriteLock(t.address.replace(/^file:/, ''))
+            : await holdPgTableLock(t.inTransaction!, 'jobs_lease')
+        await waitFor(async () => (await missed()).length > 0 || undefined, 'a renewal to give up', 60_000)
+        await lock.release()
+        lock = undefined
+        finish()
+        await worker.stop({ timeout: 5_000 })
+        const [point, ...others] = await missed()
+        expect(others).toEqual([])
+        expect(point!.attributes).toEqual({ 'messaging.system': 'drizzle-jobs', 'messaging.destination.name': 'leased' })
+        // Each renewal the lock outlasted gave up: one at least, more where this process saw the first late.
+        expect(point!.value).toBeGreaterThanOrEqual(1)
+        // Busy errors all: none went to onError.
+        expect(errors).toEqual([])
+      } finally {
+        await lock?.release()
+        finish()
+        await worker.stop({ timeout: 1_000 })
+        await pool?.end()
+        configureTelemetry({})
+      }
+    })
 
   test(`${on} with no SDK registered nothing is recorded and no trace context is stored`, async () => {
     unregisterSdk()
