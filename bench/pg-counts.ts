@@ -95,6 +95,8 @@ async function triggerCost(): Promise<void> {
                 errorStack: null,
                 refund: 0,
                 abandoned: 0,
+                waitsFor: null,
+                signals: null,
               },
             })),
           )

@@ -12,10 +12,14 @@ export type { Queue, QueueOptions } from './queue/define.js'
 export { enqueue, enqueueMany } from './queue/enqueue.js'
 export type { EnqueueItem, EnqueueOptions } from './queue/enqueue.js'
 
+/** Sending events, inside the app's own transaction, to runs that wait for them (`run.waitForEvent`). */
+export { signal } from './queue/signal.js'
+export type { Signalled } from './queue/signal.js'
+
 /** Running jobs. */
 export { work } from './worker/worker.js'
 export type { Handler, HandlerAnswer, HandlerResult, WorkOptions, Worker } from './worker/worker.js'
-export type { Run } from './engine/run.js'
+export type { EventWait, Run } from './engine/run.js'
 export type { Outcome } from './engine/outcome.js'
 
 /** Operating queues: cancel or retry a job, pause a queue, count, list and prune (each one short transaction). */

@@ -20,6 +20,7 @@ import type {
   Claimable,
   CountsRow,
   EndedWindow,
+  EventLook,
   ExpiredBy,
   JobEnd,
   FlushAnswer,
@@ -31,7 +32,14 @@ import type {
   ListParams,
   NewJob,
   NewJobs,
+  DebouncedJob,
+  JobAdded,
+  JobHolder,
+  JobRetried,
+  UniqueJob,
   RunEndParams,
+  SignalAnswer,
+  SignalParams,
   SnapshotRow,
   StateCounts,
   StepRow,
@@ -95,6 +103,21 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
    * app's transaction where there are round trips.
    */
   jobAdd(job: NewJob): Result<K, boolean>
+  /**
+   * Adds one job with a unique key as `enqueue` does, whole (JOB-25): unless its id is taken, its key is held by a job
+   * in one of that job's `unique_states` (the partial unique index jobs_job_unique, in one insert that does nothing on
+   * a conflict, never a read before it), or the queue holds `maxWaiting` jobs waiting or scheduled; with its count,
+   * the queue's row and the notice. Answers the holder of its id, or else of its key, that its statement reads.
+   */
+  jobAddUnique(job: UniqueJob): Result<K, JobAdded>
+  /**
+   * Adds one job with a debounce id as `enqueue` does, whole (JOB-26), or, where a job of the queue holds that id
+   * (waiting or scheduled: jobs_job_debounce), gives that job this one's value, run_at and state instead, in one
+   * upsert; with its count, the queue's row and the notice. A full queue refuses an add, never the merge.
+   */
+  jobAddDebounced(job: DebouncedJob): Result<K, JobAdded>
+  /** The job of `queue` with `id`, or else the one holding `uniqueKey` in one of its `unique_states`. */
+  jobGetHolder(find: { queue: string; id: string; uniqueKey: string | null }): Result<K, JobHolder | undefined>
   /** Adds one job unless its id is taken; answers whether it did. */
   jobInsert(job: NewJob): Result<K, boolean>
   /** Adds jobs of one queue in order but for ids taken or repeated in the batch; answers the ids it added. */
@@ -161,6 +184,21 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
   /** Keeps a step's answer, behind the fence; answers whether it was written. */
   stepSetIfLeased(step: LeaseParams & { name: string; answer: string | null }): Result<K, boolean>
 
+  /** A run's look for event `name` of its job: the job's signals and the event's row; undefined where the job is gone. */
+  eventGet(seq: number, name: string): Result<K, EventLook | undefined>
+  /**
+   * Marks the run's wait for event `name` (a `waiting` row, until `deadline`; null: none), behind the fence; answers
+   * whether it was written (false: the event has a row already, or the run lost its lease).
+   */
+  eventSetWaitingIfLeased(wait: LeaseParams & { name: string; deadline: number | null; now: number }): Result<K, boolean>
+  /** Ends the run's wait for event `name` as timed out, behind the fence, unless a signal took it first; answers whether it did. */
+  eventSetTimedOutIfLeased(wait: LeaseParams & { name: string; now: number }): Result<K, boolean>
+  /**
+   * Sends event `name` to a job, in the caller's transaction: kept where the job has not ended and has no event of
+   * that name but a wait for it; the job's signals bumped; its run made due at once where it is parked waiting for it.
+   */
+  jobSignal(signal: SignalParams): Result<K, SignalAnswer>
+
   jobHasPrunable(find: { queue: string; state: EndedState; before: number }): Result<K, boolean>
   jobDeleteEnded(find: { queue: string; state: EndedState; before: number; limit: number }): Result<K, number>
 
@@ -185,8 +223,11 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
   jobGetOutcome(seq: number): Result<K, Pick<JobRow, 'state' | 'error'> | undefined>
   /** Ends a job that has not ended yet as canceled, clearing its worker; answers whether it did. Its steps are the caller's to delete. */
   jobCancel(seq: number, now: number): Result<K, boolean>
-  /** Puts a failed or canceled job back to waiting with fresh attempts; answers whether it did. Its steps are the caller's to delete. */
-  jobRetry(seq: number, now: number): Result<K, boolean>
+  /**
+   * Puts a failed or canceled job back to waiting with fresh attempts and no debounce id, unless another job holds its
+   * unique key in a state that holds it; answers what it did. Its steps are the caller's to delete.
+   */
+  jobRetry(seq: number, now: number): Result<K, JobRetried>
   stepList(seq: number): Result<K, Pick<StepRow, 'name' | 'answer'>[]>
   /** A running job's lease: its worker, the attempt, and until when the worker's row holds it (null: the worker has no row). */
   leaseGet(seq: number): Result<K, { owner: string; attempt: number; expiresAt: number | null } | undefined>

@@ -6,7 +6,7 @@
  * epoch, flags as 0 or 1, JSON as its text. Each dialect's Drizzle schema has
  * every column named here (test/drivers/rows.types.test.ts checks it).
  */
-import type { EndedState, JobState } from '../types.js'
+import type { EndedState, EnqueueMatch, JobState } from '../types.js'
 
 /** A time in whole ms since the epoch: SQLite's integer as stored; PostgreSQL's timestamptz, rounded to the ms. */
 export type EpochMs = number
@@ -41,6 +41,58 @@ export interface JobRow {
   abandoned: Flag
   /** The W3C trace context of the code that added the job, as a JSON object of its fields; null for none. */
   traceContext: JsonText | null
+  /** What the job's parked run waits for (`sleep:<step>`, `event:<name>`) while it is scheduled; null for nothing. */
+  waitsFor: string | null
+  /** How many signals were sent to the job. */
+  signals: number
+  /** The job's unique key, with its window; null for none. */
+  uniqueKey: string | null
+  /** The states in which it holds its unique key, as `,waiting,scheduled,running,`; null for none. */
+  uniqueStates: string | null
+  /** The debounce id the job holds until it starts; null for none. */
+  debounceKey: string | null
+}
+
+/** What a run's wait for an event reads: the job's signals, and the event's row where there is one. */
+export interface EventLook {
+  /** How many signals were sent to the job (jobs_job.signals). */
+  signals: number
+  /** The event's state, or null where it has no row. */
+  state: EventRow['state'] | null
+  payload: JsonText | null
+  deadline: EpochMs | null
+}
+
+/** A signal: event `name` with `payload`, for the job `id` of `queue`. */
+export interface SignalParams {
+  queue: string
+  id: string
+  name: string
+  payload: JsonText
+  now: EpochMs
+}
+
+/** What a signal did. */
+export interface SignalAnswer {
+  /** The queue holds the job. */
+  found: boolean
+  /** The event was kept: the job had not ended, and had no event of that name but a run's wait for it. */
+  sent: boolean
+  /** The job's run was parked waiting for it, and is due now. */
+  woke: boolean
+}
+
+/** A `jobs_event` row: an event of a job, by name, sent or waited for. */
+export interface EventRow {
+  job: number
+  name: string
+  state: 'waiting' | 'sent' | 'timed_out'
+  /** The payload, once sent. */
+  payload: JsonText | null
+  /** Until when a waiting run waits; null for no timeout. */
+  deadline: EpochMs | null
+  /** When the row took its state. */
+  at: EpochMs
 }
 
 /**
@@ -228,6 +280,36 @@ export type NewJob = Pick<JobRow, 'queue' | 'id' | 'grp' | 'value' | 'priority' 
 }
 
 /**
+ * A job as enqueue adds it with a unique key (JOB-25): `unique_key`, the key with its window, and `unique_states`, the
+ * states that hold it, as stored (`,waiting,scheduled,running,done,`).
+ */
+export type UniqueJob = NewJob & { uniqueKey: string; uniqueStates: string }
+
+/** A job as enqueue adds it with a debounce id (JOB-26), its `debounce_key`, held while it waits to start. */
+export type DebouncedJob = NewJob & { debounceKey: string }
+
+/** The job an add met, and by which of its keys. */
+export interface JobHolder {
+  id: string
+  matched: EnqueueMatch
+}
+
+/**
+ * What an add with a unique key or a debounce id did: it added the job; or it met `holder` (the job holding its id or
+ * its unique key, left as it was; or the waiting job of its debounce id, which took its value and run_at); or neither
+ * (`holder` null): the queue had no room, or the job it met is not in what the add's statement reads (on PostgreSQL,
+ * an add that committed while this one waited for it; anywhere, a job that left the index since).
+ */
+export type JobAdded = { added: true } | { added: false; holder: JobHolder | null }
+
+/**
+ * What a retry did: put the job back (`retried`); found it in a state other than failed or canceled (`unchanged`);
+ * or found its unique key held by another job in a state that holds it (`held`: that job's id, null where the
+ * database refused the write without naming it, an add that committed while the retry waited on PostgreSQL).
+ */
+export type JobRetried = { outcome: 'retried' } | { outcome: 'unchanged' } | { outcome: 'held'; holder: string | null }
+
+/**
  * Jobs of one queue added together, all at `now` with the queue's attempts: each job its
  * `[id, grp, value, state, priority, runAt]`, in the order they are added.
  */
@@ -287,6 +369,14 @@ export interface RunEndParams {
   refund: 0 | 1
   /** 1 when the run ended without an outcome and its job's next run goes alone (engine/alone.ts). */
   abandoned: 0 | 1
+  /** What the run parked to wait for (jobs_job.waits_for: `sleep:<step>`, `event:<name>`), or null: any other end. */
+  waitsFor: string | null
+  /**
+   * A run parked to wait for an event: the job's `signals` when the run found no event. Where a signal has bumped it
+   * since, the end leaves the job due at once (its run_at as it was) and waiting for nothing, so that no signal is
+   * lost between the run's look and its end. Null for any other end.
+   */
+  signals: number | null
 }
 
 /** One run's end: its job, its attempt, and the job's next row values. */

@@ -42,17 +42,36 @@ export async function execute(
     if (value.ok && broken === null) {
       // The handler runs in its run's span, so that its own spans are the run's children.
       const call = () => handler(value.value, run)
-      end = { kind: 'returned', value: await (span ? span.within(call) : call()) }
+      end = await ended(run, span ? span.within(call) : call())
     } else end = { kind: 'returned', value: run.fail(broken ?? '') }
   } catch (error) {
     end = { kind: 'threw', error }
   }
   clearTimeout(timer)
-  if (timedOut) end = { kind: 'threw', error: timeoutError(queue.timeoutMs) }
+  run.onPark = null
+  if (run.parked !== null) end = { kind: 'parked', park: run.parked }
+  else if (timedOut) end = { kind: 'threw', error: timeoutError(queue.timeoutMs) }
   const transition = run.lost ? null : transitionFor(queue, { attempt: run.attempt, maxAttempts: run.attempts }, end, clock())
   span?.end(transition)
   runEnded(queue.name, runOutcome(transition), performance.now() - started)
   return transition
+}
+
+/**
+ * How a handler's call ended: with what it returned (a promise's value), or as its run parked (a sleep, a wait for an
+ * event), whose call never answers; a throw or a rejection rejects.
+ */
+function ended(run: RunContext, returned: unknown): RunEnd | Promise<RunEnd> {
+  if (!isThenable(returned)) return { kind: 'returned', value: returned }
+  if (run.parked !== null) return { kind: 'parked', park: run.parked }
+  return new Promise<RunEnd>((resolve, reject) => {
+    run.onPark = (park) => resolve({ kind: 'parked', park })
+    returned.then((value) => resolve({ kind: 'returned', value }), reject)
+  })
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function'
 }
 
 /**

@@ -34,6 +34,18 @@ export type RunEnd =
   | { kind: 'threw'; error: unknown }
   /** The run's worker died or lost the lease before recording an outcome. */
   | { kind: 'abandoned'; why: string; how: Abandonment }
+  /** The run parked (a sleep, a wait for an event): its job runs again at `until`, or when the event comes. */
+  | { kind: 'parked'; park: Park }
+
+/** What a parked run waits for, and until when. */
+export interface Park {
+  /** When the job runs again (ms since the epoch): a sleep's end, an event's timeout (MAX_TIME_MS: none). */
+  until: number
+  /** jobs_job.waits_for: `sleep:<step>` or `event:<name>`. */
+  waitsFor: string
+  /** For an event: the job's signals when the run found no event (RunEndParams.signals); null for a sleep. */
+  signals: number | null
+}
 
 /** The job's next row values: what a run's end writes. */
 export type Transition = RunEndParams
@@ -46,6 +58,10 @@ export interface RunFacts {
 /** Turns how a run ended into the job's next state. */
 export function transitionFor(queue: QueueDefinition, run: RunFacts, end: RunEnd, now: number): Transition {
   if (end.kind === 'threw') return failedRun(queue, run, errorText(end.error), stackOf(end.error), now)
+  if (end.kind === 'parked') {
+    // A parked run gives its attempt back: waiting is not trying.
+    return { ...scheduled(end.park.until, null, null, 1), waitsFor: end.park.waitsFor, signals: end.park.signals }
+  }
   if (end.kind === 'abandoned') {
     const error = `attempt ${run.attempt} of ${run.maxAttempts} ended without an outcome: ${end.why}`
     return { ...failedRun(queue, run, error, null, now), abandoned: runsAloneNext(end.how) ? 1 : 0 }
@@ -83,6 +99,8 @@ export function handedBack(job: { claimedFrom: 'waiting' | 'scheduled'; abandone
     errorStack: null,
     refund: 1,
     abandoned: job.abandoned ? 1 : 0,
+    waitsFor: null,
+    signals: null,
   }
 }
 
@@ -103,7 +121,19 @@ function keptText(text: string, maxBytes: number): string {
 }
 
 function ended(state: 'done' | 'failed', now: number, fields: Partial<Transition>): Transition {
-  return { state, runAt: null, finishedAt: now, result: null, error: null, errorStack: null, refund: 0, abandoned: 0, ...fields }
+  return {
+    state,
+    runAt: null,
+    finishedAt: now,
+    result: null,
+    error: null,
+    errorStack: null,
+    refund: 0,
+    abandoned: 0,
+    waitsFor: null,
+    signals: null,
+    ...fields,
+  }
 }
 
 /** A wait of years may reach past the range of a Date: the job is then scheduled at its end. */
@@ -117,6 +147,8 @@ function scheduled(runAt: number, error: string | null, errorStack: string | nul
     errorStack,
     refund,
     abandoned: 0,
+    waitsFor: null,
+    signals: null,
   }
 }
 

@@ -8,11 +8,11 @@ import type { ClaimedJob } from '../dialect/index.js'
 import { toMs, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName, encodeJson } from '../json.js'
-import { MAX_PROGRESS_BYTES, MAX_VALUE_BYTES, STEP_LEASE_MARGIN } from '../limits.js'
+import { MAX_PROGRESS_BYTES, MAX_TIME_MS, MAX_VALUE_BYTES, STEP_LEASE_MARGIN } from '../limits.js'
 import { retryWhileBusy } from './busy.js'
 import { confirmLease } from './lease.js'
-import type { JsonShape } from '../types.js'
-import { outcome, type Outcome } from './outcome.js'
+import type { Json, JsonShape } from '../types.js'
+import { outcome, type Outcome, type Park } from './outcome.js'
 import { endNoticeProgress, sendProgress } from '../progress/notices.js'
 import { endProgress, publishProgress, runKey } from '../progress/store.js'
 
@@ -49,6 +49,27 @@ export interface Run {
    * cannot be kept.
    */
   step<A extends JsonShape<A>>(name: string, fn: () => A | Promise<A>): Promise<A>
+  /**
+   * Parks the run for `duration` (ms, or a string such as `'2h'`): the job is scheduled to run again at the end of
+   * the sleep, holding no slot meanwhile and giving this attempt back, and its next run passes through this call at
+   * once. Code after the `await` runs in that later run: a sleep is a durable step named `name` (its end is kept, so
+   * the same call in a later run or attempt does not sleep again), and a handler reaches it by running again from the
+   * top, its earlier steps answered from the table. Use a name no other step of the job uses.
+   *
+   * Throws as `step` does: LEASE_LOST, the signal's reason, INVALID_OPTION for a bad name or duration.
+   */
+  sleep(name: string, duration: Duration): Promise<void>
+  /**
+   * Waits for the event `name` that the app sends with `signal(tx, queue, id, name, payload)` inside its own
+   * transaction. Where none has come, the run parks, as `sleep` does (no slot held, no attempt used), until the event
+   * comes, in any process, or `timeout` passes; its next run passes through this call with what it found. Durable:
+   * every later run or attempt gets the same answer without waiting again. An event sent before the run waits is
+   * kept, and answered at once. Without a timeout the run waits until the event comes.
+   *
+   * Answers `{ timedOut: false, payload }` for the event, `{ timedOut: true }` when the timeout passed first (a later
+   * signal of that name is then refused). Throws as `step` does.
+   */
+  waitForEvent<P = Json>(name: string, options?: { timeout?: Duration }): Promise<EventWait<P>>
   /** Sets the run's live progress: JSON of at most 4 KiB (TOO_LARGE beyond), in memory only (JOB-12). */
   setProgress<P extends JsonShape<P>>(progress: P): void
   /** Ends the job `failed` now, with `reason` as its error (at most 64 KiB of UTF-8 is kept, cut with a marker beyond). Return what it returns. */
@@ -58,6 +79,15 @@ export interface Run {
   /** Runs the job again after `delay`, not counting this attempt. Return what it returns. */
   snooze(delay?: Duration): Outcome
 }
+
+/** What `run.waitForEvent` answers: the event's payload, or that its timeout passed first. */
+export type EventWait<P> = { timedOut: false; payload: P } | { timedOut: true; payload?: undefined }
+
+/**
+ * A promise that never settles: what a parked run's `sleep` or `waitForEvent` answers in the run that parks. A fresh
+ * one each time: a promise nothing references any more is collected with the handler's code that awaits it.
+ */
+const never = () => new Promise<never>(() => {})
 
 /** @internal */
 export class RunContext implements Run {
@@ -75,6 +105,10 @@ export class RunContext implements Run {
   trace: ProcessSpan | null = null
   /** Set once the lease is known lost: nothing this run writes will land. */
   lost = false
+  /** Set once the run parks (a sleep, a wait for an event): it ends so, whatever the handler does after. */
+  parked: Park | null = null
+  /** Called as the run parks: the executor stops waiting for the handler, whose promise then never settles. */
+  onPark: ((park: Park) => void) | null = null
   /** Why the run was aborted, once it was. */
   private abortReason: JobsError | undefined
   /** Made when a handler first asks for the signal: most runs never do, and an AbortController costs about 3 µs. */
@@ -179,6 +213,78 @@ export class RunContext implements Run {
       if (this.abortReason) throw this.abortReason
       return false
     })
+  }
+
+  async sleep(name: string, duration: Duration): Promise<void> {
+    checkName(name, 'sleep name')
+    const ms = toMs(duration, 'sleep duration')
+    if (this.abortReason) throw this.abortReason
+    if (this.parked) return never()
+    const db = this.connection.executor
+    const kept = await this.whileBusy(() => db.stepGet(this.seq, name))
+    const keptUntil = kept === undefined || kept === null ? undefined : (JSON.parse(kept) as { until?: unknown }).until
+    let until: number
+    if (typeof keptUntil === 'number') until = keptUntil
+    else {
+      // No sleep of that name was kept (or a step of that name kept something else): this call starts it.
+      if (kept !== undefined) throw new JobsError('INVALID_OPTION', `sleep '${name}': a step of that name kept another answer`)
+      until = Math.min(this.lease.clock() + ms, MAX_TIME_MS)
+      this.assertHeld()
+      const json = JSON.stringify({ until })
+      const written = await this.whileBusy(() =>
+        db.stepSetIfLeased({ seq: this.seq, name, answer: json, owner: this.owner, attempt: this.attempt }),
+      )
+      if (!written) {
+        const now = await this.whileBusy(() => db.stepGet(this.seq, name))
+        if (now === undefined) this.loseLease()
+        this.assertHeld()
+        return this.sleep(name, duration)
+      }
+    }
+    if (this.lease.clock() >= until) return
+    return this.park({ until, waitsFor: `sleep:${name}`, signals: null })
+  }
+
+  async waitForEvent<P>(name: string, options?: { timeout?: Duration }): Promise<EventWait<P>> {
+    checkName(name, 'event name')
+    if (options !== undefined && (typeof options !== 'object' || options === null))
+      throw new JobsError('INVALID_OPTION', `waitForEvent '${name}': options must be an object`)
+    const timeoutMs = options?.timeout === undefined ? null : toMs(options.timeout, 'event timeout')
+    const db = this.connection.executor
+    const lease = { seq: this.seq, owner: this.owner, attempt: this.attempt }
+    for (;;) {
+      if (this.abortReason) throw this.abortReason
+      if (this.parked) return never()
+      const look = await this.whileBusy(() => db.eventGet(this.seq, name))
+      if (look === undefined) this.loseLease()
+      this.assertHeld()
+      const { state, signals } = look!
+      if (state === 'sent') return { timedOut: false, payload: JSON.parse(look!.payload ?? 'null') as P }
+      if (state === 'timed_out') return { timedOut: true }
+      const now = this.lease.clock()
+      if (state === 'waiting') {
+        const deadline = look!.deadline
+        if (deadline === null || now < deadline) return this.park({ until: deadline ?? MAX_TIME_MS, waitsFor: `event:${name}`, signals })
+        if (await this.whileBusy(() => db.eventSetTimedOutIfLeased({ ...lease, name, now }))) return { timedOut: true }
+      } else {
+        const deadline = timeoutMs === null ? null : Math.min(now + timeoutMs, MAX_TIME_MS)
+        if (await this.whileBusy(() => db.eventSetWaitingIfLeased({ ...lease, name, deadline, now })))
+          return this.park({ until: deadline ?? MAX_TIME_MS, waitsFor: `event:${name}`, signals })
+      }
+      // The write found the event's row changed (a signal came first: look again), or the run's lease gone.
+      const again = await this.whileBusy(() => db.eventGet(this.seq, name))
+      if (again === undefined || (again.state === state && again.deadline === look!.deadline)) this.loseLease()
+      this.assertHeld()
+    }
+  }
+
+  /** Parks the run: it ends so, its job scheduled as `park` says, and the call that parked it never answers. */
+  private park(park: Park): Promise<never> {
+    if (this.parked === null) {
+      this.parked = park
+      this.onPark?.(park)
+    }
+    return never()
   }
 
   setProgress(progress: unknown): void {

@@ -99,12 +99,13 @@ export interface RunFacts {
 }
 
 /** How a run ended, as its span and the metrics say it. */
-export type RunOutcome = 'done' | 'failed' | 'retry' | 'snooze' | 'canceled' | 'lease_lost'
+export type RunOutcome = 'done' | 'failed' | 'retry' | 'snooze' | 'parked' | 'canceled' | 'lease_lost'
 
 /** The outcome of a run that ended as `transition` (null: it lost its lease). */
 export function runOutcome(transition: Transition | null): RunOutcome {
   if (transition === null) return 'lease_lost'
   if (transition.state === 'done' || transition.state === 'failed' || transition.state === 'canceled') return transition.state
+  if (transition.waitsFor !== null) return 'parked'
   return transition.refund === 1 ? 'snooze' : 'retry'
 }
 
@@ -179,9 +180,22 @@ export function startProcess(run: RunFacts): ProcessSpan | null {
   }
 }
 
+/**
+ * The last stored trace context read, and its context: the jobs of one `enqueueMany`, a fan-out, share theirs, and
+ * their runs come in a row. A context is immutable, so runs can share it.
+ */
+let lastStored: { stored: string; context: Otel.Context } | null = null
+
 /** The context a job's stored trace context describes, or the root context where there is none (or it is broken). */
 function storedContext(otelApi: Api, stored: string | null): Otel.Context {
   if (stored === null) return otelApi.ROOT_CONTEXT
+  if (lastStored?.stored === stored) return lastStored.context
+  const context = parsedContext(otelApi, stored)
+  lastStored = { stored, context }
+  return context
+}
+
+function parsedContext(otelApi: Api, stored: string): Otel.Context {
   let carrier: unknown
   try {
     carrier = JSON.parse(stored)

@@ -7,7 +7,7 @@
  */
 import { getTableColumns, getTableName, type Column, type Table } from 'drizzle-orm'
 import { describe, expect, expectTypeOf, test } from 'vitest'
-import type { EpochMs, Flag, JobRow, JsonText, QueueRow, StepRow, LeaseRow } from '../../src/dialect/index.js'
+import type { EpochMs, EventRow, Flag, JobRow, JsonText, QueueRow, StepRow, LeaseRow } from '../../src/dialect/index.js'
 import * as sqlite from '../../src/schema/index.js'
 import * as pg from '../../src/schema/pg.js'
 
@@ -51,6 +51,11 @@ const TABLES = [
       owner: true,
       abandoned: true,
       traceContext: true,
+      waitsFor: true,
+      signals: true,
+      uniqueKey: true,
+      uniqueStates: true,
+      debounceKey: true,
     }),
   },
   {
@@ -77,6 +82,11 @@ const TABLES = [
   },
   { sqlite: sqlite.jobsStep, pg: pg.jobsStep, keys: keysOf<StepRow>({ job: true, name: true, answer: true }) },
   {
+    sqlite: sqlite.jobsEvent,
+    pg: pg.jobsEvent,
+    keys: keysOf<EventRow>({ job: true, name: true, state: true, payload: true, deadline: true, at: true }),
+  },
+  {
     sqlite: sqlite.jobsLease,
     pg: pg.jobsLease,
     keys: keysOf<LeaseRow>({ owner: true, host: true, pid: true, expiresAt: true, channel: true }),
@@ -88,6 +98,8 @@ describe('the protocol rows and the schemas', () => {
     expectTypeOf<SqliteRead<typeof sqlite.jobsJob, keyof JobRow>>().toEqualTypeOf<JobRow>()
     expectTypeOf<SqliteRead<typeof sqlite.jobsQueue, keyof QueueRow>>().toEqualTypeOf<QueueRow>()
     expectTypeOf<SqliteRead<typeof sqlite.jobsStep, keyof StepRow>>().toEqualTypeOf<StepRow>()
+    expectTypeOf<SqliteRead<typeof sqlite.jobsEvent, keyof EventRow>>().toEqualTypeOf<EventRow>()
+    expectTypeOf<Exclude<keyof typeof sqlite.jobsEvent.$inferSelect, keyof EventRow>>().toBeNever()
     expectTypeOf<SqliteRead<typeof sqlite.jobsLease, keyof LeaseRow>>().toEqualTypeOf<LeaseRow>()
     expectTypeOf<Exclude<keyof typeof sqlite.jobsJob.$inferSelect, keyof JobRow>>().toEqualTypeOf<'engineWrites'>()
     expectTypeOf<Exclude<keyof typeof sqlite.jobsQueue.$inferSelect, keyof QueueRow>>().toBeNever()
@@ -99,6 +111,8 @@ describe('the protocol rows and the schemas', () => {
     expectTypeOf<PgRead<typeof pg.jobsJob, keyof JobRow>>().toEqualTypeOf<JobRow>()
     expectTypeOf<PgRead<typeof pg.jobsQueue, keyof QueueRow>>().toEqualTypeOf<QueueRow>()
     expectTypeOf<PgRead<typeof pg.jobsStep, keyof StepRow>>().toEqualTypeOf<StepRow>()
+    expectTypeOf<PgRead<typeof pg.jobsEvent, keyof EventRow>>().toEqualTypeOf<EventRow>()
+    expectTypeOf<Exclude<keyof typeof pg.jobsEvent.$inferSelect, keyof EventRow>>().toBeNever()
     expectTypeOf<PgRead<typeof pg.jobsLease, keyof LeaseRow>>().toEqualTypeOf<LeaseRow>()
     expectTypeOf<Exclude<keyof typeof pg.jobsJob.$inferSelect, keyof JobRow>>().toBeNever()
     expectTypeOf<Exclude<keyof typeof pg.jobsQueue.$inferSelect, keyof QueueRow>>().toBeNever()

@@ -266,6 +266,11 @@ export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'as
     stepGet: async (seq, name) => (await get(q, SQL.readStep, { seq, name }))?.answer,
     stepSetIfLeased: (step) => some(q, SQL.writeStep, step),
 
+    eventGet: (seq, name) => get(q, SQL.eventLook, { seq, name }),
+    eventSetWaitingIfLeased: (wait) => some(q, SQL.eventWait, wait),
+    eventSetTimedOutIfLeased: (wait) => some(q, SQL.eventTimeOut, wait),
+    jobSignal: (signal) => one(q, SQL.signal, { ...signal, waitsFor: `event:${signal.name}` }),
+
     jobHasPrunable: ({ queue, state, before }) => some(q, SQL.firstPrunable, { queue, state, before: timeBound(before) }),
     jobDeleteEnded: async ({ queue, state, before, limit }) =>
       (await one(q, SQL.pruneEnded, { queue, state, before: timeBound(before), limit })).count,

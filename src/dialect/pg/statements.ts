@@ -17,12 +17,14 @@ import type {
   Claimable,
   ClaimedJob,
   ClaimLimits,
+  EventLook,
   ExpiredBy,
   HeldRun,
   JobEnd,
   LeaseParams,
   NewJob,
   RunEndParams,
+  SignalParams,
   StoredLimits,
   StoreLimitsParams,
   UnleasedRun,
@@ -39,13 +41,26 @@ const DUE = `queue = @queue::text and ${RUNNABLE} and run_at <= ${at('@now')}`
 const HOLDS_NO_RUN = `not exists (select 1 from jobs_job where state = 'running' and owner = w.owner)`
 
 /** The columns a run's end writes, from RunEndParams: the job names no worker from then on. */
-const END_SET = `state = @state::text, run_at = coalesce(${at('@runAt')}, run_at), finished_at = ${at('@finishedAt')},
-  result = @result::jsonb, error = @error::text, error_stack = @errorStack::text, attempts = attempts - @refund::int,
-  abandoned = @abandoned::int <> 0, owner = null`
+const END_SET = `state = @state::text, ${parkedSet('jobs_job', at('@runAt'), '@waitsFor::text', '@signals::int')},
+  finished_at = ${at('@finishedAt')}, result = @result::jsonb, error = @error::text, error_stack = @errorStack::text,
+  attempts = attempts - @refund::int, abandoned = @abandoned::int <> 0, owner = null`
+
+/**
+ * The columns a run's end writes to the job row `j` of a park (RunEndParams: waitsFor, signals), and its run_at: a run
+ * parked to wait for an event whose job was signalled since the run looked (its signals moved) stays due at once,
+ * its run_at as it was, waiting for nothing; any other end waits for `waitsFor` (null: nothing) until `runAt`. A
+ * signal's update of the row holds its lock until the signal commits, and an end that waited for it reads the row as
+ * the signal left it. The debounce id is the first run's to drop: a job holds it only until it starts.
+ */
+function parkedSet(j: string, runAt: string, waitsFor: string, signals: string): string {
+  const signalled = `${signals} is not null and ${j}.signals <> ${signals}`
+  return `run_at = case when ${signalled} then ${j}.run_at else coalesce(${runAt}, ${j}.run_at) end,
+    waits_for = case when ${signalled} then null else ${waitsFor} end, debounce_key = null`
+}
 
 /**
  * Ends as the end statements read them (endEach): a JSON array of [seq, attempt, state, runAt, finishedAt, result,
- * error, errorStack, refund, abandoned], result the JSON text of the result or null.
+ * error, errorStack, refund, abandoned, waitsFor, signals], result the JSON text of the result or null.
  */
 export function endsAsJson(ends: readonly JobEnd[]): string {
   return JSON.stringify(
@@ -60,6 +75,8 @@ export function endsAsJson(ends: readonly JobEnd[]): string {
       t.errorStack,
       t.refund,
       t.abandoned,
+      t.waitsFor,
+      t.signals,
     ]),
   )
 }
@@ -69,7 +86,7 @@ export function endsAsJson(ends: readonly JobEnd[]): string {
  * names no worker from then on.
  */
 function endEach(j: string, e: string): string {
-  return `state = ${e} ->> 2, run_at = coalesce(${at(`(${e} ->> 3)`)}, ${j}.run_at), finished_at = ${at(`(${e} ->> 4)`)},
+  return `state = ${e} ->> 2, ${parkedSet(j, at(`(${e} ->> 3)`), `${e} ->> 10`, `(${e} ->> 11)::int`)}, finished_at = ${at(`(${e} ->> 4)`)},
       result = (${e} ->> 5)::jsonb, error = ${e} ->> 6, error_stack = ${e} ->> 7, attempts = ${j}.attempts - (${e} ->> 8)::int,
       abandoned = (${e} ->> 9)::int <> 0, owner = null`
 }
@@ -600,6 +617,58 @@ export const SQL = {
     select seq, @name::text, @answer::jsonb from fenced
     on conflict (job, name) do nothing
     returning 1 as written`,
+  ),
+
+  /** A run's look for event @name of its job (Executor.eventGet). */
+  eventLook: pgStatement<{ seq: number; name: string }, EventLook>(
+    'eventLook',
+    `select j.signals, e.state, e.payload::text as payload, ${ms('e.deadline')} as deadline
+    from jobs_job j left join jobs_event e on e.job = j.seq and e.name = @name::text
+    where j.seq = @seq::bigint`,
+  ),
+  /** Marks a run's wait for an event, behind the fence, where the event has no row. */
+  eventWait: pgStatement<LeaseParams & { name: string; deadline: number | null; now: number }, { written: 1 }>(
+    'eventWait',
+    `with ${fence(ONE_RUN)}
+    insert into jobs_event (job, name, state, deadline, at)
+    select seq, @name::text, 'waiting', ${at('@deadline')}, ${at('@now')} from fenced
+    on conflict (job, name) do nothing
+    returning 1 as written`,
+  ),
+  /** Ends a run's wait for an event as timed out, behind the fence, where no signal took it. */
+  eventTimeOut: pgStatement<LeaseParams & { name: string; now: number }, { written: 1 }>(
+    'eventTimeOut',
+    `with ${fence(ONE_RUN)}
+    update jobs_event set state = 'timed_out', at = ${at('@now')}
+    where job = (select seq from fenced) and name = @name::text and state = 'waiting'
+    returning 1 as written`,
+  ),
+  /**
+   * A signal (Executor.jobSignal): the job's row locked first, so that what it says of a parked run holds until the
+   * signal commits, and an end of that run waits for it (then reads the signals it bumped: parkedSet); the event kept
+   * where it has no row but a wait's; the job's signals bumped and, where its run is parked waiting for the event, its
+   * run_at made now.
+   */
+  signal: pgStatement<SignalParams & { waitsFor: string }, { found: boolean; sent: boolean; woke: boolean }>(
+    'signal',
+    `with job as materialized (
+      select seq, state, waits_for from jobs_job where queue = @queue::text and id = @id::text for no key update
+    ),
+    sent as (
+      insert into jobs_event (job, name, state, payload, at)
+      select seq, @name::text, 'sent', @payload::jsonb, ${at('@now')} from job where state not in ('done', 'failed', 'canceled')
+      on conflict (job, name) do update set state = 'sent', payload = excluded.payload, deadline = null, at = excluded.at
+        where jobs_event.state = 'waiting'
+      returning job
+    ),
+    bumped as (
+      update jobs_job j set signals = j.signals + 1,
+        run_at = case when job.state = 'scheduled' and job.waits_for = @waitsFor::text then ${at('@now')} else j.run_at end,
+        waits_for = case when job.state = 'scheduled' and job.waits_for = @waitsFor::text then null else j.waits_for end
+      from job where j.seq = job.seq and exists (select 1 from sent)
+      returning job.state = 'scheduled' and job.waits_for = @waitsFor::text as woke
+    )
+    select exists (select 1 from job) as found, exists (select 1 from sent) as sent, coalesce((select woke from bumped), false) as woke`,
   ),
 
   /** The first job of a queue that ended in @state before @before, in jobs_job_ended's order (so that the planner walks it). */

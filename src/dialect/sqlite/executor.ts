@@ -20,6 +20,7 @@ import type {
   JobEnd,
   Kind,
   ListingOrder,
+  NewJob,
   Result,
   RunEndParams,
   StateCounts,
@@ -54,13 +55,21 @@ function sameKind(a: RunEndParams, b: RunEndParams): boolean {
     a.error === b.error &&
     a.errorStack === b.errorStack &&
     a.refund === b.refund &&
-    a.abandoned === b.abandoned
+    a.abandoned === b.abandoned &&
+    a.waitsFor === b.waitsFor &&
+    a.signals === b.signals
   )
 }
 
 /** How many more runs of `grp` the rate's window lets start (ClaimTake.groupRoom). */
 function roomOf(room: NonNullable<ClaimTake['groupRoom']>, grp: string): number {
   return Object.hasOwn(room.listed, grp) ? room.listed[grp]! : room.other
+}
+
+/** The counters' move of one job added by `enqueue`. */
+function addedCount(job: NewJob): { queue: string } & StateCounts {
+  const waiting = job.state === 'waiting' ? 1 : 0
+  return { queue: job.queue, waiting, scheduled: 1 - waiting, running: 0, done: 0, failed: 0, canceled: 0 }
 }
 
 /** The executor of one connection's prepared statements. @internal */
@@ -221,12 +230,28 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     jobAdd: (job) =>
       run(function* () {
         if ((yield* ask(sql.insertJobIfRoom.run(job))).changes !== 1) return false
-        const added = job.state === 'waiting' ? 1 : 0
-        yield* ask(
-          sql.shiftCounts.run({ queue: job.queue, waiting: added, scheduled: 1 - added, running: 0, done: 0, failed: 0, canceled: 0 }),
-        )
+        yield* ask(sql.shiftCounts.run(addedCount(job)))
         return true
       }),
+    jobAddUnique: (job) =>
+      run(function* () {
+        if ((yield* ask(sql.insertUniqueJobIfRoom.run(job))).changes === 1) {
+          yield* ask(sql.shiftCounts.run(addedCount(job)))
+          return { added: true }
+        }
+        // One writer at a time: what met the add is there to read in the same transaction.
+        return { added: false, holder: (yield* ask(sql.jobHolder.get({ queue: job.queue, id: job.id, uniqueKey: job.uniqueKey }))) ?? null }
+      }),
+    jobAddDebounced: (job) =>
+      run(function* () {
+        const id = yield* ask(sql.upsertDebouncedJob.get(job))
+        if (id === undefined) return { added: false, holder: null }
+        // A job's id is its own: the row answered is the one added, or the waiting job that took the add.
+        if (id !== job.id) return { added: false, holder: { id, matched: 'debounce' } }
+        yield* ask(sql.shiftCounts.run(addedCount(job)))
+        return { added: true }
+      }),
+    jobGetHolder: (find) => sql.jobHolder.get(find),
     jobInsert: (job) => changedOne(sql.insertJob.run(job)),
     jobInsertMany: (batch) => client.run(insertJobsInGroups(sql, batch)),
     jobExists: (queue, id) => mapAnswer(sql.jobExists.get(queue, id), (row) => row !== undefined),
@@ -271,6 +296,21 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     stepGet: (seq, name) => sql.readStep.get(seq, name),
     stepSetIfLeased: (step) => changedOne(sql.writeStep.run(step)),
 
+    eventGet: (seq, name) => sql.eventLook.get({ seq, name }),
+    eventSetWaitingIfLeased: (wait) => changedOne(sql.eventWait.run(wait)),
+    eventSetTimedOutIfLeased: (wait) => changedOne(sql.eventTimeOut.run(wait)),
+    jobSignal: (signal) =>
+      run(function* () {
+        const job = yield* ask(sql.signalTarget.get(signal))
+        if (job === undefined) return { found: false, sent: false, woke: false }
+        if (ENDED_STATES.includes(job.state as EndedState)) return { found: true, sent: false, woke: false }
+        const kept = yield* ask(sql.signalSend.run({ seq: job.seq, name: signal.name, payload: signal.payload, now: signal.now }))
+        if (kept.changes !== 1) return { found: true, sent: false, woke: false }
+        const woke = job.state === 'scheduled' && job.waitsFor === `event:${signal.name}`
+        yield* ask(sql.signalJob.run({ seq: job.seq, now: signal.now, wake: woke ? 1 : 0 }))
+        return { found: true, sent: true, woke }
+      }),
+
     jobHasPrunable: (find) => mapAnswer(sql.firstPrunable.get(find), (row) => row !== undefined),
     jobDeleteEnded: (find) => mapAnswer(sql.pruneEnded.run(find), (result) => result.changes),
 
@@ -314,7 +354,12 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     jobList: (order, page) => listings(order).all(page),
     jobGetOutcome: (seq) => admin().jobOutcome.get(seq),
     jobCancel: (seq, now) => changedOne(admin().cancelJob.run({ seq, now })),
-    jobRetry: (seq, now) => changedOne(admin().retryJob.run({ seq, now })),
+    jobRetry: (seq, now) =>
+      run(function* () {
+        if ((yield* ask(admin().retryJob.run({ seq, now }))).changes === 1) return { outcome: 'retried' }
+        const holder = yield* ask(admin().retryKeyHolder.get({ seq }))
+        return holder === undefined ? { outcome: 'unchanged' } : { outcome: 'held', holder }
+      }),
     stepList: (seq) => admin().jobSteps.all(seq),
     leaseGet: (seq) => admin().jobLease.get(seq),
     queueSetPaused: (queue, paused) => nothing(admin().setPaused.run({ queue, paused: paused ? 1 : 0 })),

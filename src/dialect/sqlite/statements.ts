@@ -13,29 +13,42 @@ import type {
   Claimable,
   ClaimedJob,
   ClaimLimits,
+  DebouncedJob,
+  EventLook,
   ExpiredBy,
   JobRow,
   LeaseParams,
   HeldRun,
+  JobHolder,
   NewJob,
   NewJobs,
   RunEndParams,
   StepRow,
   StoredLimits,
   StoreLimitsParams,
+  UniqueJob,
   UnleasedRun,
   WorkerLease,
 } from '../index.js'
 import type { Kind, Result } from '../executor.js'
 import { ask, type Program } from '../program.js'
 import { single, statement, type Prepared, type PreparedStatements, type RunResult } from './statement.js'
-import { ENDED, fence, LIMIT, RUNNABLE } from './terms.js'
+import { ENDED, fence, holdsKey, LIMIT, RUNNABLE } from './terms.js'
 
 /** What a claim answers of each job: `attempts` is the attempt the claim starts. */
 const CLAIMED = `seq, id, grp, value, state as claimedFrom, attempts + 1 as attempts, max_attempts as maxAttempts, abandoned,
   trace_context as traceContext, run_at as runAt`
 
 /** Which jobs a statement for one job, or for several, writes. */
+/**
+ * The columns a run's end writes of a park (RunEndParams: waitsFor, signals), and its run_at: a run parked to wait for
+ * an event whose job was signalled since the run looked (its signals moved) stays due at once, its run_at as it was,
+ * waiting for nothing; any other end waits for @waitsFor (null: nothing) until @runAt. The debounce id is the first
+ * run's to drop: a job holds it only until it starts.
+ */
+const PARKED_SET = `run_at = iif(@signals is not null and signals <> @signals, run_at, coalesce(@runAt, run_at)),
+      waits_for = iif(@signals is not null and signals <> @signals, null, @waitsFor), debounce_key = null`
+
 const IN_SEQS = `in (select value from json_each(@seqs))`
 const ONE = `seq = @seq`
 const ALL = `seq ${IN_SEQS}`
@@ -97,6 +110,41 @@ export const SQL = {
   >(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context, engine_writes)
     values (@queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, @traceContext, 1)
     on conflict (queue, id) do nothing`),
+  /**
+   * Adds one job with a unique key (JOB-25) unless its id is taken, its key is held (jobs_job_unique) or the queue
+   * holds `maxWaiting` jobs waiting or scheduled: a conflict on either index does nothing.
+   */
+  insertUniqueJobIfRoom: statement<
+    [UniqueJob],
+    never
+  >(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context,
+      unique_key, unique_states, engine_writes)
+    select @queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, @traceContext, @uniqueKey, @uniqueStates, 1
+    where coalesce((select waiting + scheduled from jobs_queue where name = @queue), 0) < @maxWaiting
+    on conflict do nothing`),
+  /**
+   * Adds one job with a debounce id (JOB-26), or gives the job of the queue that holds that id, waiting or scheduled
+   * (jobs_job_debounce), this one's value, run_at and state; answers the id of the job added or given them. A full
+   * queue adds nothing, but still merges. The merge leaves engine_writes as it was: the counting triggers count the
+   * state it may move the job to.
+   */
+  upsertDebouncedJob: statement<[DebouncedJob], string>(
+    `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context,
+      debounce_key, engine_writes)
+    select @queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, @traceContext, @debounceKey, 1
+    where coalesce((select waiting + scheduled from jobs_queue where name = @queue), 0) < @maxWaiting
+      or exists (select 1 from jobs_job where queue = @queue and debounce_key = @debounceKey and ${RUNNABLE})
+    on conflict (queue, debounce_key) where debounce_key is not null and ${RUNNABLE}
+    do update set value = excluded.value, run_at = excluded.run_at, state = excluded.state
+    returning id`,
+    { pluck: true },
+  ),
+  /** The job of @queue with @id, or else the one that holds @uniqueKey in a state that holds it (jobs_job_unique). */
+  jobHolder: statement<[{ queue: string; id: string; uniqueKey: string | null }], JobHolder>(`select id, matched from (
+      select id, 'id' as matched, 0 as rank from jobs_job where queue = @queue and id = @id
+      union all
+      select id, 'unique', 1 from jobs_job where queue = @queue and unique_key = @uniqueKey and ${holdsKey('jobs_job')}
+    ) order by rank limit 1`),
   /**
    * Adds jobs given as rows of bound parameters, `[id, grp, value, state, priority, runAt]` each, in their
    * order, in groups of 100, 10 and 1 (insertJobRows); answers the seqs of the jobs it added, a taken id
@@ -217,7 +265,7 @@ export const SQL = {
 
   /** Ends a run behind the fence, with a rescue's expiry (Executor.jobEndMany, which writes several with endRunsAlike). */
   endRun: statement<[RunEndParams & LeaseParams & ExpiredBy], number>(
-    `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
+    `update jobs_job set state = @state, ${PARKED_SET}, finished_at = @finishedAt,
       result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       owner = null, engine_writes = engine_writes + 1
     where seq = @seq and ${fence('jobs_job', '@attempt', 'rescue')}
@@ -231,7 +279,7 @@ export const SQL = {
    * (Executor.jobEndMany): in-process, a statement more costs less than reading every column of every end from JSON.
    */
   endRunsAlike: statement<[Omit<RunEndParams, 'finishedAt' | 'result'> & ExpiredBy & { owner: string; runs: string }], number>(
-    `update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = r.value ->> 2,
+    `update jobs_job set state = @state, ${PARKED_SET}, finished_at = r.value ->> 2,
       result = r.value ->> 3, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       owner = null, engine_writes = engine_writes + 1
     from json_each(@runs) r
@@ -286,7 +334,7 @@ export const SQL = {
   endUnleased: statement<
     [RunEndParams & { seq: number }],
     never
-  >(`update jobs_job set state = @state, run_at = coalesce(@runAt, run_at), finished_at = @finishedAt,
+  >(`update jobs_job set state = @state, ${PARKED_SET}, finished_at = @finishedAt,
       result = @result, error = @error, error_stack = @errorStack, attempts = attempts - @refund, abandoned = @abandoned,
       engine_writes = engine_writes + 1
     where seq = @seq and state = 'running' and owner is null`),
@@ -315,6 +363,39 @@ export const SQL = {
     never
   >(`insert into jobs_step (job, name, answer) select @seq, @name, @answer from jobs_job where seq = @seq and ${fence('jobs_job', '@attempt')}
     on conflict (job, name) do nothing`),
+
+  /** A run's look for event @name of its job (Executor.eventGet). */
+  eventLook: statement<[{ seq: number; name: string }], EventLook>(
+    `select j.signals, e.state, e.payload, e.deadline from jobs_job j left join jobs_event e on e.job = j.seq and e.name = @name
+    where j.seq = @seq`,
+  ),
+  /** Marks a run's wait for an event, behind the fence, where the event has no row. */
+  eventWait: statement<[LeaseParams & { name: string; deadline: number | null; now: number }], never>(
+    `insert into jobs_event (job, name, state, deadline, at) select @seq, @name, 'waiting', @deadline, @now
+    from jobs_job where seq = @seq and ${fence('jobs_job', '@attempt')}
+    on conflict (job, name) do nothing`,
+  ),
+  /** Ends a run's wait for an event as timed out, behind the fence, where no signal took it. */
+  eventTimeOut: statement<[LeaseParams & { name: string; now: number }], never>(
+    `update jobs_event set state = 'timed_out', at = @now
+    where job = @seq and name = @name and state = 'waiting'
+      and exists (select 1 from jobs_job where seq = @seq and ${fence('jobs_job', '@attempt')})`,
+  ),
+  /** The job a signal is for. */
+  signalTarget: statement<[{ queue: string; id: string }], { seq: number; state: JobState; waitsFor: string | null }>(
+    `select seq, state, waits_for as waitsFor from jobs_job where queue = @queue and id = @id`,
+  ),
+  /** Keeps a signal's event where the job has no row of that name but a wait's. */
+  signalSend: statement<[{ seq: number; name: string; payload: string; now: number }], never>(
+    `insert into jobs_event (job, name, state, payload, at) values (@seq, @name, 'sent', @payload, @now)
+    on conflict (job, name) do update set state = 'sent', payload = excluded.payload, deadline = null, at = excluded.at
+      where jobs_event.state = 'waiting'`,
+  ),
+  /** Bumps a signalled job's signals, and makes it due at once where its run is parked waiting for the event (@wake). */
+  signalJob: statement<[{ seq: number; now: number; wake: 0 | 1 }], never>(
+    `update jobs_job set signals = signals + 1, run_at = iif(@wake, @now, run_at), waits_for = iif(@wake, null, waits_for)
+    where seq = @seq`,
+  ),
 
   firstPrunable: statement<[{ queue: string; state: EndedState; before: number }], 1>(
     `select 1 from jobs_job where queue = @queue and ${ENDED} and state = @state and finished_at < @before limit 1`,
