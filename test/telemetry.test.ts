@@ -17,7 +17,7 @@ import { drizzle } from 'drizzle-orm/node-postgres'
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js'
 import pg from 'pg'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { configureTelemetry, defineQueue, enqueue, enqueueMany, type Run, schedule, work } from '../src/index.js'
+import { configureTelemetry, type Database, defineQueue, enqueue, enqueueMany, type Run, schedule, signal, work } from '../src/index.js'
 import { runSchedule } from '../src/testing/index.js'
 import { CONTRACT_DATABASES, CONTRACT_TEST_MS, eachContractDb } from './helpers/dialects.js'
 import { type HeldLock, holdPgTableLock, holdSqliteWriteLock } from './helpers/locks.js'
@@ -209,6 +209,42 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
     const [run] = spansNamed('process digests')
     expect(run!.spanContext().traceId).toBe(send!.spanContext().traceId)
     expect(parentOf(run!)).toBe(send!.spanContext().spanId)
+  })
+
+  test(`${on} a run resumed after a sleep and after an event continues the trace of the add: each run's span is the add's child, the parked ones say so`, async () => {
+    const queue = defineQueue<{ n: number }>('resumed')
+    const request = trace.getTracer('the app').startSpan('POST /orders')
+    await context.with(trace.setSpan(context.active(), request), async () => {
+      await enqueue(t.db, queue, { n: 1 }, { id: 'order' })
+    })
+    request.end()
+    const [send] = spansNamed('send resumed')
+    workers.push(
+      work(
+        t.db,
+        queue,
+        async (_value, run) => {
+          await run.sleep('nap', 50)
+          await run.waitForEvent('paid')
+          return 'shipped'
+        },
+        { pollInterval: '20ms' },
+      ),
+    )
+    await waitFor(
+      async () =>
+        (await t.query<{ waits_for: string | null }>(`select waits_for from jobs_job where id = 'order'`))[0]?.waits_for === 'event:paid',
+      'the run to wait for its event',
+    )
+    await context.with(ROOT_CONTEXT, () => signal(t.db as Database, queue, 'order', 'paid', null))
+    await waitFor(() => spansNamed('process resumed').length === 3 || undefined, 'the three runs to end their spans')
+    const runs = spansNamed('process resumed')
+    for (const run of runs) {
+      expect(run.spanContext().traceId).toBe(request.spanContext().traceId)
+      expect(parentOf(run)).toBe(send!.spanContext().spanId)
+      expect(run.attributes).toMatchObject({ 'messaging.message.id': 'order', 'drizzle_jobs.attempt': 1 })
+    }
+    expect(runs.map((run) => run.attributes['drizzle_jobs.outcome'])).toEqual(['parked', 'parked', 'done'])
   })
 
   test(`${on} a batch added together is one PRODUCER span, whose context each job keeps`, async () => {

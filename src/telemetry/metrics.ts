@@ -4,6 +4,9 @@
  *
  * - `messaging.client.sent.messages` ({message}): jobs added;
  * - `messaging.client.consumed.messages` ({message}): runs started;
+ *   both asynchronous counters, the totals this process keeps read as the SDK
+ *   collects: a run adds one to a number, where a counter's `add` would hash
+ *   its attributes each time (the data exported is the same monotonic sum);
  * - `messaging.process.duration` (s): runs, by `drizzle_jobs.outcome`; its
  *   count is the runs ended by outcome;
  * - `drizzle_jobs.job.wait.duration` (s): from a job's `run_at` to its run's
@@ -29,8 +32,10 @@ const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75,
 
 interface Instruments {
   readonly meter: Otel.Meter
-  readonly sent: Otel.Counter
-  readonly consumed: Otel.Counter
+  /** Jobs added by this process since the provider was first used, by queue: `messaging.client.sent.messages`. */
+  readonly sent: Map<string, number>
+  /** Runs started, by queue: `messaging.client.consumed.messages`. */
+  readonly consumed: Map<string, number>
   readonly processDuration: Otel.Histogram
   readonly waitDuration: Otel.Histogram
   readonly renewalsMissed: Otel.Counter
@@ -53,10 +58,22 @@ function instruments(): Instruments | null {
 }
 
 function makeInstruments(meter: Otel.Meter): Instruments {
+  const sent = new Map<string, number>()
+  const consumed = new Map<string, number>()
+  meter
+    .createObservableCounter('messaging.client.sent.messages', { unit: '{message}', description: 'Jobs added.' })
+    .addCallback((result) => {
+      for (const [queue, total] of sent) result.observe(total, attributesOf(queue).send)
+    })
+  meter
+    .createObservableCounter('messaging.client.consumed.messages', { unit: '{message}', description: 'Runs started.' })
+    .addCallback((result) => {
+      for (const [queue, total] of consumed) result.observe(total, attributesOf(queue).process)
+    })
   return {
     meter,
-    sent: meter.createCounter('messaging.client.sent.messages', { unit: '{message}', description: 'Jobs added.' }),
-    consumed: meter.createCounter('messaging.client.consumed.messages', { unit: '{message}', description: 'Runs started.' }),
+    sent,
+    consumed,
     processDuration: meter.createHistogram('messaging.process.duration', {
       unit: 's',
       description: 'How long runs took, by outcome.',
@@ -75,7 +92,7 @@ function makeInstruments(meter: Otel.Meter): Instruments {
   }
 }
 
-/** A queue's attributes, made once: the SDK reads them on every recording, and a run records three times. */
+/** A queue's attributes, made once: the SDK reads them on every recording, and a run records twice. */
 interface QueueAttributes {
   readonly plain: Otel.Attributes
   readonly send: Otel.Attributes
@@ -112,16 +129,16 @@ function outcomeAttributes(queue: string, outcome: RunOutcome): Otel.Attributes 
 
 /** Counts jobs added to `queue`. */
 export function jobsAdded(queue: string, count: number): void {
-  if (count > 0) instruments()?.sent.add(count, attributesOf(queue).send)
+  const made = instruments()
+  if (made && count > 0) made.sent.set(queue, (made.sent.get(queue) ?? 0) + count)
 }
 
 /** Counts a run's start, and how long its job waited past its `run_at` (ms since the epoch) until `startedAt`. */
 export function runStarted(queue: string, runAt: number, startedAt: number): void {
   const made = instruments()
   if (!made) return
-  const attributes = attributesOf(queue)
-  made.consumed.add(1, attributes.process)
-  made.waitDuration.record(Math.max(0, startedAt - runAt) / 1_000, attributes.plain)
+  made.consumed.set(queue, (made.consumed.get(queue) ?? 0) + 1)
+  made.waitDuration.record(Math.max(0, startedAt - runAt) / 1_000, attributesOf(queue).plain)
 }
 
 /** Records a run's end: how it ended and how long it took, in ms. */
