@@ -96,13 +96,6 @@ export const jobsJob = sqliteTable(
     uniqueKey: text('unique_key'),
     /** The states in which the job holds its unique key, as `,waiting,scheduled,running,…,`; null without a key. */
     uniqueStates: text('unique_states'),
-    /**
-     * The job that spawned this one (`run.spawn`), by its `seq`; null for none. As the job ends, its parent parked
-     * waiting for its children wakes once none is left running (the jobs_job_parent trigger).
-     */
-    parent: integer('parent'),
-    /** 1 when canceling the parent cancels this job too (the default of `run.spawn`), 0 when it runs on. */
-    cancelWithParent: integer('cancel_with_parent').notNull().default(1),
     /** The job's debounce id (an add's `debounce.id`): held while the job waits to start its first run (jobs_job_debounce). */
     debounceKey: text('debounce_key'),
     /** Internal: 1 when the last run ended without an outcome (its worker died, or its lease expired); such a job next runs alone in its worker, so a job that kills its process takes no other job down with it. */
@@ -125,8 +118,6 @@ export const jobsJob = sqliteTable(
     uniqueIndex('jobs_job_unique')
       .on(t.queue, t.uniqueKey)
       .where(sql`unique_key is not null and instr(unique_states, ',' || state || ',') > 0`),
-    /** The children of each job that spawned any. */
-    index('jobs_job_parent').on(t.parent).where(sql`parent is not null`),
     /** One job of a queue holds a debounce id until it starts. */
     uniqueIndex('jobs_job_debounce').on(t.queue, t.debounceKey).where(sql`debounce_key is not null and state in ('waiting', 'scheduled')`),
   ],

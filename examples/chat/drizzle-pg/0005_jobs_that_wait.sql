@@ -13,10 +13,7 @@ ALTER TABLE "jobs_job" ADD COLUMN "waits_for" text;--> statement-breakpoint
 ALTER TABLE "jobs_job" ADD COLUMN "signals" integer DEFAULT 0 NOT NULL;--> statement-breakpoint
 ALTER TABLE "jobs_job" ADD COLUMN "unique_key" text;--> statement-breakpoint
 ALTER TABLE "jobs_job" ADD COLUMN "unique_states" text;--> statement-breakpoint
-ALTER TABLE "jobs_job" ADD COLUMN "parent" bigint;--> statement-breakpoint
-ALTER TABLE "jobs_job" ADD COLUMN "cancel_with_parent" boolean DEFAULT true NOT NULL;--> statement-breakpoint
 ALTER TABLE "jobs_job" ADD COLUMN "debounce_key" text;--> statement-breakpoint
 ALTER TABLE "jobs_event" ADD CONSTRAINT "jobs_event_job_jobs_job_seq_fk" FOREIGN KEY ("job") REFERENCES "public"."jobs_job"("seq") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE UNIQUE INDEX "jobs_job_unique" ON "jobs_job" USING btree ("queue","unique_key") WHERE unique_key is not null and strpos(unique_states, ',' || state || ',') > 0;--> statement-breakpoint
-CREATE INDEX "jobs_job_parent" ON "jobs_job" USING btree ("parent") WHERE parent is not null;--> statement-breakpoint
 CREATE UNIQUE INDEX "jobs_job_debounce" ON "jobs_job" USING btree ("queue","debounce_key") WHERE debounce_key is not null and state in ('waiting', 'scheduled');

@@ -13,9 +13,6 @@ ALTER TABLE `jobs_job` ADD `waits_for` text;--> statement-breakpoint
 ALTER TABLE `jobs_job` ADD `signals` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
 ALTER TABLE `jobs_job` ADD `unique_key` text;--> statement-breakpoint
 ALTER TABLE `jobs_job` ADD `unique_states` text;--> statement-breakpoint
-ALTER TABLE `jobs_job` ADD `parent` integer;--> statement-breakpoint
-ALTER TABLE `jobs_job` ADD `cancel_with_parent` integer DEFAULT 1 NOT NULL;--> statement-breakpoint
 ALTER TABLE `jobs_job` ADD `debounce_key` text;--> statement-breakpoint
 CREATE UNIQUE INDEX `jobs_job_unique` ON `jobs_job` (`queue`,`unique_key`) WHERE unique_key is not null and instr(unique_states, ',' || state || ',') > 0;--> statement-breakpoint
-CREATE INDEX `jobs_job_parent` ON `jobs_job` (`parent`) WHERE parent is not null;--> statement-breakpoint
 CREATE UNIQUE INDEX `jobs_job_debounce` ON `jobs_job` (`queue`,`debounce_key`) WHERE debounce_key is not null and state in ('waiting', 'scheduled');
