@@ -21,6 +21,7 @@ export const COUNTS = {
   slots: [1, 16, 64],
   procs: [2, 4],
   procSlots: 16,
+  telemetrySlots: 16,
   scaleWaiting: SMALL ? 50_000 : 1_000_000,
   scaleDrain: SMALL ? 2_000 : 20_000,
   scaleSlots: 16,
@@ -103,6 +104,51 @@ function medianDetail(key: string): (results: Results, subject: Subject) => stri
     return detail ? `(${detail})` : ''
   }
 }
+
+/** At least `share` of `key`'s median, drizzle-jobs beside itself (a throughput). */
+function shareOf(key: string, of: string, share: number, name: string): Target {
+  return {
+    text: `≥ ${percent(share)} of ${name}`,
+    check: (results) => {
+      const value = ours(results, key)
+      const other = ours(results, of)
+      return value === undefined || other === undefined
+        ? undefined
+        : { met: value >= share * other, detail: `${percent(value / other)} of ${name}` }
+    },
+  }
+}
+
+const TELEMETRY = `process ${n(COUNTS.drain)}, no-op handler, slots ${COUNTS.telemetrySlots}, each job with a request's trace context`
+
+const telemetryRows: RowSpec[] = [
+  {
+    key: 'telemetry-absent',
+    figure: `${TELEMETRY}: \`@opentelemetry/api\` not installed`,
+    unit: 'jobs/s',
+    better: 'higher',
+    noRatio: true,
+    only: ['drizzle-jobs'],
+  },
+  {
+    key: 'telemetry-api',
+    figure: `${TELEMETRY}: the API installed, no SDK registered`,
+    unit: 'jobs/s',
+    better: 'higher',
+    noRatio: true,
+    only: ['drizzle-jobs'],
+    target: shareOf('telemetry-api', 'telemetry-absent', 0.95, 'not installed'),
+  },
+  {
+    key: 'telemetry-sdk',
+    figure: `${TELEMETRY}: the SDK records every run (batch span processor, an exporter that drops spans, metrics)`,
+    unit: 'jobs/s',
+    better: 'higher',
+    noRatio: true,
+    only: ['drizzle-jobs'],
+    target: shareOf('telemetry-sdk', 'telemetry-api', 0.7, 'no SDK'),
+  },
+]
 
 const processesRows = COUNTS.procs.map(
   (procs): RowSpec => ({
@@ -195,6 +241,7 @@ export const ROWS: readonly RowSpec[] = [
     }),
   ),
   ...processesRows,
+  ...telemetryRows,
   {
     key: 'limit',
     figure: `${COUNTS.limitProcs} processes, \`concurrency: ${COUNTS.limit}\` across them, ${COUNTS.limitHandlerMs} ms handler, ${n(COUNTS.limitJobs)} jobs: time to drain (ideal ${LIMIT_IDEAL_S.toFixed(1)} s)`,

@@ -12,7 +12,7 @@
  *   npm run bench -- --only process,scale --subjects drizzle-jobs,floor --reps 1
  *                                       a part of it, printed only
  *   BENCH_SMALL=1 npm run bench -- …    every count small, to check that rows run
- * Stages: enqueue, process, processes, limit, watch, pickup, scale, floor.
+ * Stages: enqueue, process, processes, telemetry, limit, watch, pickup, scale, floor.
  * BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof" profiles every child.
  *   npm run bench -- --pg [--only …] [--subjects …] [--reps n]
  *                                       the PostgreSQL benchmark instead (bench/pg/run.ts)
@@ -59,7 +59,7 @@ if (process.argv.includes('--drivers')) {
   process.exit()
 }
 
-const STAGES = ['enqueue', 'process', 'processes', 'limit', 'watch', 'pickup', 'scale', 'floor'] as const
+const STAGES = ['enqueue', 'process', 'processes', 'telemetry', 'limit', 'watch', 'pickup', 'scale', 'floor'] as const
 type Stage = (typeof STAGES)[number]
 
 const MODULES: Record<Subject, string> = {
@@ -250,6 +250,25 @@ async function processesStage(): Promise<void> {
           `${procs} processes ${subject}: ${show(r.jobsPerSec, 'jobs/s')}, max ${r.maxConcurrent} running, per process ${r.perProcess.join('/')}${r.capped ? ', capped' : ''}`,
         )
       }
+    }
+  }
+}
+
+/**
+ * The telemetry rows: drizzle-jobs' drain (slots 16) of jobs that each carry a request's trace context, with
+ * OpenTelemetry absent, installed with no SDK, and recording every run, alternating, each in a fresh process.
+ */
+async function telemetryStage(): Promise<void> {
+  await fillTemplates(['drizzle-jobs'])
+  const args = drainArgs('drizzle-jobs', COUNTS.telemetrySlots)
+  if (!args) return
+  const modes = ['absent', 'api', 'sdk'] as const
+  for (let rep = 0; rep < reps; rep++) {
+    for (const mode of [...modes.slice(rep % modes.length), ...modes.slice(0, rep % modes.length)]) {
+      const r = await measure<ProcessResult>('drizzle-jobs', 'process', { ...args, telemetry: mode }, `telemetry ${mode}`)
+      if (!r) continue
+      results.add(`telemetry-${mode}`, 'drizzle-jobs', { value: r.jobsPerSec })
+      log(`telemetry ${mode}: ${show(r.jobsPerSec, 'jobs/s')}`)
     }
   }
 }
@@ -525,6 +544,7 @@ async function main(): Promise<void> {
     enqueue: enqueueStage,
     process: processStage,
     processes: processesStage,
+    telemetry: telemetryStage,
     limit: limitStage,
     watch: watchStage,
     pickup: pickupStage,

@@ -57,7 +57,14 @@ export interface ProcessArgs {
   capMs?: number
   /** The floor's way: 'per-step' (one transaction per claim and per completion) or 'batched' (100 at a time). */
   mode?: 'per-step' | 'batched'
+  /**
+   * drizzle-jobs only, the telemetry row: each job carries a trace context of its own, and OpenTelemetry is
+   * 'absent' (the app has no `@opentelemetry/api`), 'api' (installed, no SDK registered) or 'sdk' (the SDK
+   * records every run: a batch span processor into an exporter that drops its spans, and a meter provider).
+   */
+  telemetry?: TelemetryMode
 }
+export type TelemetryMode = 'absent' | 'api' | 'sdk'
 export interface ProcessResult {
   jobsPerSec: number
   done: number

@@ -13,6 +13,7 @@ import { databaseUrl, onServer } from '../../test/helpers/pg-database.js'
 import { startPrivateCluster } from '../../test/helpers/pg-global.js'
 import { nowMs, sleep } from '../lib/clock.js'
 import type { Observation } from '../lib/procs.js'
+import type { TelemetryMode } from '../lib/tasks.js'
 
 export { databaseUrl, onServer }
 
@@ -223,6 +224,8 @@ export interface PgProcessArgs {
   slots: number
   /** Stop the measurement after this long (pg-boss, whose poll interval bounds it). */
   capMs?: number
+  /** drizzle-jobs only, the telemetry rows: how OpenTelemetry is set up, each job then carrying a trace context. */
+  telemetry?: TelemetryMode
 }
 export interface PgProcessesArgs extends PgProcessArgs {
   procs: number

@@ -36,6 +36,7 @@ export const PG_COUNTS = {
   slots: [1, 16, 64],
   procs: 4,
   procSlots: 16,
+  telemetrySlots: 16,
   /** pg-boss runs at most `batchSize` jobs per poll interval: its drains stop after this long. */
   bossCapMs: SMALL ? 2_000 : 6_000,
   /** Any drain stops after this long (at concurrency 1 on a loaded machine a whole drain would take minutes); the cell is marked. */
@@ -82,6 +83,20 @@ function atLeast(key: string, times: number, peers: readonly PgSubject[]): PgRow
         met: ratios.every(({ ratio }) => ratio >= times),
         detail: ratios.map(({ peer, ratio }) => `${formatRatio(ratio)} ${PG_HEADINGS[peer].split(' ')[0]}`).join(', '),
       }
+    },
+  }
+}
+
+/** drizzle-jobs at least `share` of its own median in row `of`. */
+function shareOf(key: string, of: string, share: number, name: string): PgRowSpec['target'] {
+  return {
+    text: `≥ ${(share * 100).toFixed(0)}% of ${name}`,
+    check: (results) => {
+      const value = ours(results, key)
+      const other = ours(results, of)
+      return value === undefined || other === undefined
+        ? undefined
+        : { met: value >= share * other, detail: `${((value / other) * 100).toFixed(0)}% of ${name}` }
     },
   }
 }
@@ -209,6 +224,32 @@ export const PG_ROWS: readonly PgRowSpec[] = [
     na: { 'graphile-worker': GRAPHILE_LISTENS, bullmq: BULLMQ_LISTENS },
     notes: { 'pg-boss': BOSS_POLLS },
   },
+  ...(['absent', 'api', 'sdk'] as const).map(
+    (mode): PgRowSpec => ({
+      key: `telemetry-${mode}`,
+      figure: `drain ${n(PG_COUNTS.drain)}, concurrency ${PG_COUNTS.telemetrySlots}, analyzed, each job with a request's trace context: ${
+        {
+          absent: '`@opentelemetry/api` not installed',
+          api: 'the API installed, no SDK registered',
+          sdk: 'the SDK records every run (batch span processor, an exporter that drops spans, metrics)',
+        }[mode]
+      }`,
+      unit: 'jobs/s',
+      better: 'higher',
+      na: { 'graphile-worker': DRIZZLE_ONLY, 'pg-boss': DRIZZLE_ONLY, bullmq: DRIZZLE_ONLY },
+      noRatio: true,
+      ...(mode === 'absent'
+        ? {}
+        : {
+            target: shareOf(
+              `telemetry-${mode}`,
+              mode === 'api' ? 'telemetry-absent' : 'telemetry-api',
+              mode === 'api' ? 0.95 : 0.7,
+              mode === 'api' ? 'not installed' : 'no SDK',
+            ),
+          }),
+    }),
+  ),
   {
     key: 'scale-drain',
     figure: `drain ${n(PG_COUNTS.scaleDrain)} at concurrency ${PG_COUNTS.scaleSlots} with ${n(PG_COUNTS.scaleWaiting)} waiting`,

@@ -15,7 +15,7 @@
  *   npm run bench -- --pg                                   the whole run
  *   npm run bench -- --pg --only drain,pickup --subjects drizzle-jobs,graphile-worker --reps 1
  *   BENCH_SMALL=1 npm run bench -- --pg                     every count small, to check that rows run
- * Stages: drain, processes, pickup, enqueue, scale.
+ * Stages: drain, processes, telemetry, pickup, enqueue, scale.
  * BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof" profiles every child.
  */
 import { writeFileSync } from 'node:fs'
@@ -31,7 +31,7 @@ import { benchServer, dropAll, serverDescription } from './lib.js'
 import { DRAIN_STATES, PG_COUNTS, PG_HEADINGS, PG_ROWS, PG_SUBJECTS, renderPgTable, SMALL, type PgSubject } from './rows.js'
 import { pgCopies } from './templates.js'
 
-const STAGES = ['drain', 'processes', 'pickup', 'enqueue', 'scale'] as const
+const STAGES = ['drain', 'processes', 'telemetry', 'pickup', 'enqueue', 'scale'] as const
 type Stage = (typeof STAGES)[number]
 
 const MODULES: Record<PgSubject, string> = {
@@ -113,6 +113,23 @@ async function drainStage(): Promise<void> {
           )
         }
       }
+    }
+  }
+}
+
+/**
+ * The telemetry rows: drizzle-jobs' drain (concurrency 16, analyzed) of jobs that each carry a request's trace
+ * context, with OpenTelemetry absent, installed with no SDK, and recording every run, alternating.
+ */
+async function telemetryStage(): Promise<void> {
+  const modes = ['absent', 'api', 'sdk'] as const
+  for (let rep = 0; rep < reps; rep++) {
+    for (const mode of [...modes.slice(rep % modes.length), ...modes.slice(0, rep % modes.length)]) {
+      const args = { count: PG_COUNTS.drain, slots: PG_COUNTS.telemetrySlots, capMs: PG_COUNTS.drainCapMs, telemetry: mode }
+      const r = await measure<ProcessResult>('drizzle-jobs', 'analyzed', 'process', args, `telemetry ${mode}`)
+      if (!r) continue
+      results.add(`telemetry-${mode}`, 'drizzle-jobs', { value: r.jobsPerSec, capped: r.capped })
+      log(`telemetry ${mode}: ${rate(r.jobsPerSec, 'jobs/s')}`)
     }
   }
 }
@@ -238,6 +255,7 @@ async function scaleStage(): Promise<void> {
 try {
   if (stages.has('drain')) await drainStage()
   if (stages.has('processes')) await processesStage()
+  if (stages.has('telemetry')) await telemetryStage()
   if (stages.has('pickup')) await pickupStage()
   if (stages.has('enqueue')) await enqueueStage()
   if (stages.has('scale')) await scaleStage()

@@ -9,12 +9,13 @@ import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { migrate } from 'drizzle-orm/node-postgres/migrator'
 import pg from 'pg'
 import * as jobsSchema from '../../src/schema/pg.js'
-import { defineQueue, enqueue, enqueueMany, getJob, work } from '../../src/index.js'
+import { configureTelemetry, defineQueue, enqueue, enqueueMany, getJob, work } from '../../src/index.js'
 import { PG_MIGRATIONS } from '../../test/helpers/pg-database.js'
 import { spawnTask, type Ctx, type Task } from '../lib/child.js'
 import { nowMs, sleep } from '../lib/clock.js'
 import { coordinateWorkers, samplePickups } from '../lib/procs.js'
 import { median, quantile } from '../lib/stats.js'
+import { setUpTelemetry, TRACE_EACH_JOB } from '../lib/telemetry.js'
 import type { EnqueueAppResult, EnqueueBatchResult, PickupResult, ProcessesResult, ProcessResult, ScaleResult } from '../lib/tasks.js'
 import {
   appRow,
@@ -142,7 +143,12 @@ export const tasks: Record<string, Task> = {
   },
 
   async process(args: PgProcessArgs): Promise<ProcessResult> {
+    if (args.telemetry !== undefined) await setUpTelemetry(args.telemetry, configureTelemetry)
     const { pool, db } = open(args.url)
+    if (args.telemetry !== undefined) {
+      await pool.query(`update jobs_job set trace_context = ${TRACE_EACH_JOB.postgres}`)
+      await pool.query('vacuum analyze jobs_job')
+    }
     await drain(db, warmQueue, await countJobs(pool, `queue = '${WARM_QUEUE}'`), args.slots)
     const { elapsedMs, handled } = await drain(db, queue, args.count, args.slots, args.capMs)
     const done = await countJobs(pool, `queue = '${QUEUE}' and state = 'done'`)
