@@ -18,7 +18,8 @@ export type { Signalled } from './queue/signal.js'
 
 /** Running jobs. */
 export { work } from './worker/worker.js'
-export type { Handler, HandlerAnswer, HandlerResult, WorkOptions, Worker } from './worker/worker.js'
+export type { BatchWorkOptions, Handler, HandlerAnswer, HandlerResult, WorkOptions, Worker } from './worker/worker.js'
+export type { BatchAnswer, BatchHandler, BatchJob, BatchOptions } from './worker/batch.js'
 export type { EventWait, Run } from './engine/run.js'
 export type { Outcome } from './engine/outcome.js'
 

@@ -109,6 +109,8 @@ export class RunContext implements Run {
   parked: Park | null = null
   /** Called as the run parks: the executor stops waiting for the handler, whose promise then never settles. */
   onPark: ((park: Park) => void) | null = null
+  /** False for a run of a batch handler (worker/batch.ts): its batch's call would wait for it for ever. */
+  parkable = true
   /** Why the run was aborted, once it was. */
   private abortReason: JobsError | undefined
   /** Made when a handler first asks for the signal: most runs never do, and an AbortController costs about 3 µs. */
@@ -218,6 +220,7 @@ export class RunContext implements Run {
   async sleep(name: string, duration: Duration): Promise<void> {
     checkName(name, 'sleep name')
     const ms = toMs(duration, 'sleep duration')
+    this.assertParkable('sleep')
     if (this.abortReason) throw this.abortReason
     if (this.parked) return never()
     const db = this.connection.executor
@@ -247,6 +250,7 @@ export class RunContext implements Run {
 
   async waitForEvent<P>(name: string, options?: { timeout?: Duration }): Promise<EventWait<P>> {
     checkName(name, 'event name')
+    this.assertParkable('waitForEvent')
     if (options !== undefined && (typeof options !== 'object' || options === null))
       throw new JobsError('INVALID_OPTION', `waitForEvent '${name}': options must be an object`)
     const timeoutMs = options?.timeout === undefined ? null : toMs(options.timeout, 'event timeout')
@@ -276,6 +280,11 @@ export class RunContext implements Run {
       if (again === undefined || (again.state === state && again.deadline === look!.deadline)) this.loseLease()
       this.assertHeld()
     }
+  }
+
+  private assertParkable(call: string): void {
+    if (!this.parkable)
+      throw new JobsError('INVALID_OPTION', `run.${call}: a run of a batch handler cannot park (its batch would wait for it)`)
   }
 
   /** Parks the run: it ends so, its job scheduled as `park` says, and the call that parked it never answers. */

@@ -40,6 +40,7 @@ import type { RunContext, Run } from '../engine/run.js'
 import type { ClaimedJob } from '../dialect/index.js'
 import { checkKnownOptions } from '../options.js'
 import { ScheduleTimer } from './schedule-timer.js'
+import { batched, batchSettings, type BatchHandler, type BatchOptions } from './batch.js'
 import { onSchedulesChanged } from '../engine/schedules.js'
 
 /**
@@ -81,6 +82,11 @@ export interface WorkOptions {
   clock?: () => number
 }
 
+/** The options of {@link work} with a batch handler: `batch` says how many jobs a call gets, and how long a batch waits to fill. */
+export interface BatchWorkOptions extends WorkOptions {
+  batch: BatchOptions
+}
+
 /** A running worker. */
 export interface Worker {
   /** The queue it works. */
@@ -96,7 +102,7 @@ export interface Worker {
   stop(options?: { timeout?: Duration }): Promise<void>
 }
 
-const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'listen', 'onError', 'clock'])
+const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'listen', 'onError', 'clock', 'batch'])
 
 /**
  * work starts a worker on `queue` at once. It claims in claim order, holds
@@ -135,11 +141,18 @@ const WORK_OPTIONS = new Set(['slots', 'pollInterval', 'lease', 'listen', 'onErr
  * })
  * process.on('SIGTERM', () => worker.stop({ timeout: '10s' }))
  */
+export function work<T, R>(db: Database, queue: Queue<T, R>, handler: BatchHandler<NoInfer<T>, R>, options: BatchWorkOptions): Worker
 export function work<T, R, A extends HandlerAnswer<A, R>>(
   db: Database,
   queue: Queue<T, R>,
   handler: (value: NoInfer<T>, run: Run) => A | Promise<A>,
-  options: WorkOptions = {},
+  options?: WorkOptions,
+): Worker
+export function work(
+  db: Database,
+  queue: Queue,
+  handler: BatchHandler<unknown, unknown> | Handler<unknown>,
+  options: WorkOptions & { batch?: BatchOptions } = {},
 ): Worker {
   if (typeof options !== 'object' || options === null || Array.isArray(options))
     throw new JobsError('INVALID_OPTION', `options: expected an object, got ${describe(options)}`)
@@ -150,8 +163,9 @@ export function work<T, R, A extends HandlerAnswer<A, R>>(
     throw new JobsError('INVALID_OPTION', `onError: expected a function, got ${describe(options.onError)}`)
   if (options.listen !== undefined && typeof options.listen !== 'boolean')
     throw new JobsError('INVALID_OPTION', `listen: expected true or false, got ${describe(options.listen)}`)
+  const batch = options.batch === undefined ? null : batchSettings(options.batch)
   const settings: Settings = {
-    slots: positiveInteger(options.slots, 'slots', DEFAULT_SLOTS),
+    slots: positiveInteger(options.slots, 'slots', batch?.size ?? DEFAULT_SLOTS),
     pollIntervalMs: options.pollInterval === undefined ? DEFAULT_POLL_INTERVAL_MS : positiveMs(options.pollInterval, 'pollInterval'),
     leaseMs: options.lease === undefined ? DEFAULT_LEASE_MS : positiveMs(options.lease, 'lease'),
     onError: options.onError ?? ((error) => console.error('drizzle-jobs worker:', error)),
@@ -161,7 +175,10 @@ export function work<T, R, A extends HandlerAnswer<A, R>>(
   const connection = connectionOf(db)
   // A synchronous database was checked as it was taken (SCHEMA_MISSING is thrown there); an asynchronous one checks
   // its tables now, and the worker starts once they are found.
-  return new QueueWorker(connection, definition, handler as Handler<unknown>, settings, connection.prepareWrites())
+  // A batch handler is called once per batch of runs; each run is the executor's as any other.
+  const perRun =
+    batch === null ? (handler as Handler<unknown>) : (batched(handler as BatchHandler<unknown, unknown>, batch) as Handler<unknown>)
+  return new QueueWorker(connection, definition, perRun, settings, connection.prepareWrites())
 }
 
 /** A clock must be a function that answers ms since the epoch: asked once here, so that a bad one is refused before it runs anything. */
