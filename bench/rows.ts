@@ -22,6 +22,7 @@ export const COUNTS = {
   procs: [2, 4],
   procSlots: 16,
   telemetrySlots: 16,
+  batchSlots: 16,
   scaleWaiting: SMALL ? 50_000 : 1_000_000,
   scaleDrain: SMALL ? 2_000 : 20_000,
   scaleSlots: 16,
@@ -240,6 +241,19 @@ export const ROWS: readonly RowSpec[] = [
       ...(slots === 1 ? { target: atLeastPeer('process-1', 'plainjob', 'plainjob') } : {}),
     }),
   ),
+  {
+    key: 'process-batch',
+    figure: `process ${n(COUNTS.drain)}, a no-op batch handler of ${COUNTS.batchSlots} jobs a call, slots ${COUNTS.batchSlots}`,
+    unit: 'jobs/s',
+    better: 'higher',
+    noRatio: true,
+    only: ['drizzle-jobs'],
+    extra: (results) => {
+      const batch = ours(results, 'process-batch')
+      const plain = ours(results, `process-${COUNTS.batchSlots}`)
+      return batch === undefined || plain === undefined ? '' : `(${percent(batch / plain)} of a handler per job)`
+    },
+  },
   ...processesRows,
   ...telemetryRows,
   {

@@ -226,6 +226,14 @@ async function processStage(): Promise<void> {
         )
       }
     }
+    // The same drain by a batch handler (of the slots' size), beside the handler per job above.
+    const batchArgs = drainArgs('drizzle-jobs', COUNTS.batchSlots)
+    const batched =
+      batchArgs && (await measure<ProcessResult>('drizzle-jobs', 'process', { ...batchArgs, batch: COUNTS.batchSlots }, 'batch drain'))
+    if (batched) {
+      results.add('process-batch', 'drizzle-jobs', { value: batched.jobsPerSec })
+      log(`process batch ${COUNTS.batchSlots} drizzle-jobs: ${show(batched.jobsPerSec, 'jobs/s')}`)
+    }
     for (const mode of ['batched', 'per-step'] as const) {
       const args = drainArgs('floor', 1)
       const r = args && (await measure<ProcessResult>('floor', 'process', { ...args, mode }, `floor drain ${mode}`))

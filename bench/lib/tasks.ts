@@ -63,6 +63,8 @@ export interface ProcessArgs {
    * records every run: a batch span processor into an exporter that drops its spans, and a meter provider).
    */
   telemetry?: TelemetryMode
+  /** drizzle-jobs only, the batch row: a batch handler of this size (waiting 5 ms to fill), in place of a handler per job. */
+  batch?: number
 }
 export type TelemetryMode = 'absent' | 'api' | 'sdk'
 export interface ProcessResult {
