@@ -11,6 +11,7 @@ export type JobsErrorCode =
   | 'LEASE_LOST'
   | 'TIMEOUT'
   | 'SCHEMA_MISSING'
+  | 'UNIQUE_KEY_HELD'
 
 /**
  * JobsError is the one error class drizzle-jobs throws on purpose. Its `code`

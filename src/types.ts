@@ -10,11 +10,18 @@ export type EndedState = 'done' | 'failed' | 'canceled'
 /** @internal */
 export const ENDED_STATES: readonly EndedState[] = ['done', 'failed', 'canceled']
 
-/** What `enqueue` answers: the job's id, and whether this call added it (false: the queue held that id already). */
-export interface Enqueued {
-  id: string
-  added: boolean
-}
+/**
+ * Which of an add's keys met a job the queue holds, when the add added nothing: its `id` (JOB-03: that job is left as
+ * it was); its `unique` key, held by a job in one of the states that hold it (JOB-25: left as it was); or its
+ * `debounce` id, held by a job that has not started (JOB-26: that job took this add's value and run time).
+ */
+export type EnqueueMatch = 'id' | 'unique' | 'debounce'
+
+/**
+ * What `enqueue` answers: the job's id, and whether this call added it. When it added nothing, `id` is the job the
+ * add met (the holder of its unique key, the job its debounced add went into) and `matched` says by which key.
+ */
+export type Enqueued = { id: string; added: true } | { id: string; added: false; matched: EnqueueMatch }
 
 /**
  * A JSON value: what a job's value, a step's answer, a result and progress

@@ -91,21 +91,21 @@ describe('enqueue in the app transaction', () => {
 
   test('JOB-03 a second add with an id the queue holds adds nothing and says so, whatever the state', async () => {
     expect(enqueue(t.db, replies, { messageId: 1 }, { id: 'once' })).toEqual({ id: 'once', added: true })
-    expect(enqueue(t.db, replies, { messageId: 2 }, { id: 'once' })).toEqual({ id: 'once', added: false })
+    expect(enqueue(t.db, replies, { messageId: 2 }, { id: 'once' })).toEqual({ id: 'once', added: false, matched: 'id' })
     expect(jobRow(t.client, 'once')!.value).toBe('{"messageId":1}')
     // The same id in another queue is another job.
     expect(enqueue(t.db, defineQueue('other'), { messageId: 3 }, { id: 'once' }).added).toBe(true)
     const worker = work(t.db, replies, () => 'ok')
     await waitFor(() => jobRow(t.client, 'once', 'replies')?.state === 'done', 'the job to be done')
     await worker.stop()
-    expect(enqueue(t.db, replies, { messageId: 4 }, { id: 'once' })).toEqual({ id: 'once', added: false })
+    expect(enqueue(t.db, replies, { messageId: 4 }, { id: 'once' })).toEqual({ id: 'once', added: false, matched: 'id' })
     expect(
       enqueueMany(t.db, replies, [
         { value: { messageId: 5 }, id: 'once' },
         { value: { messageId: 6 }, id: 'fresh' },
       ]),
     ).toEqual([
-      { id: 'once', added: false },
+      { id: 'once', added: false, matched: 'id' },
       { id: 'fresh', added: true },
     ])
     expect(jobRow(t.client, 'once', 'replies')).toMatchObject({ state: 'done', value: '{"messageId":1}' })
@@ -125,7 +125,9 @@ describe('enqueue in the app transaction', () => {
       replies,
       ids.map((id, i) => ({ value: { messageId: i }, id })),
     )
-    expect(answers).toEqual(ids.map((id, i) => ({ id, added: ![5, 150, 120, 231].includes(i) })))
+    expect(answers).toEqual(
+      ids.map((id, i) => ([5, 150, 120, 231].includes(i) ? { id, added: false, matched: 'id' } : { id, added: true })),
+    )
     expect(count(t.client, 'jobs_job')).toBe(2 + 229)
     expect(jobRow(t.client, 'item-7')!.value).toBe('{"messageId":7}')
     expect(t.client.prepare(`select waiting from jobs_queue where name = 'replies'`).pluck().get()).toBe(231)
@@ -209,7 +211,7 @@ describe('JOB-13 limits and bad input give a JobsError with its code and write n
     expect(refusal(() => enqueueMany(t.db, small, [{ value: 5 }]))).toBe('QUEUE_FULL')
     // A duplicate id of a full queue is still just "not added".
     const existing = (t.client.prepare(`select id from jobs_job where queue = 'small' limit 1`).get() as { id: string }).id
-    expect(enqueue(t.db, small, 6, { id: existing })).toEqual({ id: existing, added: false })
+    expect(enqueue(t.db, small, 6, { id: existing })).toEqual({ id: existing, added: false, matched: 'id' })
     expect(dump(t.client)).toEqual(before)
     // The counters decide: a queue whose counter says it is full refuses even with no rows.
     const counted = defineQueue<number>('counted', { maxWaiting: 5 })

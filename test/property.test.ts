@@ -412,7 +412,7 @@ describe("JOB-13 enqueue and enqueueMany with random input, inside the caller's 
         const answer = inTransaction((tx) => enqueue(tx, queue, valueCase.input as Json, options), codes.length > 0 ? codes : null)
         if (!answer) return
         if (heldBefore) {
-          expect(answer).toEqual({ id: options.id, added: false })
+          expect(answer).toEqual({ id: options.id, added: false, matched: 'id' })
           return
         }
         expect(answer.added).toBe(true)

@@ -84,6 +84,28 @@ describe('types', () => {
     })
   })
 
+  test('JOB-25 JOB-26 unique keys name fields of the value or read it; an add that added nothing says what it met', () => {
+    expectTypeOf(defineQueue<Reply>('unique-replies', { unique: { key: ['messageId'], for: '1h' } })).toEqualTypeOf<Queue<Reply, Json>>()
+    // A key function's value type is the queue's, given or read from the function.
+    expectTypeOf(defineQueue('read', { unique: { key: (value: Reply) => String(value.messageId) } })).toEqualTypeOf<Queue<Reply, Json>>()
+    // Field names alone never make the value type: it stays JSON, and any name is taken.
+    expectTypeOf(defineQueue('fields', { unique: { key: ['anything'] } })).toEqualTypeOf<Queue<Json, Json>>()
+    compileOnly((db) => {
+      // @ts-expect-error not a field of Reply
+      defineQueue<Reply>('bad-field', { unique: { key: ['text'] } })
+      // @ts-expect-error not a state
+      defineQueue<Reply>('bad-state', { unique: { key: 'k', states: ['waiting', 'scheduled', 'running', 'gone'] } })
+      enqueue(db, replies, { messageId: 1 }, { unique: { key: (value) => `m:${value.messageId}` } })
+      enqueue(db, replies, { messageId: 1 }, { unique: false, debounce: { id: 'd', delay: '5s' } })
+      // @ts-expect-error not a field of Reply
+      enqueue(db, replies, { messageId: 1 }, { unique: { key: ['text'] } })
+      const answer = enqueue(db, replies, { messageId: 1 })
+      if (!answer.added) expectTypeOf(answer.matched).toEqualTypeOf<'id' | 'unique' | 'debounce'>()
+      // @ts-expect-error an added job met nothing
+      if (answer.added) void answer.matched
+    })
+  })
+
   test('a better-sqlite3 Drizzle database and its transactions are both accepted', () => {
     const compileOnly = () => {
       const db = drizzle(new Database(':memory:'))

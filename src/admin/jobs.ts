@@ -53,10 +53,14 @@ export function cancel(db: Database, queue: QueueRef, id: string): boolean | Pro
  *
  * Answers true when this call put the job back, false when it is in any
  * other state (waiting, scheduled, running, done), which it leaves as it was.
+ * A job with a unique key (JOB-25) would hold it again once waiting: where
+ * another job holds that key in a state that holds it, nothing changes and
+ * the call throws UNIQUE_KEY_HELD naming that job. A retried job takes no
+ * more debounced adds (JOB-26).
  *
  * Throws NOT_FOUND for an id the queue does not hold (a pruned job cannot
- * be retried), INVALID_OPTION or TOO_LARGE for a bad queue name or id,
- * SCHEMA_MISSING when the tables were not migrated.
+ * be retried), UNIQUE_KEY_HELD as above, INVALID_OPTION or TOO_LARGE for a
+ * bad queue name or id, SCHEMA_MISSING when the tables were not migrated.
  *
  * @example
  * for (const job of listJobs(db, { queue: replies, state: 'failed' }).jobs) retryJob(db, replies, job.id)
@@ -91,7 +95,15 @@ function* cancelJob(db: Executor, queue: string, id: string, now: number): Progr
 function* retryEndedJob(db: Executor, queue: string, id: string, now: number): Program<boolean> {
   const job = yield* ask(db.jobFind(queue, id))
   if (!job) throw notFound(queue, id)
-  if (!(yield* ask(db.jobRetry(job.seq, now)))) return false
+  const retried = yield* ask(db.jobRetry(job.seq, now))
+  if (retried.outcome === 'held') {
+    const holder = retried.holder === null ? 'another job, added meanwhile,' : `job '${retried.holder}'`
+    throw new JobsError(
+      'UNIQUE_KEY_HELD',
+      `job '${id}' of queue '${queue}' was not retried: ${holder} holds its unique key, which the job would hold again once waiting; retry it once that job has let the key go (ended in a state its unique.states leave out), or cancel that job first`,
+    )
+  }
+  if (retried.outcome === 'unchanged') return false
   yield* ask(db.stepDeleteMany([job.seq]))
   yield* notifyOthers(db, queue, 'added')
   return true

@@ -14,7 +14,10 @@ export const EXIT = {
   DATABASE: 3,
   /** No job with that id (in that queue). */
   NOT_FOUND: 4,
-  /** The job's state does not allow the action (retry of a job that has not failed, cancel of an ended one): nothing changed. */
+  /**
+   * The job's state does not allow the action (retry of a job that has not failed, cancel of an ended one), or another
+   * job holds the unique key a retried job would hold again: nothing changed.
+   */
   REFUSED: 5,
   /** The database URL cannot be read, or is not a PostgreSQL URL (postgres:// or postgresql://). */
   BAD_URL: 6,

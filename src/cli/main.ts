@@ -204,6 +204,8 @@ function asCliError(error: unknown): CliError | null {
   switch (error.code) {
     case 'NOT_FOUND':
       return new CliError(EXIT.NOT_FOUND, error.message, 'not_found')
+    case 'UNIQUE_KEY_HELD':
+      return new CliError(EXIT.REFUSED, error.message, 'refused')
     case 'SCHEMA_MISSING':
       return new CliError(EXIT.DATABASE, error.message, 'database')
     case 'INVALID_OPTION':

@@ -136,6 +136,7 @@ export function dashboard(db: Database, options: DashboardOptions = {}): Dashboa
       return await route(ctx, hub, { token, allowedHosts }, request)
     } catch (error) {
       if (isJobsError(error, 'NOT_FOUND')) return htmlResponse(flash(error.message, false), 404)
+      if (isJobsError(error, 'UNIQUE_KEY_HELD')) return htmlResponse(flash(error.message, false), 409)
       if (isJobsError(error, 'INVALID_OPTION') || isJobsError(error, 'TOO_LARGE')) return htmlResponse(flash(error.message, false), 400)
       throw error
     }

@@ -2,6 +2,7 @@ import { toMs, toTimerMs, describe, type Duration } from '../duration.js'
 import { JobsError } from '../errors.js'
 import { checkName } from '../json.js'
 import type { Json, JsonShape } from '../types.js'
+import { uniqueRule, type UniqueOptions, type UniqueRule } from './unique.js'
 import type { QueueDefinition } from '../engine/definition.js'
 import { checkKnownOptions } from '../options.js'
 import {
@@ -16,8 +17,8 @@ import {
   MAX_STORED_INT,
 } from '../limits.js'
 
-/** The options of {@link defineQueue}. Every one has a default. */
-export interface QueueOptions {
+/** The options of {@link defineQueue}. Every one has a default. `T` is the queue's value type, which `unique.key` reads. */
+export interface QueueOptions<T = Json> {
   /** Runs a job gets before it fails for good, the first included. Defaults to 10. */
   attempts?: number
   /** Wait before a retry: `initial × 2^(n−1)` after the n-th failed run, ×[0.9, 1.1], at most `max`. Defaults to `{ initial: '1s', max: '1h' }`. */
@@ -40,6 +41,12 @@ export interface QueueOptions {
   maxWaiting?: number
   /** How long ended jobs are kept before workers prune them. Defaults to `{ done: '1d', failed: '7d', canceled: '1d' }`. */
   retention?: { done?: Duration; failed?: Duration; canceled?: Duration }
+  /**
+   * Unique windows (JOB-25): an add whose key a job of the queue holds, in the states that hold it, adds nothing and
+   * answers that job's id (`added: false, matched: 'unique'`). An add's own `unique` replaces this one, and
+   * `unique: false` sets it aside. Defaults to none.
+   */
+  unique?: UniqueOptions<T>
 }
 
 declare const valueType: unique symbol
@@ -63,9 +70,11 @@ export interface Queue<T = unknown, R = unknown> extends QueueDefinition {
   readonly [valueType]?: T
   /** Carries `R` for the compiler only; never set. */
   readonly [resultType]?: R
+  /** The queue's `unique` option, checked; null for none. @internal */
+  readonly unique: UniqueRule | null
 }
 
-const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'rate', 'timeout', 'maxWaiting', 'retention'])
+const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'rate', 'timeout', 'maxWaiting', 'retention', 'unique'])
 
 /**
  * defineQueue declares a queue: its name and how its jobs run.
@@ -78,8 +87,9 @@ const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'rate', 'tim
  *
  * Throws INVALID_OPTION naming the option when an option is unknown or out
  * of range (for example `attempts: 0`, `timeout: 'soon'`, a `backoff.initial`
- * above its `max`, a `rate.perGroup` above its `limit`), and for a name
- * that is empty or over 1,024 bytes (TOO_LARGE).
+ * above its `max`, a `rate.perGroup` above its `limit`, `unique.states`
+ * without `running`), and for a name that is empty or over 1,024 bytes
+ * (TOO_LARGE).
  *
  * @example
  * interface Reply { messageId: number }
@@ -90,11 +100,13 @@ const OPTION_NAMES = new Set(['attempts', 'backoff', 'concurrency', 'rate', 'tim
  *   concurrency: { total: 4, perGroup: 1 },
  *   rate: { limit: 60, per: '1m' },
  *   timeout: '1m',
+ *   // One reply per message an hour: a second add within the hour answers the first job.
+ *   unique: { key: ['messageId'], for: '1h' },
  * })
  */
 export function defineQueue<T extends JsonShape<T> = Json, R extends JsonShape<R> = Json>(
   name: string,
-  options: QueueOptions = {},
+  options: QueueOptions<T> = {},
 ): Queue<T, R> {
   checkName(name, 'queue name')
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
@@ -116,6 +128,7 @@ export function defineQueue<T extends JsonShape<T> = Json, R extends JsonShape<R
       failed: retention.failed === undefined ? DEFAULT_RETENTION_FAILED_MS : toMs(retention.failed, 'retention.failed'),
       canceled: retention.canceled === undefined ? DEFAULT_RETENTION_CANCELED_MS : toMs(retention.canceled, 'retention.canceled'),
     }),
+    unique: options.unique === undefined ? null : uniqueRule(options.unique, 'unique'),
   }
   Object.defineProperty(queue, QUEUE_BRAND, { value: true })
   return Object.freeze(queue)

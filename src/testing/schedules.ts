@@ -13,7 +13,7 @@ import type { Enqueued } from '../types.js'
  * a worker's pass does once the slot is due: in one transaction it moves the
  * schedule's next slot past it and adds the slot's job (id `name@slot`),
  * due now, so that `drain` runs it at once. Answers the job's id, and
- * `added` false when that slot's job was there already.
+ * `added: false, matched: 'id'` when that slot's job was there already.
  *
  * Throws NOT_FOUND when the queue has no such schedule, INVALID_OPTION for a
  * bad queue or name.
@@ -31,10 +31,11 @@ export function runSchedule(db: Database, queue: Queue, name: string): Enqueued 
     checkName(name, 'schedule name')
     return andThen(
       connection.write((db) => fireNextSlot(db, definition, name, Date.now())),
-      (fired) => {
+      (fired): Enqueued => {
         if (!fired) throw new JobsError('NOT_FOUND', `queue '${definition.name}' has no schedule named '${name}'`)
-        if (fired.added) jobsChanged(connection.key, definition.name, 'added', [])
-        return fired
+        if (!fired.added) return { id: fired.id, added: false, matched: 'id' }
+        jobsChanged(connection.key, definition.name, 'added', [])
+        return { id: fired.id, added: true }
       },
     )
   })

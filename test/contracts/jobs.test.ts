@@ -64,20 +64,20 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
   test(`JOB-03 ${on} a second add with an id the queue holds adds nothing and says so, whatever that job's state`, async () => {
     const q = defineQueue<{ n: number }>('dupes')
     expect(await enqueue(t.db, q, { n: 1 }, { id: 'one' })).toEqual({ id: 'one', added: true })
-    expect(await enqueue(t.db, q, { n: 2 }, { id: 'one' })).toEqual({ id: 'one', added: false })
+    expect(await enqueue(t.db, q, { n: 2 }, { id: 'one' })).toEqual({ id: 'one', added: false, matched: 'id' })
     expect(
       await enqueueMany(t.db, q, [
         { value: { n: 3 }, id: 'one' },
         { value: { n: 4 }, id: 'two' },
       ]),
     ).toEqual([
-      { id: 'one', added: false },
+      { id: 'one', added: false, matched: 'id' },
       { id: 'two', added: true },
     ])
     const values: number[] = []
     workers.push(work(t.db, q, (value) => void values.push(value.n)))
     await waitFor(async () => (await state('dupes', 'one')) === 'done' && (await state('dupes', 'two')) === 'done', 'both jobs to run')
-    expect(await enqueue(t.db, q, { n: 5 }, { id: 'one' })).toEqual({ id: 'one', added: false })
+    expect(await enqueue(t.db, q, { n: 5 }, { id: 'one' })).toEqual({ id: 'one', added: false, matched: 'id' })
     expect(values.sort()).toEqual([1, 4])
     expect(await t.count('jobs_job')).toBe(2)
   })
@@ -94,8 +94,8 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
     ]
     expect(await enqueueMany(t.db, q, items)).toEqual([
       { id: 'a', added: true },
-      { id: 'held', added: false },
-      { id: 'a', added: false },
+      { id: 'held', added: false, matched: 'id' },
+      { id: 'a', added: false, matched: 'id' },
       { id: 'b', added: true },
       { id: 'later', added: true },
     ])
@@ -119,7 +119,9 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
     // Six values of 900 KiB: more than one statement carries; the repeat in the last one adds nothing.
     const pad = 'x'.repeat(900 * 1024)
     const big = [1, 2, 3, 4, 5, 1].map((n) => ({ value: { n: 10 + n, pad }, id: `big-${n}` }))
-    expect(await enqueueMany(t.db, q, big)).toEqual([1, 2, 3, 4, 5, 1].map((n, i) => ({ id: `big-${n}`, added: i < 5 })))
+    expect(await enqueueMany(t.db, q, big)).toEqual(
+      [1, 2, 3, 4, 5, 1].map((n, i) => (i < 5 ? { id: `big-${n}`, added: true } : { id: `big-${n}`, added: false, matched: 'id' })),
+    )
     expect(await queueCounts(t.db, q)).toMatchObject({ waiting: 8, scheduled: 1 })
   })
 

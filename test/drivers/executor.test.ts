@@ -15,8 +15,10 @@ import {
   type ClaimTake,
   type ClaimTaken,
   type ListingOrder,
+  type DebouncedJob,
   type ListParams,
   type NewJob,
+  type UniqueJob,
 } from '../../src/dialect/index.js'
 import { writeShift } from '../../src/engine/counts.js'
 import { isOwnerGone } from '../../src/engine/owner.js'
@@ -183,6 +185,107 @@ describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('%s', (_n
           ask(tx.jobInsertMany({ queue: 'replies', maxAttempts: 4, now: NOW, traceContext: null, jobs: batch.slice(0, 3) })),
         ),
       ).toEqual([])
+    })
+
+    test(`JOB-25 ${on} jobAddUnique adds a job unless its id is taken, its key is held in a state that holds it, or the queue is full, and answers the holder; jobGetHolder`, async () => {
+      const states = ',waiting,scheduled,running,done,'
+      const unique = (id: string, key: string, fields: Partial<NewJob> = {}): UniqueJob => ({
+        ...newJob('replies', id, fields),
+        uniqueKey: key,
+        uniqueStates: states,
+      })
+      const add = (job: UniqueJob) => c().write((tx) => ask(tx.jobAddUnique(job)))
+      expect(await add(unique('a', 'k'))).toEqual({ added: true })
+      expect(await add(unique('b', 'k'))).toEqual({ added: false, holder: { id: 'a', matched: 'unique' } })
+      expect(await add(unique('a', 'other'))).toEqual({ added: false, holder: { id: 'a', matched: 'id' } })
+      expect(await add({ ...unique('c', 'k'), queue: 'elsewhere' })).toEqual({ added: true })
+      expect(await db().jobGetHolder({ queue: 'replies', id: 'x', uniqueKey: 'k' })).toEqual({ id: 'a', matched: 'unique' })
+      expect(await db().jobGetHolder({ queue: 'replies', id: 'a', uniqueKey: 'k' })).toEqual({ id: 'a', matched: 'id' })
+      expect(await db().jobGetHolder({ queue: 'replies', id: 'x', uniqueKey: null })).toBeUndefined()
+      expect(await db().jobGetHolder({ queue: 'replies', id: 'x', uniqueKey: 'nobody' })).toBeUndefined()
+      // A state its unique_states leave out lets the key go; one they name holds it.
+      await endPlain('a', 'failed', NOW)
+      expect(await add(unique('b', 'k', { runAt: NOW + 60_000 }))).toEqual({ added: true })
+      await endPlain('b', 'done', NOW)
+      expect(await add(unique('d', 'k'))).toEqual({ added: false, holder: { id: 'b', matched: 'unique' } })
+      // A full queue adds nothing and names no holder; a held key still answers its holder.
+      expect(await add(unique('e', 'new', { maxWaiting: 1 }))).toEqual({ added: true })
+      expect(await add(unique('f', 'newer', { maxWaiting: 1 }))).toEqual({ added: false, holder: null })
+      expect(await add(unique('f', 'k', { maxWaiting: 1 }))).toEqual({ added: false, holder: { id: 'b', matched: 'unique' } })
+      expect(await d.rows(`select id, state, unique_key, unique_states from jobs_job where queue = 'replies' order by seq`)).toEqual([
+        { id: 'a', state: 'failed', unique_key: 'k', unique_states: states },
+        { id: 'b', state: 'done', unique_key: 'k', unique_states: states },
+        { id: 'e', state: 'waiting', unique_key: 'new', unique_states: states },
+      ])
+      // Counted as added, and nothing for the adds that added nothing.
+      expect(await db().queueCountWaiting('replies')).toBe(1)
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 1, scheduled: 0, failed: 1, done: 1 })
+    })
+
+    test(`JOB-26 ${on} jobAddDebounced adds a job, or gives the job of its debounce id that has not started its value, run_at and state, even in a full queue; a started job holds the id no more`, async () => {
+      const debounced = (id: string, key: string, fields: Partial<NewJob> = {}): DebouncedJob => ({
+        ...newJob('replies', id, fields),
+        debounceKey: key,
+      })
+      const add = (job: DebouncedJob) => c().write((tx) => ask(tx.jobAddDebounced(job)))
+      const stored = () =>
+        d.rows<{ id: string; value: unknown; state: string; runAt: number; debounce_key: string | null }>(
+          `select id, value, state, ${d.ms('run_at')} as "runAt", debounce_key from jobs_job where queue = 'replies' order by seq`,
+        )
+      expect(await add(debounced('a', 'k', { runAt: NOW + 1_000 }))).toEqual({ added: true })
+      expect(await add(debounced('b', 'k', { runAt: NOW + 5_000, value: '{"n":2}' }))).toEqual({
+        added: false,
+        holder: { id: 'a', matched: 'debounce' },
+      })
+      expect((await stored()).map((row) => ({ ...row, value: json(row.value) }))).toEqual([
+        { id: 'a', value: { n: 2 }, state: 'scheduled', runAt: NOW + 5_000, debounce_key: 'k' },
+      ])
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 0, scheduled: 1 })
+      // Due at once: the job waits, counted so.
+      expect(await add(debounced('c', 'k', { value: '{"n":3}' }))).toEqual({ added: false, holder: { id: 'a', matched: 'debounce' } })
+      expect(await stored()).toMatchObject([{ id: 'a', state: 'waiting', runAt: NOW }])
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 1, scheduled: 0 })
+      // Another id, another job; a full queue merges but adds nothing.
+      expect(await add(debounced('d', 'other', { maxWaiting: 1 }))).toEqual({ added: false, holder: null })
+      expect(await add(debounced('d', 'k', { maxWaiting: 1, value: '{"n":4}' }))).toEqual({
+        added: false,
+        holder: { id: 'a', matched: 'debounce' },
+      })
+      // Started, the job takes no more adds: the next one is a job of its own.
+      expect((await claim(c(), replies, request('owner-1', 10))).map((job) => job.id)).toEqual(['a'])
+      expect(await add(debounced('e', 'k', { runAt: NOW + 1_000 }))).toEqual({ added: true })
+      expect(await add(debounced('f', 'k', { runAt: NOW + 2_000 }))).toEqual({ added: false, holder: { id: 'e', matched: 'debounce' } })
+      expect((await stored()).map((row) => [row.id, row.state, json(row.value)])).toEqual([
+        ['a', 'running', { n: 4 }],
+        ['e', 'scheduled', { id: 'f' }],
+      ])
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 0, scheduled: 1, running: 1 })
+    })
+
+    test(`JOB-25 ${on} jobRetry puts a failed or canceled job back unless another job holds its unique key, answering that job; a retried job holds no debounce id`, async () => {
+      const unique = (id: string): UniqueJob => ({
+        ...newJob('replies', id),
+        uniqueKey: 'k',
+        uniqueStates: ',waiting,scheduled,running,done,',
+      })
+      await c().write((tx) => ask(tx.jobAddUnique(unique('a'))))
+      await endPlain('a', 'failed', NOW)
+      await c().write((tx) => ask(tx.jobAddUnique(unique('b'))))
+      const seqA = (await db().jobFind('replies', 'a'))!.seq
+      const retry = (seq: number) => c().write((tx) => ask(tx.jobRetry(seq, NOW + 1_000)))
+      expect(await retry(seqA)).toEqual({ outcome: 'held', holder: 'b' })
+      expect((await db().jobFind('replies', 'a'))!.state).toBe('failed')
+      await endPlain('b', 'canceled', NOW)
+      expect(await retry(seqA)).toEqual({ outcome: 'retried' })
+      expect(await retry(seqA)).toEqual({ outcome: 'unchanged' })
+      expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 1, failed: 0, canceled: 1 })
+      // A debounced job canceled before it ran, retried: a later add of its debounce id is a job of its own.
+      await c().write((tx) => ask(tx.jobAddDebounced({ ...newJob('replies', 'c'), debounceKey: 'd' })))
+      const seqC = (await db().jobFind('replies', 'c'))!.seq
+      expect(await c().write((tx) => ask(tx.jobCancel(seqC, NOW)))).toBe(true)
+      expect(await retry(seqC)).toEqual({ outcome: 'retried' })
+      expect(await d.rows(`select debounce_key from jobs_job where id = 'c'`)).toEqual([{ debounce_key: null }])
+      expect(await c().write((tx) => ask(tx.jobAddDebounced({ ...newJob('replies', 'e'), debounceKey: 'd' })))).toEqual({ added: true })
     })
   })
 
@@ -1099,9 +1202,9 @@ describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('%s', (_n
       expect(await end(c(), 'replies', [{ seq: a, owner: 'owner-1', attempt: 1, transition: done() }])).toEqual([false])
       expect(await c().write((tx) => ask(tx.jobCancel(a, NOW + 2)))).toBe(false)
       expect(await db().jobGetOutcome(a)).toEqual({ state: 'canceled', error: null })
-      expect(await c().write((tx) => ask(tx.jobRetry(b, NOW + 3))), 'a waiting job is not retried').toBe(false)
+      expect(await c().write((tx) => ask(tx.jobRetry(b, NOW + 3))), 'a waiting job is not retried').toEqual({ outcome: 'unchanged' })
       await d.rows(`update jobs_job set error = 'gone', result = '1' where seq = $1`, a)
-      expect(await c().write((tx) => ask(tx.jobRetry(a, NOW + 4)))).toBe(true)
+      expect(await c().write((tx) => ask(tx.jobRetry(a, NOW + 4)))).toEqual({ outcome: 'retried' })
       expect(await d.job(a)).toMatchObject({ state: 'waiting', attempts: 0, runAt: NOW + 4, finishedAt: null, error: null, result: null })
       expect(await db().jobGetOutcome(999_999)).toBeUndefined()
       expect(await db().queueGetCounts('replies')).toMatchObject({ waiting: 2, running: 0, canceled: 0 })

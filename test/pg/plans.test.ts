@@ -104,6 +104,13 @@ const ORDERED: Record<string, Planned> = {
 /** Statements that touch a few jobs: looked up by key or index, never a walk of the table. */
 const LOOK_UPS: Record<string, Planned> = {
   addJob: [SQL.addJob, { ...newJob('q1', 'new'), maxWaiting: 100 }],
+  // The holder of a unique key through jobs_job_unique, of a debounce id through jobs_job_debounce.
+  addUniqueJob: [
+    SQL.addUniqueJob,
+    { ...newJob('q1', 'new'), maxWaiting: 100, uniqueKey: 'k', uniqueStates: ',waiting,scheduled,running,done,' },
+  ],
+  addDebouncedJob: [SQL.addDebouncedJob, { ...newJob('q1', 'new'), maxWaiting: 100, debounceKey: 'd' }],
+  jobHolder: [SQL.jobHolder, { queue: 'q1', id: 'job-2', uniqueKey: 'k' }],
   // Running jobs are found through jobs_job_running, few (at most the queue's concurrency), and sorted.
   listRunning: [ADMIN_SQL.listRunning, { ...page, state: 'running', k1: '9223372036854775807' }],
   jobExists: [SQL.jobExists, { queue: 'q1', id: 'job-2' }],

@@ -8,7 +8,7 @@
 import type { AdminJobDetailRow, AdminJobRow, CountsRow, ListParams } from '../index.js'
 import type { EndedState } from '../../types.js'
 import { pgStatement, type JobRow, type StepRow } from './statement.js'
-import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, JOB_QUEUES, ms, RUNNABLE } from './terms.js'
+import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, holdsKey, JOB_QUEUES, ms, RUNNABLE } from './terms.js'
 import { kept, UNFOLDED, UNFOLDED_ALL } from './counts.js'
 
 /** The columns of a job as the admin API answers it. */
@@ -46,13 +46,28 @@ export const ADMIN_SQL = {
     where seq = @seq::bigint and state in ('waiting', 'scheduled', 'running')
     returning 1 as canceled`,
   ),
-  /** A failed or canceled job runs again with fresh attempts and nothing of its last run kept. */
-  retryJob: pgStatement<{ seq: number; now: number }, { retried: 1 }>(
+  /**
+   * A failed or canceled job runs again with fresh attempts and nothing of its last run kept, unless another job holds
+   * its unique key in a state that holds it (`holder`, its id): waiting, it would hold the key too. It takes no more
+   * debounced adds (a canceled job that never ran still has its debounce id): a later add of that id queues a new job.
+   * An add of its key that commits while the update waits for it fails the update on jobs_job_unique (JobRetried).
+   */
+  retryJob: pgStatement<{ seq: number; now: number }, { retried: number; holder: string | null }>(
     'retryJob',
-    `update jobs_job set state = 'waiting', attempts = 0, run_at = ${at('@now')}, finished_at = null,
-      error = null, error_stack = null, result = null
-    where seq = @seq::bigint and state in ('failed', 'canceled')
-    returning 1 as retried`,
+    `with job as (
+    select seq, queue, unique_key from jobs_job where seq = @seq::bigint and state in ('failed', 'canceled')
+  ),
+  holder as (
+    select h.id from job join jobs_job h on h.queue = job.queue and h.unique_key = job.unique_key
+    where ${holdsKey('h')} and h.seq <> job.seq limit 1
+  ),
+  retried as (
+    update jobs_job set state = 'waiting', attempts = 0, run_at = ${at('@now')}, finished_at = null,
+      error = null, error_stack = null, result = null, debounce_key = null
+    where seq = (select seq from job) and state in ('failed', 'canceled') and not exists (select 1 from holder)
+    returning 1
+  )
+  select (select count(*) from retried)::int as retried, (select id from holder) as holder`,
   ),
   setPaused: pgStatement<{ queue: string; paused: boolean }>(
     'setPaused',

@@ -21,7 +21,7 @@ import { ADMIN_SQL } from './admin.js'
 import { FOLD, HAS_UNFOLDED } from './counts.js'
 import type { Queryable } from './driver.js'
 import { READ_SQL } from './read.js'
-import { all, get, one, some } from './statement.js'
+import { all, get, one, some, violatesUnique } from './statement.js'
 import { endsAsJson, SQL, type FlushRow } from './statements.js'
 import { pgScheduleRequests } from './schedules.js'
 import { timeBound } from './terms.js'
@@ -212,6 +212,18 @@ export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'as
     queueFoldCounts: async (queue) => (await one(q, FOLD, { queue })).rows,
 
     jobAdd: async (job) => (await one(q, SQL.addJob, job)).added === 1,
+    async jobAddUnique(job) {
+      const { added, holder, matched } = await one(q, SQL.addUniqueJob, job)
+      if (added === 1) return { added: true }
+      return { added: false, holder: holder === null || matched === null ? null : { id: holder, matched } }
+    },
+    async jobAddDebounced(job) {
+      const { id } = await one(q, SQL.addDebouncedJob, job)
+      if (id === null) return { added: false, holder: null }
+      // A job's id is its own: the row answered is the one added, or the waiting job that took the add.
+      return id === job.id ? { added: true } : { added: false, holder: { id, matched: 'debounce' } }
+    },
+    jobGetHolder: (find) => get(q, SQL.jobHolder, find),
     jobInsert: (job) => some(q, SQL.insertJob, job),
     jobInsertMany: async ({ jobs, ...batch }) =>
       (await all(q, SQL.insertJobs, { ...batch, jobs: JSON.stringify(jobs) })).map((row) => row.id),
@@ -300,7 +312,18 @@ export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'as
       all(q, LISTINGS[order], { queue: page.queue, state: page.state, grp: page.grp, limit: page.limit, ...pageKeys(order, page) }),
     jobGetOutcome: (seq) => get(q, ADMIN_SQL.jobOutcome, { seq }),
     jobCancel: (seq, now) => some(q, ADMIN_SQL.cancelJob, { seq, now }),
-    jobRetry: (seq, now) => some(q, ADMIN_SQL.retryJob, { seq, now }),
+    async jobRetry(seq, now) {
+      try {
+        const { retried, holder } = await one(q, ADMIN_SQL.retryJob, { seq, now })
+        if (retried === 1) return { outcome: 'retried' }
+        return holder === null ? { outcome: 'unchanged' } : { outcome: 'held', holder }
+      } catch (error) {
+        // An add of the job's key that committed while the update waited for it: the transaction is aborted, and the
+        // holder cannot be read in it.
+        if (violatesUnique(error, 'jobs_job_unique')) return { outcome: 'held', holder: null }
+        throw error
+      }
+    },
     stepList: (seq) => all(q, ADMIN_SQL.jobSteps, { seq }),
     leaseGet: (seq) => get(q, ADMIN_SQL.jobLease, { seq }),
     queueSetPaused: async (queue, paused) => void (await all(q, ADMIN_SQL.setPaused, { queue, paused })),

@@ -78,3 +78,19 @@ export async function one<P extends PgParams<P>, R>(q: Queryable, statement: PgS
 export async function some<P extends PgParams<P>, R>(q: Queryable, statement: PgStatement<P, R>, params: P): Promise<boolean> {
   return (await all(q, statement, params)).length > 0
 }
+
+/**
+ * Whether `error`, or an error it wraps (Drizzle's DrizzleQueryError, say), is PostgreSQL's unique_violation (23505)
+ * on the index `index`, which each driver names in its own field, and the server's message in quotes.
+ */
+export function violatesUnique(error: unknown, index: string): boolean {
+  let cause = error
+  for (let depth = 0; depth < 8 && typeof cause === 'object' && cause !== null; depth++) {
+    if (Reflect.get(cause, 'code') === '23505') {
+      const named: unknown = Reflect.get(cause, 'constraint') ?? Reflect.get(cause, 'constraint_name')
+      return named === index || String(Reflect.get(cause, 'message')).includes(`"${index}"`)
+    }
+    cause = Reflect.get(cause, 'cause')
+  }
+  return false
+}

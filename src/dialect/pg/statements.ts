@@ -17,21 +17,24 @@ import type {
   Claimable,
   ClaimedJob,
   ClaimLimits,
+  DebouncedJob,
   EventLook,
   ExpiredBy,
   HeldRun,
   JobEnd,
+  JobHolder,
   LeaseParams,
   NewJob,
   RunEndParams,
   SignalParams,
   StoredLimits,
   StoreLimitsParams,
+  UniqueJob,
   UnleasedRun,
   WorkerLease,
 } from '../index.js'
 import { pgStatement, type JobRow, type StepRow } from './statement.js'
-import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, fence, inSeqs, ms, ONE_RUN, RUNNABLE, runningFor } from './terms.js'
+import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, fence, holdsKey, inSeqs, ms, ONE_RUN, RUNNABLE, runningFor } from './terms.js'
 import { kept, UNFOLDED } from './counts.js'
 
 /** Runnable jobs of @queue due by @now. */
@@ -129,12 +132,43 @@ const INSERT_JOB = `insert into jobs_job (queue, id, grp, value, state, priority
   select @queue::text, @id::text, @grp::text, @value::jsonb, @state::text, @priority::bigint, 0, @maxAttempts::int, ${at('@runAt')}, ${at('@now')},
     @traceContext::text`
 
+/** INSERT_JOB with `columns` more, whose values `values` gives in their order. */
+function insertJobWith(columns: string, values: string): string {
+  return `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context, ${columns})
+  select @queue::text, @id::text, @grp::text, @value::jsonb, @state::text, @priority::bigint, 0, @maxAttempts::int, ${at('@runAt')}, ${at('@now')},
+    @traceContext::text, ${values}`
+}
+
+/**
+ * The queue @queue holds fewer than @maxWaiting jobs waiting or scheduled, by its kept counts (the row and what is not
+ * folded: counts.ts), whatever the number of jobs.
+ */
+const HAS_ROOM = `(select ${kept('waiting')} + ${kept('scheduled')} from ${UNFOLDED} left join jobs_queue q on q.name = @queue::text)
+      < @maxWaiting::bigint`
+
+/** The job of @queue with @id, or else the one holding @uniqueKey in a state that holds it (jobs_job_unique): its id, and by which. */
+const HOLDER = `select id, matched from (
+      select id, 'id' as matched, 0 as rank from jobs_job where queue = @queue::text and id = @id::text
+      union all
+      select id, 'unique', 1 from jobs_job where queue = @queue::text and unique_key = @uniqueKey::text and ${holdsKey('jobs_job')}
+    ) h order by rank limit 1`
+
 /** The channel on which the engine tells of changes: a notice's payload is `kind:queue` (or `progress:ask`, an ask for a run's progress). */
 export const NOTICE_CHANNEL = 'drizzle_jobs'
 /** The channel that carries runs' progress values (src/progress/notices.ts), listened to only by processes that watch runs of others. */
 export const PROGRESS_CHANNEL = 'drizzle_jobs_progress'
 /** PostgreSQL refuses a notice whose payload is 8,000 bytes or more (in its default build). */
 export const MAX_NOTICE_PAYLOAD_BYTES = 7_999
+
+/** The queue's row, made on its first job where the CTE `added` added one, and the workers told of the add. */
+const QUEUE_ROW_AND_NOTICE = `queue_row as (
+    insert into jobs_queue (name) select @queue::text
+    where exists (select 1 from added) and not exists (select 1 from jobs_queue where name = @queue::text)
+    on conflict (name) do nothing
+  ),
+  notice as (
+    select pg_notify('${NOTICE_CHANNEL}', 'added:' || @queue::text) as sent from added
+  )`
 
 type QueueParam = { queue: string }
 type Window = { queue: string; now: number }
@@ -220,6 +254,49 @@ export const SQL = {
   )
   select (select count(*) from added)::int as added, (select count(*) from notice)::int as told`,
   ),
+  /**
+   * What `enqueue` writes for a job with a unique key (JOB-25), whole, in one statement: the job, unless its id is
+   * taken, its key is held by a job in one of that job's unique_states (jobs_job_unique), or the queue has no room
+   * (as addJob), in an insert with no conflict target, which a conflict on any unique index makes do nothing; where
+   * it added nothing, the job holding its id, or else its key, as the statement's snapshot holds it (an add that
+   * committed while this one waited for it is not there: Executor.jobGetHolder reads it next); the queue's row and
+   * the notice, as addJob.
+   */
+  addUniqueJob: pgStatement<UniqueJob, { added: number; holder: string | null; matched: JobHolder['matched'] | null }>(
+    'addUniqueJob',
+    `with added as (
+    ${insertJobWith('unique_key, unique_states', '@uniqueKey::text, @uniqueStates::text')}
+    where ${HAS_ROOM}
+    on conflict do nothing
+    returning 1 as one
+  ),
+  holder as (${HOLDER}),
+  ${QUEUE_ROW_AND_NOTICE}
+  select (select count(*) from added)::int as added, (select id from holder) as holder, (select matched from holder) as matched,
+    (select count(*) from notice)::int as told`,
+  ),
+  /**
+   * What `enqueue` writes for a job with a debounce id (JOB-26), whole, in one statement: the job, or, where a job of
+   * the queue holds that id (waiting or scheduled: jobs_job_debounce, which the conflict target names with its
+   * condition), this one's value, run_at and state given to that job instead, locked, as the upsert does under
+   * racing adds; the id of the job added or given them. A full queue adds nothing, but still merges. The queue's row
+   * and the notice, as addJob: a merge moves the job's run_at, which the workers read again.
+   */
+  addDebouncedJob: pgStatement<DebouncedJob, { id: string | null; told: number }>(
+    'addDebouncedJob',
+    `with added as (
+    ${insertJobWith('debounce_key', '@debounceKey::text')}
+    where ${HAS_ROOM}
+      or exists (select 1 from jobs_job where queue = @queue::text and debounce_key = @debounceKey::text and ${RUNNABLE})
+    on conflict (queue, debounce_key) where debounce_key is not null and ${RUNNABLE}
+    do update set value = excluded.value, run_at = excluded.run_at, state = excluded.state
+    returning id
+  ),
+  ${QUEUE_ROW_AND_NOTICE}
+  select (select id from added) as id, (select count(*) from notice)::int as told`,
+  ),
+  /** The job of @queue with @id, or else the one holding @uniqueKey in a state that holds it (Executor.jobGetHolder). */
+  jobHolder: pgStatement<{ queue: string; id: string; uniqueKey: string | null }, JobHolder>('jobHolder', HOLDER),
   insertJob: pgStatement<NewJob, { added: 1 }>(
     'insertJob',
     `${INSERT_JOB}

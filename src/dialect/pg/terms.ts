@@ -10,6 +10,14 @@
 export const RUNNABLE = `state in ('waiting', 'scheduled')`
 export const ENDED = `state in ('done', 'failed', 'canceled')`
 
+/**
+ * The job of row `j` (its table's name or alias) holds its unique key in its state (JOB-25): the condition of
+ * jobs_job_unique, written as the index writes it, with the key compared by `=`, so that the planner sees it may use it.
+ */
+export function holdsKey(j: string): string {
+  return `strpos(${j}.unique_states, ',' || ${j}.state || ',') > 0`
+}
+
 /** A timestamptz column (or expression) as whole ms since the epoch, read as a JavaScript number; null stays null. */
 export function ms(column: string): string {
   return `round(extract(epoch from ${column}) * 1000)::float8`

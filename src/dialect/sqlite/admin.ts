@@ -7,7 +7,7 @@
 import type { AdminJobDetailRow, AdminJobRow, CountsRow, ListParams } from '../index.js'
 import type { EndedState } from '../../types.js'
 import { single, statement, type JobRow, type QueueRow, type StepRow } from './statement.js'
-import { ENDED, LIMIT, RUNNABLE } from './terms.js'
+import { ENDED, holdsKey, LIMIT, RUNNABLE } from './terms.js'
 
 /** The columns of a job as the admin API answers it. */
 const JOB = `seq, queue, id, grp, value, state, priority, attempts, max_attempts as maxAttempts, run_at as runAt,
@@ -26,13 +26,25 @@ export const ADMIN_SQL = {
   cancelJob: statement<[{ seq: number; now: number }], never>(
     `update jobs_job set state = 'canceled', finished_at = @now, owner = null where seq = @seq and state in ('waiting', 'scheduled', 'running')`,
   ),
-  /** A failed or canceled job runs again with fresh attempts and nothing of its last run kept. */
+  /**
+   * A failed or canceled job runs again with fresh attempts and nothing of its last run kept, unless another job holds
+   * its unique key in a state that holds it (retryKeyHolder): waiting, it would hold the key too. It takes no more
+   * debounced adds (a canceled job that never ran still has its debounce id): a later add of that id queues a new job.
+   */
   retryJob: statement<
     [{ seq: number; now: number }],
     never
   >(`update jobs_job set state = 'waiting', attempts = 0, run_at = @now, finished_at = null,
-      error = null, error_stack = null, result = null
-    where seq = @seq and state in ('failed', 'canceled')`),
+      error = null, error_stack = null, result = null, debounce_key = null
+    where seq = @seq and state in ('failed', 'canceled')
+      and not exists (select 1 from jobs_job h where h.queue = jobs_job.queue and h.unique_key = jobs_job.unique_key
+        and ${holdsKey('h')} and h.seq <> jobs_job.seq)`),
+  /** The job that holds the unique key of the failed or canceled job @seq, in a state that holds it: what keeps it from a retry. */
+  retryKeyHolder: statement<[{ seq: number }], string>(
+    `select h.id from jobs_job j join jobs_job h on h.queue = j.queue and h.unique_key = j.unique_key and ${holdsKey('h')} and h.seq <> j.seq
+    where j.seq = @seq and j.state in ('failed', 'canceled') limit 1`,
+    { pluck: true },
+  ),
   setPaused: statement<[{ queue: string; paused: 0 | 1 }], never>(`insert into jobs_queue (name, paused) values (@queue, @paused)
     on conflict (name) do update set paused = excluded.paused`),
   queueCounts: statement<[queue: string], CountsRow>(

@@ -6,6 +6,14 @@
 export const RUNNABLE = `state in ('waiting', 'scheduled')`
 export const ENDED = `state in ('done', 'failed', 'canceled')`
 
+/**
+ * The job of row `j` (its table's name or alias) holds its unique key in its state (JOB-25): the condition of
+ * jobs_job_unique, written as the index writes it, with the key compared by `=`, so that SQLite sees it may use it.
+ */
+export function holdsKey(j: string): string {
+  return `instr(${j}.unique_states, ',' || ${j}.state || ',') > 0`
+}
+
 /*
  * The statements over running jobs name jobs_job_running (`indexed by`): with no statistics, SQLite may otherwise
  * walk every job of a queue by jobs_job_queue_id, or the whole table for a worker's runs, where the partial index
