@@ -10,7 +10,9 @@ export type { Queue, QueueOptions } from './queue/define.js'
 
 /** Adding jobs inside the app's own transaction. */
 export { enqueue, enqueueMany } from './queue/enqueue.js'
-export type { EnqueueItem, EnqueueOptions } from './queue/enqueue.js'
+export type { DebounceOptions, EnqueueItem, EnqueueOptions } from './queue/enqueue.js'
+export type { UniqueOptions } from './queue/unique.js'
+export type { EnqueueMatch } from './types.js'
 
 /** Sending events, inside the app's own transaction, to runs that wait for them (`run.waitForEvent`). */
 export { signal } from './queue/signal.js'
