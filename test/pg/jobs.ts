@@ -112,7 +112,18 @@ export function store(connection: PgConnection, queue: QueueDefinition, now = NO
 
 /** A run's end as done, finished at `finishedAt`, with `result` (JSON text). */
 export function done(finishedAt = NOW + 1_000, result: string | null = null): Transition {
-  return { state: 'done', runAt: null, finishedAt, result, error: null, errorStack: null, refund: 0, abandoned: 0, waitsFor: null, signals: null }
+  return {
+    state: 'done',
+    runAt: null,
+    finishedAt,
+    result,
+    error: null,
+    errorStack: null,
+    refund: 0,
+    abandoned: 0,
+    waitsFor: null,
+    signals: null,
+  }
 }
 
 /** A run's end as a retry, scheduled at `runAt`. */
