@@ -11,7 +11,7 @@
  * @internal
  */
 import { MAX_TIME_MS, SHOWN_CHARS } from './limits.js'
-import { STATES, type JobState } from './types.js'
+import { STATES, type JobState, type JobWait } from './types.js'
 
 /** A stored value as SQLite writes it as a literal (`'soon'`, `1.5`, `X'00FF'`, `NULL`), cut at 100 characters. */
 export function sqlLiteral(value: unknown): string {
@@ -85,6 +85,26 @@ export class StoredColumns {
     } catch {
       return value
     }
+  }
+
+  /**
+   * What a parked run waits for: `jobs_job.waits_for` as the readers read it, only while the job is scheduled (null
+   * otherwise), until the job's run_at (a wait for an event until the end of time has no timeout). A value that is
+   * neither `sleep:<step>` nor `event:<name>` is listed, and the job shows no wait; nor does it while its run_at is
+   * not a time (listed as such).
+   */
+  wait(value: unknown, runAt: Date | null): JobWait | null {
+    if (value === null) return null
+    if (typeof value === 'string' && value.startsWith('sleep:')) {
+      return runAt === null ? null : { kind: 'sleep', step: value.slice('sleep:'.length), until: new Date(runAt.getTime()) }
+    }
+    if (typeof value === 'string' && value.startsWith('event:')) {
+      if (runAt === null) return null
+      const until = runAt.getTime() >= MAX_TIME_MS ? null : new Date(runAt.getTime())
+      return { kind: 'event', name: value.slice('event:'.length), until }
+    }
+    this.note('waits_for', value)
+    return null
   }
 
   /** The attempt counts, times and error of a job's row, as snapshots and records show them. */

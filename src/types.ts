@@ -72,6 +72,15 @@ type JsonPart<T> = T extends Json
 /** An object's property: `undefined` is allowed, as JSON drops it. */
 type JsonProperty<T> = T extends undefined ? T : JsonPart<T>
 
+/**
+ * What a parked run waits for, while its job is `scheduled` after `run.sleep` or `run.waitForEvent` (the job's
+ * `runAt` is the `until` of a sleep or of a wait with a timeout):
+ * - `{ kind: 'sleep', step, until }`: the sleep named `step` ends at `until`, and the job runs again then;
+ * - `{ kind: 'event', name, until }`: the event `name`, which `signal` sends; the job runs again as soon as it is
+ *   sent, or at `until` when the wait times out first. `until` is null for a wait without a timeout.
+ */
+export type JobWait = { kind: 'sleep'; step: string; until: Date } | { kind: 'event'; name: string; until: Date | null }
+
 /** A job as `getJob` and `watch` show it. */
 export interface JobSnapshot<Result = unknown> {
   id: string
@@ -94,6 +103,12 @@ export interface JobSnapshot<Result = unknown> {
   attempts: number
   /** When it may run (a waiting job: since when). Null only when the stored run_at is not a time: see `malformed`. */
   runAt: Date | null
+  /**
+   * What its parked run waits for (a sleep, an event), while the job is `scheduled` after `run.sleep` or
+   * `run.waitForEvent`; null otherwise: a job that is not scheduled, or scheduled for another reason (a delayed add,
+   * a retry's backoff, a snooze), or whose event came (it is due at once, and runs again).
+   */
+  waitsFor: JobWait | null
   /** When it was added. Null only when the stored created_at is not a time: see `malformed`. */
   createdAt: Date | null
   /** When it ended; null while it has not (and when the stored finished_at is not a time: see `malformed`). */

@@ -19,6 +19,7 @@ import {
   resumeQueue,
   retryJob,
   schedule,
+  signal,
   work,
   type JobState,
   type PgDatabase,
@@ -561,6 +562,78 @@ describe.each(DIALECTS)('%s', (dialect) => {
         `{"traceparent":"00-${traceId}-${parent}-00","tracestate":"vendor=x"}`,
       )
       expect((await inspectJob(t.db, q, 'untraced'))!.traceId).toBe(traceId)
+    })
+  })
+
+  describe('parked jobs', () => {
+    test(`JOB-24 ${on} listJobs and inspectJob show what a parked run waits for, and inspectJob the job's events: sent, timed out, waited for`, async () => {
+      const parking = defineQueue<{ wait: 'sleep' | 'events' }>('parking')
+      await enqueue(t.db, parking, { wait: 'sleep' }, { id: 'napping' })
+      await enqueue(t.db, parking, { wait: 'events' }, { id: 'order' })
+      await enqueue(t.db, parking, { wait: 'sleep' }, { id: 'delayed', runAt: new Date(Date.now() + 5_400_000) })
+      expect(await signal(t.db, parking, 'order', 'early', { by: 'ada' })).toEqual({ sent: true, woke: false })
+      const began = Date.now()
+      workers.push(
+        work(
+          t.db,
+          parking,
+          async ({ wait }, run) => {
+            if (wait === 'sleep') return run.sleep('nap', '1h')
+            await run.waitForEvent('early')
+            await run.waitForEvent('quick', { timeout: 1 })
+            return run.waitForEvent('paid', { timeout: '2h' })
+          },
+          { pollInterval: '20ms' },
+        ),
+      )
+      await waitFor(async () => {
+        const { jobs } = await listJobs(t.db, { queue: parking, state: 'scheduled' })
+        const waits = jobs.map((job) => job.waitsFor && (job.waitsFor.kind === 'sleep' ? job.waitsFor.step : job.waitsFor.name))
+        return waits.includes('nap') && waits.includes('paid')
+      }, "both runs to park, the second one waiting for 'paid'")
+      const parkedAt = Date.now()
+      const { jobs } = await listJobs(t.db, { queue: parking, state: 'scheduled' })
+      // Scheduled by the time they run: the sleep's end, the wait's timeout; a delayed add waits for nothing.
+      expect(jobs.map((job) => [job.id, job.waitsFor?.kind ?? null])).toEqual([
+        ['napping', 'sleep'],
+        ['delayed', null],
+        ['order', 'event'],
+      ])
+      const [napping, , order] = jobs
+      expect(napping!.waitsFor).toEqual({ kind: 'sleep', step: 'nap', until: napping!.runAt })
+      expect(order!.waitsFor).toEqual({ kind: 'event', name: 'paid', until: order!.runAt })
+      expect(order!.runAt!.getTime()).toBeGreaterThanOrEqual(began + 7_200_000)
+      expect(order!.runAt!.getTime()).toBeLessThanOrEqual(parkedAt + 7_200_000)
+      expect((await listJobs(t.db, { queue: parking })).jobs.map((job) => job.waitsFor?.kind ?? null)).toEqual([null, 'event', 'sleep'])
+
+      const detail = (await inspectJob(t.db, parking, 'order'))!
+      expect(detail).toMatchObject({ state: 'scheduled', attempt: 0, waitsFor: order!.waitsFor, malformed: null })
+      // In the order they took their state ('quick' timed out and 'paid' began in one run, perhaps in one ms: then by name).
+      const times = detail.events.map((event) => event.at!.getTime())
+      expect(times).toEqual([...times].sort((a, b) => a - b))
+      expect(times[0]).toBeGreaterThanOrEqual(began - 1_000)
+      expect(detail.events.map(({ at, ...event }) => event).sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+        { name: 'early', state: 'sent', payload: { by: 'ada' }, deadline: null },
+        { name: 'paid', state: 'waiting', payload: null, deadline: order!.runAt },
+        { name: 'quick', state: 'timed_out', payload: null, deadline: expect.any(Date) },
+      ])
+      expect(await inspectJob(t.db, parking, 'napping')).toMatchObject({ waitsFor: napping!.waitsFor, events: [] })
+
+      // Another program's waits_for that is neither a sleep nor an event is shown as stored, waiting for nothing.
+      await t.run(`update jobs_job set waits_for = 'later' where id = 'delayed'`)
+      expect(await inspectJob(t.db, parking, 'delayed')).toMatchObject({ waitsFor: null, malformed: { waits_for: "'later'" } })
+
+      // Once its event is sent, the run goes on and ends: the job waits for nothing, and keeps its events.
+      expect(await signal(t.db, parking, 'order', 'paid', 42)).toEqual({ sent: true, woke: true })
+      await waitFor(async () => (await state('order')) === 'done', 'the job to end done')
+      const done = (await inspectJob(t.db, parking, 'order'))!
+      expect(done).toMatchObject({ state: 'done', waitsFor: null, result: { timedOut: false, payload: 42 } })
+      expect(done.events.map((event) => [event.name, event.state, event.payload])).toEqual([
+        ['early', 'sent', { by: 'ada' }],
+        ['quick', 'timed_out', null],
+        ['paid', 'sent', 42],
+      ])
+      expect(done.events[2]!.at!.getTime()).toBeGreaterThanOrEqual(parkedAt)
     })
   })
 

@@ -22,6 +22,7 @@ import {
   type Enqueued,
   type Handler,
   type JobSnapshot,
+  type JobWait,
   type JobWatch,
   type Json,
   type JsonShape,
@@ -243,6 +244,11 @@ describe('types', () => {
       expectTypeOf(getJob(db, answered, 'a')!.result).toEqualTypeOf<ReplyResult | null>()
       expectTypeOf(getJob(db, replies, 'a')!.result).toEqualTypeOf<Json | null>()
       expectTypeOf(getJob(db, replies, 'a')!.rateLimitedUntil).toEqualTypeOf<Date | null>()
+      const wait = getJob(db, replies, 'a')!.waitsFor
+      expectTypeOf(wait).toEqualTypeOf<JobWait | null>()
+      // A sleep always ends; a wait for an event may have no timeout.
+      if (wait?.kind === 'sleep') expectTypeOf(wait).toEqualTypeOf<{ kind: 'sleep'; step: string; until: Date }>()
+      if (wait?.kind === 'event') expectTypeOf(wait).toEqualTypeOf<{ kind: 'event'; name: string; until: Date | null }>()
       expectTypeOf(watch(db, answered, 'a')).toEqualTypeOf<JobWatch<ReplyResult>>()
       void (async () => {
         for await (const job of watch(db, answered, 'a')) expectTypeOf(job.result).toEqualTypeOf<ReplyResult | null>()

@@ -22,10 +22,31 @@ export interface JobRecord extends Omit<JobSnapshot, 'ahead' | 'rateLimitedUntil
   errorStack: string | null
 }
 
-/** A job with what only its detail shows: its kept steps, and its lease while it runs. */
+/**
+ * An event of a job (`jobs_event`): sent by `signal` (its payload kept), waited for by a parked run (until its
+ * deadline), or whose wait timed out first. A job keeps its events until it is deleted.
+ */
+export interface JobEvent {
+  name: string
+  /** Sent, waited for (`waiting`), or `timed_out`; a state another program wrote is given as stored. */
+  state: 'waiting' | 'sent' | 'timed_out'
+  /** What `signal` sent, once sent; null before. A payload that is not JSON (written by hand) is given as its text. */
+  payload: unknown
+  /** Until when a waiting run waits for it; null for a wait without a timeout, and once the event was sent. */
+  deadline: Date | null
+  /** When it took its state: sent, waited for, or timed out. Null only where the stored value is not a time. */
+  at: Date | null
+}
+
+/** A job with what only its detail shows: its kept steps, its events, and its lease while it runs. */
 export interface JobDetail extends JobRecord {
   /** The steps kept so far, in the order they finished (none once the job has ended). */
   steps: { name: string; answer: unknown }[]
+  /**
+   * Its events (`run.waitForEvent`, `signal`), in the order they took their state (by name within one ms); none for a
+   * job that never met one.
+   */
+  events: JobEvent[]
   /** Who runs it, which attempt, until when (null when the stored expires_at is not a time: see `malformed`); null unless it is running. */
   lease: { owner: string; attempt: number; expiresAt: Date | null } | null
   /**
@@ -119,9 +140,10 @@ function listWith(connection: Connection, options: ListJobsOptions): JobPage | P
 }
 
 /**
- * inspectJob answers one job in full: its row, its kept steps, its lease and
- * the trace id of the code that added it, read in one snapshot; undefined for
- * an id the queue does not hold.
+ * inspectJob answers one job in full: its row (with what a parked run waits
+ * for), its kept steps, its events, its lease and the trace id of the code
+ * that added it, read in one snapshot; undefined for an id the queue does not
+ * hold.
  *
  * Any id a row holds can be inspected, an empty one or one over 1,024 bytes
  * that another program wrote included.
@@ -151,6 +173,16 @@ function* readDetail(db: Executor, name: string, id: string): Program<JobDetail 
     name: step.name,
     answer: new StoredColumns().json(step.answer, 'answer'),
   }))
+  const events = (yield* ask(db.eventList(row.seq))).map((event): JobEvent => {
+    const stored = new StoredColumns()
+    return {
+      name: stored.text(event.name, 'name'),
+      state: stored.text(event.state, 'state') as JobEvent['state'],
+      payload: stored.json(event.payload, 'payload'),
+      deadline: stored.time(event.deadline, 'deadline'),
+      at: stored.time(event.at, 'at'),
+    }
+  })
   const lease = yield* ask(db.leaseGet(row.seq))
   const record = toRecord(row)
   const stored = new StoredColumns()
@@ -160,7 +192,7 @@ function* readDetail(db: Executor, name: string, id: string): Program<JobDetail 
     expiresAt: stored.time(lease.expiresAt, 'lease.expires_at'),
   }
   const malformed = record.malformed || stored.malformed ? { ...record.malformed, ...stored.malformed } : null
-  return { ...record, steps, lease: held ?? null, traceId: traceIdOf(row.traceContext), malformed }
+  return { ...record, steps, events, lease: held ?? null, traceId: traceIdOf(row.traceContext), malformed }
 }
 
 function* findById(connection: Connection, queue: string | null, id: string, state: JobState | null, grp: string | null): Program<JobPage> {
@@ -176,7 +208,7 @@ function* findById(connection: Connection, queue: string | null, id: string, sta
 /** The row as a record, showing what another program stored as it is (JOB-18). @internal */
 export function toRecord(row: AdminJobRow): JobRecord {
   const stored = new StoredColumns()
-  return {
+  const run = {
     seq: row.seq,
     queue: stored.text(row.queue, 'queue'),
     id: stored.text(row.id, 'id'),
@@ -185,6 +217,10 @@ export function toRecord(row: AdminJobRow): JobRecord {
     state: stored.state(row.state),
     priority: stored.wholeNumber(row.priority, 'priority'),
     ...stored.runFields(row),
+  }
+  return {
+    ...run,
+    waitsFor: stored.wait(row.waitsFor, run.runAt),
     errorStack: stored.optionalText(row.errorStack, 'error_stack'),
     result: stored.json(row.result, 'result'),
     malformed: stored.malformed,

@@ -21,6 +21,7 @@ import type {
   CountsRow,
   EndedWindow,
   EventLook,
+  EventRow,
   ExpiredBy,
   JobEnd,
   FlushAnswer,
@@ -229,6 +230,8 @@ export interface ExecutorRequests<K extends Kind = Kind> extends ScheduleRequest
    */
   jobRetry(seq: number, now: number): Result<K, JobRetried>
   stepList(seq: number): Result<K, Pick<StepRow, 'name' | 'answer'>[]>
+  /** A job's events (sent, waited for, timed out), in the order they took their state, by name within one ms. */
+  eventList(seq: number): Result<K, Omit<EventRow, 'job'>[]>
   /** A running job's lease: its worker, the attempt, and until when the worker's row holds it (null: the worker has no row). */
   leaseGet(seq: number): Result<K, { owner: string; attempt: number; expiresAt: number | null } | undefined>
   queueSetPaused(queue: string, paused: boolean): Result<K, void>

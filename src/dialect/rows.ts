@@ -437,6 +437,8 @@ export type SnapshotRow = Pick<
   | 'error'
   | 'result'
 > & {
+  /** What the job's parked run waits for (JobRow.waitsFor), read only while the job is scheduled: null otherwise. */
+  waitsFor: JobRow['waitsFor']
   /** The worker running the job, while it runs. */
   owner: string | null
   /** The attempt it runs (the job's attempts) while it runs, else null. */
@@ -478,7 +480,10 @@ export type AdminJobRow = Pick<
   | 'error'
   | 'errorStack'
   | 'result'
->
+> & {
+  /** What the job's parked run waits for (JobRow.waitsFor), read only while the job is scheduled: null otherwise. */
+  waitsFor: JobRow['waitsFor']
+}
 
 /** A job as `inspectJob` reads it: the admin API's row and the trace context stored with it. */
 export type AdminJobDetailRow = AdminJobRow & Pick<JobRow, 'traceContext'>

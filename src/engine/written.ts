@@ -98,6 +98,8 @@ function row(
     finishedAt,
     error,
     result,
+    // A claim leaves waits_for as it was, but a running or ended job waits for nothing.
+    waitsFor: null,
     owner,
     leaseAttempt,
     channel,

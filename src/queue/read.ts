@@ -25,7 +25,8 @@ import { queueNameOf, type QueueRef, type ResultOf } from './ref.js'
  * `ahead` is counted for a waiting job (up to 10,000); `progress` is the
  * running attempt's progress as this process knows it: set by a run of this
  * process, or received for a job that a `watch` in this process follows.
- * For progress set in another process, watch the job. A row that another
+ * For progress set in another process, watch the job. `waitsFor` says what a
+ * parked run waits for (a sleep's end, an event), while its job is scheduled. A row that another
  * program stored with values the table protocol does not allow is shown as
  * stored, never thrown on: see the snapshot's `malformed` (JOB-18).
  *
@@ -118,6 +119,7 @@ export function toSnapshot<Result = unknown>(
   const group = stored.optionalText(row.grp, 'grp')
   const state = stored.state(row.state)
   const run = stored.runFields(row)
+  const waitsFor = stored.wait(row.waitsFor, run.runAt)
   const result = stored.json(row.result, 'result') as Result | null
   return {
     id,
@@ -130,6 +132,7 @@ export function toSnapshot<Result = unknown>(
     attempt: run.attempt,
     attempts: run.attempts,
     runAt: run.runAt,
+    waitsFor,
     createdAt: run.createdAt,
     finishedAt: run.finishedAt,
     error: run.error,
@@ -163,6 +166,7 @@ export function sameRun(a: SnapshotRow, b: SnapshotRow): boolean {
     rateUntil(a) === rateUntil(b) &&
     same(a.maxAttempts, b.maxAttempts) &&
     same(a.runAt, b.runAt) &&
+    same(a.waitsFor, b.waitsFor) &&
     same(a.finishedAt, b.finishedAt) &&
     same(a.error, b.error) &&
     same(a.result, b.result) &&

@@ -48,11 +48,11 @@ export interface JobWatch<Result = unknown> extends AsyncIterableIterator<JobSna
 /**
  * watch follows the job of `queue` with this `id`: it yields the job as it
  * is now, then again each time it changes — its state, attempt, progress,
- * error, result — and ends after yielding an ended state (`done`, `failed`,
- * `canceled`) (JOB-11). Changes made in this process arrive at once; changes
- * made by other processes within the poll interval (50 ms), found by one
- * cheap check per connection, not per watcher (on PostgreSQL, as their
- * notices arrive). Progress set in another process arrives at once: on
+ * error, result, what its parked run waits for — and ends after yielding an
+ * ended state (`done`, `failed`, `canceled`) (JOB-11). Changes made in this
+ * process arrive at once; changes made by other processes within the poll
+ * interval (50 ms), found by one cheap check per connection, not per watcher
+ * (on PostgreSQL, as their notices arrive). Progress set in another process arrives at once: on
  * SQLite through its progress channel (same host), on PostgreSQL by notice
  * from any host, at most one per run per 50 ms, its latest value always.
  *

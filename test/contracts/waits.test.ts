@@ -8,7 +8,19 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { sql } from 'drizzle-orm'
 import { describe, expect, test } from 'vitest'
-import { defineQueue, enqueue, isJobsError, signal, work, type Database, type Signalled } from '../../src/index.js'
+import {
+  defineQueue,
+  enqueue,
+  getJob,
+  isJobsError,
+  signal,
+  watch,
+  work,
+  type Database,
+  type JobSnapshot,
+  type Signalled,
+} from '../../src/index.js'
+import { MAX_TIME_MS } from '../../src/limits.js'
 import { tempDir } from '../helpers/db.js'
 import { CONTRACT_DATABASES, CONTRACT_TEST_MS, type ContractDb, eachContractDb, PROCESS_DATABASES } from '../helpers/dialects.js'
 import { STARTUP_MS, started, startFixture } from '../helpers/processes.js'
@@ -201,6 +213,58 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
     expect(done).toMatchObject({ attempts: 1, result: { got: { timedOut: true } } })
     expect(await signal(t.db as Database, waits, 'unanswered', 'reply', 'too late')).toEqual({ sent: false, woke: false })
     expect(await t.query('select state from jobs_event')).toEqual([{ state: 'timed_out' }])
+  })
+
+  test(`JOB-11 ${on} getJob and watch show what a parked run waits for: a sleep until its end, an event until its timeout or with none; a watch sees the run park, and once its event is sent, run again and end`, async () => {
+    workers.push(
+      work(
+        t.db,
+        waits,
+        waitsHandler(() => {}),
+        { pollInterval: '20ms' },
+      ),
+    )
+    const hour = 3_600_000
+    const began = Date.now()
+    await enqueue(t.db, waits, { n: 1, sleepMs: hour }, { id: 'napping' })
+    await enqueue(t.db, waits, { n: 2, event: 'approved', timeoutMs: hour }, { id: 'timed' })
+    await parked(t, 'napping', 'sleep:nap')
+    await parked(t, 'timed', 'event:approved')
+    const parkedAt = Date.now()
+    for (const [id, wait] of [
+      ['napping', { kind: 'sleep', step: 'nap' }],
+      ['timed', { kind: 'event', name: 'approved' }],
+    ] as const) {
+      const job = (await getJob(t.db, waits, id))!
+      expect(job, id).toMatchObject({ state: 'scheduled', ahead: null, attempt: 0, waitsFor: wait })
+      // Until the job's run_at: the sleep's end, the wait's timeout.
+      expect(job.waitsFor!.until, id).toEqual(job.runAt)
+      expect(job.waitsFor!.until!.getTime(), id).toBeGreaterThanOrEqual(began + hour)
+      expect(job.waitsFor!.until!.getTime(), id).toBeLessThanOrEqual(parkedAt + hour)
+    }
+
+    // A wait with no timeout, watched from before its run parks to its end.
+    await enqueue(t.db, waits, { n: 3, event: 'paid' }, { id: 'order' })
+    const seen: JobSnapshot[] = []
+    const watched = (async () => {
+      for await (const job of watch(t.db, waits, 'order')) seen.push(job)
+    })()
+    const isParked = (job: JobSnapshot) => job.state === 'scheduled' && job.waitsFor !== null
+    await waitFor(() => seen.some(isParked), 'the watch to see the run park')
+    const parkedJob = seen.find(isParked)!
+    expect(parkedJob).toMatchObject({ ahead: null, attempt: 0, waitsFor: { kind: 'event', name: 'paid', until: null } })
+    // The wait's time is the end of time: no timeout.
+    expect(parkedJob.runAt!.getTime()).toBe(MAX_TIME_MS)
+    expect(await getJob(t.db, waits, 'order')).toMatchObject({ waitsFor: { kind: 'event', name: 'paid', until: null } })
+
+    expect(await signal(t.db as Database, waits, 'order', 'paid', 1)).toEqual({ sent: true, woke: true })
+    await watched
+    const after = seen.slice(seen.indexOf(parkedJob) + 1)
+    expect(after.map((job) => job.state)).toContain('running')
+    expect(after.at(-1)).toMatchObject({ state: 'done', attempt: 1, waitsFor: null, result: { got: { timedOut: false, payload: 1 } } })
+    // Only a parked job waits for something: the signal made it due at once, waiting for nothing, then it ran.
+    expect(after.every((job) => job.waitsFor === null)).toBe(true)
+    expect(seen.filter((job) => job.state !== 'scheduled').every((job) => job.waitsFor === null)).toBe(true)
   })
 
   test(`JOB-24 ${on} bad signals throw and write nothing: an id the queue does not hold, a payload that is not JSON, a bad name`, async () => {

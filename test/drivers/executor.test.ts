@@ -21,6 +21,7 @@ import {
   type UniqueJob,
 } from '../../src/dialect/index.js'
 import { writeShift } from '../../src/engine/counts.js'
+import { MAX_TIME_MS } from '../../src/limits.js'
 import { isOwnerGone } from '../../src/engine/owner.js'
 import { notifyOthers } from '../../src/engine/wake.js'
 import { defineQueue } from '../../src/queue/define.js'
@@ -1004,6 +1005,7 @@ describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('%s', (_n
         finishedAt: null,
         error: null,
         result: null,
+        waitsFor: null,
         owner: 'owner-1',
         leaseAttempt: 1,
         channel: 'chan',
@@ -1026,6 +1028,47 @@ describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('%s', (_n
       expect(await db().jobGetSnapshot('replies', 'a')).toMatchObject({ owner: 'owner-1', leaseAttempt: 1, channel: null })
       await d.rows(`update jobs_job set owner = 'owner-1' where seq = $1`, b)
       expect(await db().jobGetSnapshot('replies', 'b')).toMatchObject({ state: 'done', owner: null, leaseAttempt: null })
+    })
+
+    test(`JOB-24 ${on} the readers read what a parked run waits for only while its job is scheduled; eventList reads the job's events in the order they took their state`, async () => {
+      const seq = (await addJobs(c(), [newJob('replies', 'a')])).get('a')!
+      await claim(c(), replies, request('owner-1', 1))
+      const lease = { seq, owner: 'owner-1', attempt: 1 }
+      const scheduled = { queue: 'replies', state: 'scheduled', grp: null, limit: 10 } as const
+      await c().write((tx) => ask(tx.eventSetWaitingIfLeased({ ...lease, name: 'late', deadline: NOW + 5_000, now: NOW + 1 })))
+      await c().write((tx) => ask(tx.eventSetWaitingIfLeased({ ...lease, name: 'paid', deadline: null, now: NOW + 2 })))
+      await c().write((tx) => ask(tx.eventSetTimedOutIfLeased({ ...lease, name: 'late', now: NOW + 4 })))
+      // A claim leaves waits_for as it was: a running job waits for nothing, whatever the column holds.
+      await d.rows(`update jobs_job set waits_for = 'sleep:nap' where seq = $1`, seq)
+      const waitsFor = async () => [
+        (await db().jobGetSnapshot('replies', 'a'))?.waitsFor,
+        (await db().jobGetRecord('replies', 'a'))?.waitsFor,
+        (await db().jobList('scheduled', { ...scheduled, k1: -Infinity, k2: -Infinity, k3: undefined })).map((row) => row.waitsFor),
+      ]
+      expect(await waitsFor()).toEqual([null, null, []])
+      const parked = { ...retried(MAX_TIME_MS), error: null, errorStack: null, refund: 1 as const, waitsFor: 'event:paid', signals: 0 }
+      expect(await end(c(), 'replies', [{ ...lease, transition: parked }])).toEqual([true])
+      expect(await waitsFor()).toEqual(['event:paid', 'event:paid', ['event:paid']])
+      expect(await db().jobGetSnapshot('replies', 'a')).toMatchObject({ state: 'scheduled', runAt: MAX_TIME_MS })
+      await c().write((tx) => ask(tx.jobSignal({ queue: 'replies', id: 'a', name: 'early', payload: '{"ok":true}', now: NOW + 3 })))
+      expect(await waitsFor(), 'another event wakes nothing').toEqual(['event:paid', 'event:paid', ['event:paid']])
+      expect(
+        (await db().eventList(seq)).map(({ payload, ...event }) => ({ ...event, payload: payload === null ? null : json(payload) })),
+      ).toEqual([
+        { name: 'paid', state: 'waiting', payload: null, deadline: null, at: NOW + 2 },
+        { name: 'early', state: 'sent', payload: { ok: true }, deadline: null, at: NOW + 3 },
+        { name: 'late', state: 'timed_out', payload: null, deadline: NOW + 5_000, at: NOW + 4 },
+      ])
+      expect(await db().eventList(123_456)).toEqual([])
+      // The signal of the event it waits for makes it due, waiting for nothing.
+      await c().write((tx) => ask(tx.jobSignal({ queue: 'replies', id: 'a', name: 'paid', payload: 'null', now: NOW + 5 })))
+      expect(await waitsFor()).toEqual([null, null, [null]])
+      expect(await db().jobGetSnapshot('replies', 'a')).toMatchObject({ state: 'scheduled', runAt: NOW + 5 })
+      expect((await db().eventList(seq)).map((event) => [event.name, event.state, event.at])).toEqual([
+        ['early', 'sent', NOW + 3],
+        ['late', 'timed_out', NOW + 4],
+        ['paid', 'sent', NOW + 5],
+      ])
     })
 
     test(`JOB-17 ${on} jobCountAhead and jobGetPlacesInLine count the jobs before each in claim order, as computed by hand`, async () => {
@@ -1164,6 +1207,7 @@ describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('%s', (_n
         error: null,
         errorStack: null,
         result: null,
+        waitsFor: null,
         traceContext: null,
       })
       expect(await db().jobGetRecord('replies', 'nope')).toBeUndefined()

@@ -5,16 +5,16 @@
  * on the millionth job as on the first. Counts by state are the queue's row
  * plus what is not folded into it yet (counts.ts).
  */
-import type { AdminJobDetailRow, AdminJobRow, CountsRow, ListParams } from '../index.js'
+import type { AdminJobDetailRow, AdminJobRow, CountsRow, EventRow, ListParams } from '../index.js'
 import type { EndedState } from '../../types.js'
 import { pgStatement, type JobRow, type StepRow } from './statement.js'
 import { at, CLAIM_ORDER, EARLIEST_RUNNABLE, ENDED, holdsKey, JOB_QUEUES, ms, RUNNABLE } from './terms.js'
 import { kept, UNFOLDED, UNFOLDED_ALL } from './counts.js'
 
-/** The columns of a job as the admin API answers it. */
+/** The columns of a job as the admin API answers it; what its run waits for only while it is scheduled. */
 const JOB = `seq::float8 as seq, queue, id, grp, value::text as value, state, priority::float8 as priority, attempts, max_attempts as "maxAttempts",
   ${ms('run_at')} as "runAt", ${ms('created_at')} as "createdAt", ${ms('finished_at')} as "finishedAt", error,
-  error_stack as "errorStack", result::text as result`
+  error_stack as "errorStack", result::text as result, case when state = 'scheduled' then waits_for end as "waitsFor"`
 
 const IN_GROUP = `(@grp::text is null or grp = @grp::text)`
 
@@ -104,6 +104,12 @@ export const ADMIN_SQL = {
     'jobSteps',
     `select name, answer::text as answer from jobs_step where job = @seq::bigint
     order by jobs_step.seq`,
+  ),
+  /** A job's events, in the order they took their state (by name within one ms), over the primary key (job, name). */
+  jobEvents: pgStatement<{ seq: number }, Omit<EventRow, 'job'>>(
+    'jobEvents',
+    `select name, state, payload::text as payload, ${ms('deadline')} as deadline, ${ms('at')} as at
+    from jobs_event where job = @seq::bigint order by jobs_event.at, name`,
   ),
   /** What a run left its job as: for drain's account of each run. */
   jobOutcome: pgStatement<{ seq: number }, Pick<JobRow, 'state' | 'error'>>(

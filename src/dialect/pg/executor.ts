@@ -325,6 +325,7 @@ export function pgExecutor(q: Queryable, state: PgConnectionState): Executor<'as
       }
     },
     stepList: (seq) => all(q, ADMIN_SQL.jobSteps, { seq }),
+    eventList: (seq) => all(q, ADMIN_SQL.jobEvents, { seq }),
     leaseGet: (seq) => get(q, ADMIN_SQL.jobLease, { seq }),
     queueSetPaused: async (queue, paused) => void (await all(q, ADMIN_SQL.setPaused, { queue, paused })),
     /** The queue's row plus its counts not folded yet (counts.ts). */

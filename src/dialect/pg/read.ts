@@ -18,11 +18,13 @@ const JOINS = `jobs_job j left join jobs_lease w on w.owner = j.owner and j.stat
 
 /**
  * A job's row with its lease (the worker running it and the attempt, while it runs; where that worker publishes its
- * runs' progress), as snapshots are built from. The result is read only once the job has ended.
+ * runs' progress), as snapshots are built from. The result is read only once the job has ended, what its run waits
+ * for only while it is scheduled (a claim leaves waits_for as it was).
  */
 const JOB_COLUMNS = `j.seq::float8 as seq, j.queue, j.id, j.grp, j.state, j.priority::float8 as priority, ${ms('j.run_at')} as "runAt", j.attempts,
   j.max_attempts as "maxAttempts", ${ms('j.created_at')} as "createdAt", ${ms('j.finished_at')} as "finishedAt", j.error,
   case when j.state in ('done', 'failed', 'canceled') then j.result::text end as result,
+  case when j.state = 'scheduled' then j.waits_for end as "waitsFor",
   case when j.state = 'running' then j.owner end as owner,
   case when j.state = 'running' and j.owner is not null then j.attempts end as "leaseAttempt", w.channel, ${RATE_COLUMNS}`
 

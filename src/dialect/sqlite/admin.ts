@@ -4,14 +4,15 @@
  * connection, on first use. Listings page by keyset over the index that serves each state,
  * so a page costs the same on the millionth job as on the first.
  */
-import type { AdminJobDetailRow, AdminJobRow, CountsRow, ListParams } from '../index.js'
+import type { AdminJobDetailRow, AdminJobRow, CountsRow, EventRow, ListParams } from '../index.js'
 import type { EndedState } from '../../types.js'
 import { single, statement, type JobRow, type QueueRow, type StepRow } from './statement.js'
 import { ENDED, holdsKey, LIMIT, RUNNABLE } from './terms.js'
 
-/** The columns of a job as the admin API answers it. */
+/** The columns of a job as the admin API answers it; what its run waits for only while it is scheduled. */
 const JOB = `seq, queue, id, grp, value, state, priority, attempts, max_attempts as maxAttempts, run_at as runAt,
-  created_at as createdAt, finished_at as finishedAt, error, error_stack as errorStack, result`
+  created_at as createdAt, finished_at as finishedAt, error, error_stack as errorStack, result,
+  case when state = 'scheduled' then waits_for end as waitsFor`
 
 const IN_GROUP = `(@grp is null or grp = @grp)`
 
@@ -55,6 +56,10 @@ export const ADMIN_SQL = {
   ),
   queueListNames: statement<[], QueueRow['name']>(`select name from jobs_queue order by name`, { pluck: true }),
   jobSteps: statement<[seq: number], Pick<StepRow, 'name' | 'answer'>>(`select name, answer from jobs_step where job = ? order by rowid`),
+  /** A job's events, in the order they took their state (by name within one ms), over the primary key (job, name). */
+  jobEvents: statement<[seq: number], Omit<EventRow, 'job'>>(
+    `select name, state, payload, deadline, at from jobs_event where job = ? order by at, name`,
+  ),
   /** What a run left its job as: for drain's account of each run. */
   jobOutcome: statement<[seq: number], Pick<JobRow, 'state' | 'error'>>(`select state, error from jobs_job where seq = ?`),
   /** A running job's lease: its worker, the attempt, and until when the worker's row holds it (null: gone). */

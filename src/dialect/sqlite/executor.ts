@@ -361,6 +361,7 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
         return holder === undefined ? { outcome: 'unchanged' } : { outcome: 'held', holder }
       }),
     stepList: (seq) => admin().jobSteps.all(seq),
+    eventList: (seq) => admin().jobEvents.all(seq),
     leaseGet: (seq) => admin().jobLease.get(seq),
     queueSetPaused: (queue, paused) => nothing(admin().setPaused.run({ queue, paused: paused ? 1 : 0 })),
     queueGetCounts: (queue) => admin().queueCounts.get(queue),

@@ -12,10 +12,14 @@ const RATE_COLUMNS = `q.rate_limit as rateLimit, q.rate_per as ratePer, q.rate_p
 /** The job's worker (while it runs) and queue row. */
 const JOINS = `jobs_job j left join jobs_lease w on w.owner = j.owner and j.state = 'running' left join jobs_queue q on q.name = j.queue`
 
-/** A job's row with its run's worker, as snapshots are built from. The result is read only once the job has ended. */
+/**
+ * A job's row with its run's worker, as snapshots are built from. The result is read only once the job has ended,
+ * what its run waits for only while it is scheduled (a claim leaves waits_for as it was).
+ */
 const JOB_COLUMNS = `j.seq, j.queue, j.id, j.grp, j.state, j.priority, j.run_at as runAt, j.attempts,
   j.max_attempts as maxAttempts, j.created_at as createdAt, j.finished_at as finishedAt, j.error,
   case when j.state in ('done', 'failed', 'canceled') then j.result end as result,
+  case when j.state = 'scheduled' then j.waits_for end as waitsFor,
   case when j.state = 'running' then j.owner end as owner,
   case when j.state = 'running' and j.owner is not null then j.attempts end as leaseAttempt, w.channel, ${RATE_COLUMNS}`
 
