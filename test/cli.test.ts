@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { LOCK_FILE } from '../src/dialect/pglite/data-directory.js'
-import { defineQueue, enqueue, listJobs, queueCounts, schedule, work } from '../src/index.js'
+import { defineQueue, enqueue, listJobs, queueCounts, schedule, signal, work } from '../src/index.js'
 import { drain, runSchedule } from '../src/testing/index.js'
 import { freshDb, removeTempDirs, tempDir } from './helpers/db.js'
 import { DIALECTS, eachContractDb } from './helpers/dialects.js'
@@ -213,6 +213,61 @@ describe.each(DIALECTS)('%s', { timeout: CLI_TEST_MS }, (dialect) => {
       const untraced = await cli('show', 'reply:untraced', '--db', t.address)
       expect(untraced.stdout).not.toContain('trace ')
       expect(json(await cli('show', 'reply:untraced', '--db', t.address, '--json'))).toMatchObject({ traceId: null })
+    })
+
+    test(`${on} shows what a parked run waits for, in show (with the job's events), in the listing of scheduled jobs and in --json`, async () => {
+      const parking = defineQueue<{ wait: 'sleep' | 'event' }>('parking')
+      await enqueue(t.db, parking, { wait: 'sleep' }, { id: 'napping' })
+      await enqueue(t.db, parking, { wait: 'event' }, { id: 'order' })
+      await signal(t.db, parking, 'order', 'early', { by: 'ada' })
+      workers.push(
+        work(
+          t.db,
+          parking,
+          async ({ wait }, run) => {
+            if (wait === 'sleep') return run.sleep('nap', '1h')
+            await run.waitForEvent('early')
+            return run.waitForEvent('paid')
+          },
+          { pollInterval: '20ms' },
+        ),
+      )
+      await waitFor(
+        async () => (await listJobs(t.db, { queue: parking, state: 'scheduled' })).jobs.filter((job) => job.waitsFor).length === 2,
+        'both runs to park',
+      )
+      const [list, listJson] = await Promise.all([
+        cli('list', '--db', t.address, '--queue', 'parking', '--state', 'scheduled'),
+        cli('list', '--db', t.address, '--queue', 'parking', '--state', 'scheduled', '--json'),
+      ])
+      expect(list.code).toBe(0)
+      expect(list.stdout).toMatch(
+        /\nparking\s+napping\s+scheduled\s+0\/\d+\s+sleeping \('nap'\), wakes in 59m \d\ds\nparking\s+order\s+scheduled\s+0\/\d+\s+waiting for event 'paid', no timeout\n$/,
+      )
+      const { jobs } = json(listJson) as { jobs: { id: string; runAt: string; waitsFor: unknown }[] }
+      expect(jobs.map((job) => [job.id, job.waitsFor])).toEqual([
+        ['napping', { kind: 'sleep', step: 'nap', until: jobs[0]!.runAt }],
+        ['order', { kind: 'event', name: 'paid', until: null }],
+      ])
+
+      const [order, orderJson, napping] = await Promise.all([
+        cli('show', 'order', '--db', t.address),
+        cli('show', 'order', '--db', t.address, '--json'),
+        cli('show', 'napping', '--db', t.address),
+      ])
+      expect(order.stdout).toMatch(/\nparked {5}waiting for event 'paid', no timeout\nrun at {5}when the event is sent\n/)
+      expect(order.stdout).toMatch(
+        /\nevents\n {2}early: sent \d+(ms|s) ago: \{"by":"ada"\}\n {2}paid: waiting since \d+(ms|s) ago, no timeout\n$/,
+      )
+      expect(json(orderJson)).toMatchObject({
+        waitsFor: { kind: 'event', name: 'paid', until: null },
+        events: [
+          { name: 'early', state: 'sent', payload: { by: 'ada' }, deadline: null },
+          { name: 'paid', state: 'waiting', payload: null, deadline: null },
+        ],
+      })
+      expect(napping.stdout).toMatch(/\nparked {5}sleeping \('nap'\), wakes \S+Z \(in 59m \d\ds\)\nrun at {5}\S+Z \(in 59m \d\ds\)\n/)
+      expect(napping.stdout).not.toContain('events')
     })
 
     test(

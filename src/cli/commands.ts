@@ -4,14 +4,14 @@
  * error is {@link printable}, and the value `--json` prints.
  */
 import { cancel, retryJob } from '../admin/jobs.js'
-import { inspectJob, listJobs, type JobDetail, type JobRecord } from '../admin/list.js'
+import { inspectJob, listJobs, type JobDetail, type JobEvent, type JobRecord } from '../admin/list.js'
 import { prune } from '../admin/prune.js'
 import { pauseQueue, queueCounts, resumeQueue } from '../admin/queues.js'
 import { endedBetween, oldestDueMs } from '../admin/stats.js'
 import { listSchedules } from '../admin/schedules.js'
 import { toMs } from '../duration.js'
 import { isJobsError } from '../errors.js'
-import { STATES, type EndedState, type JobState } from '../types.js'
+import { STATES, type EndedState, type JobState, type JobWait } from '../types.js'
 import { CliError, EXIT, usageError } from './exit.js'
 import { json, moment, number, oneLine, printable, printableLines, relative, span, table } from './format.js'
 import type { OpenDatabase } from './open.js'
@@ -109,7 +109,19 @@ export async function list(open: OpenDatabase, args: Args): Promise<Output> {
 function when(job: JobRecord, now: number): string {
   if (job.finishedAt || job.malformed?.finished_at) return `ended ${relative(job.finishedAt, now, job.malformed?.finished_at)}`
   if (job.state === 'running') return 'running'
+  if (job.waitsFor) return waitNote(job.waitsFor, now)
   return `${job.runAt && job.runAt.getTime() > now ? 'runs' : 'due'} ${relative(job.runAt, now, job.malformed?.run_at)}`
+}
+
+/**
+ * What a parked run waits for, and until when (`at`: the time as `relative` or `moment` write it): "sleeping ('nap'),
+ * wakes in 59m 59s", "waiting for event 'paid', times out in 2h 00m", "waiting for event 'paid', no timeout".
+ */
+function waitNote(wait: JobWait, now: number, at: (date: Date, now: number) => string = relative): string {
+  const what = wait.kind === 'sleep' ? `sleeping (${quoted(wait.step)})` : `waiting for event ${quoted(wait.name)}`
+  if (wait.until === null) return `${what}, no timeout`
+  const due = wait.until.getTime() <= now ? 'due' : wait.kind === 'sleep' ? 'wakes' : 'times out'
+  return `${what}, ${due} ${at(wait.until, now)}`
 }
 
 /** `show ID`: one job in full. */
@@ -129,9 +141,13 @@ function describeJob(job: JobDetail, now: number): string {
     `priority   ${number(job.priority, job.malformed?.priority)}`,
     `attempts   ${number(job.attempt, job.malformed?.attempts)} of ${number(job.attempts, job.malformed?.max_attempts)}`,
     `added      ${moment(job.createdAt, now, job.malformed?.created_at)}`,
-    `run at     ${moment(job.runAt, now, job.malformed?.run_at)}`,
-    `ended      ${moment(job.finishedAt, now, job.malformed?.finished_at)}`,
   ]
+  const wait = job.waitsFor
+  if (wait) lines.push(`parked     ${waitNote(wait, now, moment)}`)
+  lines.push(
+    `run at     ${wait?.kind === 'event' && wait.until === null ? 'when the event is sent' : moment(job.runAt, now, job.malformed?.run_at)}`,
+    `ended      ${moment(job.finishedAt, now, job.malformed?.finished_at)}`,
+  )
   if (job.lease) {
     const { attempt, owner, expiresAt } = job.lease
     lines.push(
@@ -146,7 +162,20 @@ function describeJob(job: JobDetail, now: number): string {
     lines.push('', 'steps')
     for (const step of job.steps) lines.push(`  ${printable(step.name)}: ${oneLine(json(step.answer, 0), 100)}`)
   }
+  if (job.events.length > 0) {
+    lines.push('', 'events')
+    for (const event of job.events) lines.push(`  ${printable(event.name)}: ${eventNote(event, now)}`)
+  }
   return lines.join('\n')
+}
+
+/** An event of the job: "sent 5s ago: {"ok":true}", "waiting since 1m ago, times out in 59m", "timed out 2s ago". */
+function eventNote(event: JobEvent, now: number): string {
+  const at = relative(event.at, now)
+  if (event.state === 'sent') return `sent ${at}: ${oneLine(json(event.payload, 0), 100)}`
+  if (event.state === 'timed_out') return `timed out ${at}`
+  if (event.state !== 'waiting') return `${printable(event.state)} ${at}`
+  return `waiting since ${at}, ${event.deadline === null ? 'no timeout' : `times out ${relative(event.deadline, now)}`}`
 }
 
 function quoted(name: string): string {

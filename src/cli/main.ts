@@ -22,7 +22,8 @@ commands
   list [--queue Q] [--state S] [--group G]   one page of jobs (waiting in claim order, ended ones
        [--id ID] [--limit N] [--cursor C]    most recent first); the next page's --cursor is printed
   show ID [--queue Q]                        one job: value, result, error with stack, steps, lease,
-                                             the trace id of the code that added it
+                                             what a parked run waits for and the job's events, the
+                                             trace id of the code that added it
   retry ID [--queue Q]                       a failed or canceled job runs again, with fresh attempts
   cancel ID [--queue Q]                      a job that has not ended ends canceled (a running one
                                              is aborted)
