@@ -3,7 +3,7 @@
  * server from the admin API's reads. Every region a page marks with
  * `data-live` is rendered again by the same function for server-sent updates.
  */
-import type { JobDetail, JobRecord } from '../admin/list.js'
+import type { JobDetail, JobEvent, JobRecord } from '../admin/list.js'
 import { inspectJob, listJobs } from '../admin/list.js'
 import type { QueueCounts } from '../admin/queues.js'
 import { queueCounts } from '../admin/queues.js'
@@ -14,7 +14,7 @@ import type { Database } from '../dialect/open.js'
 import { humanSpan } from '../duration.js'
 import { getJob } from '../queue/read.js'
 import { oneLine } from '../text.js'
-import { STATES, type JobState } from '../types.js'
+import { STATES, type JobState, type JobWait } from '../types.js'
 import { BUCKET_MS, renderChart, WINDOW_BUCKETS, type Series, type Throughput } from './chart.js'
 import { html, raw, type Html } from './html.js'
 import { jobPath, queuePath } from './paths.js'
@@ -189,7 +189,16 @@ ${page.next ? html`<p class="pager"><a href="${listPath(ctx, view, { cursor: pag
 function when(job: JobRecord, now: number): Html {
   if (job.finishedAt || job.malformed?.finished_at) return html`ended ${time(job.finishedAt, now, job.malformed?.finished_at)}`
   if (job.state === 'running') return html`running`
+  if (job.waitsFor) return waitNote(job.waitsFor, now)
   return html`${job.runAt && job.runAt.getTime() > now ? 'runs' : 'due'} ${time(job.runAt, now, job.malformed?.run_at)}`
+}
+
+/** What a parked run waits for, and until when: "sleeping ('nap'), wakes in 59m", "waiting for event 'paid', no timeout". */
+function waitNote(wait: JobWait, now: number): Html {
+  const what = wait.kind === 'sleep' ? html`sleeping ('${wait.step}')` : html`waiting for event '${wait.name}'`
+  if (wait.until === null) return html`<span data-waits-for="${wait.kind}">${what}, no timeout</span>`
+  const due = wait.until.getTime() <= now ? 'due' : wait.kind === 'sleep' ? 'wakes' : 'times out'
+  return html`<span data-waits-for="${wait.kind}">${what}, ${due} ${time(wait.until, now)}</span>`
 }
 
 async function jobBody(ctx: ViewContext, view: Extract<View, { page: 'job' }>, now: number, progress?: { value: unknown }): Promise<Html> {
@@ -206,7 +215,8 @@ async function jobBody(ctx: ViewContext, view: Extract<View, { page: 'job' }>, n
 <dt>attempts</dt><dd data-attempts>${stored(job.attempt, job.malformed?.attempts)} of ${stored(job.attempts, job.malformed?.max_attempts)}</dd>
 ${snapshot?.ahead !== null && snapshot?.ahead !== undefined ? html`<dt>ahead</dt><dd data-ahead>${snapshot.ahead >= 10_000 ? '10,000 or more' : snapshot.ahead}</dd>` : ''}
 <dt>added</dt><dd>${time(job.createdAt, now, job.malformed?.created_at)}</dd>
-<dt>${job.runAt && job.runAt.getTime() > now ? 'runs' : 'run at'}</dt><dd>${time(job.runAt, now, job.malformed?.run_at)}</dd>
+${job.waitsFor ? html`<dt>parked</dt><dd>${waitNote(job.waitsFor, now)}</dd>` : ''}
+<dt>${job.runAt && job.runAt.getTime() > now ? 'runs' : 'run at'}</dt><dd>${job.waitsFor?.kind === 'event' && job.waitsFor.until === null ? 'when the event is sent' : time(job.runAt, now, job.malformed?.run_at)}</dd>
 <dt>ended</dt><dd>${job.finishedAt || job.malformed?.finished_at ? time(job.finishedAt, now, job.malformed?.finished_at) : '–'}</dd>
 ${job.lease ? html`<dt>lease</dt><dd>attempt ${stored(job.lease.attempt, job.malformed?.['lease.attempt'])} by <code>${job.lease.owner}</code>, expires ${time(job.lease.expiresAt, now, job.malformed?.['lease.expires_at'])}</dd>` : ''}
 ${job.traceId !== null ? html`<dt>trace</dt><dd data-trace>${traceLink(ctx, job.traceId)}</dd>` : ''}
@@ -215,6 +225,7 @@ ${job.traceId !== null ? html`<dt>trace</dt><dd data-trace>${traceLink(ctx, job.
 </div>
 ${job.error !== null ? html`<div class="card"><h2>Error${job.state === 'failed' ? '' : ' of the last attempt'}</h2><pre class="error" data-error>${job.errorStack ?? job.error}</pre></div>` : ''}
 <div class="card"><h2>Steps</h2>${steps(job)}</div>
+${job.events.length > 0 ? html`<div class="card"><h2>Events</h2>${events(job.events, now)}</div>` : ''}
 <div class="grid"><div class="card"><h2>Value</h2><pre data-value>${JSON.stringify(job.value, null, 2)}</pre></div>
 <div class="card"><h2>Result</h2>${job.result === null ? html`<p class="muted">none</p>` : html`<pre data-result>${JSON.stringify(job.result, null, 2)}</pre>`}</div></div>`
 }
@@ -251,6 +262,17 @@ function steps(job: JobDetail): Html {
   return html`<table><thead><tr><th>step</th><th>answer</th></tr></thead><tbody>${job.steps.map(
     (step) =>
       html`<tr><td>${step.name}</td><td class="wrap"><code>${oneLine(JSON.stringify(step.answer) ?? 'undefined', 300)}</code></td></tr>`,
+  )}</tbody></table>`
+}
+
+/** A job's events: sent (with the payload), waited for (until its deadline), or timed out. */
+function events(all: readonly JobEvent[], now: number): Html {
+  return html`<table><thead><tr><th>event</th><th>state</th><th>since</th><th>until</th><th>payload</th></tr></thead><tbody>${all.map(
+    (event) =>
+      html`<tr data-event="${event.name}"><td>${event.name}</td><td data-event-state>${event.state === 'timed_out' ? 'timed out' : event.state}</td>
+<td>${time(event.at, now)}</td>
+<td>${event.state !== 'waiting' ? '–' : event.deadline === null ? 'no timeout' : time(event.deadline, now)}</td>
+<td class="wrap">${event.state === 'sent' ? html`<code>${oneLine(JSON.stringify(event.payload) ?? 'undefined', 300)}</code>` : '–'}</td></tr>`,
   )}</tbody></table>`
 }
 
