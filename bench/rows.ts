@@ -16,6 +16,8 @@ export const COUNTS = {
   appWarmup: SMALL ? 200 : 1_000,
   batchTotal: SMALL ? 10_000 : 100_000,
   batchSize: 1_000,
+  debounceAdds: SMALL ? 1_000 : 10_000,
+  debounceBurst: 100,
   drain: SMALL ? 2_000 : 20_000,
   warmJobs: SMALL ? 200 : 1_000,
   slots: [1, 16, 64],
@@ -231,6 +233,19 @@ export const ROWS: readonly RowSpec[] = [
     },
     target: atLeastPeer('enqueue-batch', 'plainjob', 'plainjob'),
   },
+  {
+    key: 'debounce',
+    figure: `enqueue: ${n(COUNTS.debounceAdds)} adds, one per transaction, debounced in bursts of ${COUNTS.debounceBurst} (each burst one job, run once with its last value)`,
+    unit: 'adds/s',
+    better: 'higher',
+    noRatio: true,
+    only: ['drizzle-jobs'],
+    extra: (results) => {
+      const debounced = ours(results, 'debounce')
+      const plain = ours(results, 'debounce-plain')
+      return debounced === undefined || plain === undefined ? '' : `(${percent(debounced / plain)} of as many plain adds)`
+    },
+  },
   ...COUNTS.slots.map(
     (slots): RowSpec => ({
       key: `process-${slots}`,
@@ -386,6 +401,7 @@ export const ROWS: readonly RowSpec[] = [
 /** The units of the figures kept beside a row (most running, shares), for the list of every run. */
 export const SIDE_UNITS: Record<string, Unit> = {
   ...Object.fromEntries(COUNTS.procs.map((procs) => [`processes-${procs}-max`, 'jobs' as const])),
+  'debounce-plain': 'adds/s',
   'limit-at-once': 'jobs',
   'limit-share-min': '%',
   'limit-share-max': '%',

@@ -34,6 +34,7 @@ import { REDIS_DURABILITY, REDIS_PACKAGE, redisServerPath, startRedis, type Redi
 import { HEADINGS, renderRuns, renderTable, Results, SUBJECTS, type RenderOptions, type Subject } from './lib/report.js'
 import type {
   ConcurrencyResult,
+  DebounceResult,
   EnqueueAppResult,
   EnqueueBatchResult,
   FillResult,
@@ -173,6 +174,7 @@ async function enqueueStage(): Promise<void> {
         `enqueue-app ${subject}: ${show(r.txPerSec, 'tx/s')} with the job, ${show(r.appOnlyTxPerSec, 'tx/s')} without: the job adds ${addedUs.toFixed(1)} µs a transaction`,
       )
     }
+    await debounceStage()
     for (const subject of turn(['drizzle-jobs', 'plainjob', 'bullmq', 'floor'], rep)) {
       const r = await measure<EnqueueBatchResult>(
         subject,
@@ -185,6 +187,21 @@ async function enqueueStage(): Promise<void> {
       log(`enqueue-batch ${subject}: ${show(r.jobsPerSec, 'jobs/s')}`)
     }
   }
+}
+
+/** The debounce row: bursts of debounced adds, each in a transaction of its own, beside as many plain adds. */
+async function debounceStage(): Promise<void> {
+  if (!subjects.includes('drizzle-jobs')) return
+  const r = await measure<DebounceResult>(
+    'drizzle-jobs',
+    'debounce',
+    { count: COUNTS.debounceAdds, burst: COUNTS.debounceBurst },
+    'debounce',
+  )
+  if (!r) return
+  results.add('debounce', 'drizzle-jobs', { value: r.debouncedPerSec })
+  results.add('debounce-plain', 'drizzle-jobs', { value: r.plainPerSec })
+  log(`debounce: ${show(r.debouncedPerSec, 'adds/s')} debounced into ${r.jobs} jobs, ${show(r.plainPerSec, 'adds/s')} plain`)
 }
 
 const templates = new Map<Subject, { warm: string; drain: string }>()

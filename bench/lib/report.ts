@@ -66,7 +66,7 @@ export class Results<S extends string = Subject> {
   }
 }
 
-export type Unit = 'tx/s' | 'jobs/s' | 'ms' | 'µs' | 's' | '%' | 'jobs' | 'snapshots'
+export type Unit = 'tx/s' | 'jobs/s' | 'adds/s' | 'ms' | 'µs' | 's' | '%' | 'jobs' | 'snapshots'
 
 export interface RowSpec {
   key: string

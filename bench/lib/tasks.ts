@@ -35,6 +35,22 @@ export interface EnqueueAppResult {
   appOnlyTxPerSec: number
 }
 
+/** `debounce`: bursts of `burst` adds, each in a transaction of its own, debounced into one job, and as plain adds. */
+export interface DebounceArgs {
+  dir: string
+  /** Adds in all, in bursts of `burst` with one debounce id each. */
+  count: number
+  burst: number
+}
+export interface DebounceResult {
+  /** Debounced adds a second (each merged into its burst's waiting job). */
+  debouncedPerSec: number
+  /** Plain adds a second, each a job of its own, measured the same way. */
+  plainPerSec: number
+  /** Jobs the debounced adds left: one per burst. */
+  jobs: number
+}
+
 /** `enqueue-batch`: `count` jobs added `batch` per transaction through the subject's batch call. */
 export interface EnqueueBatchArgs {
   dir: string

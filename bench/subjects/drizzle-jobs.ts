@@ -21,6 +21,8 @@ import { median, quantile } from '../lib/stats.js'
 import type {
   ConcurrencyArgs,
   ConcurrencyResult,
+  DebounceArgs,
+  DebounceResult,
   EnqueueAppArgs,
   EnqueueAppResult,
   EnqueueBatchArgs,
@@ -233,6 +235,29 @@ export const tasks: Record<string, Task> = {
     const order = args.appOnlyFirst ? [false, true] : [true, false]
     const rates = new Map(order.map((withJob) => [withJob, measureAppTransactions(args, withJob)]))
     return { txPerSec: rates.get(true) as number, appOnlyTxPerSec: rates.get(false) as number }
+  },
+
+  async debounce(args: DebounceArgs): Promise<DebounceResult> {
+    const { client, db } = create(freshPath(args.dir, 'debounce'))
+    const adds = (debounced: boolean) => {
+      const t0 = nowMs()
+      for (let i = 0; i < args.count; i++) {
+        const burst = Math.floor(i / args.burst)
+        db.transaction((tx) =>
+          enqueue(tx, queue, { messageId: i }, debounced ? { debounce: { id: `burst-${burst}`, delay: '1h' } } : { delay: '1h' }),
+        )
+      }
+      return (args.count / (nowMs() - t0)) * 1000
+    }
+    adds(false)
+    client.exec('delete from jobs_job')
+    const plainPerSec = adds(false)
+    client.exec('delete from jobs_job')
+    const debouncedPerSec = adds(true)
+    const jobs = count(client, 'select count(*) from jobs_job')
+    client.close()
+    if (jobs !== Math.ceil(args.count / args.burst)) throw new Error(`expected one job per burst, found ${jobs}`)
+    return { debouncedPerSec, plainPerSec, jobs }
   },
 
   async 'enqueue-batch'(args: EnqueueBatchArgs): Promise<EnqueueBatchResult> {
