@@ -88,8 +88,8 @@ main().catch((error) => { console.error(error); process.exit(1) })
   expect(printed).toEqual({
     drained: 1,
     state: 'done',
-    tables: ['jobsJob', 'jobsLease', 'jobsQueue', 'jobsSchedule', 'jobsStep'],
-    pgTables: ['jobs_count', 'jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_schedule', 'jobs_step'],
+    tables: ['jobsEvent', 'jobsJob', 'jobsLease', 'jobsQueue', 'jobsSchedule', 'jobsStep'],
+    pgTables: ['jobs_count', 'jobs_event', 'jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_schedule', 'jobs_step'],
     sse: 'function',
     dashboard: 200,
   })

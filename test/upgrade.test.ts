@@ -39,6 +39,8 @@ const FIXTURES = resolve(import.meta.dirname, 'fixtures', 'upgrade')
 const RENAME_TAG = 'jobs_lease'
 /** The migration after the rename: the column of a job's trace context. */
 const TRACE_TAG = 'trace_context'
+/** The migration of jobs that wait (parked runs, events, unique keys, debounce), later still. */
+const WAIT_TAG = 'jobs_that_wait'
 const PER_WORKER_TAG = 'lease_per_worker'
 /** A worker of the version of one lease row per job, which was stopped (or crashed) while it ran a job. */
 const OLD_OWNER = 'old-host/4242/1/0123456789ab/1'
@@ -100,7 +102,7 @@ function statementsOf(sql: string): string[] {
 
 /** The statements of the project's migrations from the rename on, sorted. */
 function statementsSince(folder: string): string[] {
-  return statementsOf([RENAME_TAG, TRACE_TAG].map((tag) => migrationSql(folder, tag)).join('--> statement-breakpoint'))
+  return statementsOf([RENAME_TAG, TRACE_TAG, WAIT_TAG].map((tag) => migrationSql(folder, tag)).join('--> statement-breakpoint'))
 }
 
 /**
@@ -126,7 +128,8 @@ export default defineConfig({ dialect: '${dialect}', schema: ${JSON.stringify(sc
 /**
  * Runs drizzle-kit generate in `app` as docs/operating.md says to without a terminal, with the project's drizzle-kit
  * for `npx drizzle-kit`: under util-linux's `script`, in a terminal made raw before the keys arrive, which answer its
- * one question with the second choice (↓, Enter): jobs_lease is jobs_worker renamed. A second run, with no terminal
+ * two questions: jobs_event is a table created (Enter, the first choice), and jobs_lease is jobs_worker renamed (↓,
+ * Enter: the second choice). A second run, with no terminal
  * and no keys, finds nothing to do: the snapshot it wrote is the new schema's. Answers the SQL it wrote.
  */
 function generateWithoutTerminal(app: string): string {
@@ -134,7 +137,7 @@ function generateWithoutTerminal(app: string): string {
   const before = new Set(readdirSync(folder))
   const printed = execFileSync(
     'bash',
-    ['-c', `{ sleep 2; printf '\\033[B\\r'; } | script -qec 'stty raw -echo; ${DRIZZLE_KIT} generate' /dev/null`],
+    ['-c', `{ sleep 2; printf '\\r'; sleep 2; printf '\\033[B\\r'; } | script -qec 'stty raw -echo; ${DRIZZLE_KIT} generate' /dev/null`],
     { cwd: app, encoding: 'utf8', timeout: 60_000 },
   )
   expect(printed).toMatch(/jobs_worker › jobs_lease .*table will be renamed/)
@@ -196,7 +199,7 @@ test('upgrade [sqlite] from jobs_worker to jobs_lease as an app upgrades (stop, 
     // 1. Stop the workers: the one stopped ends its run, then deletes its row, as stop() of the version before does.
     expect(end('r1', STOPPED)).toBe(1)
     client.prepare(`delete from jobs_worker where owner = ?`).run(STOPPED)
-    // 2. The new schema, and drizzle-kit generate: the rename and the later column, as the project's own migrations have them.
+    // 2. The new schema, and drizzle-kit generate: the rename and the later changes, as the project's own migrations have them.
     expect(statementsOf(generateWithoutTerminal(app))).toEqual(statementsSince(MIGRATIONS))
     // The worker left running renews its row as the migration begins.
     const liveUntil = Date.now() + 2_000
@@ -277,7 +280,7 @@ test('upgrade [postgres] from jobs_worker to jobs_lease as an app upgrades (stop
   // 1. Stop the workers: the one stopped ends its run, then deletes its row, as stop() of the version before does.
   expect(await end('r1', STOPPED)).toBe(1)
   await query(`delete from jobs_worker where owner = $1`, STOPPED)
-  // 2. The new schema, and drizzle-kit generate: the rename, as the project's own migration has it.
+  // 2. The new schema, and drizzle-kit generate: the rename and the later changes, as the project's own migrations have them.
   expect(statementsOf(generateWithoutTerminal(app))).toEqual(statementsSince(PG_MIGRATIONS))
   // The worker left running renews its row as the migration begins.
   const liveUntil = Date.now() + 2_000

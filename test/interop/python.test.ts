@@ -199,7 +199,9 @@ test("a Python producer's trace context, stored as propagate.inject writes it, i
     expect(broken.parentSpanContext).toBeUndefined()
     expect(broken.spanContext().traceId).not.toBe(producer.traceId)
   }
-  expect(rowsOf('pytraced').map((row) => row.state)).toEqual(['done', 'done', 'done'])
+  // A span ends with its run; the run's end is written by the worker's next flush.
+  await waitFor('the three jobs to end done', () => rowsOf('pytraced').every((row) => row.state === 'done'), 10_000)
+  expect(rowsOf('pytraced')).toHaveLength(3)
 })
 
 test('a job a Node app adds inside a span carries its trace context to a Python worker, which reads it as the carrier propagate.extract takes', async () => {

@@ -76,7 +76,7 @@ export default defineConfig({ dialect: 'postgresql', schema: './src/db/schema.ts
   const migrations = readdirSync(join(app, 'drizzle')).filter((file) => file.endsWith('.sql'))
   expect(migrations).toHaveLength(1)
   const sql = readFileSync(join(app, 'drizzle', migrations[0]!), 'utf8')
-  for (const table of ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_lease', 'jobs_schedule', 'jobs_count', 'messages'])
+  for (const table of ['jobs_queue', 'jobs_job', 'jobs_step', 'jobs_event', 'jobs_lease', 'jobs_schedule', 'jobs_count', 'messages'])
     expect(sql).toContain(`CREATE TABLE "${table}"`)
   expect(sql).toContain("WHERE state in ('waiting', 'scheduled')")
 
@@ -86,6 +86,7 @@ export default defineConfig({ dialect: 'postgresql', schema: './src/db/schema.ts
   )
   expect(tables.rows.map((row) => row.table_name)).toEqual([
     'jobs_count',
+    'jobs_event',
     'jobs_job',
     'jobs_lease',
     'jobs_queue',

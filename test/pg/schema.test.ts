@@ -49,7 +49,15 @@ test('the migrations create the tables with their documented columns and types',
   const tables = await query<{ table_name: string }>(
     `select table_name from information_schema.tables where table_schema = current_schema() order by table_name`,
   )
-  expect(tables.map((row) => row.table_name)).toEqual(['jobs_count', 'jobs_job', 'jobs_lease', 'jobs_queue', 'jobs_schedule', 'jobs_step'])
+  expect(tables.map((row) => row.table_name)).toEqual([
+    'jobs_count',
+    'jobs_event',
+    'jobs_job',
+    'jobs_lease',
+    'jobs_queue',
+    'jobs_schedule',
+    'jobs_step',
+  ])
 
   expect(await columns('jobs_queue')).toEqual([
     'name text not null',
@@ -98,6 +106,19 @@ test('the migrations create the tables with their documented columns and types',
     // Added by later migrations: last in the table's order.
     'owner text',
     'trace_context text',
+    'waits_for text',
+    'signals integer not null default 0',
+    'unique_key text',
+    'unique_states text',
+    'debounce_key text',
+  ])
+  expect(await columns('jobs_event')).toEqual([
+    'job bigint not null',
+    'name text not null',
+    "state text not null default 'sent'::text",
+    'payload jsonb',
+    'deadline timestamp with time zone',
+    'at timestamp with time zone not null default now()',
   ])
   expect(await columns('jobs_step')).toEqual(['job bigint not null', 'name text not null', 'answer jsonb', 'seq bigint not null'])
   expect(await columns('jobs_lease')).toEqual([
@@ -117,6 +138,7 @@ test('the migrations create the tables with their documented columns and types',
      group by tc.table_name order by tc.table_name`,
   )
   expect(keys).toEqual([
+    { table_name: 'jobs_event', columns: 'job, name' },
     { table_name: 'jobs_job', columns: 'seq' },
     { table_name: 'jobs_lease', columns: 'owner' },
     { table_name: 'jobs_queue', columns: 'name' },
@@ -186,7 +208,7 @@ test("deleting a job deletes its steps, and leaves its worker's row; a step of n
   expect((await failure(`insert into jobs_step (job, name) values (${other}, 'history')`)).code).toBe('23505')
 })
 
-test('jobs_job has the claim, scheduled, abandoned, ended and running indexes, each on the rows it serves only', async () => {
+test('jobs_job has the claim, scheduled, abandoned, ended, running, unique and debounce indexes, each on the rows it serves only', async () => {
   const indexes = await query<{ indexname: string; indexdef: string }>(
     `select indexname, indexdef from pg_indexes where schemaname = current_schema() and tablename = 'jobs_job' order by indexname`,
   )
@@ -194,11 +216,15 @@ test('jobs_job has the claim, scheduled, abandoned, ended and running indexes, e
   expect(Object.fromEntries(indexes.map((row) => [row.indexname, on(row.indexdef)]))).toEqual({
     jobs_job_abandoned: "(queue, priority, run_at, seq) WHERE (abandoned AND (state = ANY (ARRAY['waiting'::text, 'scheduled'::text])))",
     jobs_job_claim: "(queue, priority, run_at, seq) WHERE (state = ANY (ARRAY['waiting'::text, 'scheduled'::text]))",
+    jobs_job_debounce:
+      "UNIQUE (queue, debounce_key) WHERE ((debounce_key IS NOT NULL) AND (state = ANY (ARRAY['waiting'::text, 'scheduled'::text])))",
     jobs_job_ended: "(queue, state, finished_at) WHERE (state = ANY (ARRAY['done'::text, 'failed'::text, 'canceled'::text]))",
     jobs_job_pkey: 'UNIQUE (seq)',
     jobs_job_queue_id: 'UNIQUE (queue, id)',
     jobs_job_running: "(queue, owner) WHERE (state = 'running'::text)",
     jobs_job_scheduled: "(queue, run_at) WHERE (state = 'scheduled'::text)",
+    jobs_job_unique:
+      "UNIQUE (queue, unique_key) WHERE ((unique_key IS NOT NULL) AND (strpos(unique_states, ((','::text || state) || ','::text)) > 0))",
   })
 })
 
@@ -242,6 +268,11 @@ describe.each(drivers)('on %s', (_, open) => {
       owner: null,
       abandoned: false,
       traceContext: null,
+      waitsFor: null,
+      signals: 0,
+      uniqueKey: null,
+      uniqueStates: null,
+      debounceKey: null,
     })
     expect(first.runAt.getTime()).toBe(first.createdAt.getTime())
     // The JSON null, not SQL's: the column is never empty.
