@@ -151,6 +151,19 @@ const telemetryRows: RowSpec[] = [
     only: ['drizzle-jobs'],
     target: shareOf('telemetry-sdk', 'telemetry-api', 0.7, 'no SDK'),
   },
+  {
+    key: 'telemetry-sampled',
+    figure: `${TELEMETRY}: the same SDK, one request in ten sampled at its root (the parent-based sampler follows it)`,
+    unit: 'jobs/s',
+    better: 'higher',
+    noRatio: true,
+    only: ['drizzle-jobs'],
+    extra: (results) => {
+      const sampled = ours(results, 'telemetry-sampled')
+      const none = ours(results, 'telemetry-api')
+      return sampled === undefined || none === undefined ? '' : `(${percent(sampled / none)} of no SDK)`
+    },
+  },
 ]
 
 const processesRows = COUNTS.procs.map(

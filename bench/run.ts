@@ -287,7 +287,7 @@ async function telemetryStage(): Promise<void> {
   await fillTemplates(['drizzle-jobs'])
   const args = drainArgs('drizzle-jobs', COUNTS.telemetrySlots)
   if (!args) return
-  const modes = ['absent', 'api', 'sdk'] as const
+  const modes = ['absent', 'api', 'sdk', 'sampled'] as const
   for (let rep = 0; rep < reps; rep++) {
     for (const mode of [...modes.slice(rep % modes.length), ...modes.slice(0, rep % modes.length)]) {
       const r = await measure<ProcessResult>('drizzle-jobs', 'process', { ...args, telemetry: mode }, `telemetry ${mode}`)

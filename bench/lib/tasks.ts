@@ -75,14 +75,14 @@ export interface ProcessArgs {
   mode?: 'per-step' | 'batched'
   /**
    * drizzle-jobs only, the telemetry row: each job carries a trace context of its own, and OpenTelemetry is
-   * 'absent' (the app has no `@opentelemetry/api`), 'api' (installed, no SDK registered) or 'sdk' (the SDK
-   * records every run: a batch span processor into an exporter that drops its spans, and a meter provider).
+   * 'absent' (the app has no `@opentelemetry/api`), 'api' (installed, no SDK registered), 'sdk' (the SDK records
+   * every run) or 'sampled' (the same SDK, one request in ten sampled at its root: bench/lib/telemetry.ts).
    */
   telemetry?: TelemetryMode
   /** drizzle-jobs only, the batch row: a batch handler of this size (waiting 5 ms to fill), in place of a handler per job. */
   batch?: number
 }
-export type TelemetryMode = 'absent' | 'api' | 'sdk'
+export type TelemetryMode = 'absent' | 'api' | 'sdk' | 'sampled'
 export interface ProcessResult {
   jobsPerSec: number
   done: number

@@ -11,7 +11,8 @@ import type { TelemetryMode } from './tasks.js'
  * `@opentelemetry/api` from this process, as in an app that does not install it; 'api' leaves it installed with no
  * SDK registered; 'sdk' registers the SDK's tracer provider with a batch span processor into an exporter that drops
  * what it is given, W3C propagation, an AsyncLocalStorage context manager, and a meter provider with a reader (given
- * to `configure`, the package's configureTelemetry), so that every run records its span and metrics.
+ * to `configure`, the package's configureTelemetry), so that every run records its span and metrics; 'sampled' the
+ * same, the jobs' trace contexts then saying which requests were sampled (traceEachJob).
  */
 export async function setUpTelemetry(mode: TelemetryMode, configure: (options: TelemetryOptions) => void): Promise<void> {
   if (mode === 'absent') {
@@ -22,7 +23,7 @@ export async function setUpTelemetry(mode: TelemetryMode, configure: (options: T
       return resolveFilename.call(loader, request, ...rest)
     }
   }
-  if (mode !== 'sdk') return
+  if (mode !== 'sdk' && mode !== 'sampled') return
   const { context, propagation, trace } = await import('@opentelemetry/api')
   const { AsyncLocalStorageContextManager } = await import('@opentelemetry/context-async-hooks')
   const { W3CTraceContextPropagator } = await import('@opentelemetry/core')
@@ -41,9 +42,13 @@ export async function setUpTelemetry(mode: TelemetryMode, configure: (options: T
 
 /**
  * The trace context of a request of its own for each job, as `enqueue` stores it inside a span (a W3C traceparent
- * made from the job's seq): the value of `update jobs_job set trace_context = …`, per dialect.
+ * made from the job's seq): the value of `update jobs_job set trace_context = …`, per dialect. Every request was
+ * sampled, or (`sampled` mode) one in ten, as a root sampler of 10% decides: its traceparent's flags say so, and
+ * the SDK's default sampler (parent-based) follows them.
  */
-export const TRACE_EACH_JOB = {
-  sqlite: `json_object('traceparent', printf('00-%016x%016x-%016x-01', 4242, seq, seq + 1))`,
-  postgres: `json_build_object('traceparent', '00-' || lpad(to_hex(4242), 16, '0') || lpad(to_hex(seq), 16, '0') || '-' || lpad(to_hex(seq + 1), 16, '0') || '-01')::text`,
-} as const
+export function traceEachJob(dialect: 'sqlite' | 'postgres', mode: TelemetryMode): string {
+  const flags = mode === 'sampled' ? `(case when seq % 10 = 0 then '01' else '00' end)` : `'01'`
+  return dialect === 'sqlite'
+    ? `json_object('traceparent', printf('00-%016x%016x-%016x-', 4242, seq, seq + 1) || ${flags})`
+    : `json_build_object('traceparent', '00-' || lpad(to_hex(4242), 16, '0') || lpad(to_hex(seq), 16, '0') || '-' || lpad(to_hex(seq + 1), 16, '0') || '-' || ${flags})::text`
+}

@@ -224,7 +224,7 @@ export const PG_ROWS: readonly PgRowSpec[] = [
     na: { 'graphile-worker': GRAPHILE_LISTENS, bullmq: BULLMQ_LISTENS },
     notes: { 'pg-boss': BOSS_POLLS },
   },
-  ...(['absent', 'api', 'sdk'] as const).map(
+  ...(['absent', 'api', 'sdk', 'sampled'] as const).map(
     (mode): PgRowSpec => ({
       key: `telemetry-${mode}`,
       figure: `drain ${n(PG_COUNTS.drain)}, concurrency ${PG_COUNTS.telemetrySlots}, analyzed, each job with a request's trace context: ${
@@ -232,13 +232,14 @@ export const PG_ROWS: readonly PgRowSpec[] = [
           absent: '`@opentelemetry/api` not installed',
           api: 'the API installed, no SDK registered',
           sdk: 'the SDK records every run (batch span processor, an exporter that drops spans, metrics)',
+          sampled: 'the same SDK, one request in ten sampled at its root',
         }[mode]
       }`,
       unit: 'jobs/s',
       better: 'higher',
       na: { 'graphile-worker': DRIZZLE_ONLY, 'pg-boss': DRIZZLE_ONLY, bullmq: DRIZZLE_ONLY },
       noRatio: true,
-      ...(mode === 'absent'
+      ...(mode === 'absent' || mode === 'sampled'
         ? {}
         : {
             target: shareOf(

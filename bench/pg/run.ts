@@ -122,7 +122,7 @@ async function drainStage(): Promise<void> {
  * context, with OpenTelemetry absent, installed with no SDK, and recording every run, alternating.
  */
 async function telemetryStage(): Promise<void> {
-  const modes = ['absent', 'api', 'sdk'] as const
+  const modes = ['absent', 'api', 'sdk', 'sampled'] as const
   for (let rep = 0; rep < reps; rep++) {
     for (const mode of [...modes.slice(rep % modes.length), ...modes.slice(0, rep % modes.length)]) {
       const args = { count: PG_COUNTS.drain, slots: PG_COUNTS.telemetrySlots, capMs: PG_COUNTS.drainCapMs, telemetry: mode }

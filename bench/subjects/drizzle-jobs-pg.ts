@@ -15,7 +15,7 @@ import { spawnTask, type Ctx, type Task } from '../lib/child.js'
 import { nowMs, sleep } from '../lib/clock.js'
 import { coordinateWorkers, samplePickups } from '../lib/procs.js'
 import { median, quantile } from '../lib/stats.js'
-import { setUpTelemetry, TRACE_EACH_JOB } from '../lib/telemetry.js'
+import { setUpTelemetry, traceEachJob } from '../lib/telemetry.js'
 import type { EnqueueAppResult, EnqueueBatchResult, PickupResult, ProcessesResult, ProcessResult, ScaleResult } from '../lib/tasks.js'
 import {
   appRow,
@@ -146,7 +146,7 @@ export const tasks: Record<string, Task> = {
     if (args.telemetry !== undefined) await setUpTelemetry(args.telemetry, configureTelemetry)
     const { pool, db } = open(args.url)
     if (args.telemetry !== undefined) {
-      await pool.query(`update jobs_job set trace_context = ${TRACE_EACH_JOB.postgres}`)
+      await pool.query(`update jobs_job set trace_context = ${traceEachJob('postgres', args.telemetry)}`)
       await pool.query('vacuum analyze jobs_job')
     }
     await drain(db, warmQueue, await countJobs(pool, `queue = '${WARM_QUEUE}'`), args.slots)

@@ -14,7 +14,7 @@ import * as api from '../../src/index.js'
 import { appRow, benchMessages, CREATE_APP_TABLE } from '../app.js'
 import { ROOT, spawnTask, type Ctx, type Task } from '../lib/child.js'
 import { nowMs } from '../lib/clock.js'
-import { setUpTelemetry, TRACE_EACH_JOB } from '../lib/telemetry.js'
+import { setUpTelemetry, traceEachJob } from '../lib/telemetry.js'
 import { copyDb, freshPath } from '../lib/files.js'
 import { coordinateWorkers, maxOverlap, parentGate, samplePickups } from '../lib/procs.js'
 import { median, quantile } from '../lib/stats.js'
@@ -278,7 +278,7 @@ export const tasks: Record<string, Task> = {
     if (args.telemetry !== undefined) await setUpTelemetry(args.telemetry, api.configureTelemetry)
     await warmDrain(args.dir, args.warmTemplate, args.slots)
     const { client, db } = open(copyDb(args.template, args.dir, 'process'))
-    if (args.telemetry !== undefined) client.prepare(`update jobs_job set trace_context = ${TRACE_EACH_JOB.sqlite}`).run()
+    if (args.telemetry !== undefined) client.prepare(`update jobs_job set trace_context = ${traceEachJob('sqlite', args.telemetry)}`).run()
     const { elapsedMs } = await drain(db, args.count, args.slots, undefined, args.batch)
     const done = count(client, `select count(*) from jobs_job where state = 'done'`)
     if (done !== args.count) throw new Error(`expected ${args.count} jobs done, found ${done}`)
