@@ -13,6 +13,7 @@ import {
   enqueue,
   getJob,
   isJobsError,
+  prune,
   signal,
   watch,
   work,
@@ -265,6 +266,27 @@ describe.each(CONTRACT_DATABASES)('%s', { timeout: CONTRACT_TEST_MS }, (dialect)
     // Only a parked job waits for something: the signal made it due at once, waiting for nothing, then it ran.
     expect(after.every((job) => job.waitsFor === null)).toBe(true)
     expect(seen.filter((job) => job.state !== 'scheduled').every((job) => job.waitsFor === null)).toBe(true)
+  })
+
+  test(`JOB-24 ${on} a job's events go with it when it is pruned, so that no later job finds them, even where SQLite's foreign keys are off`, async () => {
+    await t.run('create table app_log (line text)')
+    // better-sqlite3 turns foreign keys on, and the cascade would delete the events; an app's connection may not.
+    if (t.sqlite) await t.run('pragma foreign_keys = off')
+    workers.push(
+      work(
+        t.db,
+        waits,
+        waitsHandler(() => {}),
+        { pollInterval: '20ms' },
+      ),
+    )
+    await enqueue(t.db, waits, { n: 1, event: 'go' }, { id: 'pruned' })
+    await parked(t, 'pruned', 'event:go')
+    await signalIn(t, 'pruned', 'go', 1, 'commit')
+    await doneWith(t, 'pruned')
+    expect(await t.query('select state from jobs_event')).toEqual([{ state: 'sent' }])
+    expect(await prune(t.db as Database, { before: Date.now() + 1_000 })).toBe(1)
+    expect(await t.query('select job from jobs_event')).toEqual([])
   })
 
   test(`JOB-24 ${on} bad signals throw and write nothing: an id the queue does not hold, a payload that is not JSON, a bad name`, async () => {

@@ -312,7 +312,11 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
       }),
 
     jobHasPrunable: (find) => mapAnswer(sql.firstPrunable.get(find), (row) => row !== undefined),
-    jobDeleteEnded: (find) => mapAnswer(sql.pruneEnded.run(find), (result) => result.changes),
+    jobDeleteEnded: (find) =>
+      run(function* () {
+        yield* ask(sql.pruneEvents.run({ queue: find.queue, state: find.state, before: find.before }))
+        return (yield* ask(sql.pruneEnded.run(find))).changes
+      }),
 
     jobGetSnapshot: (queue, id) => read().jobById.get(queue, id),
     jobGetSnapshots: (seqs) => read().jobsBySeq.all(JSON.stringify(seqs)),
