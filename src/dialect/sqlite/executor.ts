@@ -314,7 +314,7 @@ export function sqliteExecutor<K extends Kind>(client: SqliteClient<K>, sql: Sta
     jobHasPrunable: (find) => mapAnswer(sql.firstPrunable.get(find), (row) => row !== undefined),
     jobDeleteEnded: (find) =>
       run(function* () {
-        yield* ask(sql.pruneEvents.run({ queue: find.queue, state: find.state, before: find.before }))
+        yield* ask(sql.pruneEvents.run(find))
         return (yield* ask(sql.pruneEnded.run(find))).changes
       }),
 

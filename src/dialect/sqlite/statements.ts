@@ -401,11 +401,13 @@ export const SQL = {
     `select 1 from jobs_job where queue = @queue and ${ENDED} and state = @state and finished_at < @before limit 1`,
   ),
   /**
-   * Deletes the events of the jobs of a queue that ended in @state before @before, as their jobs are pruned: SQLite
-   * keeps foreign keys only where the connection turns them on, and a seq it gives again must find no event.
+   * Deletes the events of the jobs pruneEnded deletes next, read by the same query (in the same transaction, so the
+   * same jobs): SQLite keeps foreign keys only where the connection turns them on, and a seq it gives again must find
+   * no event.
    */
-  pruneEvents: statement<[{ queue: string; state: EndedState; before: number }], never>(
-    `delete from jobs_event where job in (select seq from jobs_job where queue = @queue and ${ENDED} and state = @state and finished_at < @before)`,
+  pruneEvents: statement<[{ queue: string; state: EndedState; before: number; limit: number }], never>(
+    `delete from jobs_event where job in (select seq from jobs_job
+    where queue = @queue and ${ENDED} and state = @state and finished_at < @before ${LIMIT})`,
   ),
   /** Deletes up to @limit jobs of a queue that ended in @state before @before. */
   pruneEnded: statement<
