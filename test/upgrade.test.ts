@@ -19,9 +19,10 @@
  * one is left as it was, the counters agree with the rows, and the table protocol's trigger (whose old version wrote
  * the jobs_lease of one row per job) still fails a careless write.
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
+import { stripVTControlCharacters } from 'node:util'
 import { join, resolve } from 'node:path'
 import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3'
 import { migrate as migrateSqlite } from 'drizzle-orm/better-sqlite3/migrator'
@@ -127,19 +128,45 @@ export default defineConfig({ dialect: '${dialect}', schema: ${JSON.stringify(sc
 
 /**
  * Runs drizzle-kit generate in `app` as docs/operating.md says to without a terminal, with the project's drizzle-kit
- * for `npx drizzle-kit`: under util-linux's `script`, in a terminal made raw before the keys arrive, which answer its
- * two questions: jobs_event is a table created (Enter, the first choice), and jobs_lease is jobs_worker renamed (↓,
- * Enter: the second choice). A second run, with no terminal
- * and no keys, finds nothing to do: the snapshot it wrote is the new schema's. Answers the SQL it wrote.
+ * for `npx drizzle-kit`: under util-linux's `script`, in a terminal made raw, answering each of its two questions as
+ * it is asked: jobs_event is a table created (Enter, the first choice), and jobs_lease is jobs_worker renamed (↓,
+ * Enter: the second choice). A key sent before its question would be read by the one before, so each waits for its
+ * question. A second run, with no terminal and no keys, finds nothing to do: the snapshot it wrote is the new
+ * schema's. Answers the SQL it wrote.
  */
-function generateWithoutTerminal(app: string): string {
+async function generateWithoutTerminal(app: string): Promise<string> {
   const folder = join(app, 'drizzle')
   const before = new Set(readdirSync(folder))
-  const printed = execFileSync(
-    'bash',
-    ['-c', `{ sleep 2; printf '\\r'; sleep 2; printf '\\033[B\\r'; } | script -qec 'stty raw -echo; ${DRIZZLE_KIT} generate' /dev/null`],
-    { cwd: app, encoding: 'utf8', timeout: 60_000 },
-  )
+  const child = spawn('script', ['-qec', `stty raw -echo; ${DRIZZLE_KIT} generate`, '/dev/null'], { cwd: app })
+  const questions = [
+    { asked: /Is jobs_event table created or renamed/, keys: '\r', answered: false },
+    { asked: /Is jobs_lease table created or renamed/, keys: '\u001b[B\r', answered: false },
+  ]
+  let printed = ''
+  child.stdout.on('data', (chunk: Buffer) => {
+    printed += chunk.toString()
+    const text = stripVTControlCharacters(printed)
+    for (const question of questions) {
+      if (question.answered || !question.asked.test(text)) continue
+      question.answered = true
+      child.stdin.write(question.keys)
+    }
+  })
+  const exit = await new Promise<number | null>((resolveExit, rejectExit) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      rejectExit(new Error(`drizzle-kit generate did not finish in 60 s; it printed:\n${printed}`))
+    }, 60_000)
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      resolveExit(code)
+    })
+  })
+  expect(exit, printed).toBe(0)
+  expect(
+    questions.filter((question) => !question.answered),
+    'the questions drizzle-kit did not ask',
+  ).toEqual([])
   expect(printed).toMatch(/jobs_worker › jobs_lease .*table will be renamed/)
   const written = readdirSync(folder).filter((file) => !before.has(file) && file.endsWith('.sql'))
   expect(written).toHaveLength(1)
@@ -200,7 +227,7 @@ test('upgrade [sqlite] from jobs_worker to jobs_lease as an app upgrades (stop, 
     expect(end('r1', STOPPED)).toBe(1)
     client.prepare(`delete from jobs_worker where owner = ?`).run(STOPPED)
     // 2. The new schema, and drizzle-kit generate: the rename and the later changes, as the project's own migrations have them.
-    expect(statementsOf(generateWithoutTerminal(app))).toEqual(statementsSince(MIGRATIONS))
+    expect(statementsOf(await generateWithoutTerminal(app))).toEqual(statementsSince(MIGRATIONS))
     // The worker left running renews its row as the migration begins.
     const liveUntil = Date.now() + 2_000
     renew(LIVE, liveUntil)
@@ -281,7 +308,7 @@ test('upgrade [postgres] from jobs_worker to jobs_lease as an app upgrades (stop
   expect(await end('r1', STOPPED)).toBe(1)
   await query(`delete from jobs_worker where owner = $1`, STOPPED)
   // 2. The new schema, and drizzle-kit generate: the rename and the later changes, as the project's own migrations have them.
-  expect(statementsOf(generateWithoutTerminal(app))).toEqual(statementsSince(PG_MIGRATIONS))
+  expect(statementsOf(await generateWithoutTerminal(app))).toEqual(statementsSince(PG_MIGRATIONS))
   // The worker left running renews its row as the migration begins.
   const liveUntil = Date.now() + 2_000
   await renew(LIVE, liveUntil)
