@@ -22,15 +22,9 @@ const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.
  * // '4bf92f3577b34da6a3ce929d0e0e4736'
  */
 export function traceIdOf(stored: unknown): string | null {
-  if (typeof stored !== 'string') return null
-  let carrier: unknown
-  try {
-    carrier = JSON.parse(stored)
-  } catch {
-    return null
-  }
-  if (typeof carrier !== 'object' || carrier === null) return null
-  const traceparent = (carrier as { traceparent?: unknown }).traceparent
+  const carrier = storedCarrier(stored)
+  if (carrier === null) return null
+  const traceparent = carrier.traceparent
   if (typeof traceparent !== 'string') return null
   const match = TRACEPARENT.exec(traceparent)
   if (match === null) return null
@@ -38,4 +32,19 @@ export function traceIdOf(stored: unknown): string | null {
   if (version === 'ff' || (version === '00' && rest !== undefined)) return null
   if (/^0+$/.test(traceId!) || /^0+$/.test(parentId!)) return null
   return traceId!
+}
+
+/**
+ * The carrier of a stored trace context: `jobs_job.trace_context` read as the JSON object of W3C trace context
+ * fields a propagator extracts from, or null where it is not such an object (another program may store anything).
+ */
+export function storedCarrier(stored: unknown): Record<string, unknown> | null {
+  if (typeof stored !== 'string') return null
+  let carrier: unknown
+  try {
+    carrier = JSON.parse(stored)
+  } catch {
+    return null
+  }
+  return typeof carrier === 'object' && carrier !== null ? (carrier as Record<string, unknown>) : null
 }

@@ -19,6 +19,7 @@
 import type * as Otel from '@opentelemetry/api'
 import { andThen, type RunEndParams as Transition } from '../dialect/index.js'
 import { MESSAGING_SYSTEM, otel, providers, type Api } from './api.js'
+import { storedCarrier } from './trace-id.js'
 
 const TRACER_NAME = 'drizzle-jobs'
 
@@ -196,14 +197,8 @@ function storedContext(otelApi: Api, stored: string | null): Otel.Context {
 }
 
 function parsedContext(otelApi: Api, stored: string): Otel.Context {
-  let carrier: unknown
-  try {
-    carrier = JSON.parse(stored)
-  } catch {
-    return otelApi.ROOT_CONTEXT
-  }
-  if (typeof carrier !== 'object' || carrier === null) return otelApi.ROOT_CONTEXT
-  return otelApi.propagation.extract(otelApi.ROOT_CONTEXT, carrier)
+  const carrier = storedCarrier(stored)
+  return carrier === null ? otelApi.ROOT_CONTEXT : otelApi.propagation.extract(otelApi.ROOT_CONTEXT, carrier)
 }
 
 function failed(otelApi: Api, span: Otel.Span, error: unknown): void {

@@ -128,16 +128,14 @@ const OWN_ENDS = `ended as (
  */
 const RUNNING = `jobs_job where queue = @queue::text and state = 'running'`
 
-const INSERT_JOB = `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context)
+/** The insert of one job from its NewJob parameters, with `columns` more, whose values `values` gives in their order. */
+function insertJobWith(columns = '', values = ''): string {
+  return `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context${columns && `, ${columns}`})
   select @queue::text, @id::text, @grp::text, @value::jsonb, @state::text, @priority::bigint, 0, @maxAttempts::int, ${at('@runAt')}, ${at('@now')},
-    @traceContext::text`
-
-/** INSERT_JOB with `columns` more, whose values `values` gives in their order. */
-function insertJobWith(columns: string, values: string): string {
-  return `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context, ${columns})
-  select @queue::text, @id::text, @grp::text, @value::jsonb, @state::text, @priority::bigint, 0, @maxAttempts::int, ${at('@runAt')}, ${at('@now')},
-    @traceContext::text, ${values}`
+    @traceContext::text${values && `, ${values}`}`
 }
+
+const INSERT_JOB = insertJobWith()
 
 /**
  * The queue @queue holds fewer than @maxWaiting jobs waiting or scheduled, by its kept counts (the row and what is not

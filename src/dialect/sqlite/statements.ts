@@ -49,6 +49,19 @@ const CLAIMED = `seq, id, grp, value, state as claimedFrom, attempts + 1 as atte
 const PARKED_SET = `run_at = iif(@signals is not null and signals <> @signals, run_at, coalesce(@runAt, run_at)),
       waits_for = iif(@signals is not null and signals <> @signals, null, @waitsFor), debounce_key = null`
 
+/**
+ * The insert of one job from its NewJob parameters, counted by the engine (engine_writes 1), with `columns` more,
+ * whose values `values` gives in their order: an INSERT … SELECT, which a WHERE must follow before any ON CONFLICT.
+ */
+function insertJobWith(columns = '', values = ''): string {
+  return `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context,
+      ${columns && `${columns}, `}engine_writes)
+    select @queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, @traceContext, ${values && `${values}, `}1`
+}
+
+/** The queue @queue holds fewer than @maxWaiting jobs waiting or scheduled. */
+const HAS_ROOM = `coalesce((select waiting + scheduled from jobs_queue where name = @queue), 0) < @maxWaiting`
+
 const IN_SEQS = `in (select value from json_each(@seqs))`
 const ONE = `seq = @seq`
 const ALL = `seq ${IN_SEQS}`
@@ -97,12 +110,8 @@ export const SQL = {
   mainFile: statement<[], string>(`select file from pragma_database_list where name = 'main'`, { pluck: true }),
 
   /** Adds one job unless its id is taken or the queue holds `maxWaiting` jobs waiting or scheduled. */
-  insertJobIfRoom: statement<
-    [NewJob],
-    never
-  >(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context, engine_writes)
-    select @queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, @traceContext, 1
-    where coalesce((select waiting + scheduled from jobs_queue where name = @queue), 0) < @maxWaiting
+  insertJobIfRoom: statement<[NewJob], never>(`${insertJobWith()}
+    where ${HAS_ROOM}
     on conflict (queue, id) do nothing`),
   insertJob: statement<
     [NewJob],
@@ -114,13 +123,8 @@ export const SQL = {
    * Adds one job with a unique key (JOB-25) unless its id is taken, its key is held (jobs_job_unique) or the queue
    * holds `maxWaiting` jobs waiting or scheduled: a conflict on either index does nothing.
    */
-  insertUniqueJobIfRoom: statement<
-    [UniqueJob],
-    never
-  >(`insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context,
-      unique_key, unique_states, engine_writes)
-    select @queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, @traceContext, @uniqueKey, @uniqueStates, 1
-    where coalesce((select waiting + scheduled from jobs_queue where name = @queue), 0) < @maxWaiting
+  insertUniqueJobIfRoom: statement<[UniqueJob], never>(`${insertJobWith('unique_key, unique_states', '@uniqueKey, @uniqueStates')}
+    where ${HAS_ROOM}
     on conflict do nothing`),
   /**
    * Adds one job with a debounce id (JOB-26), or gives the job of the queue that holds that id, waiting or scheduled
@@ -129,10 +133,8 @@ export const SQL = {
    * state it may move the job to.
    */
   upsertDebouncedJob: statement<[DebouncedJob], string>(
-    `insert into jobs_job (queue, id, grp, value, state, priority, attempts, max_attempts, run_at, created_at, trace_context,
-      debounce_key, engine_writes)
-    select @queue, @id, @grp, @value, @state, @priority, 0, @maxAttempts, @runAt, @now, @traceContext, @debounceKey, 1
-    where coalesce((select waiting + scheduled from jobs_queue where name = @queue), 0) < @maxWaiting
+    `${insertJobWith('debounce_key', '@debounceKey')}
+    where ${HAS_ROOM}
       or exists (select 1 from jobs_job where queue = @queue and debounce_key = @debounceKey and ${RUNNABLE})
     on conflict (queue, debounce_key) where debounce_key is not null and ${RUNNABLE}
     do update set value = excluded.value, run_at = excluded.run_at, state = excluded.state
